@@ -1,0 +1,196 @@
+"""The `lengthwise` command line: thin adapters from flags to the library's functions."""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from lengthwise import __version__
+
+app = typer.Typer(
+    name="lengthwise",
+    help="Make text-embedding models robust to text length: audit length bias and report it.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console(stderr=True)
+
+
+class Preset(str, Enum):
+    """Paper settings one flag away (METHODS §1)."""
+
+    stsb = "stsb"  # m = 100, capped by N (laser3 / length-attack on STS-B)
+    first64x8 = "first64x8"  # first 64 tokens vs 8 copies at N = 512 (length-attack on ArguAna)
+
+
+def _fail(message: str) -> None:
+    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code=2)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"lengthwise {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """lengthwise: audit (and soon fix, train, evaluate) embedding models for length bias."""
+
+
+def _summary_table(payload: dict) -> Table:
+    attack = payload["attack"]
+    table = Table(title=f"Elongation attack — {payload['model']['name']}", title_justify="left")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    rows = [
+        ("pairs", f"{attack['n']}"),
+        ("elongation m", f"{attack['elongation']} (mean m used {payload['tokens']['m_mean']:.1f})"),
+        ("mean cosine before → after", f"{attack['mean_before']:.4f} → {attack['mean_after']:.4f}"),
+        ("median cosine before → after", f"{attack['median_before']:.4f} → {attack['median_after']:.4f}"),
+        ("mean shift", f"{attack['mean_shift']:+.4f}"),
+        ("fraction of pairs risen", f"{attack['frac_increased']:.1%}"),
+        ("Jensen–Shannon distance", f"{attack['js_distance']:.4f}"),
+    ]
+    shuffle = payload.get("word_shuffle")
+    if shuffle:
+        rows.append(("word-shuffle JSD", f"{shuffle['js_distance']:.4f}"))
+    for row in payload.get("first_k_curve", []):
+        rows.append((f"first {row['k']} tokens: mean cosine", f"{row['mean']:.4f}"))
+    for name, value in rows:
+        table.add_row(name, value)
+    return table
+
+
+@app.command()
+def audit(
+    model: Annotated[
+        str, typer.Option("--model", "-m", help="Model directory or Hugging Face id.")
+    ] = "sentence-transformers/all-MiniLM-L6-v2",
+    pairs: Annotated[
+        Path | None,
+        typer.Option(
+            "--pairs",
+            "-p",
+            help="Text pairs: STS TSV/CSV, JSONL (text1/text2), or a BEIR folder. Default: the embedded probe set.",
+        ),
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output directory.")] = Path("lengthwise-audit"),
+    elongate: Annotated[
+        str, typer.Option("--elongate", "-e", help="Copies m per text: an integer (capped by N), 'random' or 'twice'.")
+    ] = "100",
+    first_k: Annotated[
+        int | None, typer.Option("--first-k", help="Truncate every text to its first k tokens (specials included) first.")
+    ] = None,
+    max_length: Annotated[
+        int | None, typer.Option("--max-length", help="Model max length N (specials included); default: the model's.")
+    ] = None,
+    preset: Annotated[
+        Preset | None, typer.Option("--preset", help="stsb: m=100; first64x8: first 64 tokens vs 8 copies at N=512.")
+    ] = None,
+    curve_k: Annotated[
+        list[int] | None, typer.Option("--curve-k", help="Lengths k of the first-k curve (repeatable).")
+    ] = None,
+    no_curve: Annotated[bool, typer.Option("--no-curve", help="Skip the first-k (semantic-altered) curve.")] = False,
+    no_shuffle: Annotated[bool, typer.Option("--no-shuffle", help="Skip the word-shuffle probe.")] = False,
+    bins: Annotated[int, typer.Option("--bins", help="Histogram bins over [-1, 1] for the JS distance.")] = 100,
+    max_pairs: Annotated[
+        int | None, typer.Option("--max-pairs", help="Use at most this many pairs (seeded sample).")
+    ] = None,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Sequences per forward pass.")] = 32,
+    seed: Annotated[int, typer.Option("--seed", help="Seed for sampling, random m and word shuffles.")] = 0,
+    device: Annotated[str | None, typer.Option("--device", help="cpu, cuda, mps… Default: best available.")] = None,
+    trust_remote_code: Annotated[
+        bool, typer.Option("--trust-remote-code", help="Allow the model repository's own code to run.")
+    ] = False,
+) -> None:
+    """Audit a model with the elongation attack: similarity before/after copying texts m times (METHODS §1).
+
+    Writes OUT/audit.json (every figure, settings, model/data fingerprints, versions), PNG plots and a
+    self-contained OUT/report.html, and prints a summary table.
+    """
+    from lengthwise.audit import AuditConfig, run_audit
+    from lengthwise.models import ModelLoadError, load_model
+    from lengthwise.pairs import DataFormatError, default_probe_pairs, read_pairs
+    from lengthwise.report import write_report
+    from lengthwise.results import write_json_atomic
+    from lengthwise.shift import HistogramSpec
+    from lengthwise.tokens import Elongation
+
+    if preset is Preset.first64x8:
+        first_k, elongate, max_length = first_k or 64, "8", max_length or 512
+    elif preset is Preset.stsb:
+        elongate = "100"
+    try:
+        config = AuditConfig(
+            elongation=Elongation.parse(elongate),
+            first_k=first_k,
+            curve_ks=() if no_curve else tuple(curve_k or (16, 32, 64, 128, 256, 512)),
+            word_shuffle=not no_shuffle,
+            histogram=HistogramSpec(bins=bins),
+            batch_size=batch_size,
+            seed=seed,
+        )
+        pair_set = read_pairs(pairs, max_pairs=max_pairs or 2000, seed=seed) if pairs else default_probe_pairs()
+        if max_pairs is not None:
+            pair_set = pair_set.sample(max_pairs, seed)
+        with console.status(f"loading {model}"):
+            encoder = load_model(model, device=device, trust_remote_code=trust_remote_code, max_seq_length=max_length)
+        with Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TimeRemainingColumn(), console=console, transient=True,
+        ) as progress:
+            task = progress.add_task(f"embedding {len(pair_set)} pairs", total=None)
+
+            def on_progress(done: int, total: int) -> None:
+                progress.update(task, completed=done, total=total)
+
+            result = run_audit(encoder, pair_set, config, model_name=model, on_progress=on_progress)
+    except (ValueError, ModelLoadError, DataFormatError) as err:
+        _fail(str(err))
+        return
+    payload = result.to_dict()
+    write_json_atomic(out / "audit.json", payload)
+    written = write_report(payload, out)
+    console.print(_summary_table(payload))
+    console.print(f"wrote {out / 'audit.json'} and {written['report']}", highlight=False)
+
+
+@app.command()
+def report(
+    audit_dir: Annotated[Path, typer.Argument(help="An audit output directory (or its audit.json).")],
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Where to write; default: next to audit.json.")] = None,
+) -> None:
+    """Re-render the plots and report.html of an earlier audit from its audit.json."""
+    from lengthwise.report import load_payload, write_report
+
+    try:
+        payload = load_payload(audit_dir)
+    except ValueError as err:
+        _fail(str(err))
+        return
+    target = out or (audit_dir if audit_dir.is_dir() else audit_dir.parent)
+    written = write_report(payload, target)
+    console.print(f"wrote {written['report']}", highlight=False)
+
+
+def main() -> None:
+    """Entry point of the `lengthwise` script."""
+    app(prog_name="lengthwise")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

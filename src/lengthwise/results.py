@@ -1,0 +1,50 @@
+"""Writing results: atomic JSON files and the environment that produced them."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+__all__ = ["environment", "write_bytes_atomic", "write_json_atomic"]
+
+_PACKAGES = ("lengthwise", "torch", "transformers", "sentence-transformers", "numpy", "scipy", "tokenizers")
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
+    """Write `data` to `path` through a temporary file and a rename, so readers never see a partial file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_json_atomic(path: str | Path, payload: Any) -> Path:
+    """Write `payload` as indented UTF-8 JSON, atomically."""
+    text = json.dumps(payload, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    return write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def environment() -> dict[str, Any]:
+    """Library versions, Python and platform: enough to say how a result was made."""
+    versions: dict[str, str | None] = {}
+    for name in _PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return {"python": sys.version.split()[0], "platform": platform.platform(), "packages": versions}

@@ -1,0 +1,99 @@
+"""Similarity-shift statistics: pure functions on arrays (METHODS §1, "Attack on pairs").
+
+No model, no I/O: inputs are embeddings or similarity vectors, outputs are numbers and plain dicts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy.spatial.distance import jensenshannon
+
+__all__ = ["HistogramSpec", "ShiftStats", "js_distance", "paired_cosine", "similarity_histogram", "similarity_shift"]
+
+
+@dataclass(frozen=True)
+class HistogramSpec:
+    """Fixed histogram bins for similarity distributions: `bins` equal bins over [low, high]."""
+
+    bins: int = 100
+    low: float = -1.0
+    high: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.bins < 2:
+            raise ValueError(f"histogram needs at least 2 bins, got {self.bins}")
+        if not self.low < self.high:
+            raise ValueError(f"histogram range [{self.low}, {self.high}] is empty")
+
+    @property
+    def edges(self) -> np.ndarray:
+        return np.linspace(self.low, self.high, self.bins + 1)
+
+
+def paired_cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise cosine similarity of two (n, d) arrays → (n,). Zero vectors give 0."""
+    if a.shape != b.shape or a.ndim != 2:
+        raise ValueError(f"paired_cosine needs two (n, d) arrays of one shape, got {a.shape} and {b.shape}")
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    norms = np.linalg.norm(a64, axis=1) * np.linalg.norm(b64, axis=1)  # (n,)
+    dots = np.einsum("nd,nd->n", a64, b64)  # (n,)
+    return np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
+
+
+def similarity_histogram(values: np.ndarray, spec: HistogramSpec = HistogramSpec()) -> np.ndarray:
+    """Counts of `values` in `spec`'s bins; values outside [low, high] are clipped into the end bins."""
+    clipped = np.clip(np.asarray(values, dtype=np.float64), spec.low, spec.high)
+    counts, _ = np.histogram(clipped, bins=spec.edges)
+    return counts
+
+
+def js_distance(x: np.ndarray, y: np.ndarray, spec: HistogramSpec = HistogramSpec()) -> float:
+    """Jensen–Shannon distance (base 2: sqrt of the divergence, in [0, 1]) between two samples' histograms."""
+    hx, hy = similarity_histogram(x, spec), similarity_histogram(y, spec)
+    if hx.sum() == 0 or hy.sum() == 0:
+        raise ValueError("js_distance needs two non-empty samples")
+    return float(jensenshannon(hx / hx.sum(), hy / hy.sum(), base=2))
+
+
+@dataclass(frozen=True)
+class ShiftStats:
+    """How a similarity distribution moved from `before` to `after` (paired, same order)."""
+
+    n: int
+    mean_before: float
+    mean_after: float
+    median_before: float
+    median_after: float
+    mean_shift: float
+    median_shift: float
+    frac_increased: float
+    js_distance: float
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def similarity_shift(before: np.ndarray, after: np.ndarray, spec: HistogramSpec = HistogramSpec()) -> ShiftStats:
+    """Summarize paired similarities before/after a transformation (e.g. elongation).
+
+    `median_shift` is the median of the per-pair differences; `frac_increased` counts pairs whose similarity
+    rose strictly.
+    """
+    before = np.asarray(before, dtype=np.float64)
+    after = np.asarray(after, dtype=np.float64)
+    if before.shape != after.shape or before.ndim != 1 or before.size == 0:
+        raise ValueError(f"similarity_shift needs two equal-length 1-D samples, got {before.shape}, {after.shape}")
+    diff = after - before
+    return ShiftStats(
+        n=int(before.size),
+        mean_before=float(before.mean()),
+        mean_after=float(after.mean()),
+        median_before=float(np.median(before)),
+        median_after=float(np.median(after)),
+        mean_shift=float(diff.mean()),
+        median_shift=float(np.median(diff)),
+        frac_increased=float((diff > 0).mean()),
+        js_distance=js_distance(before, after, spec),
+    )

