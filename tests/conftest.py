@@ -37,8 +37,12 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory, minilm_path: str) -
     folder = tmp_path_factory.mktemp("tiny-bert")
     tokenizer = AutoTokenizer.from_pretrained(minilm_path)
     config = BertConfig(
-        vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=128,
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
     )
     torch.manual_seed(0)
     BertModel(config).save_pretrained(folder / "hf")

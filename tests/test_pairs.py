@@ -28,7 +28,10 @@ def test_reads_jsonl_tsv_and_csv_with_header(tmp_path: Path) -> None:
         handle.write(json.dumps({"sentence1": "a b", "sentence2": "c d", "score": 3}) + "\n\n")
         handle.write(json.dumps({"text1": "e", "text2": "f", "kind": "same_topic"}) + "\n")
     got = read_pairs(jsonl)
-    assert [(p.text1, p.text2, p.score, p.kind) for p in got.pairs] == [("a b", "c d", 3.0, None), ("e", "f", None, "same_topic")]
+    assert [(p.text1, p.text2, p.score, p.kind) for p in got.pairs] == [
+        ("a b", "c d", 3.0, None),
+        ("e", "f", None, "same_topic"),
+    ]
 
     tsv = tmp_path / "p.tsv"
     tsv.write_text("one\ttwo\nthree\tfour\t4.5\n", encoding="utf-8")
@@ -74,7 +77,8 @@ def test_beir_folder_gives_same_topic_and_random_pairs(tmp_path: Path) -> None:
     (tmp_path / "corpus.jsonl").write_text("\n".join(json.dumps(d) for d in docs) + "\n", encoding="utf-8")
     (tmp_path / "qrels").mkdir()
     (tmp_path / "qrels/test.tsv").write_text(
-        "query-id\tcorpus-id\tscore\nq1\td0\t1\nq1\td1\t1\nq1\td2\t1\nq2\td5\t1\nq3\td7\t1\nq3\td8\t0\n", encoding="utf-8"
+        "query-id\tcorpus-id\tscore\nq1\td0\t1\nq1\td1\t1\nq1\td2\t1\nq2\td5\t1\nq3\td7\t1\nq3\td8\t0\n",
+        encoding="utf-8",
     )
     pairs = read_pairs(tmp_path, seed=3)
     same = [p for p in pairs.pairs if p.kind == "same_topic"]

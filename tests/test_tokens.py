@@ -4,7 +4,15 @@ import random
 
 import pytest
 
-from lengthwise.tokens import Elongation, content_ids, elongate, elongation_factor, first_k, shuffle_words, special_tokens
+from lengthwise.tokens import (
+    Elongation,
+    content_ids,
+    elongate,
+    elongation_factor,
+    first_k,
+    shuffle_words,
+    special_tokens,
+)
 
 
 @pytest.fixture(scope="module")

@@ -37,11 +37,11 @@ class AuditConfig:
     `curve_ks` are input lengths (special tokens included) for the semantic-altered curve; k > N is skipped.
     """
 
-    elongation: Elongation = Elongation("fixed", 100)
+    elongation: Elongation = field(default_factory=lambda: Elongation("fixed", 100))
     first_k: int | None = None
     curve_ks: tuple[int, ...] = DEFAULT_CURVE_KS
     word_shuffle: bool = True
-    histogram: HistogramSpec = HistogramSpec()
+    histogram: HistogramSpec = field(default_factory=HistogramSpec)
     batch_size: int = 32
     seed: int = 0
 
@@ -56,7 +56,10 @@ class AuditConfig:
     def to_dict(self) -> dict[str, Any]:
         settings = asdict(self)
         settings["elongation"] = self.elongation.describe()
-        settings["histogram"] = {"bins": self.histogram.bins, "range": [self.histogram.low, self.histogram.high]}
+        settings["histogram"] = {
+            "bins": self.histogram.bins,
+            "range": [self.histogram.low, self.histogram.high],
+        }
         return settings
 
 
@@ -106,7 +109,8 @@ def run_audit(
 ) -> AuditResult:
     """Run the elongation attack, the first-k curve and the word-shuffle probe on `pairs`.
 
-    `model_name` is recorded in the result's model fingerprint. `on_progress(done, total)` is called after each embedded batch (sequences done / to do).
+    `model_name` is recorded in the result's model fingerprint. `on_progress(done, total)` is called after
+    each embedded batch (sequences done / to do).
     """
     started = time.perf_counter()
     rng = random.Random(config.seed)
@@ -124,8 +128,8 @@ def run_audit(
     bank = _SequenceBank()
     original = (bank.add([view.wrap(i) for i in ids1]), bank.add([view.wrap(i) for i in ids2]))
     elongated = (
-        bank.add([view.wrap(elongate(i, m, view.max_content)) for i, m in zip(ids1, factors1)]),
-        bank.add([view.wrap(elongate(i, m, view.max_content)) for i, m in zip(ids2, factors2)]),
+        bank.add([view.wrap(elongate(i, m, view.max_content)) for i, m in zip(ids1, factors1, strict=True)]),
+        bank.add([view.wrap(elongate(i, m, view.max_content)) for i, m in zip(ids2, factors2, strict=True)]),
     )
     curve_ks = [k for k in config.curve_ks if k <= view.max_length]
     curve = {
@@ -158,11 +162,15 @@ def run_audit(
 
     before = cosines(*original)
     after = cosines(*elongated)
-    attack = similarity_shift(before, after, spec).to_dict()
+    attack: dict[str, Any] = {**similarity_shift(before, after, spec).to_dict()}
     attack.update(
         elongation=config.elongation.describe(),
-        histogram={"bins": spec.bins, "range": [spec.low, spec.high],
-                   "before": _histogram_dict(before, spec), "after": _histogram_dict(after, spec)},
+        histogram={
+            "bins": spec.bins,
+            "range": [spec.low, spec.high],
+            "before": _histogram_dict(before, spec),
+            "after": _histogram_dict(after, spec),
+        },
     )
 
     by_kind: dict[str, dict[str, Any]] = {}
@@ -174,15 +182,21 @@ def run_audit(
     curve_rows = []
     for k, (side1, side2) in curve.items():
         sims = cosines(side1, side2)
-        curve_rows.append({
-            "k": k, "mean": float(sims.mean()), "median": float(np.median(sims)), "std": float(sims.std()),
-            "js_distance_vs_full": js_distance(before, sims, spec), "histogram": _histogram_dict(sims, spec),
-        })
+        curve_rows.append(
+            {
+                "k": k,
+                "mean": float(sims.mean()),
+                "median": float(np.median(sims)),
+                "std": float(sims.std()),
+                "js_distance_vs_full": js_distance(before, sims, spec),
+                "histogram": _histogram_dict(sims, spec),
+            }
+        )
 
-    shuffle_section = None
+    shuffle_section: dict[str, Any] | None = None
     if shuffled is not None:
         shuffled_sims = paired_cosine(embeddings[shuffled], embeddings[original[1]])
-        shuffle_section = similarity_shift(before, shuffled_sims, spec).to_dict()
+        shuffle_section = {**similarity_shift(before, shuffled_sims, spec).to_dict()}
         shuffle_section["histogram"] = _histogram_dict(shuffled_sims, spec)
 
     lengths = np.array([len(i) for i in ids1 + ids2])

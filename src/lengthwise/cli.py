@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-import sys
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from lengthwise import __version__
@@ -90,16 +96,20 @@ def audit(
     ] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Output directory.")] = Path("lengthwise-audit"),
     elongate: Annotated[
-        str, typer.Option("--elongate", "-e", help="Copies m per text: an integer (capped by N), 'random' or 'twice'.")
+        str,
+        typer.Option("--elongate", "-e", help="Copies m per text: an integer (capped by N), 'random' or 'twice'."),
     ] = "100",
     first_k: Annotated[
-        int | None, typer.Option("--first-k", help="Truncate every text to its first k tokens (specials included) first.")
+        int | None,
+        typer.Option("--first-k", help="Truncate every text to its first k tokens (specials included) first."),
     ] = None,
     max_length: Annotated[
-        int | None, typer.Option("--max-length", help="Model max length N (specials included); default: the model's.")
+        int | None,
+        typer.Option("--max-length", help="Model max length N (specials included); default: the model's."),
     ] = None,
     preset: Annotated[
-        Preset | None, typer.Option("--preset", help="stsb: m=100; first64x8: first 64 tokens vs 8 copies at N=512.")
+        Preset | None,
+        typer.Option("--preset", help="stsb: m=100; first64x8: first 64 tokens vs 8 copies at N=512."),
     ] = None,
     curve_k: Annotated[
         list[int] | None, typer.Option("--curve-k", help="Lengths k of the first-k curve (repeatable).")
@@ -150,8 +160,13 @@ def audit(
         with console.status(f"loading {model}"):
             encoder = load_model(model, device=device, trust_remote_code=trust_remote_code, max_seq_length=max_length)
         with Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TimeRemainingColumn(), console=console, transient=True,
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            transient=True,
         ) as progress:
             task = progress.add_task(f"embedding {len(pair_set)} pairs", total=None)
 
@@ -172,7 +187,9 @@ def audit(
 @app.command()
 def report(
     audit_dir: Annotated[Path, typer.Argument(help="An audit output directory (or its audit.json).")],
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Where to write; default: next to audit.json.")] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Where to write; default: next to audit.json.")
+    ] = None,
 ) -> None:
     """Re-render the plots and report.html of an earlier audit from its audit.json."""
     from lengthwise.report import load_payload, write_report
@@ -193,4 +210,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -23,7 +23,7 @@ class TokenView:
     def __init__(self, model: SentenceTransformer) -> None:
         self.tokenizer = model.tokenizer
         self.specials: SpecialTokens = special_tokens(self.tokenizer)
-        self.max_length: int = int(model.max_seq_length)
+        self.max_length: int = _max_length(model)
         self.max_content: int = self.max_length - self.specials.count
 
     def content(self, texts: Sequence[str]) -> list[list[int]]:
@@ -32,6 +32,12 @@ class TokenView:
 
     def wrap(self, ids: Sequence[int]) -> list[int]:
         return self.specials.wrap(ids)
+
+
+def _max_length(model: SentenceTransformer) -> int:
+    if model.max_seq_length is None:
+        raise ValueError("the model has no max sequence length; set model.max_seq_length (or pass --max-length)")
+    return int(model.max_seq_length)
 
 
 def _features(tokenizer, batch: Sequence[Sequence[int]], device: torch.device) -> dict[str, torch.Tensor]:
@@ -63,7 +69,7 @@ def embed_ids(
     """
     if not sequences:
         raise ValueError("no sequences to embed")
-    limit = int(model.max_seq_length)
+    limit = _max_length(model)
     for index, ids in enumerate(sequences):
         if not ids:
             raise ValueError(f"sequence #{index} is empty")

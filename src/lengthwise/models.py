@@ -166,7 +166,8 @@ def model_fingerprint(model: SentenceTransformer, name_or_path: str | os.PathLik
     the same weights give the same hash whatever file or hub revision they came from.
     """
     digest = hashlib.sha256()
-    for key, tensor in model.state_dict().items():
+    state: dict[str, torch.Tensor] = model.state_dict()
+    for key, tensor in state.items():
         digest.update(key.encode())
         digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
     transformer = getattr(model[0], "auto_model", None)
@@ -186,6 +187,7 @@ def model_fingerprint(model: SentenceTransformer, name_or_path: str | os.PathLik
 
 def _pooling_config(model: SentenceTransformer) -> dict[str, object] | None:
     for module in model:
-        if type(module).__name__ == "Pooling" and hasattr(module, "get_config_dict"):
-            return json.loads(json.dumps(module.get_config_dict(), default=str))
+        get_config = getattr(module, "get_config_dict", None)
+        if type(module).__name__ == "Pooling" and callable(get_config):
+            return json.loads(json.dumps(get_config(), default=str))
     return None

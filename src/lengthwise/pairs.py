@@ -72,7 +72,13 @@ class PairSet:
         for pair in self.pairs:
             if pair.kind is not None:
                 kinds[pair.kind] = kinds.get(pair.kind, 0) + 1
-        return {"source": self.source, "format": self.fmt, "n_pairs": len(self), "sha256": self.sha256, "kinds": kinds}
+        return {
+            "source": self.source,
+            "format": self.fmt,
+            "n_pairs": len(self),
+            "sha256": self.sha256,
+            "kinds": kinds,
+        }
 
 
 def _open_text(path: Path) -> io.TextIOBase:
@@ -104,7 +110,9 @@ def _read_jsonl(path: Path) -> Iterator[TextPair]:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as err:
-                raise DataFormatError(f"{path}:{line_no}: not valid JSON ({err.msg}); one JSON object per line") from None
+                raise DataFormatError(
+                    f"{path}:{line_no}: not valid JSON ({err.msg}); one JSON object per line"
+                ) from None
             if not isinstance(row, dict):
                 raise DataFormatError(f"{path}:{line_no}: expected a JSON object with two text fields")
             first = next((k for k in _FIRST_KEYS if k in row), None)
@@ -135,7 +143,9 @@ def _read_delimited(path: Path) -> Iterator[TextPair]:
     name = path.name.removesuffix(".gz")
     delimiter = "," if name.endswith(".csv") and not _looks_tab_separated(path) else "\t"
     with _open_text(path) as handle:
-        reader = csv.reader(handle, delimiter=delimiter, quoting=csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL)
+        reader = csv.reader(
+            handle, delimiter=delimiter, quoting=csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
+        )
         header: dict[str, int] | None = None
         for line_no, row in enumerate(reader, start=1):
             if not row or not any(cell.strip() for cell in row):
@@ -162,15 +172,24 @@ def _delimited_row(path: Path, line_no: int, row: list[str], header: dict[str, i
         if second is None or len(row) <= max(first, second):
             raise DataFormatError(f"{path}:{line_no}: row has {len(row)} columns; expected the header's text columns")
         value = row[score] if score is not None and score < len(row) else None
-        return TextPair(_checked(path, line_no, row[first], "first text"), _checked(path, line_no, row[second],
-                        "second text"), _score(path, line_no, value))
+        return TextPair(
+            _checked(path, line_no, row[first], "first text"),
+            _checked(path, line_no, row[second], "second text"),
+            _score(path, line_no, value),
+        )
     if len(row) >= 7 and _is_number(row[4]):  # STS benchmark: genre, file, year, id, score, s1, s2[, sources]
-        return TextPair(_checked(path, line_no, row[5], "sentence1"), _checked(path, line_no, row[6], "sentence2"),
-                        float(row[4]))
+        return TextPair(
+            _checked(path, line_no, row[5], "sentence1"),
+            _checked(path, line_no, row[6], "sentence2"),
+            float(row[4]),
+        )
     if len(row) in (2, 3):
-        score = _score(path, line_no, row[2]) if len(row) == 3 else None
-        return TextPair(_checked(path, line_no, row[0], "first text"), _checked(path, line_no, row[1],
-                        "second text"), score)
+        gold = _score(path, line_no, row[2]) if len(row) == 3 else None
+        return TextPair(
+            _checked(path, line_no, row[0], "first text"),
+            _checked(path, line_no, row[1], "second text"),
+            gold,
+        )
     raise DataFormatError(
         f"{path}:{line_no}: cannot read a pair from {len(row)} columns; expected STS-B rows "
         "(genre, file, year, id, score, s1, s2), `s1<TAB>s2[<TAB>score]` or a header naming sentence1/sentence2"
@@ -252,7 +271,9 @@ def read_pairs(path: str | Path, *, max_pairs: int = 2000, seed: int = 0) -> Pai
         return PairSet(tuple(_read_jsonl(path)), str(path), "jsonl")
     if name.endswith((".tsv", ".csv", ".txt")):
         return PairSet(tuple(_read_delimited(path)), str(path), "delimited")
-    raise DataFormatError(f"{path}: unknown pairs format; use .jsonl, .tsv, .csv, .txt (optionally .gz) or a BEIR folder")
+    raise DataFormatError(
+        f"{path}: unknown pairs format; use .jsonl, .tsv, .csv, .txt (optionally .gz) or a BEIR folder"
+    )
 
 
 def default_probe_pairs() -> PairSet:

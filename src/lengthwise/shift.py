@@ -10,7 +10,14 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy.spatial.distance import jensenshannon
 
-__all__ = ["HistogramSpec", "ShiftStats", "js_distance", "paired_cosine", "similarity_histogram", "similarity_shift"]
+__all__ = [
+    "HistogramSpec",
+    "ShiftStats",
+    "js_distance",
+    "paired_cosine",
+    "similarity_histogram",
+    "similarity_shift",
+]
 
 
 @dataclass(frozen=True)

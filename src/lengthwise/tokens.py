@@ -151,4 +151,3 @@ def shuffle_words(text: str, rng: random.Random) -> str:
         if shuffled != " ".join(text.split()):
             return shuffled
     return " ".join(words)
-
