@@ -71,7 +71,7 @@ def test_config_validation() -> None:
 @pytest.mark.slow
 def test_elongation_raises_similarity_for_minilm(minilm, data_dir: Path) -> None:
     """The length-attack paper's claim on a contrastive encoder: copying a text raises pair similarity."""
-    pairs = read_pairs(data_dir / "stsb/original/sts-test.csv.gz").sample(150, seed=0)
+    pairs = read_pairs(data_dir / "stsb/original/sts-test.csv.gz").sample(120, seed=0)
     result = run_audit(minilm, pairs, AuditConfig(curve_ks=(), word_shuffle=False))
     assert result.attack["mean_after"] > result.attack["mean_before"]
     assert result.attack["frac_increased"] > 0.5
@@ -81,7 +81,7 @@ def test_elongation_raises_similarity_for_minilm(minilm, data_dir: Path) -> None
 @pytest.mark.slow
 def test_default_probe_set_audit_on_minilm(minilm) -> None:
     probes = default_probe_pairs()
-    result = run_audit(minilm, probes, AuditConfig(curve_ks=(32, 256)))
+    result = run_audit(minilm, probes, AuditConfig(elongation=Elongation("twice"), curve_ks=(32,)))
     scores = np.array([p.score for p in probes.pairs])
     before = np.array(result.similarities["before"])
     # Sanity of the probe set itself: paraphrases score far above unrelated pairs.

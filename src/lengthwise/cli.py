@@ -140,6 +140,9 @@ def audit(
     from lengthwise.shift import HistogramSpec
     from lengthwise.tokens import Elongation
 
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # our own progress bar covers the work; weight loading is instant
     if preset is Preset.first64x8:
         first_k, elongate, max_length = first_k or 64, "8", max_length or 512
     elif preset is Preset.stsb:
@@ -181,7 +184,7 @@ def audit(
     write_json_atomic(out / "audit.json", payload)
     written = write_report(payload, out)
     console.print(_summary_table(payload))
-    console.print(f"wrote {out / 'audit.json'} and {written['report']}", highlight=False)
+    console.print(f"wrote {out / 'audit.json'} and {written['html']}", highlight=False)
 
 
 @app.command()
@@ -201,7 +204,7 @@ def report(
         return
     target = out or (audit_dir if audit_dir.is_dir() else audit_dir.parent)
     written = write_report(payload, target)
-    console.print(f"wrote {written['report']}", highlight=False)
+    console.print(f"wrote {written['html']}", highlight=False)
 
 
 def main() -> None:

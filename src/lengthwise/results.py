@@ -22,6 +22,7 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; results are meant to be read by others
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -31,6 +32,12 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
 
 
 def write_json_atomic(path: str | Path, payload: Any) -> Path:
