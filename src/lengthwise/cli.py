@@ -132,6 +132,8 @@ def audit(
     Writes OUT/audit.json (every figure, settings, model/data fingerprints, versions), PNG plots and a
     self-contained OUT/report.html, and prints a summary table.
     """
+    from transformers.utils import logging as hf_logging
+
     from lengthwise.audit import AuditConfig, run_audit
     from lengthwise.models import ModelLoadError, load_model
     from lengthwise.pairs import DataFormatError, default_probe_pairs, read_pairs
@@ -139,8 +141,6 @@ def audit(
     from lengthwise.results import write_json_atomic
     from lengthwise.shift import HistogramSpec
     from lengthwise.tokens import Elongation
-
-    from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # our own progress bar covers the work; weight loading is instant
     if preset is Preset.first64x8:
