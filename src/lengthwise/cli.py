@@ -207,6 +207,10 @@ def report(
     console.print(f"wrote {written['html']}", highlight=False)
 
 
+# Command groups that live in their own modules register here, one line each:
+# app.add_typer(<module>.app, name="<command>")  — import inside the module's functions, not at top level.
+
+
 def main() -> None:
     """Entry point of the `lengthwise` script."""
     app(prog_name="lengthwise")
