@@ -57,13 +57,22 @@ def test_same_pairs_same_fingerprint_across_formats(tmp_path: Path) -> None:
         ("empty.tsv", "a\tb\nc\t   \n", r"empty\.tsv:2: second text is empty or whitespace-only"),
         ("score.tsv", "a\tb\t3\nc\td\thigh\n", r"score\.tsv:2: score 'high' is not a number"),
         ("none.tsv", "\n\n", r"none\.tsv: no text pairs found"),
+        ("huge.tsv", "a\tb\n" + "x" * 1_000_001 + "\ty\n", r"huge\.tsv:2: first text has 1,000,001 characters"),
         ("pairs.parquet", "x", r"unknown pairs format"),
     ],
+    ids=["columns", "json", "keys", "empty", "score", "none", "huge", "format"],
 )
 def test_malformed_files_name_file_and_line(tmp_path: Path, name: str, content: str, message: str) -> None:
     path = tmp_path / name
     path.write_text(content, encoding="utf-8")
     with pytest.raises(DataFormatError, match=message):
+        read_pairs(path)
+
+
+def test_csv_line_numbers_count_quoted_newlines(tmp_path: Path) -> None:
+    path = tmp_path / "p.csv"
+    path.write_text('sentence1,sentence2\n"multi\nline",b\n"ok",\n', encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"p\.csv:4: second text is empty"):
         read_pairs(path)
 
 

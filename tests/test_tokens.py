@@ -83,6 +83,8 @@ def test_empty_inputs_are_rejected(tokenizer) -> None:
         content_ids(tokenizer, ["fine", "   "])
     with pytest.raises(ValueError, match="text #0 is empty"):
         content_ids(tokenizer, [""])
+    with pytest.raises(ValueError, match=r"text #0 has 1,000,001 characters .*split the document"):
+        content_ids(tokenizer, ["a" * 1_000_001])
     with pytest.raises(ValueError, match="empty token sequence"):
         elongate([], 3, 10)
 

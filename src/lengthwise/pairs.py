@@ -17,6 +17,8 @@ from importlib import resources
 from itertools import combinations
 from pathlib import Path
 
+from lengthwise.tokens import MAX_TEXT_CHARS
+
 __all__ = ["DataFormatError", "PairSet", "TextPair", "default_probe_pairs", "read_pairs"]
 
 _FIRST_KEYS = ("text1", "sentence1", "sentence_A", "sentence_a", "anchor", "premise", "query", "text_a")
@@ -90,6 +92,10 @@ def _open_text(path: Path) -> io.TextIOBase:
 def _checked(path: Path, line: int, text: object, which: str) -> str:
     if not isinstance(text, str) or not text.strip():
         raise DataFormatError(f"{path}:{line}: {which} is empty or whitespace-only; remove the row or fill it in")
+    if len(text) > MAX_TEXT_CHARS:
+        raise DataFormatError(
+            f"{path}:{line}: {which} has {len(text):,} characters (limit {MAX_TEXT_CHARS:,}); split or cut it"
+        )
     return text.strip()
 
 
@@ -141,21 +147,41 @@ def _is_number(text: str) -> bool:
 def _read_delimited(path: Path) -> Iterator[TextPair]:
     """STS-B (7+ tab columns, score in column 5), a header with sentence columns, or bare `s1<TAB>s2[<TAB>score]`."""
     name = path.name.removesuffix(".gz")
-    delimiter = "," if name.endswith(".csv") and not _looks_tab_separated(path) else "\t"
-    with _open_text(path) as handle:
-        reader = csv.reader(
-            handle, delimiter=delimiter, quoting=csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
-        )
-        header: dict[str, int] | None = None
-        for line_no, row in enumerate(reader, start=1):
-            if not row or not any(cell.strip() for cell in row):
+    rows = _csv_rows(path) if name.endswith(".csv") and not _looks_tab_separated(path) else _tab_rows(path)
+    header: dict[str, int] | None = None
+    for line_no, row in rows:
+        if not row or not any(cell.strip() for cell in row):
+            continue
+        if header is None and line_no == 1 and not any(_is_number(cell) for cell in row):
+            lowered = {cell.strip(): i for i, cell in enumerate(row)}
+            if any(k in lowered for k in _FIRST_KEYS):
+                header = lowered
                 continue
-            if line_no == 1 and not any(_is_number(cell) for cell in row):
-                lowered = {cell.strip(): i for i, cell in enumerate(row)}
-                if any(k in lowered for k in _FIRST_KEYS):
-                    header = lowered
-                    continue
-            yield _delimited_row(path, line_no, row, header)
+        yield _delimited_row(path, line_no, row, header)
+
+
+def _tab_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
+    """Tab-separated rows with no quoting (STS files contain bare quotes), numbered by file line."""
+    with _open_text(path) as handle:
+        for line_no, line in enumerate(handle, start=1):
+            yield line_no, line.rstrip("\r\n").split("\t")
+
+
+def _csv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
+    """Comma-separated rows with standard quoting, numbered by the line where each row starts."""
+    csv.field_size_limit(max(csv.field_size_limit(), 4 * MAX_TEXT_CHARS))  # let the length check name the row
+    with _open_text(path) as handle:
+        reader = csv.reader(handle)
+        start = 1
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as err:
+                raise DataFormatError(f"{path}:{start}: malformed CSV ({err}); check quoting") from None
+            yield start, row
+            start = reader.line_num + 1
 
 
 def _looks_tab_separated(path: Path) -> bool:

@@ -23,6 +23,7 @@ __all__ = [
 ]
 
 Ids = list[int]
+MAX_TEXT_CHARS = 1_000_000  # ~200k tokens: far beyond any encoder's window; longer input is almost surely a mistake
 ElongationMode = Literal["fixed", "random", "twice"]
 
 
@@ -56,11 +57,16 @@ def special_tokens(tokenizer) -> SpecialTokens:
 def content_ids(tokenizer, texts: Sequence[str], max_content: int | None = None) -> list[Ids]:
     """``tok(S)`` for each text: ids without special tokens, truncated to `max_content` tokens if given.
 
-    Raises ValueError for an empty or whitespace-only text, naming its index.
+    Raises ValueError for an empty or whitespace-only text, or one over `MAX_TEXT_CHARS`, naming its index.
     """
     for index, text in enumerate(texts):
         if not isinstance(text, str) or not text.strip():
             raise ValueError(f"text #{index} is empty or whitespace-only; remove it or give it content")
+        if len(text) > MAX_TEXT_CHARS:
+            raise ValueError(
+                f"text #{index} has {len(text):,} characters (limit {MAX_TEXT_CHARS:,}); "
+                "split the document or cut it before auditing"
+            )
     kwargs: dict[str, object] = {"add_special_tokens": False}
     if max_content is not None:
         kwargs.update(truncation=True, max_length=max_content)
