@@ -72,3 +72,12 @@ def test_fingerprint_identifies_weights(tiny_model, minilm) -> None:
     assert a == model_fingerprint(tiny_model, "tiny")
     assert a["weights_sha256_16"] != model_fingerprint(minilm, "minilm")["weights_sha256_16"]
     assert a["architecture"] == "BertModel" and a["pooling"]["pooling_mode"] == "mean"
+
+
+def test_fingerprint_records_a_live_tempscale(tiny_model) -> None:
+    from lengthwise.tempscale import tempscale
+
+    assert model_fingerprint(tiny_model, "tiny")["tempscale"] is None
+    with tempscale(tiny_model, 0.8):
+        assert model_fingerprint(tiny_model, "tiny")["tempscale"]["t"] == 0.8
+    assert model_fingerprint(tiny_model, "tiny")["tempscale"] is None

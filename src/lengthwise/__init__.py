@@ -15,6 +15,7 @@ from lengthwise.embed import embed_ids, embed_texts
 from lengthwise.models import DEFAULT_MODEL, load_model
 from lengthwise.pairs import PairSet, TextPair, default_probe_pairs, read_pairs
 from lengthwise.shift import js_distance, similarity_shift
+from lengthwise.tempscale import TempScaleConfig, apply_tempscale, bake_tempscale, remove_tempscale, tempscale
 from lengthwise.tokens import Elongation, elongate, first_k, shuffle_words
 
 __all__ = [
@@ -23,8 +24,11 @@ __all__ = [
     "AuditResult",
     "Elongation",
     "PairSet",
+    "TempScaleConfig",
     "TextPair",
     "__version__",
+    "apply_tempscale",
+    "bake_tempscale",
     "default_probe_pairs",
     "elongate",
     "embed_ids",
@@ -33,7 +37,9 @@ __all__ = [
     "js_distance",
     "load_model",
     "read_pairs",
+    "remove_tempscale",
     "run_audit",
     "shuffle_words",
     "similarity_shift",
+    "tempscale",
 ]

@@ -81,6 +81,31 @@ def _summary_table(payload: dict) -> Table:
     return table
 
 
+def _diagnostics(docs: Path | None, run_all: bool, switches: dict[str, bool]) -> tuple[str, ...]:
+    """The document diagnostics the flags ask for: --all (or --docs alone) means every one of them."""
+    from lengthwise.doc_audit import DIAGNOSTICS
+
+    chosen = tuple(name for name, on in switches.items() if on)
+    if run_all or (docs is not None and not chosen):
+        chosen = DIAGNOSTICS
+    needs_docs = [name for name in chosen if name != "words_curve"]
+    if needs_docs and docs is None:
+        flag = "--all" if run_all else f"--{needs_docs[0].replace('_', '-')}"
+        raise ValueError(f"{flag} needs documents: pass --docs FILE (JSONL with a 'text' field, or one per line)")
+    return chosen
+
+
+def _diagnostics_table(section: dict) -> Table:
+    from lengthwise.report_docs import summary_rows
+
+    table = Table(title="Document diagnostics", title_justify="left")
+    table.add_column("diagnostic")
+    table.add_column("finding")
+    for name, value in summary_rows(section):
+        table.add_row(name, value)
+    return table
+
+
 @app.command()
 def audit(
     model: Annotated[
@@ -126,15 +151,50 @@ def audit(
     trust_remote_code: Annotated[
         bool, typer.Option("--trust-remote-code", help="Allow the model repository's own code to run.")
     ] = False,
+    docs: Annotated[
+        Path | None,
+        typer.Option("--docs", help="Documents for the diagnostics: JSONL with a 'text' field, or one per line."),
+    ] = None,
+    run_all: Annotated[bool, typer.Option("--all", help="Run every document diagnostic below (needs --docs).")] = False,
+    probe: Annotated[bool, typer.Option("--probe", help="Length probe: 5-fold CV R²×100, embedding → length.")] = False,
+    intra: Annotated[
+        bool, typer.Option("--intra", help="Intra-document similarity per layer, original vs elongated.")
+    ] = False,
+    isotropy: Annotated[
+        bool, typer.Option("--isotropy", help="Anisotropy, alignment and uniformity, original vs elongated, by bin.")
+    ] = False,
+    collapse: Annotated[
+        bool, typer.Option("--collapse", help="Length collapse by bin: pairwise cosine, distance to centroid.")
+    ] = False,
+    words_curve: Annotated[
+        bool, typer.Option("--words-curve", help="Two unrelated words repeated k times (needs no --docs).")
+    ] = False,
+    attention: Annotated[
+        bool, typer.Option("--attention", help="Attention filter rate σ_a by length bin (last layer).")
+    ] = False,
+    attention_all_layers: Annotated[
+        bool, typer.Option("--attention-all-layers", help="σ_a of every layer (implies --attention).")
+    ] = False,
+    attention_per_bin: Annotated[
+        int, typer.Option("--attention-per-bin", help="Documents per length bin in the σ_a pass; 0 = all.")
+    ] = 100,
+    max_docs: Annotated[
+        int, typer.Option("--max-docs", help="Use at most this many documents (seeded sample); 0 = all.")
+    ] = 2000,
+    bin_width: Annotated[
+        int | None, typer.Option("--bin-width", help="Length-bin width in tokens; default N/8 (32 at N=256).")
+    ] = None,
 ) -> None:
     """Audit a model with the elongation attack: similarity before/after copying texts m times (METHODS §1).
 
-    Writes OUT/audit.json (every figure, settings, model/data fingerprints, versions), PNG plots and a
-    self-contained OUT/report.html, and prints a summary table.
+    With --docs (and --all or single switches) also runs the document diagnostics of METHODS §1 over a
+    collection. Writes OUT/audit.json (every figure, settings, model/data fingerprints, versions), PNG
+    plots and a self-contained OUT/report.html, and prints a summary table.
     """
     from transformers.utils import logging as hf_logging
 
     from lengthwise.audit import AuditConfig, run_audit
+    from lengthwise.doc_audit import DocAuditConfig, read_docs, run_doc_audit
     from lengthwise.models import ModelLoadError, load_model
     from lengthwise.pairs import DataFormatError, default_probe_pairs, read_pairs
     from lengthwise.report import write_report
@@ -160,6 +220,21 @@ def audit(
         pair_set = read_pairs(pairs, max_pairs=max_pairs or 2000, seed=seed) if pairs else default_probe_pairs()
         if max_pairs is not None:
             pair_set = pair_set.sample(max_pairs, seed)
+        switches = dict(probe=probe, intra=intra, isotropy=isotropy, collapse=collapse, words_curve=words_curve)
+        chosen = _diagnostics(docs, run_all, {**switches, "attention": attention or attention_all_layers})
+        doc_config = None
+        if chosen:
+            doc_config = DocAuditConfig(
+                diagnostics=chosen,
+                bin_width=bin_width,
+                elongation=config.elongation,
+                first_k=first_k,
+                attention_per_bin=attention_per_bin or None,
+                attention_layers="all" if attention_all_layers else "last",
+                batch_size=batch_size,
+                seed=seed,
+            )
+        doc_set = read_docs(docs, max_docs=max_docs or None, seed=seed) if docs is not None else None
         with console.status(f"loading {model}"):
             encoder = load_model(model, device=device, trust_remote_code=trust_remote_code, max_seq_length=max_length)
         with Progress(
@@ -177,31 +252,57 @@ def audit(
                 progress.update(task, completed=done, total=total)
 
             result = run_audit(encoder, pair_set, config, model_name=model, on_progress=on_progress)
+            section = None
+            if doc_config is not None:
+
+                def on_stage(stage: str, done: int, total: int) -> None:
+                    progress.update(task, description=f"diagnostics: {stage}", completed=done, total=total)
+
+                section = run_doc_audit(encoder, doc_set, doc_config, on_progress=on_stage)
     except (ValueError, ModelLoadError, DataFormatError) as err:
         _fail(str(err))
         return
     payload = result.to_dict()
+    if section is not None:
+        payload["diagnostics"] = section
     write_json_atomic(out / "audit.json", payload)
     written = write_report(payload, out)
     console.print(_summary_table(payload))
+    if section is not None:
+        console.print(_diagnostics_table(section))
     console.print(f"wrote {out / 'audit.json'} and {written['html']}", highlight=False)
 
 
 @app.command()
 def report(
-    audit_dir: Annotated[Path, typer.Argument(help="An audit output directory (or its audit.json).")],
+    audit_dirs: Annotated[
+        list[Path], typer.Argument(help="An audit output directory (or its audit.json); several to compare.")
+    ],
     out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Where to write; default: next to audit.json.")
+        Path | None,
+        typer.Option("--out", "-o", help="Where to write; default: next to audit.json (compare: lengthwise-compare)."),
+    ] = None,
+    label: Annotated[
+        list[str] | None, typer.Option("--label", help="Names of the compared audits, in order (repeatable).")
     ] = None,
 ) -> None:
-    """Re-render the plots and report.html of an earlier audit from its audit.json."""
+    """Re-render the plots and report.html of an earlier audit from its audit.json; with several audits,
+    write one comparison page (compare.html) with their plots overlaid."""
     from lengthwise.report import load_payload, write_report
 
     try:
-        payload = load_payload(audit_dir)
+        payloads = [load_payload(path) for path in audit_dirs]
+        if len(payloads) > 1:
+            from lengthwise.compare import write_comparison
+
+            written = write_comparison(payloads, out or Path("lengthwise-compare"), labels=label)
+            console.print(f"wrote {written['html']}", highlight=False)
+            return
+        payload = payloads[0]
     except ValueError as err:
         _fail(str(err))
         return
+    audit_dir = audit_dirs[0]
     target = out or (audit_dir if audit_dir.is_dir() else audit_dir.parent)
     written = write_report(payload, target)
     console.print(f"wrote {written['html']}", highlight=False)
@@ -209,6 +310,12 @@ def report(
 
 # Command groups that live in their own modules register here, one line each:
 # app.add_typer(<module>.app, name="<command>")  — import inside the module's functions, not at top level.
+from lengthwise import tempscale_cli  # noqa: E402
+
+app.add_typer(tempscale_cli.app, name="tempscale")
+from lengthwise import eval_cli  # noqa: E402
+
+app.add_typer(eval_cli.app, name="eval")
 
 
 def main() -> None:

@@ -127,6 +127,9 @@ def load_model(
         raise ModelLoadError(f"could not load model {str(name_or_path)!r}: {first_line}") from err
     if max_seq_length is not None:
         set_max_length(model, max_seq_length)
+    from lengthwise.tempscale import apply_saved_tempscale
+
+    apply_saved_tempscale(model, path)  # a directory saved with TempScale settings reloads patched
     return model
 
 
@@ -172,6 +175,9 @@ def model_fingerprint(model: SentenceTransformer, name_or_path: str | os.PathLik
         digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
     transformer = getattr(model[0], "auto_model", None)
     config = getattr(transformer, "config", None)
+    from lengthwise.tempscale import current_tempscale
+
+    patch = current_tempscale(model)
     return {
         "name": str(name_or_path),
         "architecture": type(transformer).__name__ if transformer is not None else type(model[0]).__name__,
@@ -181,6 +187,7 @@ def model_fingerprint(model: SentenceTransformer, name_or_path: str | os.PathLik
         "modules": [type(module).__name__ for module in model],
         "pooling": _pooling_config(model),
         "weights_sha256_16": digest.hexdigest()[:16],
+        "tempscale": patch.config.to_dict() if patch is not None else None,
         "device": str(model.device),
     }
 

@@ -339,6 +339,8 @@ def _by_kind_section(payload: Mapping[str, Any]) -> list[str]:
 
 def render_html(payload: Mapping[str, Any], images: Mapping[str, bytes]) -> str:
     """The self-contained report page; `images` maps keys of `PNG_NAMES` to PNG bytes (missing: no image)."""
+    from lengthwise import report_docs  # document diagnostics' sections; it imports this module
+
     attack, model, meta = payload["attack"], payload.get("model") or {}, payload.get("meta") or {}
     name = _esc(model.get("name") or "unknown model")
     tokens = payload.get("tokens") or {}
@@ -355,6 +357,7 @@ def render_html(payload: Mapping[str, Any], images: Mapping[str, bytes]) -> str:
         "<h2>Word shuffle</h2>",
         *_word_shuffle_section(payload, images.get("word_shuffle")),
         *_by_kind_section(payload),
+        *report_docs.html_sections(payload, images),
         "<h2>Tokens</h2>",
         _kv_table(token_rows),
     ]
@@ -380,11 +383,14 @@ def write_report(payload: Mapping[str, Any], out_dir: str | Path) -> dict[str, P
     """
     _check_payload(payload, "payload")
     out = Path(out_dir)
+    from lengthwise import report_docs  # document diagnostics' plots; it imports this module
+
     plotters = {"attack": plot_attack, "first_k_curve": plot_first_k_curve, "word_shuffle": plot_word_shuffle}
-    figures = {key: plot(payload) for key, plot in plotters.items()}
+    figures = {key: plot(payload) for key, plot in plotters.items()} | report_docs.figures(payload)
     images = {key: _png_bytes(figure) for key, figure in figures.items() if figure is not None}
-    written = {key: write_bytes_atomic(out / PNG_NAMES[key], png) for key, png in images.items()}
-    for stale in PNG_NAMES.keys() - images.keys():
-        (out / PNG_NAMES[stale]).unlink(missing_ok=True)
+    names = PNG_NAMES | report_docs.PNG_NAMES
+    written = {key: write_bytes_atomic(out / names[key], png) for key, png in images.items()}
+    for stale in names.keys() - images.keys():
+        (out / names[stale]).unlink(missing_ok=True)
     written["html"] = write_bytes_atomic(out / "report.html", render_html(payload, images).encode("utf-8"))
     return written

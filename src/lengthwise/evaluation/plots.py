@@ -1,0 +1,87 @@
+"""Plots of per-length-bin tables: one metric per figure, one line per run, the item count under each bin."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["plot_bins", "write_plots"]
+
+
+def plot_bins(
+    series: Mapping[str, Sequence[Mapping[str, Any]]],
+    metric: str,
+    path: str | Path,
+    *,
+    title: str,
+    ylabel: str | None = None,
+) -> Path:
+    """Line plot of `metric` per bin for each named series of bin rows (``{"bin", "count", metric}``); PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    first = next(iter(series.values()))
+    labels = [f"{row['bin']}\nn={row['count']}" for row in first]
+    fig, ax = plt.subplots(figsize=(6.4, 3.6), dpi=100)
+    for name, rows in series.items():
+        values = [row.get(metric) for row in rows]
+        ax.plot(range(len(rows)), [float("nan") if v is None else v for v in values], marker="o", label=name)
+    ax.set_xticks(range(len(labels)), labels, fontsize=8)
+    ax.set_xlabel("token length bin (tokens without specials)")
+    ax.set_ylabel(ylabel or metric)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    if len(series) > 1:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def write_plots(payload: Mapping[str, Any], out: str | Path) -> list[Path]:
+    """The plots of one `lengthwise eval` results payload (task sts, retrieval or classification)."""
+    out = Path(out)
+    task, result = payload["task"], payload["result"]
+    source = Path(str(payload["data"]["source"]).split(" (")[0])
+    name = source.parent.name if source.name.startswith(("test.", "train.")) else source.name
+    written: list[Path] = []
+    if task == "sts" and result["bins"]["rows"]:
+        rows = result["bins"]["rows"]
+        written.append(plot_bins({"Spearman": rows}, "spearman", out / "sts_bins.png", title=f"STS by length — {name}"))
+    elif task == "retrieval" and result["bins"]["queries"]["rows"]:
+        queries = result["bins"]["queries"]["rows"]
+        documents = result["bins"]["documents"]["rows"]
+        ndcg = next(key for key in result["scores"] if key.startswith("ndcg@"))
+        written.append(
+            plot_bins({ndcg: queries}, ndcg, out / "retrieval_query_bins.png", title=f"{ndcg} by query length — {name}")
+        )
+        recall = [key for key in documents[0] if key.startswith("recall@")] if documents else []
+        if recall:
+            written.append(
+                plot_bins(
+                    {
+                        key: [{"bin": r["bin"], "count": r["count"], "value": r.get(key)} for r in documents]
+                        for key in recall
+                    },
+                    "value",
+                    out / "retrieval_document_bins.png",
+                    title=f"relevant documents found, by document length — {name}",
+                    ylabel="% of relevant documents",
+                )
+            )
+    elif task == "classification":
+        runs = {f"{run['classifier']} {run['setting']}": run["bins"] for run in result["runs"] if run.get("bins")}
+        for metric in ("accuracy", "macro_f1"):
+            if runs:
+                written.append(
+                    plot_bins(
+                        runs, metric, out / f"classification_{metric}_bins.png", title=f"{metric} by length — {name}"
+                    )
+                )
+    return written

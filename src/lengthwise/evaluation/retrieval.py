@@ -1,0 +1,258 @@
+"""Dense retrieval evaluation in the BEIR/MTEB protocol: exact cosine top-k, scored with pytrec_eval.
+
+Documents are embedded as ``title + " " + text`` (see `lengthwise.evaluation.data`), queries and documents through
+the encoder's query/document sides, similarity is cosine, and a retrieved document whose id equals the query id
+is dropped (BEIR; ArguAna and Quora queries are corpus documents). Search runs over query chunks × corpus chunks
+with a running `torch.topk`, so the (N, D) corpus embedding matrix is the only large object in memory.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from lengthwise.embed import TokenView
+from lengthwise.encoder import TextEncoder
+from lengthwise.evaluation.bins import LengthBins, per_bin, token_lengths
+from lengthwise.evaluation.data import RetrievalData
+
+__all__ = ["RetrievalConfig", "RetrievalResult", "evaluate_retrieval", "exact_search", "relevant_ranks", "trec_scores"]
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    """Cut-offs and chunk sizes. `top_k` documents are kept per query (≥ every cut-off)."""
+
+    top_k: int = 100
+    ndcg_k: int = 10
+    mrr_k: int = 10
+    recall_k: int = 100
+    map_k: int = 100
+    query_chunk: int = 256
+    corpus_chunk: int = 16384
+    drop_self_hits: bool = True
+
+    def __post_init__(self) -> None:
+        cutoffs = (self.ndcg_k, self.mrr_k, self.recall_k, self.map_k)
+        if min(cutoffs) < 1 or self.query_chunk < 1 or self.corpus_chunk < 1:
+            raise ValueError("cut-offs and chunk sizes must be ≥ 1")
+        if self.top_k < max(cutoffs):
+            raise ValueError(f"top_k {self.top_k} must be ≥ every cut-off (largest: {max(cutoffs)})")
+
+
+def _normalized(x: np.ndarray | torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.normalize(torch.as_tensor(x, dtype=torch.float32), dim=-1)
+
+
+def exact_search(
+    queries: torch.Tensor,
+    corpus: torch.Tensor,
+    top_k: int,
+    *,
+    corpus_chunk: int = 16384,
+    exclude: Sequence[int] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Exact top-k by dot product of (Q, D) queries against an (N, D) corpus, one corpus chunk at a time.
+
+    `exclude[i]` is a corpus index that query i must not retrieve (-1: none). Returns scores and corpus indices,
+    both (Q, min(k, N)), best first. Peak extra memory is (Q, corpus_chunk + k) scores.
+    """
+    k = min(top_k, corpus.shape[0])
+    best_scores = torch.full((queries.shape[0], 0), float("-inf"))
+    best_index = torch.zeros((queries.shape[0], 0), dtype=torch.long)
+    skip = torch.as_tensor(exclude if exclude is not None else [-1] * queries.shape[0], dtype=torch.long)
+    for start in range(0, corpus.shape[0], corpus_chunk):
+        scores = queries @ corpus[start : start + corpus_chunk].T  # (Q, C)
+        local = skip - start
+        hit = (local >= 0) & (local < scores.shape[1])
+        scores[hit.nonzero().squeeze(1), local[hit]] = float("-inf")
+        chunk_scores, chunk_index = torch.topk(scores, min(k, scores.shape[1]), dim=1)  # (Q, k')
+        merged_scores = torch.cat([best_scores, chunk_scores], dim=1)
+        merged_index = torch.cat([best_index, chunk_index + start], dim=1)
+        best_scores, order = torch.topk(merged_scores, min(k, merged_scores.shape[1]), dim=1)
+        best_index = torch.gather(merged_index, 1, order)
+    return best_scores, best_index
+
+
+def relevant_ranks(
+    queries: torch.Tensor,
+    corpus: torch.Tensor,
+    query_index: np.ndarray,
+    doc_index: np.ndarray,
+    *,
+    corpus_chunk: int = 16384,
+    pair_chunk: int = 1024,
+    exclude: Sequence[int] | None = None,
+) -> np.ndarray:
+    """Full rank (1 = best) of corpus row ``doc_index[p]`` for query row ``query_index[p]``: (P,) int.
+
+    Rank = 1 + number of other documents scoring strictly higher (the excluded self-hit never counts), so a
+    relevant document beyond the top-k still gets its exact rank. Peak extra memory: (pair_chunk, corpus_chunk).
+    """
+    skip_all = torch.as_tensor(exclude if exclude is not None else [-1] * queries.shape[0], dtype=torch.long)
+    ranks = []
+    for first in range(0, len(query_index), pair_chunk):
+        pairs_q = torch.as_tensor(query_index[first : first + pair_chunk], dtype=torch.long)
+        pairs_d = torch.as_tensor(doc_index[first : first + pair_chunk], dtype=torch.long)
+        own = (queries[pairs_q] * corpus[pairs_d]).sum(dim=1)  # (P,)
+        skip = skip_all[pairs_q]
+        higher = torch.zeros(len(pairs_q), dtype=torch.long)
+        rows = torch.arange(len(pairs_q))
+        for start in range(0, corpus.shape[0], corpus_chunk):
+            scores = queries[pairs_q] @ corpus[start : start + corpus_chunk].T  # (P, C)
+            for column in (pairs_d - start, skip - start):
+                inside = (column >= 0) & (column < scores.shape[1])
+                scores[rows[inside], column[inside]] = float("-inf")
+            higher += (scores > own[:, None]).sum(dim=1)
+        ranks.append(higher + 1)
+    return torch.cat(ranks).numpy() if ranks else np.zeros(0, dtype=np.int64)
+
+
+def trec_scores(
+    qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]], config: RetrievalConfig
+) -> dict[str, dict[str, float]]:
+    """Per-query nDCG@k, MRR@k, recall@k, MAP@k (fractions) with pytrec_eval, as MTEB computes them.
+
+    MRR@k is trec_eval's ``recip_rank`` on the run cut to its k best (score, then doc id, descending: trec order).
+    """
+    import pytrec_eval
+
+    measures = {f"ndcg_cut.{config.ndcg_k}", f"recall.{config.recall_k}", f"map_cut.{config.map_k}"}
+    full = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
+    cut = {
+        qid: dict(sorted(docs.items(), key=lambda item: (item[1], item[0]), reverse=True)[: config.mrr_k])
+        for qid, docs in run.items()
+    }
+    reciprocal = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate(cut)
+    return {
+        qid: {
+            f"ndcg@{config.ndcg_k}": values[f"ndcg_cut_{config.ndcg_k}"],
+            f"mrr@{config.mrr_k}": reciprocal.get(qid, {}).get("recip_rank", 0.0),
+            f"recall@{config.recall_k}": values[f"recall_{config.recall_k}"],
+            f"map@{config.map_k}": values[f"map_cut_{config.map_k}"],
+        }
+        for qid, values in full.items()
+    }
+
+
+@dataclass(frozen=True)
+class RetrievalResult:
+    """Means ×100 over judged queries, per-bin tables of queries and of relevant documents, and timings (s)."""
+
+    scores: dict[str, float]
+    n_queries: int
+    n_documents: int
+    query_bins: list[dict[str, Any]] = field(default_factory=list)
+    document_bins: list[dict[str, Any]] = field(default_factory=list)
+    bin_spec: dict[str, Any] | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scores": self.scores,
+            "n_queries": self.n_queries,
+            "n_documents": self.n_documents,
+            "config": self.config,
+            "timings_s": self.timings,
+            "bins": {
+                "spec": self.bin_spec,
+                "queries": {"by": "query length; metrics = means over the bin's queries", "rows": self.query_bins},
+                "documents": {
+                    "by": "relevant document length; one item per (query, relevant document) judgement",
+                    "rows": self.document_bins,
+                },
+            },
+        }
+
+
+def _mean100(values: np.ndarray) -> float:
+    return round(100.0 * float(np.mean(values)), 4)
+
+
+def _document_bin_metrics(ranks: np.ndarray, config: RetrievalConfig) -> dict[str, float | None]:
+    return {
+        f"recall@{config.ndcg_k}": _mean100(ranks <= config.ndcg_k),
+        f"recall@{config.recall_k}": _mean100(ranks <= config.recall_k),
+        "mrr": _mean100(1.0 / ranks),
+        "mean_rank": float(np.mean(ranks)),
+        "median_rank": float(np.median(ranks)),
+    }
+
+
+def evaluate_retrieval(
+    encoder: TextEncoder,
+    data: RetrievalData,
+    config: RetrievalConfig | None = None,
+    *,
+    view: TokenView | None = None,
+    bins: LengthBins | None = None,
+    batch_size: int = 32,
+    show_progress: bool = False,
+) -> RetrievalResult:
+    """Encode the corpus and the judged queries, search exactly, score with pytrec_eval; bin when `view` is given."""
+    config = config or RetrievalConfig()
+    started = time.perf_counter()
+    corpus = _normalized(encoder.encode_documents(data.doc_texts, batch_size=batch_size, show_progress=show_progress))
+    queries = _normalized(encoder.encode_queries(data.query_texts, batch_size=batch_size, show_progress=show_progress))
+    encoded = time.perf_counter()
+    doc_position = {doc_id: i for i, doc_id in enumerate(data.doc_ids)}
+    exclude = [doc_position.get(qid, -1) if config.drop_self_hits else -1 for qid in data.query_ids]
+    per_query: dict[str, dict[str, float]] = {}
+    for start in range(0, len(data.query_ids), config.query_chunk):
+        stop = start + config.query_chunk
+        scores, index = exact_search(
+            queries[start:stop], corpus, config.top_k, corpus_chunk=config.corpus_chunk, exclude=exclude[start:stop]
+        )
+        run = {
+            qid: {data.doc_ids[j]: float(s) for s, j in zip(row_scores.tolist(), row_index.tolist(), strict=True)}
+            for qid, row_scores, row_index in zip(data.query_ids[start:stop], scores, index, strict=True)
+        }
+        per_query.update(trec_scores({qid: data.qrels[qid] for qid in run}, run, config))
+    searched = time.perf_counter()
+    metric_names = list(next(iter(per_query.values())))
+    judged = [qid for qid in data.query_ids if qid in per_query]
+    table = np.asarray([[per_query[qid][name] for name in metric_names] for qid in judged])  # (Q, M)
+    headline = {name: _mean100(table[:, m]) for m, name in enumerate(metric_names)}
+    query_rows: list[dict[str, Any]] = []
+    doc_rows: list[dict[str, Any]] = []
+    if view is not None:
+        bins = bins or LengthBins.for_view(view)
+        query_position = {qid: i for i, qid in enumerate(data.query_ids)}
+        query_bins = bins.assign(token_lengths(view, [data.query_texts[query_position[qid]] for qid in judged]))
+        query_rows = per_bin(
+            bins, query_bins, lambda mask: {name: _mean100(table[mask, m]) for m, name in enumerate(metric_names)}
+        )
+        doc_lengths = token_lengths(view, data.doc_texts)
+        pairs = [
+            (query_position[qid], doc_position[doc])
+            for qid in judged
+            for doc, relevance in data.qrels[qid].items()
+            if relevance > 0 and doc in doc_position
+        ]
+        pair_q, pair_d = np.asarray(pairs, dtype=np.int64).reshape(-1, 2).T
+        ranks = relevant_ranks(queries, corpus, pair_q, pair_d, corpus_chunk=config.corpus_chunk, exclude=exclude)
+        doc_bins = bins.assign(doc_lengths)
+        corpus_counts = np.bincount(doc_bins, minlength=len(bins.labels()))
+        doc_rows = per_bin(bins, doc_bins[pair_d], lambda mask: _document_bin_metrics(ranks[mask], config))
+        for row, corpus_count in zip(doc_rows, corpus_counts.tolist(), strict=True):
+            row["corpus_count"] = corpus_count
+    return RetrievalResult(
+        scores=headline,
+        n_queries=len(judged),
+        n_documents=len(data.doc_ids),
+        query_bins=query_rows,
+        document_bins=doc_rows,
+        bin_spec=bins.describe() if (view is not None and bins is not None) else None,
+        timings={
+            "encode": round(encoded - started, 3),
+            "search_and_score": round(searched - encoded, 3),
+            "bins": round(time.perf_counter() - searched, 3),
+        },
+        config=asdict(config),
+    )

@@ -1,0 +1,171 @@
+"""Choosing the TempScale temperature on a dev split (METHODS §2): a grid and/or a bounded 1-D search.
+
+The tuner knows nothing about tasks: it maximises (or minimises) any ``objective(config) -> float``, e.g.
+STS Spearman, retrieval nDCG@10 or classification accuracy of a `TempScaleEncoder`. t = 1 (no TempScale)
+is always evaluated so the curve shows the gain over the untouched model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from lengthwise.tempscale import TempScaleConfig, TempScaleError
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["Objective", "TuneResult", "TuneSpec", "config_for", "plot_tune_curve", "tune_temperature"]
+
+Objective = Callable[[TempScaleConfig], float]
+Side = Literal["both", "query", "document"]
+
+
+@dataclass(frozen=True)
+class TuneSpec:
+    """What to tune and how.
+
+    `side`: "both" sets `t` (symmetric, and queries/documents unless `base` sets them), "query" sets
+    `t_query`, "document" sets `t_doc`; every other field comes from `base` (e.g. a length schedule).
+    The bounded search (scipy's Brent method) runs over `bounds`, or by default between the grid
+    neighbours of the best grid point; it stops at `xatol` or after `max_evals` evaluations.
+    """
+
+    grid: tuple[float, ...] = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+    search: bool = True
+    bounds: tuple[float, float] | None = None
+    xatol: float = 0.01
+    max_evals: int = 10
+    side: Side = "both"
+    base: TempScaleConfig = field(default_factory=TempScaleConfig)
+    maximize: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "grid", tuple(sorted({float(t) for t in self.grid})))
+        if any(not np.isfinite(t) or t <= 0 for t in self.grid):
+            raise TempScaleError(f"grid {self.grid} must hold positive temperatures, e.g. 0.6,0.8,1.0")
+        if not self.grid and not self.search:
+            raise TempScaleError("nothing to tune: give a grid, a search, or both")
+        if self.bounds is not None and not 0 < self.bounds[0] < self.bounds[1]:
+            raise TempScaleError(f"search bounds {self.bounds} must satisfy 0 < low < high")
+        if self.search and self.bounds is None and len(self.grid) < 2:
+            raise TempScaleError("a search without bounds needs a grid of at least two temperatures to bracket")
+        if self.xatol <= 0 or self.max_evals < 1:
+            raise TempScaleError("xatol must be > 0 and max_evals ≥ 1")
+        if self.side not in ("both", "query", "document"):
+            raise TempScaleError(f"side {self.side!r} must be both, query or document")
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """Every evaluated (t, score) in t order, the best point, the score at t = 1 and where each came from."""
+
+    curve: tuple[tuple[float, float], ...]
+    sources: tuple[str, ...]  # "grid", "search" or "baseline", aligned with `curve`
+    best_t: float
+    best_score: float
+    baseline_score: float
+    side: Side
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "side": self.side,
+            "best_t": self.best_t,
+            "best_score": self.best_score,
+            "baseline_score": self.baseline_score,
+            "gain": self.best_score - self.baseline_score,
+            "curve": [
+                {"t": t, "score": s, "source": src} for (t, s), src in zip(self.curve, self.sources, strict=True)
+            ],
+        }
+
+
+def config_for(spec: TuneSpec, t: float) -> TempScaleConfig:
+    """The configuration evaluated at temperature `t` for `spec.side`."""
+    if spec.side == "query":
+        return replace(spec.base, t_query=t)
+    if spec.side == "document":
+        return replace(spec.base, t_doc=t)
+    return replace(spec.base, t=t)
+
+
+def _search_bounds(spec: TuneSpec, scores: dict[float, float]) -> tuple[float, float]:
+    if spec.bounds is not None:
+        return spec.bounds
+    grid = list(spec.grid)
+    best = max(grid, key=lambda t: scores[t] if spec.maximize else -scores[t])
+    index = grid.index(best)
+    return grid[max(index - 1, 0)], grid[min(index + 1, len(grid) - 1)]
+
+
+def tune_temperature(
+    objective: Objective,
+    spec: TuneSpec | None = None,
+    *,
+    on_eval: Callable[[float, float], None] | None = None,
+) -> TuneResult:
+    """Evaluate `objective` on the grid, then refine by a bounded 1-D search; each t is evaluated once."""
+    from scipy.optimize import minimize_scalar
+
+    spec = spec or TuneSpec()
+    scores: dict[float, float] = {}
+    sources: dict[float, str] = {}
+
+    def score(t: float, source: str) -> float:
+        t = round(float(t), 6)
+        if t not in scores:
+            value = float(objective(config_for(spec, t)))
+            if not np.isfinite(value):
+                raise TempScaleError(f"the objective returned {value} at t={t}; check the dev data")
+            scores[t], sources[t] = value, source
+            if on_eval is not None:
+                on_eval(t, value)
+        return scores[t]
+
+    score(1.0, "baseline")
+    for t in spec.grid:
+        score(t, "grid")
+    if spec.search:
+        low, high = _search_bounds(spec, scores)
+        if high > low:
+            sign = -1.0 if spec.maximize else 1.0
+            minimize_scalar(
+                lambda t: sign * score(t, "search"),
+                bounds=(low, high),
+                method="bounded",
+                options={"xatol": spec.xatol, "maxiter": spec.max_evals},
+            )
+    ordered = sorted(scores)
+    best = max(ordered, key=lambda t: scores[t] if spec.maximize else -scores[t])
+    return TuneResult(
+        curve=tuple((t, scores[t]) for t in ordered),
+        sources=tuple(sources[t] for t in ordered),
+        best_t=best,
+        best_score=scores[best],
+        baseline_score=scores[1.0],
+        side=spec.side,
+    )
+
+
+def plot_tune_curve(result: TuneResult, metric: str) -> Figure:
+    """The score against t: grid and search points, the best t and the t = 1 baseline."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(6.0, 3.8), layout="constrained")
+    axes = figure.add_subplot()
+    ts, values = zip(*result.curve, strict=True)
+    axes.plot(ts, values, color="0.6", linewidth=1, zorder=1)
+    for source, marker in (("grid", "o"), ("search", "x"), ("baseline", "s")):
+        points = [(t, s) for (t, s), src in zip(result.curve, result.sources, strict=True) if src == source]
+        if points:
+            axes.scatter(*zip(*points, strict=True), marker=marker, label=source, zorder=2)
+    axes.axhline(result.baseline_score, color="0.4", linestyle=":", linewidth=1)
+    axes.axvline(result.best_t, color="tab:red", linestyle="--", linewidth=1, label=f"best t = {result.best_t:.3g}")
+    axes.set_xlabel({"both": "t", "query": "t (queries)", "document": "t (documents)"}[result.side])
+    axes.set_ylabel(metric)
+    axes.set_title(f"TempScale: {metric} vs temperature")
+    axes.legend(frameon=False, fontsize="small")
+    return figure
