@@ -91,7 +91,8 @@ _ROWS: list[tuple[str, tuple[str | int, ...], tuple[str | int, ...] | None, str]
     ("attack: mean cosine, original → elongated", ("attack", "mean_before"), ("attack", "mean_after"), ".3f"),
     ("attack: pairs whose similarity rose", ("attack", "frac_increased"), None, ".1%"),
     ("attack: Jensen–Shannon distance", ("attack", "js_distance"), None, ".3f"),
-    ("length probe: R² × 100", (D, "probe", "r2x100_mean"), None, ".1f"),
+    ("length probe: R² × 100, least squares (as the paper)", (D, "probe", "r2x100_mean"), None, ".1f"),
+    ("length probe: R² × 100, ridge", (D, "probe", "ridge_r2x100_mean"), None, ".1f"),
     (
         "intra-doc similarity − anisotropy, last layer: original → elongated",
         (D, "intra", "original_subset", "adjusted", -1),

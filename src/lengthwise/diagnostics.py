@@ -227,11 +227,8 @@ def length_probe_r2(
     ``linear`` is ordinary least squares as in the paper; ``ridge`` picks the penalty by inner CV
     (safer when there are fewer texts per fold than dimensions). Folds are shuffled with `seed`.
     """
-    try:
-        from sklearn.linear_model import LinearRegression, RidgeCV
-        from sklearn.model_selection import KFold, cross_val_score
-    except ImportError:  # pragma: no cover - scikit-learn is a dependency; this names the fix if it is missing
-        raise ImportError("the length probe needs scikit-learn: pip install scikit-learn") from None
+    from sklearn.linear_model import LinearRegression, RidgeCV
+    from sklearn.model_selection import KFold, cross_val_score
 
     x = np.asarray(embeddings, dtype=np.float64)
     y = np.asarray(lengths, dtype=np.float64)

@@ -25,7 +25,7 @@ from sentence_transformers import SentenceTransformer
 
 from lengthwise import diagnostics as dg
 from lengthwise.embed import TokenView, _features, embed_ids
-from lengthwise.pairs import DataFormatError, _checked, _open_text
+from lengthwise.pairs import DataFormatError, checked_text, open_text
 from lengthwise.shift import paired_cosine
 from lengthwise.tokens import Elongation, elongate, elongation_factor, first_k
 
@@ -73,13 +73,13 @@ def read_docs(path: str | Path, *, max_docs: int | None = None, seed: int = 0) -
     texts: list[str] = []
     fmt, line_no = "", 0
     try:
-        with _open_text(path) as handle:
+        with open_text(path) as handle:
             for line_no, line in enumerate(handle, 1):
                 if not (stripped := line.strip()):
                     continue
                 fmt = fmt or ("jsonl" if stripped.startswith("{") else "lines")
                 text = _jsonl_text(path, line_no, stripped) if fmt == "jsonl" else stripped
-                texts.append(_checked(path, line_no, text, "text"))
+                texts.append(checked_text(path, line_no, text, "text"))
     except UnicodeDecodeError as error:
         raise DataFormatError(f"{path}:{line_no + 1}: not UTF-8 text ({error.reason}); re-encode the file") from None
     total, source = len(texts), str(path)

@@ -16,10 +16,20 @@ from dataclasses import dataclass, field
 from importlib import resources
 from itertools import combinations
 from pathlib import Path
+from typing import Any
 
 from lengthwise.tokens import MAX_TEXT_CHARS
 
-__all__ = ["DataFormatError", "PairSet", "TextPair", "default_probe_pairs", "read_pairs"]
+__all__ = [
+    "DataFormatError",
+    "PairSet",
+    "TextPair",
+    "checked_text",
+    "default_probe_pairs",
+    "jsonl_objects",
+    "open_text",
+    "read_pairs",
+]
 
 _FIRST_KEYS = ("text1", "sentence1", "sentence_A", "sentence_a", "anchor", "premise", "query", "text_a")
 _SECOND_KEYS = ("text2", "sentence2", "sentence_B", "sentence_b", "positive", "hypothesis", "text_b")
@@ -83,13 +93,15 @@ class PairSet:
         }
 
 
-def _open_text(path: Path) -> io.TextIOBase:
+def open_text(path: Path) -> io.TextIOBase:
+    """Open a UTF-8 text file (a leading BOM is dropped), gunzipping `.gz` files on the fly."""
     if path.suffix == ".gz":
         return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig", newline="")
     return open(path, encoding="utf-8-sig", newline="")
 
 
-def _checked(path: Path, line: int, text: object, which: str) -> str:
+def checked_text(path: Path, line: int, text: object, which: str) -> str:
+    """`text` stripped, or a `DataFormatError` naming file and line when it is empty or over the size limit."""
     if not isinstance(text, str) or not text.strip():
         raise DataFormatError(f"{path}:{line}: {which} is empty or whitespace-only; remove the row or fill it in")
     if len(text) > MAX_TEXT_CHARS:
@@ -108,8 +120,9 @@ def _score(path: Path, line: int, value: object) -> float | None:
         raise DataFormatError(f"{path}:{line}: score {value!r} is not a number; fix or drop the column") from None
 
 
-def _read_jsonl(path: Path) -> Iterator[TextPair]:
-    with _open_text(path) as handle:
+def jsonl_objects(path: Path, what: str = "a JSON object") -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-blank line of a JSONL file; bad lines raise naming file and line."""
+    with open_text(path) as handle:
         for line_no, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
@@ -120,20 +133,23 @@ def _read_jsonl(path: Path) -> Iterator[TextPair]:
                     f"{path}:{line_no}: not valid JSON ({err.msg}); one JSON object per line"
                 ) from None
             if not isinstance(row, dict):
-                raise DataFormatError(f"{path}:{line_no}: expected a JSON object with two text fields")
-            first = next((k for k in _FIRST_KEYS if k in row), None)
-            second = next((k for k in _SECOND_KEYS if k in row), None)
-            if first is None or second is None:
-                raise DataFormatError(
-                    f"{path}:{line_no}: no text pair; use fields text1/text2 (or sentence1/sentence2)"
-                )
-            score_key = next((k for k in _SCORE_KEYS if k in row), None)
-            yield TextPair(
-                _checked(path, line_no, row[first], first),
-                _checked(path, line_no, row[second], second),
-                _score(path, line_no, row[score_key]) if score_key else None,
-                str(row["kind"]) if "kind" in row else None,
-            )
+                raise DataFormatError(f"{path}:{line_no}: expected {what}")
+            yield line_no, row
+
+
+def _read_jsonl(path: Path) -> Iterator[TextPair]:
+    for line_no, row in jsonl_objects(path, "a JSON object with two text fields"):
+        first = next((k for k in _FIRST_KEYS if k in row), None)
+        second = next((k for k in _SECOND_KEYS if k in row), None)
+        if first is None or second is None:
+            raise DataFormatError(f"{path}:{line_no}: no text pair; use fields text1/text2 (or sentence1/sentence2)")
+        score_key = next((k for k in _SCORE_KEYS if k in row), None)
+        yield TextPair(
+            checked_text(path, line_no, row[first], first),
+            checked_text(path, line_no, row[second], second),
+            _score(path, line_no, row[score_key]) if score_key else None,
+            str(row["kind"]) if "kind" in row else None,
+        )
 
 
 def _is_number(text: str) -> bool:
@@ -162,7 +178,7 @@ def _read_delimited(path: Path) -> Iterator[TextPair]:
 
 def _tab_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
     """Tab-separated rows with no quoting (STS files contain bare quotes), numbered by file line."""
-    with _open_text(path) as handle:
+    with open_text(path) as handle:
         for line_no, line in enumerate(handle, start=1):
             yield line_no, line.rstrip("\r\n").split("\t")
 
@@ -170,7 +186,7 @@ def _tab_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
 def _csv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
     """Comma-separated rows with standard quoting, numbered by the line where each row starts."""
     csv.field_size_limit(max(csv.field_size_limit(), 4 * MAX_TEXT_CHARS))  # let the length check name the row
-    with _open_text(path) as handle:
+    with open_text(path) as handle:
         reader = csv.reader(handle)
         start = 1
         while True:
@@ -185,7 +201,7 @@ def _csv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
 
 
 def _looks_tab_separated(path: Path) -> bool:
-    with _open_text(path) as handle:
+    with open_text(path) as handle:
         first = handle.readline()
     return "\t" in first
 
@@ -199,21 +215,21 @@ def _delimited_row(path: Path, line_no: int, row: list[str], header: dict[str, i
             raise DataFormatError(f"{path}:{line_no}: row has {len(row)} columns; expected the header's text columns")
         value = row[score] if score is not None and score < len(row) else None
         return TextPair(
-            _checked(path, line_no, row[first], "first text"),
-            _checked(path, line_no, row[second], "second text"),
+            checked_text(path, line_no, row[first], "first text"),
+            checked_text(path, line_no, row[second], "second text"),
             _score(path, line_no, value),
         )
     if len(row) >= 7 and _is_number(row[4]):  # STS benchmark: genre, file, year, id, score, s1, s2[, sources]
         return TextPair(
-            _checked(path, line_no, row[5], "sentence1"),
-            _checked(path, line_no, row[6], "sentence2"),
+            checked_text(path, line_no, row[5], "sentence1"),
+            checked_text(path, line_no, row[6], "sentence2"),
             float(row[4]),
         )
     if len(row) in (2, 3):
         gold = _score(path, line_no, row[2]) if len(row) == 3 else None
         return TextPair(
-            _checked(path, line_no, row[0], "first text"),
-            _checked(path, line_no, row[1], "second text"),
+            checked_text(path, line_no, row[0], "first text"),
+            checked_text(path, line_no, row[1], "second text"),
             gold,
         )
     raise DataFormatError(
@@ -227,7 +243,7 @@ def _beir_documents(folder: Path) -> dict[str, str]:
     if corpus is None:
         raise DataFormatError(f"{folder}: no corpus.jsonl(.gz); a BEIR folder holds corpus, queries and qrels/")
     documents: dict[str, str] = {}
-    with _open_text(corpus) as handle:
+    with open_text(corpus) as handle:
         for line_no, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
@@ -249,7 +265,7 @@ def _beir_groups(folder: Path, documents: dict[str, str]) -> list[list[str]]:
         raise DataFormatError(f"{folder}: no qrels/*.tsv; same-topic pairs come from documents relevant to one query")
     groups: dict[str, list[str]] = {}
     for path in qrels:
-        with _open_text(path) as handle:
+        with open_text(path) as handle:
             for line_no, line in enumerate(handle, start=1):
                 cells = line.rstrip("\n").split("\t")
                 if line_no == 1 and not _is_number(cells[-1]):

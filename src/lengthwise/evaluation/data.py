@@ -7,9 +7,7 @@ names the file and line of a malformed row (`DataFormatError`).
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import io
 import json
 import re
 from collections import defaultdict
@@ -18,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lengthwise.pairs import DataFormatError, PairSet, TextPair, read_pairs
+from lengthwise.pairs import DataFormatError, PairSet, TextPair, jsonl_objects, open_text, read_pairs
 
 __all__ = [
     "LabelledTexts",
@@ -29,12 +27,6 @@ __all__ = [
     "read_senteval_sts",
     "read_sts",
 ]
-
-
-def _open_text(path: Path) -> io.TextIOBase:
-    if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig", newline="")
-    return open(path, encoding="utf-8-sig", newline="")
 
 
 def _sha256(parts: list[str]) -> str:
@@ -71,7 +63,7 @@ def read_senteval_sts(folder: str | Path) -> PairSet:
         if not gold_path.exists():
             raise DataFormatError(f"{input_path}: no gold file {gold_path.name} beside it")
         subset = re.sub(r"^.*\.input\.|\.txt(\.gz)?$", "", input_path.name)
-        with _open_text(input_path) as texts, _open_text(gold_path) as golds:
+        with open_text(input_path) as texts, open_text(gold_path) as golds:
             text_lines = texts.read().split("\n")
             gold_lines = golds.read().split("\n")
         while text_lines and not text_lines[-1].strip():
@@ -154,25 +146,16 @@ def document_text(title: object, text: object) -> str:
 
 def _read_jsonl_objects(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict]]:
     rows: list[tuple[int, dict]] = []
-    with _open_text(path) as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise DataFormatError(
-                    f"{path}:{line_no}: not valid JSON ({err.msg}); one JSON object per line"
-                ) from None
-            if not isinstance(row, dict) or any(key not in row for key in required):
-                raise DataFormatError(f"{path}:{line_no}: expected a JSON object with fields {', '.join(required)}")
-            rows.append((line_no, row))
+    for line_no, row in jsonl_objects(path, f"a JSON object with fields {', '.join(required)}"):
+        if any(key not in row for key in required):
+            raise DataFormatError(f"{path}:{line_no}: expected a JSON object with fields {', '.join(required)}")
+        rows.append((line_no, row))
     return rows
 
 
 def _read_qrels(path: Path) -> dict[str, dict[str, int]]:
     qrels: dict[str, dict[str, int]] = defaultdict(dict)
-    with _open_text(path) as handle:
+    with open_text(path) as handle:
         for line_no, line in enumerate(handle, start=1):
             cells = line.rstrip("\r\n").split("\t")
             if not line.strip() or (line_no == 1 and cells[0].strip().lower() in {"query-id", "query_id", "qid"}):
