@@ -21,8 +21,10 @@ from lengthwise.report import (
     _esc,
     _finish_axes,
     _image,
+    _mass_limits,
     _new_figure,
     _png_bytes,
+    _rebin,
     _table,
     _version,
 )
@@ -46,13 +48,22 @@ def comparison_labels(payloads: Sequence[Mapping[str, Any]], labels: Sequence[st
 
 
 def plot_attack_overlay(payloads: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> Figure:
-    """Length-attack similarity densities of every audit: original dotted, elongated solid, one colour each."""
+    """Length-attack similarity densities of every audit: original dotted, elongated solid, one colour each.
+
+    The x axis is zoomed to where there is mass and bins are merged to about 32 visible steps.
+    """
     figure = _new_figure()
     ax = figure.add_subplot()
-    for index, (payload, label) in enumerate(zip(payloads, labels, strict=True)):
-        color, histogram, edges = colormaps["tab10"](index % 10), payload["attack"]["histogram"], _edges(payload)
-        ax.stairs(_density(histogram["before"], edges), edges, color=color, ls=":", lw=1.3, label=f"{label}, original")
-        ax.stairs(_density(histogram["after"], edges), edges, color=color, lw=1.6, label=f"{label}, elongated")
+    histograms = [payload["attack"]["histogram"] for payload in payloads]
+    edges = _edges(payloads[0])
+    low, high = _mass_limits(edges, [h[key] for h in histograms for key in ("before", "after")])
+    group = max(1, round((high - low) / (edges[1] - edges[0]) / 32))
+    for index, (payload, label, histogram) in enumerate(zip(payloads, labels, histograms, strict=True)):
+        color, edges = colormaps["tab10"](index % 10), _edges(payload)
+        for key, style, name in (("before", ":", "original"), ("after", "-", "elongated")):
+            counts, coarse = _rebin(histogram[key], edges, group)
+            ax.stairs(_density(counts, coarse), coarse, color=color, ls=style, lw=1.5, label=f"{label}, {name}")
+    ax.set_xlim(low, high)
     ax.legend(fontsize=8, frameon=False)
     _finish_axes(ax, "cosine similarity", "density")
     ax.set_title("Length attack: pair similarity, original (dotted) vs elongated (solid)", fontsize=11)
