@@ -13,6 +13,7 @@ import torch
 from typer.testing import CliRunner
 
 from lengthwise import diagnostics as dg
+from lengthwise import report_docs
 from lengthwise.cli import app
 from lengthwise.doc_audit import DocAuditConfig, DocSet, _DocumentRun, read_docs, repeated_words_curve, run_doc_audit
 from lengthwise.embed import TokenView, embed_ids, embed_texts
@@ -150,8 +151,10 @@ def test_intra_matches_one_document_at_a_time(tiny_model) -> None:
 
 def test_first_k_cuts_documents(tiny_model) -> None:
     docs = DocSet(tuple(_documents(12)), "x", "lines", 12)
-    section = run_doc_audit(tiny_model, docs, DocAuditConfig(diagnostics=("isotropy",), first_k=10))
+    section = run_doc_audit(tiny_model, docs, DocAuditConfig(diagnostics=("isotropy", "probe"), first_k=10))
     assert section["tokens"]["content_max"] <= 8 and section["tokens"]["elongated_docs"] == 12
+    assert "same token count" in section["probe"]["skipped"]  # reported, not a failed audit
+    assert "Not measured" in report_docs.summary_rows(section)[0][1]
 
 
 def test_words_curve_is_token_level(tiny_model) -> None:

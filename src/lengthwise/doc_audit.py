@@ -237,7 +237,9 @@ class _DocumentRun:
             elongated = self._pooled(inputs, track, "elongated", report)
         del inputs
         out: dict[str, Any] = {"tokens": self._tokens()}
-        if "probe" in wanted:
+        if "probe" in wanted and (skip := _probe_skip(self.lengths, config.probe_folds)):
+            out["probe"] = {"skipped": skip, "n": n}
+        elif "probe" in wanted:
             score, ridge = (dg.length_probe_r2(original, self.lengths, folds=config.probe_folds, seed=config.seed,
                                                regressor=r) for r in ("linear", "ridge"))  # fmt: skip
             out["probe"] = {"r2x100_mean": score.mean, "r2x100_std": score.std, "folds": list(score.folds), "n": n,
@@ -361,6 +363,13 @@ class _DocumentRun:
             )
         return {"layers": config.attention_layers, "n_layers": int(hf.num_hidden_layers), "n": len(chosen),
                 "docs_per_bin": cap, "by_bin": by_bin}  # fmt: skip
+
+
+def _probe_skip(lengths: np.ndarray, folds: int) -> str | None:
+    """Why the length probe cannot run on these documents (None when it can), instead of failing the audit."""
+    if len(lengths) < 2 * folds:
+        return f"{len(lengths)} documents; the {folds}-fold probe needs at least {2 * folds}"
+    return "every document has the same token count (e.g. all cut by --first-k)" if np.ptp(lengths) == 0 else None
 
 
 def repeated_words_curve(

@@ -89,7 +89,7 @@ def _legend(ax: Axes) -> None:
 
 def plot_probe(series: Series) -> Figure | None:
     """Length-probe R² × 100 (mean ± std over folds) per model: least squares (filled) and ridge (hatched)."""
-    rows = _present(series, "probe")
+    rows = [row for row in _present(series, "probe") if "r2x100_mean" in row[2]]
     if not rows:
         return None
     figure = _new_figure()
@@ -302,7 +302,9 @@ EXPLANATIONS = {
 def _findings(section: Mapping[str, Any]) -> dict[str, list[str]]:
     """Table-ready rows and a one-sentence reading for each diagnostic present."""
     out: dict[str, list[str]] = {}
-    if probe := section.get("probe"):
+    if (probe := section.get("probe")) and "skipped" in probe:
+        out["probe"] = [f"Not measured: {probe['skipped']}."]
+    elif probe:
         ols, ridge = f"{probe['r2x100_mean']:.1f} ± {probe['r2x100_std']:.1f}", ""
         if "ridge_r2x100_mean" in probe:
             ridge = f", {probe['ridge_r2x100_mean']:.1f} ± {probe['ridge_r2x100_std']:.1f} with ridge"
