@@ -72,3 +72,12 @@ def data_dir() -> Path:
     if not DATA.is_dir():
         pytest.fail(f"shared data not found at {DATA}; set LENGTHWISE_DATA to the shared/data folder")
     return DATA
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models run far faster on one torch thread when the shared CPU is busy; restored afterwards."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -28,6 +28,7 @@ from lengthwise.tempscale import (
     tempscale,
 )
 
+pytestmark = pytest.mark.usefixtures("one_thread")
 FAMILIES = ["bert", "roberta", "xlm-roberta", "distilbert", "mpnet", "modernbert"]
 TEXTS = [
     "a short one",
@@ -63,15 +64,6 @@ def _hf_config(family: str, vocab: int):
         "gpt2": lambda: tf.GPT2Config(vocab_size=vocab, n_embd=32, n_layer=2, n_head=2, n_positions=128),
         "t5": lambda: tf.T5Config(vocab_size=vocab, d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2),
     }[family]()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models run ~100x faster on one thread when the shared CPU is busy; restored afterwards."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

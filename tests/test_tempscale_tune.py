@@ -8,23 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from typer.testing import CliRunner
 
 from lengthwise.cli import app
 from lengthwise.tempscale import LengthSchedule, TempScaleConfig, TempScaleError, current_tempscale
 from lengthwise.tempscale_tune import TuneSpec, config_for, plot_tune_curve, tune_temperature
 
+pytestmark = pytest.mark.usefixtures("one_thread")
 runner = CliRunner()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models run far faster on one thread when the shared CPU is busy; restored afterwards."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def _peaked(at: float, calls: list[float]):

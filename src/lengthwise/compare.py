@@ -15,18 +15,18 @@ from matplotlib.figure import Figure
 
 from lengthwise import report_docs
 from lengthwise.report import (
-    _CSS,
-    _density,
-    _edges,
-    _esc,
-    _finish_axes,
-    _image,
-    _mass_limits,
-    _new_figure,
-    _png_bytes,
-    _rebin,
-    _table,
-    _version,
+    REPORT_CSS,
+    escape_html,
+    finish_axes,
+    histogram_density,
+    histogram_edges,
+    html_image,
+    html_table,
+    lengthwise_version,
+    mass_limits,
+    new_figure,
+    png_bytes,
+    rebin_counts,
 )
 from lengthwise.results import write_bytes_atomic
 
@@ -52,20 +52,22 @@ def plot_attack_overlay(payloads: Sequence[Mapping[str, Any]], labels: Sequence[
 
     The x axis is zoomed to where there is mass and bins are merged to about 32 visible steps.
     """
-    figure = _new_figure()
+    figure = new_figure()
     ax = figure.add_subplot()
     histograms = [payload["attack"]["histogram"] for payload in payloads]
-    edges = _edges(payloads[0])
-    low, high = _mass_limits(edges, [h[key] for h in histograms for key in ("before", "after")])
+    edges = histogram_edges(payloads[0])
+    low, high = mass_limits(edges, [h[key] for h in histograms for key in ("before", "after")])
     group = max(1, round((high - low) / (edges[1] - edges[0]) / 32))
     for index, (payload, label, histogram) in enumerate(zip(payloads, labels, histograms, strict=True)):
-        color, edges = colormaps["tab10"](index % 10), _edges(payload)
+        color, edges = colormaps["tab10"](index % 10), histogram_edges(payload)
         for key, style, name in (("before", ":", "original"), ("after", "-", "elongated")):
-            counts, coarse = _rebin(histogram[key], edges, group)
-            ax.stairs(_density(counts, coarse), coarse, color=color, ls=style, lw=1.5, label=f"{label}, {name}")
+            counts, coarse = rebin_counts(histogram[key], edges, group)
+            ax.stairs(
+                histogram_density(counts, coarse), coarse, color=color, ls=style, lw=1.5, label=f"{label}, {name}"
+            )
     ax.set_xlim(low, high)
     ax.legend(fontsize=8, frameon=False)
-    _finish_axes(ax, "cosine similarity", "density")
+    finish_axes(ax, "cosine similarity", "density")
     ax.set_title("Length attack: pair similarity, original (dotted) vs elongated (solid)", fontsize=11)
     return figure
 
@@ -173,7 +175,7 @@ def _provenance(payloads: Sequence[Mapping[str, Any]], labels: Sequence[str]) ->
     warning = ""
     if len(data_hashes) > 1:
         warning = '<p class="verdict">These audits did not all run on the same pairs/documents; compare with care.</p>'
-    return _table(header, rows), warning
+    return html_table(header, rows), warning
 
 
 def render_comparison(payloads: Sequence[Mapping[str, Any]], labels: Sequence[str], images: Mapping[str, bytes]) -> str:
@@ -181,23 +183,23 @@ def render_comparison(payloads: Sequence[Mapping[str, Any]], labels: Sequence[st
     title = "lengthwise comparison — " + " vs ".join(labels)
     provenance, warning = _provenance(payloads, labels)
     parts = [
-        f"<h1>{_esc(title)}</h1>",
+        f"<h1>{escape_html(title)}</h1>",
         warning,
         "<h2>Headline numbers</h2>",
-        _table(["measure", *labels], headline_rows(payloads)),
+        html_table(["measure", *labels], headline_rows(payloads)),
         "<h2>Audits</h2>",
         provenance,
         "<h2>Length attack</h2>",
-        _image(images.get("attack"), "attack overlay", "Pair similarity per audit."),
+        html_image(images.get("attack"), "attack overlay", "Pair similarity per audit."),
     ]
     for key, title_text in report_docs.TITLES.items():
         if key in images:
             parts += [
                 f"<h2>{title_text}</h2><p>{report_docs.EXPLANATIONS[key]}</p>",
-                _image(images[key], title_text, ""),
+                html_image(images[key], title_text, ""),
             ]
-    parts.append(f"<footer>Comparison rendered by lengthwise {_esc(_version())}.</footer>")
-    head = f'<meta charset="utf-8"><title>{_esc(title)}</title><style>{_CSS}</style>'
+    parts.append(f"<footer>Comparison rendered by lengthwise {escape_html(lengthwise_version())}.</footer>")
+    head = f'<meta charset="utf-8"><title>{escape_html(title)}</title><style>{REPORT_CSS}</style>'
     body = "\n".join(part for part in parts if part)
     return f'<!DOCTYPE html>\n<html lang="en"><head>{head}</head>\n<body>\n{body}\n</body></html>\n'
 
@@ -212,7 +214,7 @@ def write_comparison(
     series = [(name, payload.get("diagnostics") or {}) for name, payload in zip(names, payloads, strict=True)]
     figures: dict[str, Figure | None] = {"attack": plot_attack_overlay(payloads, names)}
     figures.update({key: plot(series) for key, plot in report_docs.PLOTTERS.items()})
-    images = {key: _png_bytes(figure) for key, figure in figures.items() if figure is not None}
+    images = {key: png_bytes(figure) for key, figure in figures.items() if figure is not None}
     out = Path(out_dir)
     written = {key: write_bytes_atomic(out / PNG_NAMES[key], png) for key, png in images.items()}
     written["html"] = write_bytes_atomic(out / "compare.html", render_comparison(payloads, names, images).encode())

@@ -24,7 +24,7 @@ import torch
 from sentence_transformers import SentenceTransformer
 
 from lengthwise import diagnostics as dg
-from lengthwise.embed import TokenView, _features, embed_ids
+from lengthwise.embed import TokenView, batch_features, embed_ids
 from lengthwise.pairs import DataFormatError, checked_text, open_text
 from lengthwise.shift import paired_cosine
 from lengthwise.tokens import Elongation, elongate, elongation_factor, first_k
@@ -273,7 +273,7 @@ class _DocumentRun:
             for start in range(0, len(order), batch_size):
                 index = order[start : start + batch_size]
                 batch = [inputs[i] for i in index]
-                features = _features(model.tokenizer, batch, model.device)
+                features = batch_features(model.tokenizer, batch, model.device)
                 out = transformer(**features, output_hidden_states=hidden, output_attentions=attentions)
                 pooled = {**features, "token_embeddings": out.last_hidden_state}
                 for module in tail:  # the model's own pooling / dense / normalize modules

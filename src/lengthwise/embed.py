@@ -14,7 +14,7 @@ from sentence_transformers import SentenceTransformer
 
 from lengthwise.tokens import SpecialTokens, content_ids, special_tokens
 
-__all__ = ["TokenView", "embed_ids", "embed_texts"]
+__all__ = ["TokenView", "batch_features", "embed_ids", "embed_texts"]
 
 
 class TokenView:
@@ -40,7 +40,7 @@ def _max_length(model: SentenceTransformer) -> int:
     return int(model.max_seq_length)
 
 
-def _features(tokenizer, batch: Sequence[Sequence[int]], device: torch.device) -> dict[str, torch.Tensor]:
+def batch_features(tokenizer, batch: Sequence[Sequence[int]], device: torch.device) -> dict[str, torch.Tensor]:
     """Right-padded ``input_ids`` / ``attention_mask`` (/ ``token_type_ids``) for one batch: (B, T)."""
     width = max(len(ids) for ids in batch)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -82,7 +82,7 @@ def embed_ids(
     with torch.inference_mode():
         for start in range(0, len(order), batch_size):
             batch = [sequences[i] for i in order[start : start + batch_size]]
-            out = model(_features(tokenizer, batch, model.device))
+            out = model(batch_features(tokenizer, batch, model.device))
             chunks.append(out["sentence_embedding"].float().cpu())  # (B, D)
             if on_batch is not None:
                 on_batch(len(batch))

@@ -51,11 +51,11 @@ def _check_payload(payload: Any, where: str) -> None:
         raise ValueError(f"{where} is not an audit.json (no 'attack' histogram): {_FIX}")
 
 
-def _new_figure() -> Figure:
+def new_figure() -> Figure:
     return FigureCanvasAgg(Figure(figsize=FIGSIZE, layout="constrained")).figure
 
 
-def _finish_axes(ax: Axes, xlabel: str, ylabel: str) -> None:
+def finish_axes(ax: Axes, xlabel: str, ylabel: str) -> None:
     """Axis labels and the shared quiet style: no top/right spines, faint horizontal grid."""
     ax.set_xlabel(xlabel, fontsize=10)
     ax.set_ylabel(ylabel, fontsize=10)
@@ -65,26 +65,26 @@ def _finish_axes(ax: Axes, xlabel: str, ylabel: str) -> None:
     ax.set_axisbelow(True)
 
 
-def _edges(payload: Mapping[str, Any]) -> np.ndarray:
+def histogram_edges(payload: Mapping[str, Any]) -> np.ndarray:
     """Bin edges shared by every stored histogram: equal bins over the attack histogram's ``range``."""
     histogram = payload["attack"]["histogram"]
     low, high = histogram.get("range", (-1.0, 1.0))
     return np.linspace(float(low), float(high), len(histogram["before"]) + 1)
 
 
-def _density(counts: Sequence[int] | np.ndarray, edges: np.ndarray) -> np.ndarray:
+def histogram_density(counts: Sequence[int] | np.ndarray, edges: np.ndarray) -> np.ndarray:
     """Counts → probability density (integrates to 1); all zeros when the histogram is empty."""
     values = np.asarray(counts, dtype=np.float64)
     return values / (values.sum() * np.diff(edges)) if values.sum() > 0 else values
 
 
-def _rebin(counts: Sequence[int], edges: np.ndarray, group: int) -> tuple[np.ndarray, np.ndarray]:
+def rebin_counts(counts: Sequence[int], edges: np.ndarray, group: int) -> tuple[np.ndarray, np.ndarray]:
     """Merge every `group` adjacent bins (the last group may be narrower) → (counts, edges)."""
     starts = np.arange(0, len(counts), group)
     return np.add.reduceat(np.asarray(counts), starts), np.append(edges[starts], edges[-1])
 
 
-def _mass_limits(edges: np.ndarray, histograms: Sequence[Sequence[int]], pad: int = 2) -> tuple[float, float]:
+def mass_limits(edges: np.ndarray, histograms: Sequence[Sequence[int]], pad: int = 2) -> tuple[float, float]:
     """The x range holding every non-empty bin, padded by `pad` bins, never outside the histogram range."""
     occupied = np.flatnonzero(np.sum([np.asarray(h) for h in histograms], axis=0))
     if occupied.size == 0:
@@ -99,7 +99,7 @@ def _overlay(ax: Axes, edges: np.ndarray, series: Sequence[tuple[str, Sequence[i
 
     The x axis is zoomed to where there is mass; the legend goes in the top corner away from the means.
     """
-    densities = [_density(counts, edges) for _, counts, _, _ in series]
+    densities = [histogram_density(counts, edges) for _, counts, _, _ in series]
     for (label, _, _, color), density in zip(series, densities, strict=True):
         ax.stairs(density, edges, fill=True, color=color, alpha=0.35, label=label)
         ax.stairs(density, edges, color=color, linewidth=1.1)
@@ -110,11 +110,11 @@ def _overlay(ax: Axes, edges: np.ndarray, series: Sequence[tuple[str, Sequence[i
         left = rank == 0 and len(means) > 1
         style: dict[str, Any] = {"ha": "right" if left else "left", "va": "top", "fontsize": 8.5, "color": color}
         ax.text(mean, 0.99, f" {mean:.3f} ", transform=ax.get_xaxis_transform(), **style)
-    low, high = _mass_limits(edges, [counts for _, counts, _, _ in series])
+    low, high = mass_limits(edges, [counts for _, counts, _, _ in series])
     ax.set_xlim(low, high)
     means_on_left = means[0][0] + means[-1][0] < low + high
     ax.legend(fontsize=9, frameon=False, loc="upper right" if means_on_left else "upper left")
-    _finish_axes(ax, "cosine similarity", "density")
+    finish_axes(ax, "cosine similarity", "density")
 
 
 def _jsd_and_shift(stats: Mapping[str, Any]) -> str:
@@ -134,11 +134,11 @@ def _copies(payload: Mapping[str, Any]) -> str:
 def plot_attack(payload: Mapping[str, Any]) -> Figure:
     """Cosine similarity of the original vs the elongated pairs, as two overlaid density histograms."""
     attack, histogram = payload["attack"], payload["attack"]["histogram"]
-    figure = _new_figure()
+    figure = new_figure()
     ax = figure.add_subplot()
     original = ("original", histogram["before"], attack["mean_before"], ORIGINAL_COLOR)
     elongated = (f"elongated ({_copies(payload)})", histogram["after"], attack["mean_after"], ELONGATED_COLOR)
-    _overlay(ax, _edges(payload), [original, elongated])
+    _overlay(ax, histogram_edges(payload), [original, elongated])
     ax.set_title(f"Length attack (n={attack['n']}): {_jsd_and_shift(attack)}", fontsize=11)
     return figure
 
@@ -148,22 +148,24 @@ def plot_first_k_curve(payload: Mapping[str, Any]) -> Figure | None:
     rows = sorted(payload.get("first_k_curve") or [], key=lambda row: row["k"])
     if not rows:
         return None
-    attack, edges = payload["attack"], _edges(payload)
+    attack, edges = payload["attack"], histogram_edges(payload)
     full_counts = attack["histogram"]["before"]
-    figure = _new_figure()
+    figure = new_figure()
     grid = figure.add_gridspec(1, 2, width_ratios=(1.75, 1.0))
     ax_hist, ax_mean = figure.add_subplot(grid[0]), figure.add_subplot(grid[1])
     colors = colormaps["viridis"](np.linspace(0.0, 0.85, len(rows)))
-    low, high = _mass_limits(edges, [full_counts, *(row["histogram"] for row in rows)])
+    low, high = mass_limits(edges, [full_counts, *(row["histogram"] for row in rows)])
     group = max(1, round((high - low) / (edges[1] - edges[0]) / 32))  # ~32 visible bins: steps stay legible
-    counts, coarse_edges = _rebin(full_counts, edges, group)
-    ax_hist.stairs(_density(counts, coarse_edges), coarse_edges, fill=True, color="0.85", label="full text")
+    counts, coarse_edges = rebin_counts(full_counts, edges, group)
+    ax_hist.stairs(histogram_density(counts, coarse_edges), coarse_edges, fill=True, color="0.85", label="full text")
     for row, color in zip(rows, colors, strict=True):
-        counts, coarse_edges = _rebin(row["histogram"], edges, group)
-        ax_hist.stairs(_density(counts, coarse_edges), coarse_edges, color=color, lw=1.3, label=f"k={row['k']}")
+        counts, coarse_edges = rebin_counts(row["histogram"], edges, group)
+        ax_hist.stairs(
+            histogram_density(counts, coarse_edges), coarse_edges, color=color, lw=1.3, label=f"k={row['k']}"
+        )
     ax_hist.set_xlim(low, high)
     ax_hist.legend(fontsize=8, frameon=False, loc="upper left", title="first k tokens", title_fontsize=8)
-    _finish_axes(ax_hist, "cosine similarity", "density")
+    finish_axes(ax_hist, "cosine similarity", "density")
     ks, means, stds = (np.array([row[key] for row in rows], dtype=np.float64) for key in ("k", "mean", "std"))
     ax_mean.plot(ks, means, color="0.35", linewidth=1.2, zorder=2)
     for k, mean, std, color in zip(ks, means, stds, colors, strict=True):
@@ -174,7 +176,7 @@ def plot_first_k_curve(payload: Mapping[str, Any]) -> Figure | None:
     ax_mean.set_xticks(ks, [str(int(k)) for k in ks])
     ax_mean.minorticks_off()
     ax_mean.legend(fontsize=8, frameon=False, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=2)
-    _finish_axes(ax_mean, "k (tokens kept, log scale)", "mean cosine ± std")
+    finish_axes(ax_mean, "k (tokens kept, log scale)", "mean cosine ± std")
     figure.suptitle("Semantic-altered curve: similarity of the first k tokens", fontsize=11)
     return figure
 
@@ -185,21 +187,21 @@ def plot_word_shuffle(payload: Mapping[str, Any]) -> Figure | None:
     if not shuffle or "histogram" not in shuffle:
         return None
     original = payload["attack"]["histogram"]["before"]
-    figure = _new_figure()
+    figure = new_figure()
     ax = figure.add_subplot()
     shuffled = ("words shuffled (text 1)", shuffle["histogram"], shuffle["mean_after"], SHUFFLED_COLOR)
-    _overlay(ax, _edges(payload), [("original", original, shuffle["mean_before"], ORIGINAL_COLOR), shuffled])
+    _overlay(ax, histogram_edges(payload), [("original", original, shuffle["mean_before"], ORIGINAL_COLOR), shuffled])
     ax.set_title(f"Word shuffle (n={shuffle['n']}): {_jsd_and_shift(shuffle)}", fontsize=11)
     return figure
 
 
-def _png_bytes(figure: Figure) -> bytes:
+def png_bytes(figure: Figure) -> bytes:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=DPI, facecolor="white")
     return buffer.getvalue()
 
 
-_CSS = """
+REPORT_CSS = """
 body{font:15px/1.5 -apple-system,"Segoe UI",Helvetica,Arial,sans-serif;color:#1d1d1f;max-width:960px;margin:2em auto}
 h1{font-size:1.6em;margin-bottom:.2em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd}body{padding:0 1em}
 .verdict{font-size:1.1em;background:#f4f6fa;border-left:4px solid #3b6ea8;padding:.6em 1em}.note{color:#666}
@@ -210,7 +212,7 @@ figcaption{color:#555;font-size:.9em}footer{margin-top:3em;color:#777;font-size:
 """
 
 
-def _esc(value: Any) -> str:
+def escape_html(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
@@ -236,19 +238,19 @@ def _flatten(mapping: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str
             yield f"{prefix}{key}", value
 
 
-def _kv_table(rows: Sequence[tuple[str, Any]] | Mapping[str, Any]) -> str:
+def html_kv_table(rows: Sequence[tuple[str, Any]] | Mapping[str, Any]) -> str:
     items = list(_flatten(rows)) if isinstance(rows, Mapping) else list(rows)
     if not items:
         return '<p class="note">—</p>'
-    body = "".join(f'<tr><td class="key">{_esc(k)}</td><td>{_esc(_fmt(v))}</td></tr>' for k, v in items)
+    body = "".join(f'<tr><td class="key">{escape_html(k)}</td><td>{escape_html(_fmt(v))}</td></tr>' for k, v in items)
     return f"<table>{body}</table>"
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+def html_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A table whose first column is a label and the others right-aligned numbers."""
-    head = "".join(f"<th>{_esc(cell)}</th>" for cell in header)
-    numbers = ["".join(f'<td class="num">{_esc(cell)}</td>' for cell in row[1:]) for row in rows]
-    body = "".join(f"<tr><td>{_esc(row[0])}</td>{nums}</tr>" for row, nums in zip(rows, numbers, strict=True))
+    head = "".join(f"<th>{escape_html(cell)}</th>" for cell in header)
+    numbers = ["".join(f'<td class="num">{escape_html(cell)}</td>' for cell in row[1:]) for row in rows]
+    body = "".join(f"<tr><td>{escape_html(row[0])}</td>{nums}</tr>" for row, nums in zip(rows, numbers, strict=True))
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
@@ -257,11 +259,11 @@ def _cells(stats: Mapping[str, Any], *fields: str) -> list[str]:
     return [format(stats[key], spec) for key, spec in (field.split(":", 1) for field in fields)]
 
 
-def _image(png: bytes | None, alt: str, caption: str) -> str:
+def html_image(png: bytes | None, alt: str, caption: str) -> str:
     if png is None:
         return ""
-    image = f'<img src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}" alt="{_esc(alt)}">'
-    return f"<figure>{image}<figcaption>{_esc(caption)}</figcaption></figure>"
+    image = f'<img src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}" alt="{escape_html(alt)}">'
+    return f"<figure>{image}<figcaption>{escape_html(caption)}</figcaption></figure>"
 
 
 def _shift_rows(stats: Mapping[str, Any], after_name: str) -> list[tuple[str, str]]:
@@ -284,7 +286,7 @@ def _verdict(attack: Mapping[str, Any]) -> str:
     return f"Elongation raised the similarity of {rose} of pairs; mean cosine {before} → {after} (JSD {jsd})."
 
 
-def _version() -> str:
+def lengthwise_version() -> str:
     try:
         return metadata.version("lengthwise")
     except metadata.PackageNotFoundError:
@@ -311,7 +313,7 @@ def _first_k_section(payload: Mapping[str, Any], png: bytes | None) -> list[str]
     rows = [[row["k"], *_cells(row, *fields)] for row in curve]
     caption = "Each text cut to its first k tokens; grey is the full text."
     header = ["k", "mean", "median", "std", "JSD vs full text"]
-    return [_image(png, "similarity histograms per k", caption), _table(header, rows)]
+    return [html_image(png, "similarity histograms per k", caption), html_table(header, rows)]
 
 
 def _word_shuffle_section(payload: Mapping[str, Any], png: bytes | None) -> list[str]:
@@ -322,8 +324,8 @@ def _word_shuffle_section(payload: Mapping[str, Any], png: bytes | None) -> list
     caption = "Cosine similarity with the words of the first text shuffled; dashed lines are means."
     return [
         f"<p>Shuffling the words of the first text moved the mean cosine {before} → {after} (JSD {jsd}).</p>",
-        _kv_table(_shift_rows(shuffle, "shuffled")),
-        _image(png, "similarity histograms, original vs word-shuffled", caption),
+        html_kv_table(_shift_rows(shuffle, "shuffled")),
+        html_image(png, "similarity histograms, original vs word-shuffled", caption),
     ]
 
 
@@ -334,7 +336,7 @@ def _by_kind_section(payload: Mapping[str, Any]) -> list[str]:
     header = ["kind", "pairs", "mean before", "mean after", "mean shift", "rose", "JSD"]
     fields = ("mean_before:.3f", "mean_after:.3f", "mean_shift:+.3f", "frac_increased:.0%", "js_distance:.3f")
     rows = [[kind, stats["n"], *_cells(stats, *fields)] for kind, stats in sorted(by_kind.items())]
-    return ["<h2>Length attack by kind</h2>", _table(header, rows)]
+    return ["<h2>Length attack by kind</h2>", html_table(header, rows)]
 
 
 def render_html(payload: Mapping[str, Any], images: Mapping[str, bytes]) -> str:
@@ -342,16 +344,16 @@ def render_html(payload: Mapping[str, Any], images: Mapping[str, bytes]) -> str:
     from lengthwise import report_docs  # document diagnostics' sections; it imports this module
 
     attack, model, meta = payload["attack"], payload.get("model") or {}, payload.get("meta") or {}
-    name = _esc(model.get("name") or "unknown model")
+    name = escape_html(model.get("name") or "unknown model")
     tokens = payload.get("tokens") or {}
     token_rows = [(_TOKEN_LABELS.get(k, k), f"{v:.2f}" if isinstance(v, float) else v) for k, v in tokens.items()]
     attack_caption = "Cosine similarity of each pair, original vs both texts elongated; dashed lines are means."
     parts = [
         f"<h1>lengthwise audit — {name}</h1>",
-        f'<p class="verdict">{_esc(_verdict(attack))}</p>',
+        f'<p class="verdict">{escape_html(_verdict(attack))}</p>',
         "<h2>Length attack</h2>",
-        _kv_table([("elongation", _copies(payload)), *_shift_rows(attack, "elongated")]),
-        _image(images.get("attack"), "similarity histograms, original vs elongated", attack_caption),
+        html_kv_table([("elongation", _copies(payload)), *_shift_rows(attack, "elongated")]),
+        html_image(images.get("attack"), "similarity histograms, original vs elongated", attack_caption),
         "<h2>First k tokens (semantic-altered curve)</h2>",
         *_first_k_section(payload, images.get("first_k_curve")),
         "<h2>Word shuffle</h2>",
@@ -359,18 +361,18 @@ def render_html(payload: Mapping[str, Any], images: Mapping[str, bytes]) -> str:
         *_by_kind_section(payload),
         *report_docs.html_sections(payload, images),
         "<h2>Tokens</h2>",
-        _kv_table(token_rows),
+        html_kv_table(token_rows),
     ]
     environment = meta.get("environment") or {}
     sections = {"Settings": payload.get("settings"), "Model": model, "Data": payload.get("data")}
     for title, section in {**sections, "Environment": environment}.items():
-        parts.append(f"<h2>{title}</h2>{_kv_table(section or {})}")
+        parts.append(f"<h2>{title}</h2>{html_kv_table(section or {})}")
     made_with = (environment.get("packages") or {}).get("lengthwise") or "unknown"
     made = f"Audit made with lengthwise {made_with} on {meta.get('created', 'an unknown date')}"
-    made += f" in {meta.get('seconds', '?')} s; report rendered by lengthwise {_version()}."
-    parts.append(f"<footer>{_esc(made)}</footer>")
+    made += f" in {meta.get('seconds', '?')} s; report rendered by lengthwise {lengthwise_version()}."
+    parts.append(f"<footer>{escape_html(made)}</footer>")
     head = '<meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">'
-    head += f"<title>lengthwise audit — {name}</title><style>{_CSS}</style>"
+    head += f"<title>lengthwise audit — {name}</title><style>{REPORT_CSS}</style>"
     body = "\n".join(part for part in parts if part)
     return f'<!DOCTYPE html>\n<html lang="en"><head>{head}</head>\n<body>\n{body}\n</body></html>\n'
 
@@ -387,7 +389,7 @@ def write_report(payload: Mapping[str, Any], out_dir: str | Path) -> dict[str, P
 
     plotters = {"attack": plot_attack, "first_k_curve": plot_first_k_curve, "word_shuffle": plot_word_shuffle}
     figures = {key: plot(payload) for key, plot in plotters.items()} | report_docs.figures(payload)
-    images = {key: _png_bytes(figure) for key, figure in figures.items() if figure is not None}
+    images = {key: png_bytes(figure) for key, figure in figures.items() if figure is not None}
     names = PNG_NAMES | report_docs.PNG_NAMES
     written = {key: write_bytes_atomic(out / names[key], png) for key, png in images.items()}
     for stale in names.keys() - images.keys():

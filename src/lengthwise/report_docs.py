@@ -18,11 +18,11 @@ from matplotlib.figure import Figure
 from lengthwise.report import (
     ELONGATED_COLOR,
     ORIGINAL_COLOR,
-    _finish_axes,
-    _image,
-    _kv_table,
-    _new_figure,
-    _table,
+    finish_axes,
+    html_image,
+    html_kv_table,
+    html_table,
+    new_figure,
 )
 
 __all__ = [
@@ -92,7 +92,7 @@ def plot_probe(series: Series) -> Figure | None:
     rows = [row for row in _present(series, "probe") if "r2x100_mean" in row[2]]
     if not rows:
         return None
-    figure = _new_figure()
+    figure = new_figure()
     ax = figure.add_subplot()
     for x, (i, _, probe) in enumerate(rows):
         color = _color(i, 2 if len(rows) > 1 else 1)
@@ -110,7 +110,7 @@ def plot_probe(series: Series) -> Figure | None:
     low, high = ax.get_ylim()
     ax.set_ylim(min(low, 0.0), max(high, 0.0) * 1.2 + 1.0)
     ax.axhline(0.0, color="0.4", lw=0.8)
-    _finish_axes(ax, "", "R² × 100 (5-fold CV, mean ± std)")
+    finish_axes(ax, "", "R² × 100 (5-fold CV, mean ± std)")
     ax.legend(fontsize=8, frameon=False, loc="upper left", ncols=2)
     ax.set_title("Length probe: how linearly embeddings encode token length", fontsize=11)
     return figure
@@ -121,7 +121,7 @@ def plot_intra(series: Series) -> Figure | None:
     rows = _present(series, "intra")
     if not rows:
         return None
-    figure = _new_figure()
+    figure = new_figure()
     ax_adj, ax_aniso = figure.add_subplot(1, 2, 1), figure.add_subplot(1, 2, 2)
     for i, label, intra in rows:
         layers = intra["layers"]
@@ -133,8 +133,8 @@ def plot_intra(series: Series) -> Figure | None:
             name = _name(label, len(rows), f"{condition} (n={stats['n']})")
             _line(ax_adj, layers, stats["adjusted"], name, i, len(rows), elongated)
             _line(ax_aniso, layers, stats["anisotropy"], name, i, len(rows), elongated)
-    _finish_axes(ax_adj, "layer (0 = embeddings)", "intra-doc similarity − anisotropy")
-    _finish_axes(ax_aniso, "layer (0 = embeddings)", "token anisotropy")
+    finish_axes(ax_adj, "layer (0 = embeddings)", "intra-doc similarity − anisotropy")
+    finish_axes(ax_aniso, "layer (0 = embeddings)", "token anisotropy")
     _legend(ax_adj)
     figure.suptitle("Intra-document similarity per layer (elongated documents only)", fontsize=11)
     return figure
@@ -145,7 +145,7 @@ def plot_isotropy(series: Series) -> Figure | None:
     rows = _present(series, "isotropy")
     if not rows:
         return None
-    figure = _new_figure()
+    figure = new_figure()
     axes = figure.add_subplot(1, 2, 1), figure.add_subplot(1, 2, 2)
     for i, label, iso in rows:
         bins = iso["by_bin"]
@@ -154,8 +154,8 @@ def plot_isotropy(series: Series) -> Figure | None:
             _line(ax, x, [b["original"][key] for b in bins], _name(label, len(rows), "original"), i, len(rows))
             elong = [(b.get("elongation") or {}).get("elongated", {}).get(key) for b in bins]
             _line(ax, x, elong, _name(label, len(rows), "elongated"), i, len(rows), True)
-    _finish_axes(axes[0], "content tokens (bin middle)", "mean pairwise cosine")
-    _finish_axes(axes[1], "content tokens (bin middle)", "uniformity (lower = more uniform)")
+    finish_axes(axes[0], "content tokens (bin middle)", "mean pairwise cosine")
+    finish_axes(axes[1], "content tokens (bin middle)", "uniformity (lower = more uniform)")
     _legend(axes[0])
     figure.suptitle("Isotropy of pooled embeddings by length bin", fontsize=11)
     return figure
@@ -166,7 +166,7 @@ def plot_collapse(series: Series) -> Figure | None:
     rows = _present(series, "collapse")
     if not rows:
         return None
-    figure = _new_figure()
+    figure = new_figure()
     axes = figure.add_subplot(1, 2, 1), figure.add_subplot(1, 2, 2)
     for i, label, collapse in rows:
         bins = collapse["by_bin"]
@@ -178,8 +178,8 @@ def plot_collapse(series: Series) -> Figure | None:
                 if b["mean_cosine"] is not None:
                     axes[0].annotate(f"{b['n']}", (b["middle"], b["mean_cosine"]), xytext=(0, 6),
                                      textcoords="offset points", ha="center", fontsize=7, color="0.35")  # fmt: skip
-    _finish_axes(axes[0], "content tokens (bin middle)", "mean pairwise cosine in bin")
-    _finish_axes(axes[1], "content tokens (bin middle)", "mean distance to centroid")
+    finish_axes(axes[0], "content tokens (bin middle)", "mean pairwise cosine in bin")
+    finish_axes(axes[1], "content tokens (bin middle)", "mean distance to centroid")
     if len(rows) > 1:
         _legend(axes[0])
     figure.suptitle("Length collapse: do long texts crowd together?", fontsize=11)
@@ -191,7 +191,7 @@ def plot_words_curve(series: Series) -> Figure | None:
     rows = _present(series, "words_curve")
     if not rows:
         return None
-    figure = _new_figure()
+    figure = new_figure()
     ax = figure.add_subplot()
     for i, label, curve in rows:
         if len(rows) == 1:
@@ -204,7 +204,7 @@ def plot_words_curve(series: Series) -> Figure | None:
     ticks = rows[0][2]["mean"]["ks"]
     ax.set_xticks(ticks, [str(k) for k in ticks])
     ax.minorticks_off()
-    _finish_axes(ax, "k (copies of each word, log scale)", "cosine of the two repeated words")
+    finish_axes(ax, "k (copies of each word, log scale)", "cosine of the two repeated words")
     _legend(ax)
     ax.set_title("Two unrelated words repeated k times (length-collapse App. C.4)", fontsize=11)
     return figure
@@ -215,14 +215,14 @@ def plot_attention(series: Series) -> Figure | None:
     rows = _present(series, "attention")
     if not rows:
         return None
-    figure = _new_figure()
+    figure = new_figure()
     per_layer = len(rows) == 1 and "per_layer_mean" in rows[0][2]["by_bin"][0]
     ax = figure.add_subplot(1, 2, 1) if per_layer else figure.add_subplot()
     for i, label, attention in rows:
         bins = attention["by_bin"]
         x, y, err = ([b[key] for b in bins] for key in ("middle", "sigma_mean", "sigma_std"))
         _line(ax, x, y, _name(label, len(rows), "last layer"), i, len(rows), err=err)
-    _finish_axes(ax, "content tokens (bin middle)", "σ_a (mean ± std)")
+    finish_axes(ax, "content tokens (bin middle)", "σ_a (mean ± std)")
     _legend(ax)
     if per_layer:
         ax_layers = figure.add_subplot(1, 2, 2)
@@ -232,7 +232,7 @@ def plot_attention(series: Series) -> Figure | None:
             layers = range(1, len(b["per_layer_mean"]) + 1)
             ax_layers.plot(layers, b["per_layer_mean"], marker="o", ms=4, color=color, label=b["label"])
         ax_layers.legend(fontsize=7, frameon=False, title="tokens", title_fontsize=7)
-        _finish_axes(ax_layers, "layer", "σ_a (mean)")
+        finish_axes(ax_layers, "layer", "σ_a (mean)")
     figure.suptitle("Attention low-pass filter rate σ_a by length (smaller = stronger smoothing)", fontsize=11)
     return figure
 
@@ -362,7 +362,7 @@ def _bin_table(section: Mapping[str, Any]) -> str:
         cells = [c.get("mean_cosine"), c.get("mean_distance_to_centroid"), s.get("sigma_mean")]
         rows.append([b["label"], b["n"], b["elongated"], *("—" if v is None else f"{v:.3f}" for v in cells)])
     header = ["content tokens", "docs", "elongated", "mean cosine", "dist. to centroid", "σ_a (last layer)"]
-    return _table(header, rows) if rows else ""
+    return html_table(header, rows) if rows else ""
 
 
 def html_sections(payload: Mapping[str, Any], images: Mapping[str, bytes]) -> list[str]:
@@ -381,8 +381,8 @@ def html_sections(payload: Mapping[str, Any], images: Mapping[str, bytes]) -> li
             continue
         parts.append(f"<h3>{title}</h3><p>{EXPLANATIONS[key]}</p>")
         parts.append(f'<p class="verdict">{" ".join(findings[key])}</p>')
-        parts.append(_image(images.get(key), title, EXPLANATIONS[key].split(". ")[0] + "."))
-    parts += ["<h3>Diagnostics settings and data</h3>", _kv_table({**settings, "data": data})]
+        parts.append(html_image(images.get(key), title, EXPLANATIONS[key].split(". ")[0] + "."))
+    parts += ["<h3>Diagnostics settings and data</h3>", html_kv_table({**settings, "data": data})]
     return parts
 
 
