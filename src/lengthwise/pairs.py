@@ -24,6 +24,7 @@ __all__ = [
     "DataFormatError",
     "PairSet",
     "TextPair",
+    "beir_documents",
     "checked_text",
     "default_probe_pairs",
     "jsonl_objects",
@@ -238,7 +239,8 @@ def _delimited_row(path: Path, line_no: int, row: list[str], header: dict[str, i
     )
 
 
-def _beir_documents(folder: Path) -> dict[str, str]:
+def beir_documents(folder: Path) -> dict[str, str]:
+    """A BEIR corpus as id → ``title + " " + text`` (METHODS §4), empty documents dropped."""
     corpus = next((folder / name for name in ("corpus.jsonl", "corpus.jsonl.gz") if (folder / name).exists()), None)
     if corpus is None:
         raise DataFormatError(f"{folder}: no corpus.jsonl(.gz); a BEIR folder holds corpus, queries and qrels/")
@@ -281,7 +283,7 @@ def _beir_groups(folder: Path, documents: dict[str, str]) -> list[list[str]]:
 
 def _read_beir(folder: Path, max_pairs: int, seed: int) -> list[TextPair]:
     """Same-topic pairs (two documents relevant to one query) and as many random document pairs."""
-    documents = _beir_documents(folder)
+    documents = beir_documents(folder)
     rng = random.Random(seed)
     same = [pair for group in _beir_groups(folder, documents) for pair in combinations(sorted(group), 2)]
     rng.shuffle(same)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Literal
 
 __all__ = [
@@ -18,8 +19,10 @@ __all__ = [
     "elongate",
     "elongation_factor",
     "first_k",
+    "segments",
     "shuffle_words",
     "special_tokens",
+    "split_sentences",
 ]
 
 Ids = list[int]
@@ -157,3 +160,33 @@ def shuffle_words(text: str, rng: random.Random) -> str:
         if shuffled != " ".join(text.split()):
             return shuffled
     return " ".join(words)
+
+
+def segments(ids: Sequence[int], length: int) -> list[Ids]:
+    """HiCL's slicing: consecutive non-overlapping runs of `length` tokens, the last one shorter if need be.
+
+    ``len(result) == 1 + (n - 1) // length`` and concatenating the result gives back `ids` (hicl §3.1).
+    """
+    if length < 1:
+        raise ValueError(f"segment length must be ≥ 1, got {length}")
+    if not ids:
+        raise ValueError("cannot slice an empty token sequence into segments")
+    return [list(ids[start : start + length]) for start in range(0, len(ids), length)]
+
+
+@cache
+def _segmenter(language: str):
+    try:
+        import pysbd
+    except ImportError:  # pragma: no cover - pysbd is a core dependency; this guards broken installs
+        raise ImportError("sentence splitting needs pysbd: pip install pysbd") from None
+    return pysbd.Segmenter(language=language, clean=False)
+
+
+def split_sentences(text: str, language: str = "en") -> list[str]:
+    """The text's sentences in order, stripped and non-empty, by pysbd's rule-based segmenter.
+
+    pysbd (Sadvilkar & Neumann, 2020) handles abbreviations, decimals and ellipses that a regex on ``.?!``
+    gets wrong; it is deterministic and needs no model download.
+    """
+    return [sentence.strip() for sentence in _segmenter(language).segment(text) if sentence.strip()]

@@ -1,0 +1,118 @@
+"""Data collators: turn dataset rows into the padded token columns the sentence-transformers trainer feeds a loss.
+
+They replace the trainer's default text collator (which would tokenize strings) because every objective here
+works on token ids: elongation copies ids, HiCL slices ids, SimDE and COCO-DR join sentence ids. Each row's
+random choices come from its own generator seeded by (seed, row index), so a batch is the same whether it is
+built in one process or another, before or after a resume.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from lengthwise.embed import TokenView, batch_features
+from lengthwise.tokens import Elongation, content_ids, segments
+from lengthwise.training.config import Method
+from lengthwise.training.views import (
+    AnchorChoice,
+    View,
+    coco_dr_view,
+    copy_concat_view,
+    laser_intra_view,
+    laser_self_view,
+    simcse_view,
+    simde_view,
+)
+
+__all__ = ["SegmentCollator", "ViewCollator", "row_rng"]
+
+_CPU = torch.device("cpu")
+
+
+def row_rng(seed: int, row: int) -> random.Random:
+    """The generator for one example: a function of the run seed and the row index only."""
+    return random.Random(f"lengthwise/{seed}/{row}")
+
+
+@dataclass
+class ViewCollator:
+    """Builds each row's (anchor, positive) views for a pair objective: ``anchor_*`` and ``positive_*`` columns.
+
+    Rows hold ``row`` (index) and ``text``, ``sentences`` or ``anchor``/``positive``, as `prepare_dataset` writes.
+    """
+
+    method: Method
+    view: TokenView
+    seed: int
+    elongation: Elongation = field(default_factory=lambda: Elongation("random"))
+    anchor: AnchorChoice = "first"
+    valid_label_columns: list[str] = field(default_factory=list)  # read by the trainer's batch sampler
+    tokens: int = 0  # encoder input tokens built so far, special tokens included
+
+    def _content(self, texts: list[str]) -> list[list[int]]:
+        return content_ids(self.view.tokenizer, texts, self.view.max_content)
+
+    def build(self, row: dict[str, Any]) -> View:
+        """The two content-id views of one row."""
+        rng = row_rng(self.seed, int(row["row"]))
+        budget = self.view.max_content
+        method = self.method
+        if method is Method.SIMCSE:
+            return simcse_view(self._content([row["text"]])[0], budget)
+        if method in (Method.PAIRS, Method.COPY_CONCAT):
+            first, second = self._content([row["anchor"], row["positive"]])
+            if method is Method.PAIRS:
+                return View(first, second)
+            return copy_concat_view(first, second, self.elongation, budget, rng)
+        sentences = self._content(list(row["sentences"]))
+        if method is Method.LASER_SELF:
+            return laser_self_view(sentences, self.elongation, budget, rng, self.anchor)
+        if method is Method.LASER_INTRA:
+            return laser_intra_view(sentences, self.elongation, budget, rng, self.anchor)
+        if method is Method.COCO_DR:
+            return coco_dr_view(sentences, budget, rng, self.anchor)
+        if method is Method.SIMDE:
+            return simde_view(sentences, budget, rng)
+        raise ValueError(f"{method.value} is not a pair objective; use SegmentCollator for hicl")
+
+    def __call__(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        views = [self.build(row) for row in rows]
+        batch: dict[str, torch.Tensor] = {}
+        for column, sequences in (("anchor", [v.anchor for v in views]), ("positive", [v.positive for v in views])):
+            wrapped = [self.view.wrap(ids) for ids in sequences]
+            self.tokens += sum(map(len, wrapped))
+            for key, value in batch_features(self.view.tokenizer, wrapped, _CPU).items():
+                batch[f"{column}_{key}"] = value
+        return batch
+
+
+@dataclass
+class SegmentCollator:
+    """HiCL: each text's first N - specials tokens sliced into segments of `segment_length`, each wrapped in
+    special tokens; one ``segments_*`` column plus ``segments_owner`` (row in batch) and ``segments_segment_length``.
+    """
+
+    view: TokenView
+    segment_length: int = 32
+    valid_label_columns: list[str] = field(default_factory=list)
+    tokens: int = 0  # encoder input tokens, both dropout passes, special tokens included
+
+    def __call__(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        sequences = content_ids(self.view.tokenizer, [row["text"] for row in rows], self.view.max_content)
+        pieces: list[list[int]] = []
+        owner: list[int] = []
+        lengths: list[int] = []
+        for index, ids in enumerate(sequences):
+            for piece in segments(ids, self.segment_length):
+                pieces.append(self.view.wrap(piece))
+                owner.append(index)
+                lengths.append(len(piece))
+        self.tokens += 2 * sum(map(len, pieces))
+        batch = {f"segments_{key}": value for key, value in batch_features(self.view.tokenizer, pieces, _CPU).items()}
+        batch["segments_owner"] = torch.tensor(owner, dtype=torch.long)  # (S,)
+        batch["segments_segment_length"] = torch.tensor(lengths, dtype=torch.long)  # (S,)
+        return batch

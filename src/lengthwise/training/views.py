@@ -1,0 +1,116 @@
+"""The two sides ("views") each training objective builds from one example, at the token level (METHODS §3).
+
+Pure functions on content ids (``tok(S)``, no special tokens) and a seeded `random.Random`; the collator adds the
+special tokens once and pads. Elongation and segment slicing come from `lengthwise.tokens`, the module the audit
+uses too, so "f(S, m)" means exactly the same thing in training and in the attack.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from lengthwise.tokens import Elongation, elongate, elongation_factor
+
+__all__ = [
+    "AnchorChoice",
+    "View",
+    "coco_dr_view",
+    "copy_concat_view",
+    "laser_intra_view",
+    "laser_self_view",
+    "simcse_view",
+    "simde_view",
+]
+
+Ids = list[int]
+AnchorChoice = Literal["first", "random"]
+
+
+@dataclass(frozen=True)
+class View:
+    """An (anchor, positive) pair of content-id sequences; in-batch negatives come from the other rows."""
+
+    anchor: Ids
+    positive: Ids
+
+
+def _pick_anchor(sentences: Sequence[Ids], choice: AnchorChoice, rng: random.Random) -> int:
+    if choice == "first":
+        return 0
+    if choice == "random":
+        return rng.randrange(len(sentences))
+    raise ValueError(f"anchor choice {choice!r} is not 'first' or 'random'")
+
+
+def _rest(sentences: Sequence[Ids], skip: int, max_content: int) -> Ids:
+    rest = [token for index, ids in enumerate(sentences) if index != skip for token in ids]
+    return rest[:max_content]
+
+
+def _elongated(ids: Ids, elongation: Elongation, max_content: int, rng: random.Random) -> Ids:
+    ids = ids[:max_content]
+    return elongate(ids, elongation_factor(len(ids), max_content, elongation, rng), max_content)
+
+
+def simcse_view(ids: Ids, max_content: int) -> View:
+    """SimCSE-unsup: the text twice; dropout in the two forward passes is the only noise (Gao et al., 2021)."""
+    ids = ids[:max_content]
+    return View(ids, list(ids))
+
+
+def laser_self_view(
+    sentences: Sequence[Ids],
+    elongation: Elongation,
+    max_content: int,
+    rng: random.Random,
+    anchor: AnchorChoice = "first",
+) -> View:
+    """LA(SER)³ self-reference: anchor = one sentence, positive = `f(anchor, m)` (laser3 §4; SimCSE + elongation)."""
+    chosen = sentences[_pick_anchor(sentences, anchor, rng)][:max_content]
+    return View(chosen, _elongated(chosen, elongation, max_content, rng))
+
+
+def coco_dr_view(
+    sentences: Sequence[Ids], max_content: int, rng: random.Random, anchor: AnchorChoice = "first"
+) -> View:
+    """COCO-DR PT-unsup as METHODS §3 pins it: anchor = one sentence, positive = the rest of the document."""
+    if len(sentences) < 2:
+        raise ValueError("coco-dr needs a document of at least two sentences")
+    index = _pick_anchor(sentences, anchor, rng)
+    return View(sentences[index][:max_content], _rest(sentences, index, max_content))
+
+
+def laser_intra_view(
+    sentences: Sequence[Ids],
+    elongation: Elongation,
+    max_content: int,
+    rng: random.Random,
+    anchor: AnchorChoice = "first",
+) -> View:
+    """LA(SER)³ intra-reference: anchor side `f(anchor, m)`, positive the rest of the document (COCO-DR + f)."""
+    base = coco_dr_view(sentences, max_content, rng, anchor)
+    return View(_elongated(base.anchor, elongation, max_content, rng), base.positive)
+
+
+def copy_concat_view(first: Ids, second: Ids, elongation: Elongation, max_content: int, rng: random.Random) -> View:
+    """Length-adversarial copy-and-concat: each side of a positive pair elongated with its own m (length-attack §3)."""
+    return View(_elongated(first, elongation, max_content, rng), _elongated(second, elongation, max_content, rng))
+
+
+def simde_view(sentences: Sequence[Ids], max_content: int, rng: random.Random) -> View:
+    """SimDE: each sentence goes to side A or B with p = 0.5, both sides non-empty, original order kept.
+
+    Draws are repeated until both sides are non-empty, i.e. the assignment is uniform over the valid splits.
+    """
+    if len(sentences) < 2:
+        raise ValueError("simde needs a document of at least two sentences")
+    while True:
+        sides = [rng.random() < 0.5 for _ in sentences]
+        if any(sides) and not all(sides):
+            break
+    first = [token for ids, side in zip(sentences, sides) if side for token in ids]
+    second = [token for ids, side in zip(sentences, sides) if not side for token in ids]
+    return View(first[:max_content], second[:max_content])
