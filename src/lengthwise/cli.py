@@ -316,6 +316,9 @@ app.add_typer(tempscale_cli.app, name="tempscale")
 from lengthwise import eval_cli  # noqa: E402
 
 app.add_typer(eval_cli.app, name="eval")
+from lengthwise import train_cli  # noqa: E402
+
+app.add_typer(train_cli.app, name="train")
 
 
 def main() -> None:

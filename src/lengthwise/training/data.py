@@ -68,7 +68,7 @@ def _read_jsonl(path: Path) -> tuple[list[str], list[tuple[str, str]]]:
     for line_no, row in jsonl_objects(path):
         if "captions" in row and isinstance(row["captions"], list):
             captions = [checked_text(path, line_no, text, "caption") for text in row["captions"]]
-            pairs.extend(zip(captions[0:-1:2], captions[1::2]))
+            pairs.extend(zip(captions[0:-1:2], captions[1::2], strict=False))
         elif any(first in row and second in row for first, second in _PAIR_KEYS):
             pair = _row_pair(path, line_no, row)
             if pair is not None:
@@ -98,7 +98,12 @@ def _read_mrpc(path: Path) -> list[tuple[str, str]]:
             if len(cells) != 5:
                 raise DataFormatError(f"{path}:{line_no}: expected 5 tab-separated MRPC columns, got {len(cells)}")
             if cells[0] == "1":
-                pairs.append((checked_text(path, line_no, cells[3], "#1 String"), checked_text(path, line_no, cells[4], "#2 String")))
+                pairs.append(
+                    (
+                        checked_text(path, line_no, cells[3], "#1 String"),
+                        checked_text(path, line_no, cells[4], "#2 String"),
+                    )
+                )
     return pairs
 
 

@@ -12,13 +12,14 @@ from typing import Literal
 
 import torch
 import torch.nn.functional as F
+from sentence_transformers import SentenceTransformer
 from sentence_transformers.sentence_transformer.losses import (
     CachedMultipleNegativesRankingLoss,
     MultipleNegativesRankingLoss,
 )
 from torch import Tensor, nn
 
-__all__ = ["HiCLLoss", "SameSequence", "Denominator", "hicl_loss", "info_nce", "pair_loss", "sequence_vectors"]
+__all__ = ["Denominator", "HiCLLoss", "SameSequence", "hicl_loss", "info_nce", "pair_loss", "sequence_vectors"]
 
 SameSequence = Literal["neither", "positive", "negative"]
 Denominator = Literal["summation", "averaging"]
@@ -74,7 +75,9 @@ def hicl_loss(
     elif denominator != "summation":
         raise ValueError(f"HiCL denominator {denominator!r} is not 'summation' or 'averaging'")
     if same_sequence == "neither":
-        local = F.cross_entropy(logits.masked_fill(same & ~own, float("-inf")), torch.arange(len(owner), device=owner.device))
+        local = F.cross_entropy(
+            logits.masked_fill(same & ~own, float("-inf")), torch.arange(len(owner), device=owner.device)
+        )
     elif same_sequence == "negative":
         local = F.cross_entropy(logits, torch.arange(len(owner), device=owner.device))
     elif same_sequence == "positive":
@@ -122,7 +125,9 @@ class HiCLLoss(nn.Module):
         self.denominator: Denominator = denominator
         self.scale = scale
 
-    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
+    def forward(
+        self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None
+    ) -> dict[str, Tensor]:
         (features,) = list(sentence_features)
         owner = features["owner"]
         lengths = features["segment_length"]
@@ -145,7 +150,7 @@ class HiCLLoss(nn.Module):
         return "Wu et al., HiCL: Hierarchical Contrastive Learning of Unsupervised Sentence Embeddings, 2023"
 
 
-def pair_loss(model: nn.Module, *, cache_batch: int | None = None, distributed: bool = False) -> nn.Module:
+def pair_loss(model: SentenceTransformer, *, cache_batch: int | None = None, distributed: bool = False) -> nn.Module:
     """InfoNCE at τ = 0.05 on (anchor, positive) columns; GradCache in mini-batches of `cache_batch` if given.
 
     GradCache (Gao et al., 2021) embeds without a graph first, then replays each mini-batch with the same random

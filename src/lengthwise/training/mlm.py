@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 import torch
 import torch.nn.functional as F
+from sentence_transformers import SentenceTransformer
 from torch import Tensor, nn
 
 __all__ = ["MaskedLMAuxiliary", "mask_tokens"]
@@ -54,29 +55,32 @@ class MaskedLMAuxiliary(nn.Module):
     Citation: SimDE (see `../shared/papers/simde-document-contrastive.txt`); masking as in BERT (Devlin et al., 2019).
     """
 
-    def __init__(self, contrastive: nn.Module, model: nn.Module, weight: float = 0.1) -> None:
+    def __init__(self, contrastive: nn.Module, model: SentenceTransformer, weight: float = 0.1) -> None:
         super().__init__()
         self.contrastive = contrastive
-        self.model = model
+        self.model: nn.Module = model  # the trainer may swap in its DDP-wrapped model
         self.weight = weight
-        tokenizer = model.tokenizer  # type: ignore[attr-defined]
+        tokenizer = model.tokenizer
         if tokenizer.mask_token_id is None:
             raise ValueError("the MLM auxiliary loss needs a tokenizer with a mask token")
         self.mask_id = int(tokenizer.mask_token_id)
         self.special_ids = sorted(set(tokenizer.all_special_ids))
-        embeddings = model[0].auto_model.get_input_embeddings()  # type: ignore[index]
+        embeddings = model[0].auto_model.get_input_embeddings()  # type: ignore[union-attr,operator]
+        self._embeddings = (embeddings,)  # a tuple: tied weights, not a second registered copy
         hidden = embeddings.weight.shape[1]
         self.transform = nn.Sequential(nn.Linear(hidden, hidden), nn.GELU(), nn.LayerNorm(hidden))
         self.bias = nn.Parameter(torch.zeros(embeddings.weight.shape[0]))
 
-    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
+    def forward(
+        self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None
+    ) -> dict[str, Tensor]:
         features = list(sentence_features)
         contrastive = self.contrastive([dict(f) for f in features], labels)
         anchor = features[0]
         input_ids = anchor["input_ids"]  # (B, T)
         specials = torch.tensor(self.special_ids, device=input_ids.device)
         maskable = anchor["attention_mask"].bool() & ~torch.isin(input_ids, specials)  # (B, T)
-        weight = self.model[0].auto_model.get_input_embeddings().weight  # (V, H)
+        weight = self._embeddings[0].weight  # (V, H), tied to the encoder's input embeddings
         masked, targets = mask_tokens(input_ids, maskable, self.mask_id, weight.shape[0])
         inputs = {key: value for key, value in anchor.items() if key in ("attention_mask", "token_type_ids")}
         tokens = self.model({**inputs, "input_ids": masked})["token_embeddings"]  # (B, T, H)

@@ -97,12 +97,13 @@ def _world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
-def _precision_flags(precision: str, device: str) -> dict[str, bool]:
+def _half_precision(precision: str, device: str) -> str | None:
+    """ "fp16", "bf16" or None (fp32): mixed precision on GPU only; auto picks bf16 where the GPU has it."""
     if device != "cuda" or precision == "fp32":
-        return {}
+        return None
     if precision == "auto":
-        precision = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-    return {precision: True}
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    return precision
 
 
 def _checked_out_dir(config: TrainConfig, resume: bool) -> Path | None:
@@ -180,6 +181,7 @@ def train(config: TrainConfig, *, resume: bool = False, callbacks: Sequence[Any]
     evaluator = None
     if config.eval_data:
         evaluator = BinnedSTSEvaluator(read_sts(config.eval_data), name="dev")
+    half = _half_precision(config.precision, device)
     args = SentenceTransformerTrainingArguments(
         output_dir=str(out / "checkpoints"),
         max_steps=config.max_steps if config.max_steps is not None else -1,
@@ -201,7 +203,8 @@ def train(config: TrainConfig, *, resume: bool = False, callbacks: Sequence[Any]
         use_cpu=device == "cpu",
         ddp_backend="gloo" if world > 1 and device == "cpu" else None,
         remove_unused_columns=False,
-        **_precision_flags(config.precision, device),
+        fp16=half == "fp16",
+        bf16=half == "bf16",
     )
     trainer = SentenceTransformerTrainer(
         model=model,

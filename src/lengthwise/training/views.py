@@ -111,6 +111,6 @@ def simde_view(sentences: Sequence[Ids], max_content: int, rng: random.Random) -
         sides = [rng.random() < 0.5 for _ in sentences]
         if any(sides) and not all(sides):
             break
-    first = [token for ids, side in zip(sentences, sides) if side for token in ids]
-    second = [token for ids, side in zip(sentences, sides) if not side for token in ids]
+    first = [token for ids, side in zip(sentences, sides, strict=True) if side for token in ids]
+    second = [token for ids, side in zip(sentences, sides, strict=True) if not side for token in ids]
     return View(first[:max_content], second[:max_content])

@@ -1,0 +1,73 @@
+"""TrainConfig: method names and aliases, validation, config files and ``--set`` coercion."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lengthwise.training.config import (
+    DataKind,
+    Method,
+    TrainConfig,
+    config_from_mapping,
+    parse_method,
+    read_config_file,
+)
+
+
+def test_aliases_name_the_compositions() -> None:
+    assert parse_method("simcse+hicl") is Method.HICL
+    assert parse_method("coco-dr+laser-intra") is Method.LASER_INTRA
+    assert parse_method("SimCSE+LASER-self") is Method.LASER_SELF
+    with pytest.raises(ValueError, match="not known; use one of: simcse"):
+        parse_method("bert")
+
+
+def test_method_defaults() -> None:
+    config = TrainConfig(method="simde", data="d", out="o")  # type: ignore[arg-type]
+    assert config.method is Method.SIMDE and config.data_kind is DataKind.DOCUMENT
+    assert config.effective_pooling == "cls"  # METHODS §3: SimDE pools CLS
+    assert TrainConfig(method=Method.SIMCSE, data="d", out="o").effective_pooling is None  # the model's own
+    assert (config.lr, config.batch_size, config.max_length, config.epochs) == (3e-5, 64, 256, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"batch_size": 1}, "at least 2"),
+        ({"alpha": 1.5}, "alpha"),
+        ({"elongate": "many"}, "--elongate"),
+        ({"method": "hicl", "cache_batch": 8}, "not available for hicl"),
+        ({"mlm_weight": 0.1}, "simde only"),
+        ({"pooling": "last"}, "pooling"),
+    ],
+)
+def test_invalid_settings_fail_with_one_line(change: dict, message: str) -> None:
+    values = {"method": "simcse", "data": "d", "out": "o", **change}
+    with pytest.raises(ValueError, match=message):
+        config_from_mapping(values)
+
+
+def test_strings_from_files_and_set_are_coerced(tmp_path: Path) -> None:
+    config = config_from_mapping(
+        {"method": "hicl", "data": "d", "out": "o", "alpha": "0.15", "max_steps": "100", "cache_batch": "none"}
+    )
+    assert config.alpha == 0.15 and config.max_steps == 100 and config.cache_batch is None
+    with pytest.raises(ValueError, match="unknown training setting"):
+        config_from_mapping({"method": "simcse", "data": "d", "out": "o", "alpah": 1})
+    with pytest.raises(ValueError, match="needs --data"):
+        config_from_mapping({"method": "simcse", "out": "o"})
+    with pytest.raises(ValueError, match="expected int"):
+        config_from_mapping({"method": "simcse", "data": "d", "out": "o", "max_steps": "ten"})
+
+
+def test_yaml_and_json_config_files(tmp_path: Path) -> None:
+    (tmp_path / "run.yaml").write_text("method: hicl\nsegment-length: 16\nalpha: 0.01\n", encoding="utf-8")
+    assert read_config_file(tmp_path / "run.yaml") == {"method": "hicl", "segment_length": 16, "alpha": 0.01}
+    (tmp_path / "run.json").write_text(json.dumps({"method": "simde"}), encoding="utf-8")
+    assert read_config_file(tmp_path / "run.json") == {"method": "simde"}
+    (tmp_path / "list.yaml").write_text("- a\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="expected a mapping"):
+        read_config_file(tmp_path / "list.yaml")
