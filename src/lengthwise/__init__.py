@@ -1,6 +1,6 @@
 """lengthwise: make text-embedding models robust to text length.
 
-The public API: load a model, build token-level length variants, embed them exactly, and audit.
+The public API: load a model, build token-level length variants, embed them exactly, audit, fix and train.
 """
 
 from importlib import metadata
@@ -17,6 +17,7 @@ from lengthwise.pairs import PairSet, TextPair, default_probe_pairs, read_pairs
 from lengthwise.shift import js_distance, similarity_shift
 from lengthwise.tempscale import TempScaleConfig, apply_tempscale, bake_tempscale, remove_tempscale, tempscale
 from lengthwise.tokens import Elongation, elongate, first_k, shuffle_words
+from lengthwise.training import TrainConfig, train
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -26,6 +27,7 @@ __all__ = [
     "PairSet",
     "TempScaleConfig",
     "TextPair",
+    "TrainConfig",
     "__version__",
     "apply_tempscale",
     "bake_tempscale",
@@ -42,4 +44,5 @@ __all__ = [
     "shuffle_words",
     "similarity_shift",
     "tempscale",
+    "train",
 ]

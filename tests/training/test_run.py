@@ -235,3 +235,25 @@ def test_ddp_two_processes_match_one_process(tiny_model_dir: Path, pairs: Path, 
     assert len(one) == len(two) == 4
     assert two == pytest.approx(one, rel=1e-3, abs=1e-4)
     assert one[0] != pytest.approx(one[-1], rel=1e-3)  # the curve moves, so agreement means something
+
+
+def test_gradcache_matches_the_plain_loss_without_dropout(
+    tiny_model_dir: Path, pairs: Path, tmp_path: Path, one_thread
+) -> None:
+    """GradCache (--cache-batch) only changes memory, not the maths: same weights after training, dropout off."""
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(tiny_model_dir), device="cpu")
+    model[0].auto_model.config.hidden_dropout_prob = 0.0
+    model[0].auto_model.config.attention_probs_dropout_prob = 0.0
+    model.save(str(tmp_path / "no-dropout"))
+    plain = train(_config(tmp_path / "no-dropout", pairs, tmp_path / "plain", method="copy-concat", max_steps=3))
+    cached = train(
+        _config(tmp_path / "no-dropout", pairs, tmp_path / "cached", method="copy-concat", max_steps=3, cache_batch=2)
+    )
+    assert _losses(cached.out) == pytest.approx(_losses(plain.out), rel=1e-4)
+    before, after = _weights(plain.out), _weights(cached.out)
+    for name in before:
+        torch.testing.assert_close(after[name], before[name], rtol=1e-4, atol=1e-5, msg=name)
+    with_dropout = train(_config(tiny_model_dir, pairs, tmp_path / "dropout", method="copy-concat", max_steps=2, cache_batch=2))
+    assert all(loss > 0 for loss in _losses(with_dropout.out))

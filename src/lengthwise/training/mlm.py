@@ -52,7 +52,8 @@ class MaskedLMAuxiliary(nn.Module):
 
         loss = MaskedLMAuxiliary(pair_loss(model), model, weight=0.1)
 
-    Citation: SimDE (see `../shared/papers/simde-document-contrastive.txt`); masking as in BERT (Devlin et al., 2019).
+    Citation: "SimDE: Simple Contrastive Learning for Document Embeddings" (EMNLP submission); masking as in BERT
+    (Devlin et al., 2019).
     """
 
     def __init__(self, contrastive: nn.Module, model: SentenceTransformer, weight: float = 0.1) -> None:
