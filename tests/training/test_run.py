@@ -255,5 +255,7 @@ def test_gradcache_matches_the_plain_loss_without_dropout(
     before, after = _weights(plain.out), _weights(cached.out)
     for name in before:
         torch.testing.assert_close(after[name], before[name], rtol=1e-4, atol=1e-5, msg=name)
-    with_dropout = train(_config(tiny_model_dir, pairs, tmp_path / "dropout", method="copy-concat", max_steps=2, cache_batch=2))
+    with_dropout = train(
+        _config(tiny_model_dir, pairs, tmp_path / "dropout", method="copy-concat", max_steps=2, cache_batch=2)
+    )
     assert all(loss > 0 for loss in _losses(with_dropout.out))
