@@ -164,17 +164,17 @@ def train(config: TrainConfig, *, resume: bool = False, callbacks: Sequence[Any]
     checkpoint = _checked_out_dir(config, resume)
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
+    data = read_training_data(config.data, max_examples=config.max_examples, seed=config.seed)
+    is_main = int(os.environ.get("RANK", "0")) == 0
+    rows = prepare_rows(config, data, progress=is_main)  # bad data fails here, before the model loads
+    if len(rows) < 2:
+        raise ValueError(f"--data {config.data}: {len(rows)} usable example(s); in-batch negatives need at least 2")
     device = config.device or ("cuda" if torch.cuda.is_available() else "cpu")
     model = load_model(config.model, device=device, trust_remote_code=config.trust_remote_code)
     set_max_length(model, config.max_length)
     _set_pooling(model, config.effective_pooling)
     start_fingerprint = model_fingerprint(model, config.model)
     view = TokenView(model)
-    data = read_training_data(config.data, max_examples=config.max_examples, seed=config.seed)
-    is_main = int(os.environ.get("RANK", "0")) == 0
-    rows = prepare_rows(config, data, progress=is_main)
-    if len(rows) < 2:
-        raise ValueError(f"--data {config.data}: {len(rows)} usable example(s); in-batch negatives need at least 2")
     if is_main:
         write_json_atomic(out / "config.json", config.to_dict())
     collator, loss = _build(config, model, view, distributed=world > 1)
