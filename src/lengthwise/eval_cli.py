@@ -120,11 +120,18 @@ def evaluate(
     trust_remote_code: Annotated[
         bool, typer.Option("--trust-remote-code", help="Allow the model repository's own code to run.")
     ] = False,
+    tempscale: Annotated[
+        float | None,
+        typer.Option(
+            "--tempscale", help="Evaluate under TempScale with this attention temperature t (t < 1 sharpens)."
+        ),
+    ] = None,
 ) -> None:
     """Evaluate a model overall and per token-length bin; writes OUT/results.json and PNG plots.
 
     Scores are ×100: STS `spearman`/`pearson` (cosine, as MTEB); retrieval `ndcg@10`, `mrr@10`, `recall@100`,
     `map@100` (pytrec_eval); classification `accuracy`/`macro_f1` (logistic regression, MTEB style).
+    `--tempscale T` runs every encode under `TempScaleConfig(t=T)` (replacing any TempScale saved with the model).
     """
     import time
     from dataclasses import asdict
@@ -170,6 +177,12 @@ def evaluate(
         view = TokenView(encoder_model)
         bins = LengthBins.for_view(view, bin_width)
         encoder = as_encoder(encoder_model)
+        if tempscale is not None:
+            from lengthwise.tempscale import TempScaleConfig, TempScaleEncoder
+
+            ts_config = TempScaleConfig(t=tempscale)
+            encoder = TempScaleEncoder(encoder_model, ts_config)
+            settings["tempscale"] = ts_config.to_dict()
         options: dict[str, Any] = {"view": view, "bins": bins, "batch_size": batch_size, "show_progress": progress}
         if task is Task.sts:
             result: Any = evaluate_sts(encoder, dataset, **options)

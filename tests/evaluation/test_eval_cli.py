@@ -68,6 +68,23 @@ def test_classification_end_to_end(tmp_path: Path, tiny_model_dir: Path, labelle
     assert (out / "classification_accuracy_bins.png").exists()
 
 
+def test_tempscale_option_changes_the_encoder_and_t_1_changes_nothing(
+    tmp_path: Path, tiny_model_dir: Path, data_dir: Path
+) -> None:
+    source = str(data_dir / "sts12-16" / "senteval_tokenized" / "STS16-en-test")
+    payloads = {}
+    for name, extra in (("plain", ()), ("t1", ("--tempscale", "1")), ("t03", ("--tempscale", "0.3"))):
+        result = _run("-m", str(tiny_model_dir), "-t", "sts", "-d", source, "-o", str(tmp_path / name), *extra)
+        assert result.exit_code == 0, result.output
+        payloads[name] = json.loads((tmp_path / name / "results.json").read_text())
+    assert "tempscale" not in payloads["plain"]["settings"]
+    assert payloads["t03"]["settings"]["tempscale"]["t"] == 0.3
+    assert payloads["t1"]["scores"] == payloads["plain"]["scores"]
+    assert abs(payloads["t03"]["scores"]["spearman"] - payloads["plain"]["scores"]["spearman"]) > 1e-3
+    bad = _run("-m", str(tiny_model_dir), "-t", "sts", "-d", source, "-o", str(tmp_path / "bad"), "--tempscale", "0")
+    assert bad.exit_code == 2 and "positive finite temperature" in bad.output
+
+
 @pytest.mark.parametrize(
     ("task", "content", "pattern"),
     [
