@@ -2,7 +2,10 @@
 
 MTEB fits ``LogisticRegression(max_iter=100)`` on raw embeddings of an undersampled train split (k per class,
 10 experiments) and reports mean accuracy and macro-F1 on the test split. Here the same classifier runs on the
-whole train set ("full") and on k examples per class drawn afresh for each of `repeats` seeded repeats.
+whole train set ("full") and on k examples per class drawn afresh for each of `repeats` seeded repeats — drawn
+with numpy's `default_rng(seed + r)` (``few_shot_sampler="seeded"``) or exactly as MTEB draws them
+(``"mteb"``: `mteb_undersample_indices`). Train and test texts are encoded once per call; every classifier,
+setting and repeat reuses those embeddings.
 """
 
 from __future__ import annotations
@@ -27,9 +30,11 @@ __all__ = [
     "evaluate_classification",
     "few_shot_indices",
     "fit_predict",
+    "mteb_undersample_indices",
 ]
 
 CLASSIFIERS = ("logreg", "mlp")
+SAMPLERS = ("seeded", "mteb")
 
 
 @dataclass(frozen=True)
@@ -44,11 +49,14 @@ class ClassificationConfig:
     mlp_hidden: tuple[int, ...] = (256,)
     mlp_max_iter: int = 300
     seed: int = 42
+    few_shot_sampler: str = "seeded"
 
     def __post_init__(self) -> None:
         unknown = set(self.classifiers) - set(CLASSIFIERS)
         if not self.classifiers or unknown:
             raise ValueError(f"classifiers must be among {', '.join(CLASSIFIERS)}; got {sorted(self.classifiers)}")
+        if self.few_shot_sampler not in SAMPLERS:
+            raise ValueError(f"few_shot_sampler must be one of {', '.join(SAMPLERS)}; got {self.few_shot_sampler!r}")
         if not self.full and not self.few_shot:
             raise ValueError("nothing to run: enable the full setting or give a few-shot k")
         if any(k < 1 for k in self.few_shot) or self.repeats < 1 or self.max_iter < 1:
@@ -68,6 +76,36 @@ def few_shot_indices(labels: np.ndarray, k: int, seed: int) -> np.ndarray:
             raise ValueError(f"class {label} has {len(members)} training examples, fewer than k = {k}")
         chosen.append(rng.choice(members, size=k, replace=False))
     return np.sort(np.concatenate(chosen))
+
+
+def mteb_undersample_indices(labels: np.ndarray, k: int, n_experiments: int, seed: int = 42) -> list[np.ndarray]:
+    """The train rows MTEB's `AbsTaskClassification` fits on in each of its `n_experiments` (mteb 2.x and 1.x).
+
+    MTEB shuffles one index list with a fresh ``RandomState(seed)`` before every experiment — so the shuffles
+    compound — and keeps the first k rows of each label in shuffled order (fewer when a class is smaller).
+    The draws depend on the row order of the train split, so they equal MTEB's only for MTEB's row order.
+    """
+    order = list(range(len(labels)))
+    draws = []
+    for _ in range(n_experiments):
+        np.random.RandomState(seed).shuffle(order)  # MTEB's own legacy generator, on purpose
+        taken: dict[Any, int] = {}
+        chosen = []
+        for row in order:
+            label = labels[row].item()
+            if taken.get(label, 0) < k:
+                chosen.append(row)
+                taken[label] = taken.get(label, 0) + 1
+        draws.append(np.asarray(chosen, dtype=np.int64))
+    return draws
+
+
+def _few_shot_draws(labels: np.ndarray, k: int, config: ClassificationConfig) -> list[tuple[int, np.ndarray]]:
+    """(classifier seed, train rows) for each repeat of the k-shot setting."""
+    seeds = [config.seed + r for r in range(config.repeats)]
+    if config.few_shot_sampler == "mteb":
+        return list(zip(seeds, mteb_undersample_indices(labels, k, config.repeats, config.seed), strict=True))
+    return [(seed, few_shot_indices(labels, k, seed)) for seed in seeds]
 
 
 def _classifier(name: str, config: ClassificationConfig, seed: int) -> Any:
@@ -168,18 +206,16 @@ def evaluate_classification(
     runs: list[dict[str, Any]] = []
     for name in config.classifiers:
         for setting, k in settings:
-            seeds = [config.seed] if k is None else [config.seed + r for r in range(config.repeats)]
-            predictions = []
-            for seed in seeds:
-                rows = np.arange(len(train)) if k is None else few_shot_indices(train.labels, k, seed)
-                predictions.append(
-                    fit_predict(train_embeddings[rows], train.labels[rows], test_embeddings, name, config, seed)
-                )
+            draws = [(config.seed, np.arange(len(train)))] if k is None else _few_shot_draws(train.labels, k, config)
+            predictions = [
+                fit_predict(train_embeddings[rows], train.labels[rows], test_embeddings, name, config, seed)
+                for seed, rows in draws
+            ]
             run: dict[str, Any] = {
                 "classifier": name,
                 "setting": setting,
                 "k_per_class": k,
-                "repeats": len(seeds),
+                "repeats": len(draws),
                 "scores": _summarise([classification_scores(test.labels, p) for p in predictions]),
             }
             if test_bins is not None and bins is not None:

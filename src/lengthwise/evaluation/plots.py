@@ -1,7 +1,11 @@
-"""Plots of per-length-bin tables: one metric per figure, one line per run, the item count under each bin."""
+"""Plots of per-length-bin tables: one metric per figure, one line per run, the item count under each bin.
+
+Rows that carry ``<metric>_std`` (few-shot runs: the spread over repeats) get a shaded ±1 std band.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,7 +21,10 @@ def plot_bins(
     title: str,
     ylabel: str | None = None,
 ) -> Path:
-    """Line plot of `metric` per bin for each named series of bin rows (``{"bin", "count", metric}``); PNG."""
+    """Line plot of `metric` per bin for each named series of bin rows (``{"bin", "count", metric}``); PNG.
+
+    A series whose rows hold ``f"{metric}_std"`` is drawn with a ±1 std band around its line.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -29,8 +36,13 @@ def plot_bins(
     labels = [f"{row['bin']}\nn={row['count']}" for row in first]
     fig, ax = plt.subplots(figsize=(6.4, 3.6), dpi=100)
     for name, rows in series.items():
-        values = [row.get(metric) for row in rows]
-        ax.plot(range(len(rows)), [float("nan") if v is None else v for v in values], marker="o", label=name)
+        values = [_number(row.get(metric)) for row in rows]
+        (line,) = ax.plot(range(len(rows)), values, marker="o", label=name)
+        spread = [_number(row.get(f"{metric}_std")) for row in rows]
+        if not all(math.isnan(s) for s in spread):
+            low = [v - s for v, s in zip(values, spread, strict=True)]
+            high = [v + s for v, s in zip(values, spread, strict=True)]
+            ax.fill_between(range(len(rows)), low, high, color=line.get_color(), alpha=0.15, linewidth=0)
     ax.set_xticks(range(len(labels)), labels, fontsize=8)
     ax.set_xlabel("token length bin (tokens without specials)")
     ax.set_ylabel(ylabel or metric)
@@ -42,6 +54,10 @@ def plot_bins(
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def _number(value: object) -> float:
+    return float("nan") if value is None else float(value)  # type: ignore[arg-type]
 
 
 def write_plots(payload: Mapping[str, Any], out: str | Path) -> list[Path]:
