@@ -110,6 +110,10 @@ def evaluate(
     no_few_shot: Annotated[bool, typer.Option("--no-few-shot", help="Classification: skip few-shot runs.")] = False,
     no_full: Annotated[bool, typer.Option("--no-full", help="Classification: skip the full-train-set run.")] = False,
     repeats: Annotated[int, typer.Option("--repeats", help="Classification: few-shot repeats.")] = 10,
+    few_shot_sampler: Annotated[
+        str,
+        typer.Option("--few-shot-sampler", help="Classification: 'seeded' (per-repeat seed) or 'mteb' (MTEB's draws)."),
+    ] = "seeded",
     max_train: Annotated[int, typer.Option("--max-train", help="Classification: stratified train sample.")] = 2000,
     max_test: Annotated[int, typer.Option("--max-test", help="Classification: stratified test sample.")] = 2000,
     all_data: Annotated[bool, typer.Option("--all-data", help="Classification: use every text (no sampling).")] = False,
@@ -164,6 +168,7 @@ def evaluate(
             few_shot=() if no_few_shot else tuple(few_shot or (8,)),
             repeats=repeats,
             seed=seed,
+            few_shot_sampler=few_shot_sampler,
         )
         if task is Task.classification:
             settings.update(classification=asdict(config), sample=sample)

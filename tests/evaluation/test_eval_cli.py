@@ -107,3 +107,15 @@ def test_malformed_file_is_one_line_naming_file_and_line(
 def test_missing_data_path(tmp_path: Path, tiny_model_dir: Path) -> None:
     result = _run("-m", str(tiny_model_dir), "-t", "retrieval", "-d", str(tmp_path / "nope"), "-o", str(tmp_path))
     assert result.exit_code == 2 and "no such file or directory" in result.output
+
+
+def test_few_shot_sampler_option(tmp_path: Path, tiny_model_dir: Path, labelled_folder: Path) -> None:
+    base = ["-m", str(tiny_model_dir), "-t", "classification", "-d", str(labelled_folder), "--no-full"]
+    result = _run(
+        *base, "-o", str(tmp_path / "mteb"), "--few-shot", "2", "--repeats", "2", "--few-shot-sampler", "mteb"
+    )
+    assert result.exit_code == 0, result.output
+    payload = json.loads((tmp_path / "mteb" / "results.json").read_text())
+    assert payload["settings"]["classification"]["few_shot_sampler"] == "mteb"
+    bad = _run(*base, "-o", str(tmp_path / "bad"), "--few-shot-sampler", "random")
+    assert bad.exit_code == 2 and "few_shot_sampler must be one of seeded, mteb" in " ".join(bad.output.split())
