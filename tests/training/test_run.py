@@ -124,6 +124,16 @@ def test_kill_and_resume_reach_the_same_weights(tiny_model_dir: Path, texts: Pat
     assert any(not torch.allclose(_weights(fresh.out)[n], before[n]) for n in before)  # the check can fail
 
 
+def test_keep_checkpoints_false_leaves_only_the_model(
+    tiny_model_dir: Path, texts: Path, tmp_path: Path, one_thread
+) -> None:
+    result = train(_config(tiny_model_dir, texts, tmp_path / "lean", max_steps=2, keep_checkpoints=False))
+    assert (result.model_dir / "modules.json").exists() and (result.out / "train.json").exists()
+    assert not (result.out / "checkpoints").exists()
+    kept = train(_config(tiny_model_dir, texts, tmp_path / "kept", max_steps=2))
+    assert (kept.out / "checkpoints" / "checkpoint-2").is_dir()
+
+
 def test_resume_refuses_changed_settings(tiny_model_dir: Path, texts: Path, tmp_path: Path, one_thread) -> None:
     train(_config(tiny_model_dir, texts, tmp_path / "run", max_steps=2))
     with pytest.raises(ValueError, match=r"settings differ.*lr"):

@@ -104,6 +104,7 @@ class TrainConfig:
     max_examples: int | None = None  # seeded sample of the training data
     save_steps: int = 500
     save_total_limit: int | None = 2
+    keep_checkpoints: bool = True  # False: delete OUT/checkpoints once OUT/model is written (saves disk)
     logging_steps: int = 10
     eval_data: str | None = None  # an STS file for dev evaluation during training
     eval_steps: int | None = None  # None: at every save

@@ -228,6 +228,8 @@ def train(config: TrainConfig, *, resume: bool = False, callbacks: Sequence[Any]
         model.save(str(staging))
         shutil.rmtree(model_dir, ignore_errors=True)
         staging.rename(model_dir)
+        if not config.keep_checkpoints:  # only after the final model is safely in place
+            shutil.rmtree(out / "checkpoints", ignore_errors=True)
         write_json_atomic(
             out / "train.json",
             {
