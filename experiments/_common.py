@@ -157,3 +157,11 @@ def train_record(config: Any) -> dict[str, Any]:
         "loss_first": losses[:3],
         "loss_last": losses[-3:],
     }
+
+
+def open_study(args: Any, study: str) -> tuple[str, Summary]:
+    """Create ``args.out`` and the study's `Summary`; returns (starting model path, summary)."""
+    args.out.mkdir(parents=True, exist_ok=True)
+    model = args.model or default_model()
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()} | {"model": model}
+    return model, Summary(args.out, study, settings)

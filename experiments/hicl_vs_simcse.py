@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import SHARED, STS_TASKS, Summary, default_model, set_threads, sts_suite, train_record
+from _common import SHARED, STS_TASKS, open_study, set_threads, sts_suite, train_record
 
 WIKI = "wiki1m_simcse_head/wiki1m_for_simcse.head11914.txt.gz"
 PAPER = {  # HiCL Table 1 (SimCSE-BERT-base, 1M Wikipedia sentences) and Table 12 (training minutes at N = 512)
@@ -53,11 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     set_threads(args.threads)
     from lengthwise.training import TrainConfig
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    model = args.model or default_model()
+    model, summary = open_study(args, "hicl_vs_simcse")
     tasks = args.tasks.split(",")
-    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()} | {"model": model}
-    summary = Summary(args.out, "hicl_vs_simcse", settings)
     runs: dict[str, Any] = {}
     summary.payload = {"train_data": str(SHARED / WIKI), "paper": PAPER, "runs": runs, "timing_512": {}}
     for method in ("simcse", "hicl"):

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import SHARED, Summary, default_model, set_threads, sts_suite, train_record
+from _common import SHARED, open_study, set_threads, sts_suite, train_record
 
 WIKI = "wiki1m_simcse_head/wiki1m_for_simcse.head11914.txt.gz"
 PAPER = {  # laser3 Table 2 (MiniLM-L6, unsupervised) SciFact nDCG@10, and Table 5 STS-B (BERT-base)
@@ -86,10 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     from lengthwise.evaluation import read_beir
     from lengthwise.training import TrainConfig
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    model = args.model or default_model()
-    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()} | {"model": model}
-    summary = Summary(args.out, "laser_vs_simcse", settings)
+    model, summary = open_study(args, "laser_vs_simcse")
     data = corpus_sample(read_beir(SHARED / "scifact"), args.corpus_sample, args.seed)
     runs: dict[str, Any] = {}
     summary.payload = {"eval_data": data.source, "paper": PAPER, "runs": runs}

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import SHARED, Summary, default_model, lengthwise_cli, read_json, set_threads
+from _common import SHARED, lengthwise_cli, open_study, read_json, set_threads
 
 SOURCES = {
     "mrpc_train": "mrpc/msr_paraphrase_train.txt.gz",
@@ -139,10 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     set_threads(args.threads)
     from lengthwise.training import TrainConfig, train
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    model = args.model or default_model()
-    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()} | {"model": model}
-    summary = Summary(args.out, "length_attack", settings)
+    model, summary = open_study(args, "length_attack")
     pairs = write_pairs(args.out, args.steps * args.batch_size, args.seed)
     same_topic = write_same_topic(args.out, args.attack_pairs, args.seed)
     summary.payload = {"train_data": pairs, "attack_data": same_topic, "paper_table1_1_epoch": PAPER, "runs": {}}

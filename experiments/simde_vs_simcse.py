@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import SHARED, Summary, default_model, set_threads, train_record
+from _common import SHARED, open_study, set_threads, train_record
 
 PAPER = {  # SimDE Table 2, 20News, BERT-base backbones; few-shot = 5 per class, 10 repeats
     "few_shot_5": {
@@ -73,10 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     from lengthwise.evaluation import read_classification
     from lengthwise.training import TrainConfig
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    model = args.model or default_model()
-    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()} | {"model": model}
-    summary = Summary(args.out, "simde_vs_simcse", settings)
+    model, summary = open_study(args, "simde_vs_simcse")
     data = SHARED / "20newsgroups"
     train_all, test_all = read_classification(data)
     train, test = (
