@@ -37,6 +37,7 @@ def test_audit_numbers_match_a_by_hand_computation(tiny_model) -> None:
     assert sum(result.attack["histogram"]["before"]) == 4
     assert [row["k"] for row in result.first_k_curve] == [8, 16]
     assert set(result.attack_by_kind) == {"random", "same_topic"}
+    assert result.similarities["kind"] == [pair.kind for pair in PAIRS.pairs]  # per-kind shifts can be recomputed
     assert result.tokens["m_max"] == 3
 
 

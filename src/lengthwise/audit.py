@@ -72,7 +72,7 @@ class AuditResult:
     first_k_curve: list[dict[str, Any]]
     word_shuffle: dict[str, Any] | None
     attack_by_kind: dict[str, dict[str, Any]]
-    similarities: dict[str, list[float]]
+    similarities: dict[str, list[Any]]  # before/after cosines per pair; `kind` per pair when the data has kinds
     settings: dict[str, Any]
     model: dict[str, Any] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
@@ -225,6 +225,7 @@ def run_audit(
         similarities={
             "before": [round(float(x), 6) for x in before],
             "after": [round(float(x), 6) for x in after],
+            **({"kind": [p.kind for p in pairs.pairs]} if kinds else {}),
         },
         settings=config.to_dict(),
         model=model_fingerprint(model, model_name or "<in-memory model>"),
