@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -19,6 +18,8 @@ from rich.progress import (
 from rich.table import Table
 
 from lengthwise import __version__
+from lengthwise.cli_console import console
+from lengthwise.cli_console import fail as _fail
 
 app = typer.Typer(
     name="lengthwise",
@@ -27,7 +28,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console(stderr=True)
 
 
 class Preset(str, Enum):
@@ -35,11 +35,6 @@ class Preset(str, Enum):
 
     stsb = "stsb"  # m = 100, capped by N (laser3 / length-attack on STS-B)
     first64x8 = "first64x8"  # first 64 tokens vs 8 copies at N = 512 (length-attack on ArguAna)
-
-
-def _fail(message: str) -> None:
-    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code=2)
 
 
 def _version(value: bool) -> None:

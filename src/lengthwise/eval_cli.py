@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from lengthwise.cli_console import console
+from lengthwise.cli_console import fail as _fail
+
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-console = Console(stderr=True)
 
 HF_PREFIX = "hf:"
 
@@ -23,11 +24,6 @@ class Task(str, Enum):
     sts = "sts"
     retrieval = "retrieval"
     classification = "classification"
-
-
-def _fail(message: str) -> None:
-    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code=2)
 
 
 def _load_data(task: Task, data: str, split: str, train: Path | None, sample: dict[str, int | None], seed: int) -> Any:

@@ -19,13 +19,15 @@ if TYPE_CHECKING:
 
     from lengthwise.tempscale import TempScaleConfig
 
+from lengthwise.cli_console import console
+from lengthwise.cli_console import fail as _fail
+
 app = typer.Typer(
     help="TempScale: divide attention logits by a temperature t (METHODS §2) — tune, bake or save it.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console(stderr=True)
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 ModelOption = Annotated[str, typer.Option("--model", "-m", help="Model directory or Hugging Face id.")]
 DeviceOption = Annotated[str | None, typer.Option("--device", help="cpu, cuda, mps… Default: best available.")]
@@ -49,11 +51,6 @@ class Side(str, Enum):
 
 
 _METRIC = {Task.sts: "spearman", Task.retrieval: "ndcg@10", Task.classification: "accuracy"}
-
-
-def _fail(message: str) -> None:
-    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code=2)
 
 
 def _config(t: float, t_query: float | None, t_doc: float | None, schedule: str | None) -> TempScaleConfig:

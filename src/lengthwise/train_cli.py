@@ -10,20 +10,16 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
+
+from lengthwise.cli_console import console
+from lengthwise.cli_console import fail as _fail
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-console = Console(stderr=True)
 
 METHOD_HELP = (
     "simcse, laser-self (SimCSE + LA(SER)³ self-ref), laser-intra (COCO-DR + LA(SER)³ intra-ref), coco-dr, "
     "pairs (supervised InfoNCE), copy-concat, hicl (HiCL on SimCSE), simde."
 )
-
-
-def _fail(message: str) -> None:
-    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code=2)
 
 
 def _settings(config_file: Path | None, flags: dict[str, Any], assignments: list[str]) -> dict[str, Any]:
