@@ -8,7 +8,7 @@ import pytest
 from lengthwise.audit import AuditConfig, run_audit
 from lengthwise.embed import TokenView, embed_ids
 from lengthwise.pairs import PairSet, TextPair, default_probe_pairs, read_pairs
-from lengthwise.shift import paired_cosine
+from lengthwise.shift import js_distance_null, paired_cosine
 from lengthwise.tokens import Elongation, elongate
 
 PAIRS = PairSet(
@@ -39,6 +39,16 @@ def test_audit_numbers_match_a_by_hand_computation(tiny_model) -> None:
     assert set(result.attack_by_kind) == {"random", "same_topic"}
     assert result.similarities["kind"] == [pair.kind for pair in PAIRS.pairs]  # per-kind shifts can be recomputed
     assert result.tokens["m_max"] == 3
+    null = js_distance_null(np.asarray(result.similarities["before"]), after, permutations=200, seed=0)
+    assert result.attack["js_null"] == {k: v for k, v in null.to_dict().items() if k != "observed"}
+    assert result.word_shuffle is not None
+    assert set(result.word_shuffle["js_null"]) == {"mean", "q95", "p_value", "permutations"}
+
+
+def test_null_permutations_zero_skips_the_null(tiny_model) -> None:
+    result = run_audit(tiny_model, PAIRS, AuditConfig(elongation=Elongation("fixed", 2), null_permutations=0))
+    assert result.word_shuffle is not None
+    assert "js_null" not in result.attack and "js_null" not in result.word_shuffle
 
 
 def test_elongated_inputs_stay_within_max_length(tiny_model) -> None:
@@ -67,6 +77,8 @@ def test_config_validation() -> None:
         AuditConfig(first_k=2)
     with pytest.raises(ValueError, match="batch size"):
         AuditConfig(batch_size=0)
+    with pytest.raises(ValueError, match="null_permutations"):
+        AuditConfig(null_permutations=-1)
 
 
 @pytest.mark.slow

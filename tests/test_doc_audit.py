@@ -213,6 +213,33 @@ def test_cli_all_writes_diagnostics_into_audit_json_and_report(tmp_path: Path, t
     assert "Document diagnostics" in result.output  # the summary table
 
 
+@pytest.mark.parametrize(
+    ("flags", "pairs_k", "docs_k"),
+    [
+        (["--preset", "first64x8", "--max-length", "128"], 64, None),  # the attack preset cut the docs too (bug)
+        (["--first-k", "12"], 12, 12),
+        (["--first-k", "12", "--docs-first-k", "0"], 12, None),
+        (["--docs-first-k", "10"], None, 10),
+    ],
+)
+def test_cli_first_k_for_pairs_and_documents(
+    tmp_path: Path, tiny_model_dir: Path, flags: list[str], pairs_k: int | None, docs_k: int | None
+) -> None:
+    docs = tmp_path / "docs.txt"
+    docs.write_text("\n".join(_documents(12)) + "\n", encoding="utf-8")
+    out = tmp_path / "audit"
+    args = ["audit", "--model", str(tiny_model_dir), "--docs", str(docs), "--probe", "--max-pairs", "4",
+            "--no-curve", "--no-shuffle", "--elongate", "2", "--out", str(out), *flags]  # fmt: skip
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    payload = json.loads((out / "audit.json").read_text(encoding="utf-8"))
+    assert payload["settings"]["first_k"] == pairs_k
+    assert payload["diagnostics"]["settings"]["first_k"] == docs_k
+    content_max = payload["diagnostics"]["tokens"]["content_max"]
+    assert content_max == docs_k - 2 if docs_k else content_max > 12  # 2 special tokens ([CLS], [SEP])
+    assert ("skipped" in payload["diagnostics"]["probe"]) == (docs_k is not None)  # cut documents: all one length
+
+
 def test_cli_words_curve_alone_needs_no_docs(tmp_path: Path, tiny_model_dir: Path) -> None:
     out = tmp_path / "words"
     args = ["audit", "--model", str(tiny_model_dir), "--words-curve", "--max-pairs", "5", "--no-curve",

@@ -3,7 +3,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lengthwise.shift import HistogramSpec, js_distance, paired_cosine, similarity_histogram, similarity_shift
+from lengthwise.shift import (
+    HistogramSpec,
+    js_distance,
+    js_distance_null,
+    paired_cosine,
+    similarity_histogram,
+    similarity_shift,
+)
 
 
 def test_js_distance_of_identical_samples_is_zero() -> None:
@@ -56,3 +63,35 @@ def test_histogram_spec_validation() -> None:
         HistogramSpec(bins=1)
     with pytest.raises(ValueError):
         HistogramSpec(low=1.0, high=-1.0)
+
+
+def test_js_null_separates_a_real_shift_from_histogram_noise() -> None:
+    rng = np.random.default_rng(0)
+    before = np.tanh(rng.normal(0.6, 0.3, 217))  # the study-1 pair count
+    unchanged = js_distance_null(before, before + rng.normal(0, 0.02, before.size))
+    after = before + 0.15 + rng.normal(0, 0.02, before.size)
+    shifted = js_distance_null(before, after)
+    assert unchanged.mean > 0.1  # a sparse 100-bin histogram: far from 0 even with nothing changed
+    assert shifted.p_value < 0.01 and shifted.observed > shifted.q95
+    assert shifted.observed == js_distance(before, after)
+    assert js_distance_null(before, after, seed=3) == js_distance_null(before, after, seed=3)
+
+
+def test_js_null_level_falls_with_sample_size_and_rejects_at_its_rate() -> None:
+    rng = np.random.default_rng(1)
+    levels = [js_distance_null(x := rng.normal(0.5, 0.2, n), x + rng.normal(0, 0.05, n), permutations=50).mean
+              for n in (200, 2000, 20000)]  # fmt: skip
+    assert levels[0] > levels[1] > levels[2]
+    # exchangeable before/after (same distribution): a 5% test should reject about 5% of the time
+    rejections = sum(
+        js_distance_null(rng.normal(0.5, 0.2, 150), rng.normal(0.5, 0.2, 150), permutations=39, seed=s).p_value <= 0.05
+        for s in range(60)
+    )
+    assert rejections <= 9  # P(Binomial(60, 0.05) > 9) < 0.01
+
+
+def test_js_null_validation() -> None:
+    with pytest.raises(ValueError, match="equal-length"):
+        js_distance_null(np.zeros(3), np.zeros(4))
+    with pytest.raises(ValueError, match="at least 1 permutation"):
+        js_distance_null(np.zeros(3), np.zeros(3), permutations=0)

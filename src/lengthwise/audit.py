@@ -20,7 +20,14 @@ from lengthwise.embed import TokenView, embed_ids
 from lengthwise.models import model_fingerprint
 from lengthwise.pairs import PairSet
 from lengthwise.results import environment
-from lengthwise.shift import HistogramSpec, js_distance, paired_cosine, similarity_histogram, similarity_shift
+from lengthwise.shift import (
+    HistogramSpec,
+    js_distance,
+    js_distance_null,
+    paired_cosine,
+    similarity_histogram,
+    similarity_shift,
+)
 from lengthwise.tokens import Elongation, elongate, elongation_factor, first_k, shuffle_words
 
 __all__ = ["AuditConfig", "AuditResult", "run_audit"]
@@ -35,6 +42,7 @@ class AuditConfig:
     `first_k` truncates every text to its first k tokens (special tokens included) before anything else —
     the length-attack paper's "first 64 tokens vs 8 copies" setting is ``first_k=64, elongation=8`` at N=512.
     `curve_ks` are input lengths (special tokens included) for the semantic-altered curve; k > N is skipped.
+    `null_permutations` within-pair swaps give the JS distance's noise level and p-value (0 = skip).
     """
 
     elongation: Elongation = field(default_factory=lambda: Elongation("fixed", 100))
@@ -44,8 +52,11 @@ class AuditConfig:
     histogram: HistogramSpec = field(default_factory=HistogramSpec)
     batch_size: int = 32
     seed: int = 0
+    null_permutations: int = 200
 
     def __post_init__(self) -> None:
+        if self.null_permutations < 0:
+            raise ValueError(f"null_permutations={self.null_permutations} must be ≥ 0")
         if self.first_k is not None and self.first_k < 3:
             raise ValueError(f"first_k={self.first_k} leaves no content token; use at least 3")
         if any(k < 3 for k in self.curve_ks):
@@ -162,7 +173,7 @@ def run_audit(
 
     before = cosines(*original)
     after = cosines(*elongated)
-    attack: dict[str, Any] = {**similarity_shift(before, after, spec).to_dict()}
+    attack: dict[str, Any] = {**similarity_shift(before, after, spec).to_dict(), **_null(before, after, config)}
     attack.update(
         elongation=config.elongation.describe(),
         histogram={
@@ -196,7 +207,10 @@ def run_audit(
     shuffle_section: dict[str, Any] | None = None
     if shuffled is not None:
         shuffled_sims = paired_cosine(embeddings[shuffled], embeddings[original[1]])
-        shuffle_section = {**similarity_shift(before, shuffled_sims, spec).to_dict()}
+        shuffle_section = {
+            **similarity_shift(before, shuffled_sims, spec).to_dict(),
+            **_null(before, shuffled_sims, config),
+        }
         shuffle_section["histogram"] = _histogram_dict(shuffled_sims, spec)
 
     lengths = np.array([len(i) for i in ids1 + ids2])
@@ -236,3 +250,11 @@ def run_audit(
             "environment": environment(),
         },
     )
+
+
+def _null(before: np.ndarray, after: np.ndarray, config: AuditConfig) -> dict[str, Any]:
+    """`{"js_null": …}`: the JS distance's permutation null (noise level, p-value), or nothing when switched off."""
+    if not config.null_permutations:
+        return {}
+    null = js_distance_null(before, after, config.histogram, permutations=config.null_permutations, seed=config.seed)
+    return {"js_null": {k: v for k, v in null.to_dict().items() if k != "observed"}}

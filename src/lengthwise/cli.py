@@ -66,6 +66,9 @@ def _summary_table(payload: dict) -> Table:
         ("fraction of pairs risen", f"{attack['frac_increased']:.1%}"),
         ("Jensen–Shannon distance", f"{attack['js_distance']:.4f}"),
     ]
+    if null := attack.get("js_null"):
+        rows.append(("JSD if nothing changed: mean / 95%", f"{null['mean']:.4f} / {null['q95']:.4f}"))
+        rows.append(("JSD permutation p-value", f"{null['p_value']:.3f}"))
     shuffle = payload.get("word_shuffle")
     if shuffle:
         rows.append(("word-shuffle JSD", f"{shuffle['js_distance']:.4f}"))
@@ -121,7 +124,19 @@ def audit(
     ] = "100",
     first_k: Annotated[
         int | None,
-        typer.Option("--first-k", help="Truncate every text to its first k tokens (specials included) first."),
+        typer.Option(
+            "--first-k",
+            help="Truncate every pair text (and, unless --docs-first-k says otherwise, every document) to its "
+            "first k tokens (specials included) first.",
+        ),
+    ] = None,
+    docs_first_k: Annotated[
+        int | None,
+        typer.Option(
+            "--docs-first-k",
+            help="Truncate every document to its first k tokens (specials included); 0 = no cut. "
+            "Default: --first-k's value. --preset first64x8 cuts the pairs only.",
+        ),
     ] = None,
     max_length: Annotated[
         int | None,
@@ -140,6 +155,10 @@ def audit(
     max_pairs: Annotated[
         int | None, typer.Option("--max-pairs", help="Use at most this many pairs (seeded sample).")
     ] = None,
+    null_permutations: Annotated[
+        int,
+        typer.Option("--null-permutations", help="Within-pair swaps for the JSD's noise level and p-value; 0 = skip."),
+    ] = 200,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Sequences per forward pass.")] = 32,
     seed: Annotated[int, typer.Option("--seed", help="Seed for sampling, random m and word shuffles.")] = 0,
     device: Annotated[str | None, typer.Option("--device", help="cpu, cuda, mps… Default: best available.")] = None,
@@ -198,6 +217,7 @@ def audit(
     from lengthwise.tokens import Elongation
 
     hf_logging.disable_progress_bar()  # our own progress bar covers the work; weight loading is instant
+    doc_first_k = first_k if docs_first_k is None else (docs_first_k or None)  # before the preset: it cuts pairs only
     if preset is Preset.first64x8:
         first_k, elongate, max_length = first_k or 64, "8", max_length or 512
     elif preset is Preset.stsb:
@@ -209,6 +229,7 @@ def audit(
             curve_ks=() if no_curve else tuple(curve_k or (16, 32, 64, 128, 256, 512)),
             word_shuffle=not no_shuffle,
             histogram=HistogramSpec(bins=bins),
+            null_permutations=null_permutations,
             batch_size=batch_size,
             seed=seed,
         )
@@ -223,7 +244,7 @@ def audit(
                 diagnostics=chosen,
                 bin_width=bin_width,
                 elongation=config.elongation,
-                first_k=first_k,
+                first_k=doc_first_k,
                 attention_per_bin=attention_per_bin or None,
                 attention_layers="all" if attention_all_layers else "last",
                 batch_size=batch_size,

@@ -275,15 +275,24 @@ def _shift_rows(stats: Mapping[str, Any], after_name: str) -> list[tuple[str, st
         ("median cosine", " → ".join(_cells(stats, "median_before:.3f", "median_after:.3f"))),
         ("median per-pair shift", f"{stats['median_shift']:+.3f}"),
         ("pairs whose similarity rose", f"{stats['frac_increased']:.1%}"),
-        ("Jensen–Shannon distance", f"{stats['js_distance']:.3f}"),
+        ("Jensen–Shannon distance", f"{stats['js_distance']:.3f}{_null_note(stats)}"),
     ]
+
+
+def _null_note(stats: Mapping[str, Any]) -> str:
+    """' (noise level …, p = …)' from the permutation null, when the audit computed one."""
+    null = stats.get("js_null")
+    if not null:
+        return ""
+    return f" (same-distribution level {null['mean']:.3f}, 95% {null['q95']:.3f}; p = {null['p_value']:.3f})"
 
 
 def _verdict(attack: Mapping[str, Any]) -> str:
     """One plain-language sentence on what elongation did."""
     before, after, jsd = _cells(attack, "mean_before:.3f", "mean_after:.3f", "js_distance:.3f")
     rose = f"{attack['frac_increased']:.0%}"
-    return f"Elongation raised the similarity of {rose} of pairs; mean cosine {before} → {after} (JSD {jsd})."
+    shift = f"mean cosine {before} → {after} (JSD {jsd}{_null_note(attack)})"
+    return f"Elongation raised the similarity of {rose} of pairs; {shift}."
 
 
 def lengthwise_version() -> str:
