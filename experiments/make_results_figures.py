@@ -4,7 +4,7 @@
     python experiments/make_results_figures.py --runs experiments/runs --img docs/img
 
 Writes results_length_attack.png (cosine distributions before/after the first64x8 attack, per model),
-results_hicl_sts.png and results_simde_20ng.png.
+results_hicl_sts.png, results_simde_20ng.png and results_length_collapse.png.
 """
 
 from __future__ import annotations
@@ -98,6 +98,44 @@ def simde(run: Path, img: Path) -> Path | None:
     return grouped_bars(groups, "accuracy × 100", "20 Newsgroups, logistic regression", img / "results_simde_20ng.png")
 
 
+def length_collapse(run: Path, img: Path) -> Path | None:
+    """Mean pairwise cosine and σ_a against length: the same reviews cut to k tokens (top), IMDB by bin (bottom)."""
+    summary = _load(run / "summary.json")
+    if not summary or not summary["models"]:
+        return None
+    fig, axes = plt.subplots(2, 2, figsize=(8.0, 5.6))
+    for name, entry in summary["models"].items():
+        rows = entry.get("controlled", [])
+        ks = [row["k"] for row in rows]
+        axes[0][0].plot(ks, [row["mean_cosine"] for row in rows], marker="o", label=name)
+        axes[0][1].errorbar(ks, [row["sigma_mean"] for row in rows], [row["sigma_std"] for row in rows],
+                            marker="o", capsize=3, label=name)  # fmt: skip
+        nat = entry.get("natural")
+        if nat:
+            bins = [row for row in nat["collapse"] if row["n"] >= 10 and row["mean_cosine"] is not None]
+            axes[1][0].plot([row["middle"] for row in bins], [row["mean_cosine"] for row in bins],
+                            marker="o", label=name)  # fmt: skip
+            sig = [row for row in nat["attention"]["by_bin"] if row["n"] >= 5]
+            axes[1][1].errorbar([row["middle"] for row in sig], [row["sigma_mean"] for row in sig],
+                                [row["sigma_std"] for row in sig], marker="o", capsize=3, label=name)  # fmt: skip
+    n_long = summary["controlled_docs"]["n_docs"]
+    titles = [[f"same {n_long} reviews cut to k tokens: mean pairwise cosine", "same reviews: σ_a, last layer"],
+              ["IMDB test reviews by length bin: mean pairwise cosine", "IMDB by length bin: σ_a, last layer"]]  # fmt: skip
+    for i, row_axes in enumerate(axes):
+        for j, ax in enumerate(row_axes):
+            ax.set_title(titles[i][j], fontsize=8)
+            ax.set_xlabel("k (tokens)" if i == 0 else "content tokens (bin middle)", fontsize=8)
+            if i == 0:
+                ax.set_xscale("log", base=2)
+            ax.axvline(256, color="grey", lw=0.6, ls=":")  # MiniLM's max_seq_length / training length
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    out = img / "results_length_collapse.png"
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
 def _f(value: Any, digits: int = 2) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
@@ -180,6 +218,26 @@ def tables(runs: Path) -> str:
             sci = e.get("scifact", {})
             lines.append(f"| {name} | {e.get('setting', '—')} | {loss} | {_f(sci.get('ndcg@10'))} | {_f(sci.get('recall@100'))} "
                          f"| {_f(e.get('sts', {}).get('spearman', {}).get('STS-B'))} |")  # fmt: skip
+    lc = _load(runs / "length_collapse" / "summary.json")
+    if lc:
+        lines += ["", "| model | k | docs | mean pairwise cosine | distance to centroid | σ_a last layer (± std) | σ_a per layer |",
+                  "|---|---|---|---|---|---|---|"]  # fmt: skip
+        for name, e in lc["models"].items():
+            for row in e.get("controlled", []):
+                layers = ", ".join(f"{v:.2f}" for v in row["sigma_per_layer"])
+                lines.append(f"| {name} | {row['k']} | {row['n']} | {_f(row['mean_cosine'], 3)} | {_f(row['centroid_distance'], 3)} "
+                             f"| {_f(row['sigma_mean'], 3)} ± {_f(row['sigma_std'], 3)} | {layers} |")  # fmt: skip
+        lines += ["", "| model | content tokens | docs | mean pairwise cosine | σ_a docs | σ_a last layer (± std) |",
+                  "|---|---|---|---|---|---|"]  # fmt: skip
+        for name, e in lc["models"].items():
+            nat = e.get("natural")
+            if not nat:
+                continue
+            sigma = {row["label"]: row for row in nat["attention"]["by_bin"]}
+            for row in nat["collapse"]:
+                s_row = sigma.get(row["label"], {})
+                lines.append(f"| {name} | {row['label']} | {row['n']} | {_f(row['mean_cosine'], 3)} | {s_row.get('n', 0)} "
+                             f"| {_f(s_row.get('sigma_mean'), 3)} ± {_f(s_row.get('sigma_std'), 3)} |")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -193,7 +251,9 @@ def main(argv: list[str] | None = None) -> int:
         print(tables(args.runs))
         return 0
     args.img.mkdir(parents=True, exist_ok=True)
-    for make, study in ((length_attack, "length_attack"), (hicl, "hicl_vs_simcse"), (simde, "simde_vs_simcse")):
+    makers = ((length_attack, "length_attack"), (hicl, "hicl_vs_simcse"), (simde, "simde_vs_simcse"),
+              (length_collapse, "length_collapse"))  # fmt: skip
+    for make, study in makers:
         print(study, make(args.runs / study, args.img))
     return 0
 
