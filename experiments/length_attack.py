@@ -90,7 +90,7 @@ def attack(model: str, pairs: Path, out: Path, batch_size: int) -> dict[str, Any
     """first64x8 attack; JSD at the audit's 100 bins and at 20 bins (less sparse for a few hundred pairs)."""
     import numpy as np
 
-    from lengthwise.shift import HistogramSpec, js_distance
+    from lengthwise.shift import HistogramSpec, js_distance, js_distance_null
 
     wall = lengthwise_cli(
         ["audit", "--model", model, "--pairs", str(pairs), "--preset", "first64x8", "--no-curve", "--no-shuffle",
@@ -105,6 +105,8 @@ def attack(model: str, pairs: Path, out: Path, batch_size: int) -> dict[str, Any
         "jsd_20_bins": js_distance(before, after, HistogramSpec(bins=20)),
         "jsd_noise_floor": jsd_noise_floor(before, 100, 0),
         "jsd_20_bins_noise_floor": jsd_noise_floor(before, 20, 0),
+        "jsd_null": audit["attack"]["js_null"],  # the audit's paired permutation null (level, 95 %, p-value)
+        "jsd_20_bins_null": js_distance_null(before, after, HistogramSpec(bins=20)).to_dict(),
         "wall_s": round(wall, 1),
     }
 

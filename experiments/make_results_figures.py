@@ -163,6 +163,16 @@ def tables(runs: Path) -> str:
                 f"| {_f(100 * a['frac_increased'], 0) if a else '—'} % | {_f(a.get('jsd'), 3)}; {floors[0]} | {_f(a.get('jsd_20_bins'), 3)}; {floors[1]} "
                 f"| {_f(p.get('r2x100_mean'), 1)} | {_f(p.get('ridge_r2x100_mean'), 1)} ± {_f(p.get('ridge_r2x100_std'), 1)} |"
             )
+        if any("jsd_null" in e.get("attack", {}) for e in r.values()):
+            lines += ["", "| model | JSD 100 bins | null level (95 %) | p | JSD 20 bins | null level (95 %) | p |",
+                      "|---|---|---|---|---|---|---|"]  # fmt: skip
+            for name, e in r.items():
+                a = e.get("attack", {})
+                if "jsd_null" not in a:
+                    continue
+                n100, n20 = a["jsd_null"], a["jsd_20_bins_null"]
+                lines.append(f"| {name} | {_f(a['jsd'], 3)} | {_f(n100['mean'], 3)} ({_f(n100['q95'], 3)}) | {_f(n100['p_value'], 3)} "
+                             f"| {_f(a['jsd_20_bins'], 3)} | {_f(n20['mean'], 3)} ({_f(n20['q95'], 3)}) | {_f(n20['p_value'], 3)} |")  # fmt: skip
         lines += ["", "| setting | default JSD (ours / paper) | + copy-concat JSD (ours / paper) | default R² ridge (OLS) / paper "
                   "| + ours R² ridge (OLS) / paper |", "|---|---|---|---|---|"]  # fmt: skip
         for pool in ("mean", "cls"):
