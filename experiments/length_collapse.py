@@ -24,23 +24,12 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import SHARED, default_model, lengthwise_cli, open_study, read_json, set_threads
+from _common import SHARED, lengthwise_cli, open_study, read_json, set_threads, study_models
 
-MPNET = Path.home() / ".cache" / "lengthwise-models" / "all-mpnet-base-v2"
 PAPER = (
     "length-collapse paper: longer texts' embeddings crowd together (higher mean pairwise cosine, Fig. 1) and "
     "σ_a falls with length (a stronger low-pass filter, Thm. 3 / Fig. 3), on ANCE, GIST, BGE and E5"
 )
-
-
-def _models(spec: str | None) -> dict[str, str]:
-    """name → path: the ones given (name=path,…) or MiniLM plus MPNet where it is installed."""
-    if spec:
-        return dict(item.split("=", 1) for item in spec.split(","))
-    models = {"all-MiniLM-L6-v2": default_model()}
-    if (MPNET / "model.safetensors").exists():
-        models["all-mpnet-base-v2"] = str(MPNET)
-    return models
 
 
 def _reviews() -> list[str]:
@@ -116,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     set_threads(args.threads)
     _, summary = open_study(args, "length_collapse")
-    models = _models(args.models)
+    models = study_models(args.models)
     docs = write_long_docs(args.out, models, args.long_docs, args.seed)
     summary.payload = {"paper": PAPER, "controlled_docs": docs, "models": {}, "training": "none (inference only)"}
     for name, path in models.items():

@@ -23,17 +23,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import SHARED, default_model, lengthwise_cli, open_study, read_json, set_threads
-from length_collapse import MPNET
-
-
-def _models(spec: str | None, with_mpnet: bool) -> dict[str, str]:
-    if spec:
-        return dict(item.split("=", 1) for item in spec.split(","))
-    models = {"all-MiniLM-L6-v2": default_model()}
-    if with_mpnet and (MPNET / "model.safetensors").exists():
-        models["all-mpnet-base-v2"] = str(MPNET)
-    return models
+from _common import SHARED, lengthwise_cli, open_study, read_json, set_threads, study_models
 
 
 def write_classification_splits(out: Path, train_n: int, dev_n: int, test_n: int, seed: int) -> dict[str, Any]:
@@ -94,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
                                                "--seed", str(args.seed)]),
     }  # fmt: skip
     summary.payload = {"grid": grid, "classification_data": splits, "models": {}, "training": "none (inference)"}
-    for name, path in _models(args.models, args.mpnet).items():
+    for name, path in study_models(args.models, args.mpnet).items():
         entry: dict[str, Any] = {"path": path}
         summary.payload["models"][name] = entry
         for task in tasks:
