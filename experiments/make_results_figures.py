@@ -136,6 +136,38 @@ def length_collapse(run: Path, img: Path) -> Path | None:
     return out
 
 
+def _jsd_difference_rows(run: Path, resamples: int = 1000) -> list[str]:
+    """copy-concat − pairs JSD per pooling, with a 95 % paired bootstrap interval over the attacked pairs."""
+    from lengthwise.shift import HistogramSpec, js_distance
+
+    def sims(name: str) -> tuple[np.ndarray, np.ndarray] | None:
+        path = run / f"audit_{name}" / "audit.json"
+        if not path.exists():
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))["similarities"]
+        return np.asarray(data["before"]), np.asarray(data["after"])
+
+    rows = [
+        "",
+        "| pooling | bins | JSD copy-concat − pairs | 95 % paired bootstrap (pairs resampled) |",
+        "|---|---|---|---|",
+    ]
+    for pool in ("mean", "cls"):
+        base, ours = sims(f"pairs_{pool}"), sims(f"copy-concat_{pool}")
+        if base is None or ours is None:
+            continue
+        for bins in (100, 20):
+            spec, rng = HistogramSpec(bins=bins), np.random.default_rng(0)
+            diff = js_distance(*ours, spec) - js_distance(*base, spec)
+            draws = []
+            for _ in range(resamples):
+                i = rng.integers(0, len(base[0]), len(base[0]))
+                draws.append(js_distance(ours[0][i], ours[1][i], spec) - js_distance(base[0][i], base[1][i], spec))
+            low, high = np.quantile(draws, [0.025, 0.975])
+            rows.append(f"| {pool} | {bins} | {diff:+.3f} | [{low:+.3f}, {high:+.3f}] |")
+    return rows if len(rows) > 3 else []
+
+
 def _f(value: Any, digits: int = 2) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
@@ -173,6 +205,7 @@ def tables(runs: Path) -> str:
                 n100, n20 = a["jsd_null"], a["jsd_20_bins_null"]
                 lines.append(f"| {name} | {_f(a['jsd'], 3)} | {_f(n100['mean'], 3)} ({_f(n100['q95'], 3)}) | {_f(n100['p_value'], 3)} "
                              f"| {_f(a['jsd_20_bins'], 3)} | {_f(n20['mean'], 3)} ({_f(n20['q95'], 3)}) | {_f(n20['p_value'], 3)} |")  # fmt: skip
+        lines += _jsd_difference_rows(runs / "length_attack")
         lines += ["", "| setting | default JSD (ours / paper) | + copy-concat JSD (ours / paper) | default R² ridge (OLS) / paper "
                   "| + ours R² ridge (OLS) / paper |", "|---|---|---|---|---|"]  # fmt: skip
         for pool in ("mean", "cls"):
