@@ -62,7 +62,7 @@ def _audit(model: str, docs: Path, out: Path, extra: list[str], args: argparse.N
          "--null-permutations", "0", "--docs", str(docs), "--collapse", "--attention-all-layers",
          "--max-length", "512", "--batch-size", str(args.batch_size), "--seed", str(args.seed), "--out", str(out),
          *extra],
-        out.with_suffix(".log"),
+        out.parent / f"{out.name}.log",  # not with_suffix: "t0.9" has a dot
     )  # fmt: skip
     diagnostics = read_json(out / "audit.json")["diagnostics"]
     return {"collapse": diagnostics["collapse"]["by_bin"], "attention": diagnostics["attention"],

@@ -261,6 +261,26 @@ def tables(runs: Path) -> str:
             sci = e.get("scifact", {})
             lines.append(f"| {name} | {e.get('setting', '—')} | {loss} | {_f(sci.get('ndcg@10'))} | {_f(sci.get('recall@100'))} "
                          f"| {_f(e.get('sts', {}).get('spearman', {}).get('STS-B'))} |")  # fmt: skip
+    tt = _load(runs / "tempscale_tasks" / "summary.json")
+    if tt:
+        for name, e in tt["models"].items():
+            for task in ("sts", "classification"):
+                if task not in e:
+                    continue
+                metric = e[task].get("tuned", {}).get("metric", "spearman" if task == "sts" else "accuracy")
+                runs_t = e[task]["runs"]
+                bins = [b["bin"] for b in next(iter(runs_t.values()))["test"]["bins"] if b.get("count")]
+                counts = {b["bin"]: b["count"] for b in next(iter(runs_t.values()))["test"]["bins"]}
+                lines += ["", f"{name}, {task} ({metric} × 100; bins: test items by token length)", "",
+                          "| t | dev | test | " + " | ".join(f"{b} (n = {counts[b]})" for b in bins) + " |",
+                          "|---" * (3 + len(bins)) + "|"]  # fmt: skip
+                for t, r in runs_t.items():
+                    by_bin = {b["bin"]: b.get(metric) for b in r["test"]["bins"]}
+                    lines.append(f"| {t} | {_f(r['dev']['scores'][metric])} | {_f(r['test']['scores'][metric])} | "
+                                 + " | ".join(_f(by_bin.get(b)) for b in bins) + " |")  # fmt: skip
+                if "tuned" in e[task]:
+                    tu = e[task]["tuned"]
+                    lines.append(f"\ntuned on dev: t = {tu['t']} → test {_f(tu['test'])} (t = 1: {_f(tu['test_t1'])})")
     lc = _load(runs / "length_collapse" / "summary.json")
     if lc:
         lines += ["", "| model | k | docs | mean pairwise cosine | distance to centroid | σ_a last layer (± std) | σ_a per layer |",

@@ -52,7 +52,7 @@ def write_classification_splits(out: Path, train_n: int, dev_n: int, test_n: int
 def _eval(model: str, task: str, data: str, t: float, out: Path, extra: list[str], threads_note: str) -> dict:
     wall = lengthwise_cli(
         ["eval", "--model", model, "--task", task, "--data", data, "--tempscale", str(t), "--out", str(out), *extra],
-        out.with_suffix(".log"),
+        out.parent / f"{out.name}.log",  # not with_suffix: "t0.9" has a dot
     )
     result = read_json(out / "results.json")
     return {"scores": result["scores"], "bins": result["bins"], "wall_s": round(wall, 1), "threads": threads_note}
