@@ -6,6 +6,7 @@ Everything here goes through lengthwise's public surface: `lengthwise.training.t
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -170,6 +171,15 @@ def train_record(config: Any) -> dict[str, Any]:
         "loss_first": losses[:3],
         "loss_last": losses[-3:],
     }
+
+
+def start_study(parser: argparse.ArgumentParser, argv: list[str] | None, study: str) -> tuple[Any, str, Summary]:
+    """Add ``--threads``, parse, limit the threads (before torch is used) and open the study: (args, model, summary)."""
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (one is fastest on a shared CPU)")
+    args = parser.parse_args(argv)
+    set_threads(args.threads)
+    model, summary = open_study(args, study)
+    return args, model, summary
 
 
 def open_study(args: Any, study: str) -> tuple[str, Summary]:

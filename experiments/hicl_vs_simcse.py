@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import SHARED, STS_TASKS, open_study, set_threads, sts_suite, train_record
+from _common import SHARED, STS_TASKS, start_study, sts_suite, train_record
 
 WIKI = "wiki1m_simcse_head/wiki1m_for_simcse.head11914.txt.gz"
 PAPER = {  # HiCL Table 1 (SimCSE-BERT-base, 1M Wikipedia sentences) and Table 12 (training minutes at N = 512)
@@ -47,13 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", default=",".join(STS_TASKS))
     parser.add_argument("--time-steps", type=int, default=3, help="steps per method for the N = 512 timing (0: skip)")
     parser.add_argument("--time-batch-size", type=int, default=8)
-    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=42)
-    args = parser.parse_args(argv)
-    set_threads(args.threads)
+    args, model, summary = start_study(parser, argv, "hicl_vs_simcse")
     from lengthwise.training import TrainConfig
 
-    model, summary = open_study(args, "hicl_vs_simcse")
     tasks = args.tasks.split(",")
     runs: dict[str, Any] = {}
     summary.payload = {"train_data": str(SHARED / WIKI), "paper": PAPER, "runs": runs, "timing_512": {}}

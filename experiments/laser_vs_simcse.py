@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import SHARED, open_study, set_threads, sts_suite, train_record
+from _common import SHARED, start_study, sts_suite, train_record
 
 WIKI = "wiki1m_simcse_head/wiki1m_for_simcse.head11914.txt.gz"
 PAPER = {  # laser3 Table 2 (MiniLM-L6, unsupervised) SciFact nDCG@10, and Table 5 STS-B (BERT-base)
@@ -79,14 +79,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pooling", default="cls")
     parser.add_argument("--corpus-sample", type=int, default=1000, help="SciFact corpus size for retrieval (0 = all)")
     parser.add_argument("--settings", default="self,intra", help="self (wiki1m) and/or intra (SciFact docs)")
-    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=42)
-    args = parser.parse_args(argv)
-    set_threads(args.threads)
+    args, model, summary = start_study(parser, argv, "laser_vs_simcse")
     from lengthwise.evaluation import read_beir
     from lengthwise.training import TrainConfig
 
-    model, summary = open_study(args, "laser_vs_simcse")
     data = corpus_sample(read_beir(SHARED / "scifact"), args.corpus_sample, args.seed)
     runs: dict[str, Any] = {}
     summary.payload = {"eval_data": data.source, "paper": PAPER, "runs": runs}

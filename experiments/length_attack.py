@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import SHARED, lengthwise_cli, open_study, read_json, set_threads
+from _common import SHARED, lengthwise_cli, read_json, start_study
 
 SOURCES = {
     "mrpc_train": "mrpc/msr_paraphrase_train.txt.gz",
@@ -135,13 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--probe-docs", type=int, default=400, help="SciFact abstracts for the length probe")
     parser.add_argument("--encode-batch", type=int, default=16)
     parser.add_argument("--poolings", default="mean,cls")
-    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=42)
-    args = parser.parse_args(argv)
-    set_threads(args.threads)
+    args, model, summary = start_study(parser, argv, "length_attack")
     from lengthwise.training import TrainConfig, train
 
-    model, summary = open_study(args, "length_attack")
     pairs = write_pairs(args.out, args.steps * args.batch_size, args.seed)
     same_topic = write_same_topic(args.out, args.attack_pairs, args.seed)
     summary.payload = {"train_data": pairs, "attack_data": same_topic, "paper_table1_1_epoch": PAPER, "runs": {}}

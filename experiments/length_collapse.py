@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import SHARED, lengthwise_cli, open_study, read_json, set_threads, study_models
+from _common import SHARED, lengthwise_cli, read_json, start_study, study_models
 
 PAPER = (
     "length-collapse paper: longer texts' embeddings crowd together (higher mean pairwise cosine, Fig. 1) and "
@@ -100,11 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--natural-docs", type=int, default=300, help="IMDB test reviews in the natural part")
     parser.add_argument("--attention-per-bin", type=int, default=20, help="σ_a documents per bin (natural part)")
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    set_threads(args.threads)
-    _, summary = open_study(args, "length_collapse")
+    args, _, summary = start_study(parser, argv, "length_collapse")
     models = study_models(args.models)
     docs = write_long_docs(args.out, models, args.long_docs, args.seed)
     summary.payload = {"paper": PAPER, "controlled_docs": docs, "models": {}, "training": "none (inference only)"}

@@ -28,6 +28,13 @@ def _load(path: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
+def _save(fig: Any, out: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
 def length_attack(run: Path, img: Path) -> Path | None:
     """One panel per model: histograms of same-topic cosines at 64 tokens and after 8 copies (512 tokens)."""
     summary = _load(run / "summary.json")
@@ -44,11 +51,7 @@ def length_attack(run: Path, img: Path) -> Path | None:
         ax.set_xlabel("cosine, same-topic SciFact pair", fontsize=8)
     axes[0][0].set_ylabel("pairs")
     axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    out = img / "results_length_attack.png"
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return _save(fig, img / "results_length_attack.png")
 
 
 def grouped_bars(groups: dict[str, dict[str, float]], ylabel: str, title: str, out: Path) -> Path:
@@ -66,10 +69,7 @@ def grouped_bars(groups: dict[str, dict[str, float]], ylabel: str, title: str, o
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return _save(fig, out)
 
 
 def hicl(run: Path, img: Path) -> Path | None:
@@ -129,11 +129,7 @@ def length_collapse(run: Path, img: Path) -> Path | None:
                 ax.set_xscale("log", base=2)
             ax.axvline(256, color="grey", lw=0.6, ls=":")  # MiniLM's max_seq_length / training length
     axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    out = img / "results_length_collapse.png"
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return _save(fig, img / "results_length_collapse.png")
 
 
 def _jsd_difference_rows(run: Path, resamples: int = 1000) -> list[str]:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import SHARED, open_study, set_threads, train_record
+from _common import SHARED, start_study, train_record
 
 PAPER = {  # SimDE Table 2, 20News, BERT-base backbones; few-shot = 5 per class, 10 repeats
     "few_shot_5": {
@@ -66,14 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--max-train", type=int, default=400, help="stratified train sample for the classifier")
     parser.add_argument("--max-test", type=int, default=400, help="stratified test sample")
-    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=42)
-    args = parser.parse_args(argv)
-    set_threads(args.threads)
+    args, model, summary = start_study(parser, argv, "simde_vs_simcse")
     from lengthwise.evaluation import read_classification
     from lengthwise.training import TrainConfig
 
-    model, summary = open_study(args, "simde_vs_simcse")
     data = SHARED / "20newsgroups"
     train_all, test_all = read_classification(data)
     train, test = (

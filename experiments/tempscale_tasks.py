@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import SHARED, lengthwise_cli, open_study, read_json, set_threads, study_models
+from _common import SHARED, lengthwise_cli, read_json, start_study, study_models
 
 
 def write_classification_splits(out: Path, train_n: int, dev_n: int, test_n: int, seed: int) -> dict[str, Any]:
@@ -69,11 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train", type=int, default=600, help="20NG train posts the classifier is fitted on")
     parser.add_argument("--dev", type=int, default=400, help="20NG train posts (disjoint) scored to tune t")
     parser.add_argument("--test", type=int, default=600, help="20NG test posts scored")
-    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=42)
-    args = parser.parse_args(argv)
-    set_threads(args.threads)
-    _, summary = open_study(args, "tempscale_tasks")
+    args, _, summary = start_study(parser, argv, "tempscale_tasks")
     grid = [float(x) for x in args.t.split(",")]
     tasks = args.tasks.split(",")
     splits = write_classification_splits(args.out, args.train, args.dev, args.test, args.seed)
