@@ -14,7 +14,7 @@ measured in one process, next to the same ratio in process CPU time. Target: rat
 
 Model loading is never timed. The "cli" column adds what `lengthwise audit` does after `run_audit`
 (`to_dict`, write audit.json, `lengthwise.report.write_report`) to each timed audit run; it is skipped
-when `lengthwise.report` cannot be imported.
+when `lengthwise.audit.report.attack` cannot be imported.
 """
 
 from __future__ import annotations
@@ -45,15 +45,15 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 from sentence_transformers import SentenceTransformer  # noqa: E402
 
-from lengthwise.audit import AuditConfig, AuditResult, run_audit  # noqa: E402
-from lengthwise.embed import TokenView  # noqa: E402
-from lengthwise.models import DEFAULT_MODEL, load_model  # noqa: E402
-from lengthwise.pairs import PairSet, default_probe_pairs, read_pairs  # noqa: E402
-from lengthwise.results import environment, write_json_atomic  # noqa: E402
-from lengthwise.tokens import elongate, elongation_factor, first_k, shuffle_words  # noqa: E402
+from lengthwise.audit.attack import AuditConfig, AuditResult, run_audit  # noqa: E402
+from lengthwise.core.data import PairSet, default_probe_pairs, read_pairs  # noqa: E402
+from lengthwise.core.embed import TokenView  # noqa: E402
+from lengthwise.core.models import DEFAULT_MODEL, load_model  # noqa: E402
+from lengthwise.core.results import environment, write_json_atomic  # noqa: E402
+from lengthwise.core.tokens import elongate, elongation_factor, first_k, shuffle_words  # noqa: E402
 
 try:
-    from lengthwise.report import write_report
+    from lengthwise.audit.report.attack import write_report
 except ImportError:  # the report module is optional for this benchmark
     write_report = None  # type: ignore[assignment]
 
@@ -348,7 +348,7 @@ _PROFILE_PARTS = (
     ("dedup (_SequenceBank.add)", "lengthwise/audit.py", "add"),
     ("elongate / first_k / wrap", "lengthwise/tokens.py", ("elongate", "first_k", "wrap", "elongation_factor")),
     ("word shuffle", "lengthwise/tokens.py", "shuffle_words"),
-    ("statistics (lengthwise.shift)", "lengthwise/shift.py", None),
+    ("statistics (lengthwise.audit.shift)", "lengthwise/shift.py", None),
     ("model_fingerprint (weight hash)", "lengthwise/models.py", "model_fingerprint"),
     ("environment()", "lengthwise/results.py", "environment"),
 )

@@ -50,9 +50,9 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
 
-    from lengthwise.doc_audit import DocAuditConfig, read_docs, run_doc_audit
-    from lengthwise.models import load_model
-    from lengthwise.tokens import Elongation
+    from lengthwise.audit.documents import DocAuditConfig, read_docs, run_doc_audit
+    from lengthwise.core.models import load_model
+    from lengthwise.core.tokens import Elongation
 
     torch.set_num_threads(args.threads)
     model = load_model(args.model, device="cpu")
@@ -110,7 +110,7 @@ def main() -> None:
         runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
         print(json.dumps(runs[-1]), flush=True)
     small, large = runs[0], runs[-1]
-    from lengthwise.results import environment, write_json_atomic
+    from lengthwise.core.results import environment, write_json_atomic
 
     result = {
         "benchmark": "document audit peak memory (all diagnostics), one process per size",

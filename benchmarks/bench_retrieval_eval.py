@@ -46,11 +46,11 @@ def _child(mode: str, args: argparse.Namespace) -> dict[str, Any]:
     torch.set_num_threads(args.threads)
     if mode == "search":
         return _child_search(args)
-    from lengthwise.embed import TokenView
-    from lengthwise.encoder import as_encoder
+    from lengthwise.core.embed import TokenView
+    from lengthwise.core.encoder import as_encoder
+    from lengthwise.core.models import load_model
     from lengthwise.evaluation.data import read_beir
     from lengthwise.evaluation.retrieval import RetrievalConfig, evaluate_retrieval
-    from lengthwise.models import load_model
 
     started = time.perf_counter()
     model = load_model(args.model, device="cpu")
@@ -167,7 +167,7 @@ def main() -> None:
     report["search_chunked"] = _spawn("search", shared)
     report["search_brute_force"] = _spawn("search", [*shared, "--brute"])
     print("search:", report["search_chunked"], report["search_brute_force"], flush=True)
-    from lengthwise.results import environment, write_json_atomic
+    from lengthwise.core.results import environment, write_json_atomic
 
     report["environment"] = environment()
     write_json_atomic(args.out, report)

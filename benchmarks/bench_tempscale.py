@@ -47,9 +47,9 @@ from sentence_transformers import SentenceTransformer  # noqa: E402
 from transformers import AttentionInterface  # noqa: E402
 from transformers.masking_utils import AttentionMaskInterface, eager_mask  # noqa: E402
 
-from lengthwise.models import load_model  # noqa: E402
-from lengthwise.pairs import default_probe_pairs  # noqa: E402
-from lengthwise.results import environment, write_json_atomic  # noqa: E402
+from lengthwise.core.data import default_probe_pairs  # noqa: E402
+from lengthwise.core.models import load_model  # noqa: E402
+from lengthwise.core.results import environment, write_json_atomic  # noqa: E402
 from lengthwise.tempscale import LengthSchedule, TempScaleConfig, detect_family, tempscale  # noqa: E402
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import torch
 from transformers import TrainerCallback
 
-from lengthwise.models import load_model, set_max_length
-from lengthwise.results import environment, write_json_atomic
+from lengthwise.core.models import load_model, set_max_length
+from lengthwise.core.results import environment, write_json_atomic
 from lengthwise.training.config import TrainConfig
 from lengthwise.training.run import train
 
@@ -44,7 +44,7 @@ class StepTimer(TrainerCallback):
 
 def long_texts(path: Path, model_path: str, count: int, min_tokens: int) -> list[str]:
     """The first `count` reviews with at least `min_tokens` tokens, so every sequence fills N."""
-    from lengthwise.pairs import jsonl_objects
+    from lengthwise.core.data import jsonl_objects
 
     tokenizer = load_model(model_path, device="cpu").tokenizer
     chosen: list[str] = []
@@ -103,7 +103,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    from lengthwise.models import resolve_model_path
+    from lengthwise.core.models import resolve_model_path
 
     model = args.model or resolve_model_path("sentence-transformers/all-MiniLM-L6-v2")
     texts = long_texts(args.data, model, args.batch_size * args.steps, args.max_length)

@@ -105,7 +105,7 @@ class Summary:
     start: float = field(default_factory=time.perf_counter)
 
     def write(self) -> Path:
-        from lengthwise.results import environment, write_json_atomic
+        from lengthwise.core.results import environment, write_json_atomic
 
         record = {
             "study": self.study,
@@ -133,9 +133,9 @@ STS_TASKS = {
 
 def sts_suite(model_path: str, tasks: Sequence[str], batch_size: int = 64) -> dict[str, Any]:
     """Cosine Spearman × 100 on each STS task (`lengthwise.evaluation.evaluate_sts`, as `lengthwise eval`)."""
-    from lengthwise.encoder import as_encoder
+    from lengthwise.core.encoder import as_encoder
+    from lengthwise.core.models import load_model
     from lengthwise.evaluation import evaluate_sts, read_sts
-    from lengthwise.models import load_model
 
     start = time.perf_counter()
     encoder = as_encoder(load_model(model_path))

@@ -55,9 +55,9 @@ def corpus_sample(data: Any, size: int, seed: int) -> Any:
 
 def score(model_path: str, data: Any) -> dict[str, Any]:
     """SciFact nDCG@10 (× 100) on the (sampled) corpus and STS-B test Spearman."""
-    from lengthwise.encoder import as_encoder
+    from lengthwise.core.encoder import as_encoder
+    from lengthwise.core.models import load_model
     from lengthwise.evaluation import evaluate_retrieval
-    from lengthwise.models import load_model
 
     start = time.perf_counter()
     result = evaluate_retrieval(as_encoder(load_model(model_path)), data, batch_size=16)

@@ -6,7 +6,7 @@
    and `copy-concat` (ours, N = 512 as in the paper), each with mean and with CLS pooling.
 3. Attack: `lengthwise audit --preset first64x8` (first 64 tokens vs 8 copies = 512 tokens) on every same-topic
    SciFact document pair (two abstracts relevant to one claim; written to OUT/same_topic.jsonl from
-   `lengthwise.pairs.read_pairs`), for the untrained start and the four models. JSD of the cosine distributions.
+   `lengthwise.core.data.read_pairs`), for the untrained start and the four models. JSD of the cosine distributions.
 4. Length probe: `lengthwise audit --docs corpus --probe --max-length 512` on a seeded SciFact corpus sample:
    5-fold CV R² × 100 of a linear regression embedding → token length (least squares as the paper; ridge too).
 
@@ -62,7 +62,7 @@ def write_pairs(out: Path, n: int, seed: int) -> dict[str, Any]:
 
 def write_same_topic(out: Path, max_pairs: int, seed: int) -> dict[str, Any]:
     """SciFact same-topic document pairs (both relevant to one claim) as JSONL text1/text2."""
-    from lengthwise.pairs import read_pairs
+    from lengthwise.core.data import read_pairs
 
     pairs = [p for p in read_pairs(SHARED / "scifact", max_pairs=100_000, seed=seed).pairs if p.kind == "same_topic"]
     if max_pairs and len(pairs) > max_pairs:
@@ -76,7 +76,7 @@ def jsd_noise_floor(before: Any, bins: int, seed: int, repeats: int = 50) -> flo
     """Mean JSD between the `before` cosines and bootstrap resamples of themselves: what sampling alone gives."""
     import numpy as np
 
-    from lengthwise.shift import HistogramSpec, js_distance
+    from lengthwise.audit.shift import HistogramSpec, js_distance
 
     rng = np.random.default_rng(seed)
     values = np.asarray(before)
@@ -90,7 +90,7 @@ def attack(model: str, pairs: Path, out: Path, batch_size: int) -> dict[str, Any
     """first64x8 attack; JSD at the audit's 100 bins and at 20 bins (less sparse for a few hundred pairs)."""
     import numpy as np
 
-    from lengthwise.shift import HistogramSpec, js_distance, js_distance_null
+    from lengthwise.audit.shift import HistogramSpec, js_distance, js_distance_null
 
     wall = lengthwise_cli(
         ["audit", "--model", model, "--pairs", str(pairs), "--preset", "first64x8", "--no-curve", "--no-shuffle",

@@ -134,7 +134,7 @@ def length_collapse(run: Path, img: Path) -> Path | None:
 
 def _jsd_difference_rows(run: Path, resamples: int = 1000) -> list[str]:
     """copy-concat − pairs JSD per pooling, with a 95 % paired bootstrap interval over the attacked pairs."""
-    from lengthwise.shift import HistogramSpec, js_distance
+    from lengthwise.audit.shift import HistogramSpec, js_distance
 
     def sims(name: str) -> tuple[np.ndarray, np.ndarray] | None:
         path = run / f"audit_{name}" / "audit.json"

@@ -37,9 +37,9 @@ PAPER = {  # SimDE Table 2, 20News, BERT-base backbones; few-shot = 5 per class,
 
 def classify(model_path: str, train: Any, test: Any, shots: tuple[int, ...], repeats: int, seed: int) -> dict[str, Any]:
     """Frozen-embedding logistic regression: full train sample and k-shot runs (scores × 100)."""
-    from lengthwise.encoder import as_encoder
+    from lengthwise.core.encoder import as_encoder
+    from lengthwise.core.models import load_model
     from lengthwise.evaluation import ClassificationConfig, evaluate_classification
-    from lengthwise.models import load_model
 
     start = time.perf_counter()
     config = ClassificationConfig(classifiers=("logreg",), full=True, few_shot=shots, repeats=repeats, seed=seed)

@@ -99,10 +99,10 @@ def run(args: argparse.Namespace) -> None:
     import torch
     from transformers.utils import logging as hf_logging
 
-    from lengthwise.embed import TokenView
+    from lengthwise.core.embed import TokenView
+    from lengthwise.core.models import load_model, model_fingerprint
+    from lengthwise.core.results import environment, write_json_atomic
     from lengthwise.evaluation import LengthBins, RetrievalConfig, evaluate_retrieval, read_beir
-    from lengthwise.models import load_model, model_fingerprint
-    from lengthwise.results import environment, write_json_atomic
     from lengthwise.tempscale import TempScaleConfig, TempScaleEncoder
 
     torch.set_num_threads(args.threads)

@@ -55,14 +55,14 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory, minilm_path: str) -
 
 @pytest.fixture(scope="session")
 def tiny_model(tiny_model_dir: Path):
-    from lengthwise.models import load_model
+    from lengthwise.core.models import load_model
 
     return load_model(tiny_model_dir, device="cpu")
 
 
 @pytest.fixture(scope="session")
 def minilm(minilm_path: str):
-    from lengthwise.models import load_model
+    from lengthwise.core.models import load_model
 
     return load_model(minilm_path, device="cpu")
 

@@ -1,48 +1,48 @@
 """lengthwise: make text-embedding models robust to text length.
 
 The public API: load a model, build token-level length variants, embed them exactly, audit, fix and train.
+Names load on first use (PEP 562), so `import lengthwise` costs no torch import until a model is touched.
 """
 
+from __future__ import annotations
+
 from importlib import metadata
+
+from lengthwise import _compat
+from lengthwise.core.lazy import lazy_exports
 
 try:
     __version__ = metadata.version("lengthwise")
 except metadata.PackageNotFoundError:  # running from a source tree without installation
     __version__ = "0.0.0"
 
-from lengthwise.audit import AuditConfig, AuditResult, run_audit
-from lengthwise.embed import embed_ids, embed_texts
-from lengthwise.models import DEFAULT_MODEL, load_model
-from lengthwise.pairs import PairSet, TextPair, default_probe_pairs, read_pairs
-from lengthwise.shift import js_distance, similarity_shift
-from lengthwise.tempscale import TempScaleConfig, apply_tempscale, bake_tempscale, remove_tempscale, tempscale
-from lengthwise.tokens import Elongation, elongate, first_k, shuffle_words
-from lengthwise.training import TrainConfig, train
+_compat.install()
 
-__all__ = [
-    "DEFAULT_MODEL",
-    "AuditConfig",
-    "AuditResult",
-    "Elongation",
-    "PairSet",
-    "TempScaleConfig",
-    "TextPair",
-    "TrainConfig",
-    "__version__",
-    "apply_tempscale",
-    "bake_tempscale",
-    "default_probe_pairs",
-    "elongate",
-    "embed_ids",
-    "embed_texts",
-    "first_k",
-    "js_distance",
-    "load_model",
-    "read_pairs",
-    "remove_tempscale",
-    "run_audit",
-    "shuffle_words",
-    "similarity_shift",
-    "tempscale",
-    "train",
-]
+_EXPORTS = {
+    "DEFAULT_MODEL": "lengthwise.core.defaults",
+    "load_model": "lengthwise.facade",
+    "train": "lengthwise.facade",
+    "AuditConfig": "lengthwise.audit.attack",
+    "AuditResult": "lengthwise.audit.attack",
+    "run_audit": "lengthwise.audit.attack",
+    "embed_ids": "lengthwise.core.embed",
+    "embed_texts": "lengthwise.core.embed",
+    "PairSet": "lengthwise.core.data",
+    "TextPair": "lengthwise.core.data",
+    "default_probe_pairs": "lengthwise.core.data",
+    "read_pairs": "lengthwise.core.data",
+    "js_distance": "lengthwise.audit.shift",
+    "similarity_shift": "lengthwise.audit.shift",
+    "TempScaleConfig": "lengthwise.tempscale.config",
+    "tempscale": "lengthwise.tempscale",
+    "apply_tempscale": "lengthwise.tempscale.apply",
+    "remove_tempscale": "lengthwise.tempscale.apply",
+    "bake_tempscale": "lengthwise.tempscale.persist",
+    "Elongation": "lengthwise.core.tokens",
+    "elongate": "lengthwise.core.tokens",
+    "first_k": "lengthwise.core.tokens",
+    "shuffle_words": "lengthwise.core.tokens",
+    "TrainConfig": "lengthwise.training.config",
+}
+__all__ = sorted([*_EXPORTS, "__version__"])
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lengthwise.embed import TokenView
+from lengthwise.core.embed import TokenView
 from lengthwise.evaluation.classification import (
     ClassificationConfig,
     classification_scores,

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lengthwise.core.data import DataFormatError
 from lengthwise.evaluation.data import (
     LabelledTexts,
     document_text,
@@ -18,7 +19,6 @@ from lengthwise.evaluation.data import (
     read_sts,
 )
 from lengthwise.evaluation.hub import load_hf_sts
-from lengthwise.pairs import DataFormatError
 
 from .conftest import write_jsonl
 

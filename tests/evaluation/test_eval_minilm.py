@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from lengthwise.embed import TokenView
-from lengthwise.encoder import as_encoder
+from lengthwise.core.embed import TokenView
+from lengthwise.core.encoder import as_encoder
 from lengthwise.evaluation.data import read_sts
 from lengthwise.evaluation.sts import evaluate_sts
 

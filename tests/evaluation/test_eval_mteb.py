@@ -9,7 +9,7 @@ import mteb  # a dev dependency: these tests fail, never skip, without it
 import numpy as np
 import pytest
 
-from lengthwise.encoder import as_encoder
+from lengthwise.core.encoder import as_encoder
 from lengthwise.evaluation.data import read_beir, read_sts
 from lengthwise.evaluation.mteb_adapter import MtebEncoder
 from lengthwise.evaluation.retrieval import evaluate_retrieval

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from lengthwise.embed import TokenView
+from lengthwise.core.embed import TokenView
 from lengthwise.evaluation.data import RetrievalData, read_beir
 from lengthwise.evaluation.retrieval import (
     RetrievalConfig,

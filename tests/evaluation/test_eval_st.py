@@ -7,7 +7,8 @@ from pathlib import Path
 
 from sentence_transformers.base.evaluation import BaseEvaluator, SequentialEvaluator
 
-from lengthwise.encoder import as_encoder
+from lengthwise.core.data import PairSet, TextPair
+from lengthwise.core.encoder import as_encoder
 from lengthwise.evaluation.classification import ClassificationConfig
 from lengthwise.evaluation.data import read_beir, read_classification
 from lengthwise.evaluation.st_evaluators import (
@@ -15,7 +16,6 @@ from lengthwise.evaluation.st_evaluators import (
     BinnedRetrievalEvaluator,
     BinnedSTSEvaluator,
 )
-from lengthwise.pairs import PairSet, TextPair
 
 
 def _pairs() -> PairSet:

@@ -3,10 +3,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lengthwise.embed import TokenView
-from lengthwise.evaluation.bins import LengthBins
+from lengthwise.core.bins import LengthBins
+from lengthwise.core.data import PairSet, TextPair
+from lengthwise.core.embed import TokenView
 from lengthwise.evaluation.sts import correlations, evaluate_sts, paired_cosine
-from lengthwise.pairs import PairSet, TextPair
 
 from .conftest import TableEncoder
 

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from lengthwise.embed import TokenView
-from lengthwise.tokens import Elongation, segments, split_sentences
+from lengthwise.core.embed import TokenView
+from lengthwise.core.tokens import Elongation, segments, split_sentences
 from lengthwise.training.collate import SegmentCollator, ViewCollator, row_rng
 from lengthwise.training.config import Method
 from lengthwise.training.views import (

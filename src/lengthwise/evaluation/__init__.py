@@ -1,25 +1,25 @@
 """Length-binned evaluation that agrees with MTEB: STS, retrieval and frozen-embedding classification (METHODS §4).
 
-Every evaluator takes a `lengthwise.encoder.TextEncoder` and, given the model's `TokenView`, reports each task per
-token-length bin with counts. `lengthwise eval` is the command-line front end; `st_evaluators` plugs the same code
-into sentence-transformers training and `mteb_adapter` runs any encoder through mteb v2.
+Every evaluator takes a `lengthwise.core.encoder.TextEncoder` and, given the model's `TokenView`, reports each task
+per token-length bin with counts. `lengthwise eval` is the command-line front end; `st_evaluators` plugs the same
+code into sentence-transformers training and `mteb_adapter` runs any encoder through mteb v2.
 """
 
-from lengthwise.evaluation.bins import LengthBins
-from lengthwise.evaluation.classification import ClassificationConfig, evaluate_classification
-from lengthwise.evaluation.data import read_beir, read_classification, read_labelled, read_sts
-from lengthwise.evaluation.retrieval import RetrievalConfig, evaluate_retrieval
-from lengthwise.evaluation.sts import evaluate_sts
+from __future__ import annotations
 
-__all__ = [
-    "ClassificationConfig",
-    "LengthBins",
-    "RetrievalConfig",
-    "evaluate_classification",
-    "evaluate_retrieval",
-    "evaluate_sts",
-    "read_beir",
-    "read_classification",
-    "read_labelled",
-    "read_sts",
-]
+from lengthwise.core.lazy import lazy_exports
+
+_EXPORTS = {
+    "LengthBins": "lengthwise.core.bins",
+    "ClassificationConfig": "classification",
+    "evaluate_classification": "classification",
+    "read_beir": "data",
+    "read_classification": "data",
+    "read_labelled": "data",
+    "read_sts": "data",
+    "RetrievalConfig": "retrieval",
+    "evaluate_retrieval": "retrieval",
+    "evaluate_sts": "sts",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

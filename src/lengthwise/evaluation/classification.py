@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from lengthwise.embed import TokenView
-from lengthwise.encoder import TextEncoder
-from lengthwise.evaluation.bins import LengthBins, per_bin, token_lengths
+from lengthwise.core.bins import LengthBins, per_bin, token_lengths
+from lengthwise.core.embed import TokenView
+from lengthwise.core.encoder import TextEncoder
 from lengthwise.evaluation.data import LabelledTexts
 
 __all__ = [

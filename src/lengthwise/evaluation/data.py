@@ -1,6 +1,6 @@
 """Evaluation data: STS pairs, BEIR retrieval folders and labelled texts, local (plain or ``.gz``) or from the hub.
 
-STS files go through `lengthwise.pairs.read_pairs` (STS-B, SICK, ``s1<TAB>s2<TAB>score``, JSONL, headed CSV);
+STS files go through `lengthwise.core.data.read_pairs` (STS-B, SICK, ``s1<TAB>s2<TAB>score``, JSONL, headed CSV);
 SentEval / SemEval folders (``STS.input.X.txt`` + ``STS.gs.X.txt``, as in STS12–16) are read here. Every reader
 names the file and line of a malformed row (`DataFormatError`).
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lengthwise.pairs import DataFormatError, PairSet, TextPair, jsonl_objects, open_text, read_pairs
+from lengthwise.core.data import DataFormatError, PairSet, TextPair, jsonl_objects, open_text, read_pairs
 
 __all__ = [
     "LabelledTexts",
@@ -87,7 +87,7 @@ def read_senteval_sts(folder: str | Path) -> PairSet:
 
 
 def read_sts(path: str | Path) -> PairSet:
-    """STS pairs with gold scores from a file (`lengthwise.pairs.read_pairs` formats) or a SentEval folder."""
+    """STS pairs with gold scores from a file (`lengthwise.core.data.read_pairs` formats) or a SentEval folder."""
     path = Path(path)
     if path.is_dir():
         return read_senteval_sts(path)

@@ -9,8 +9,8 @@ from collections import defaultdict
 
 import numpy as np
 
+from lengthwise.core.data import DataFormatError, PairSet, TextPair
 from lengthwise.evaluation.data import LabelledTexts, RetrievalData, document_text
-from lengthwise.pairs import DataFormatError, PairSet, TextPair
 
 __all__ = ["load_hf_classification", "load_hf_retrieval", "load_hf_sts"]
 

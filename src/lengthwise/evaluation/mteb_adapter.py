@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from lengthwise.encoder import TextEncoder, as_encoder
+from lengthwise.core.encoder import TextEncoder, as_encoder
 
 __all__ = ["MtebEncoder"]
 

@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from lengthwise.embed import TokenView
-from lengthwise.encoder import TextEncoder
-from lengthwise.evaluation.bins import LengthBins, per_bin, token_lengths
+from lengthwise.core.bins import LengthBins, per_bin, token_lengths
+from lengthwise.core.embed import TokenView
+from lengthwise.core.encoder import TextEncoder
 from lengthwise.evaluation.data import RetrievalData
 
 __all__ = ["RetrievalConfig", "RetrievalResult", "evaluate_retrieval", "exact_search", "relevant_ranks", "trec_scores"]

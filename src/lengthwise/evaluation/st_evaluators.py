@@ -14,15 +14,15 @@ from typing import Any
 
 from sentence_transformers.base.evaluation.evaluator import BaseEvaluator
 
-from lengthwise.embed import TokenView
-from lengthwise.encoder import TextEncoder, as_encoder
-from lengthwise.evaluation.bins import LengthBins
+from lengthwise.core.bins import LengthBins
+from lengthwise.core.data import PairSet
+from lengthwise.core.embed import TokenView
+from lengthwise.core.encoder import TextEncoder, as_encoder
+from lengthwise.core.results import write_json_atomic
 from lengthwise.evaluation.classification import ClassificationConfig, evaluate_classification
 from lengthwise.evaluation.data import LabelledTexts, RetrievalData
 from lengthwise.evaluation.retrieval import RetrievalConfig, evaluate_retrieval
 from lengthwise.evaluation.sts import evaluate_sts
-from lengthwise.pairs import PairSet
-from lengthwise.results import write_json_atomic
 
 __all__ = ["BinnedClassificationEvaluator", "BinnedRetrievalEvaluator", "BinnedSTSEvaluator"]
 

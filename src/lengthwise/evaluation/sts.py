@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 from scipy.stats import pearsonr, spearmanr
 
-from lengthwise.embed import TokenView
-from lengthwise.encoder import TextEncoder
-from lengthwise.evaluation.bins import LengthBins, per_bin, token_lengths
-from lengthwise.pairs import PairSet
+from lengthwise.core.bins import LengthBins, per_bin, token_lengths
+from lengthwise.core.data import PairSet
+from lengthwise.core.embed import TokenView
+from lengthwise.core.encoder import TextEncoder
 
 __all__ = ["STSResult", "correlations", "evaluate_sts", "paired_cosine"]
 

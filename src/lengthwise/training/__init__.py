@@ -1,6 +1,9 @@
 """Length-aware training objectives on the sentence-transformers trainer (METHODS §3)."""
 
-from lengthwise.training.config import Method, TrainConfig
-from lengthwise.training.run import TrainResult, train
+from __future__ import annotations
 
-__all__ = ["Method", "TrainConfig", "TrainResult", "train"]
+from lengthwise.core.lazy import lazy_exports
+
+_EXPORTS = {"Method": "config", "TrainConfig": "config", "TrainResult": "run", "train": "run"}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from lengthwise.embed import TokenView, batch_features
-from lengthwise.tokens import Elongation, content_ids, segments
+from lengthwise.core.embed import TokenView, batch_features
+from lengthwise.core.tokens import Elongation, content_ids, segments
 from lengthwise.training.config import Method
 from lengthwise.training.views import (
     AnchorChoice,

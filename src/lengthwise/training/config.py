@@ -14,7 +14,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from lengthwise.tokens import Elongation
+from lengthwise.core.defaults import DEFAULT_MODEL
+from lengthwise.core.tokens import Elongation
 
 __all__ = ["DataKind", "Method", "TrainConfig", "config_from_mapping", "parse_method", "read_config_file"]
 
@@ -84,7 +85,7 @@ class TrainConfig:
     method: Method
     data: str
     out: str
-    model: str = "sentence-transformers/all-MiniLM-L6-v2"
+    model: str = DEFAULT_MODEL
     max_steps: int | None = None  # None: `epochs` passes over the data
     epochs: float = 1.0
     batch_size: int = 64  # global batch: split over processes under torchrun

@@ -22,10 +22,10 @@ import torch
 from rich.progress import track
 from sentence_transformers import SentenceTransformer
 
-from lengthwise.embed import TokenView
-from lengthwise.models import load_model, model_fingerprint, set_max_length
-from lengthwise.results import environment, write_json_atomic
-from lengthwise.tokens import split_sentences
+from lengthwise.core.embed import TokenView
+from lengthwise.core.models import load_model, model_fingerprint, set_max_length
+from lengthwise.core.results import environment, write_json_atomic
+from lengthwise.core.tokens import split_sentences
 from lengthwise.training.config import DataKind, Method, TrainConfig
 from lengthwise.training.data import TrainingData, read_training_data
 
@@ -145,18 +145,19 @@ def _build(config: TrainConfig, model: SentenceTransformer, view: TokenView, dis
     return collator, loss
 
 
-def train(config: TrainConfig, *, resume: bool = False, callbacks: Sequence[Any] = ()) -> TrainResult:
+def train(
+    config: TrainConfig, *, resume: bool = False, callbacks: Sequence[Any] = (), evaluator: Any | None = None
+) -> TrainResult:
     """Train `config.model` with `config.method` on `config.data`; write ``OUT/model`` and ``OUT/train.json``.
 
     With `resume`, continue from the newest checkpoint in ``OUT/checkpoints`` (same settings required): finished
     steps are not redone, and model, optimizer, scheduler, data order and RNG states are restored.
+    `evaluator` (a sentence-transformers evaluator, e.g. built by `lengthwise.facade.train` from
+    ``config.eval_data``) runs every ``eval_steps`` when given.
     """
     _require_training_extras()
     from datasets import Dataset
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
-
-    from lengthwise.evaluation.data import read_sts
-    from lengthwise.evaluation.st_evaluators import BinnedSTSEvaluator
 
     world = _world_size()
     if config.batch_size % world:
@@ -178,9 +179,6 @@ def train(config: TrainConfig, *, resume: bool = False, callbacks: Sequence[Any]
     if is_main:
         write_json_atomic(out / "config.json", config.to_dict())
     collator, loss = _build(config, model, view, distributed=world > 1)
-    evaluator = None
-    if config.eval_data:
-        evaluator = BinnedSTSEvaluator(read_sts(config.eval_data), name="dev")
     half = _half_precision(config.precision, device)
     args = SentenceTransformerTrainingArguments(
         output_dir=str(out / "checkpoints"),

@@ -1,7 +1,7 @@
 """The two sides ("views") each training objective builds from one example, at the token level (METHODS §3).
 
 Pure functions on content ids (``tok(S)``, no special tokens) and a seeded `random.Random`; the collator adds the
-special tokens once and pads. Elongation and segment slicing come from `lengthwise.tokens`, the module the audit
+special tokens once and pads. Elongation and segment slicing come from `lengthwise.core.tokens`, the module the audit
 uses too, so "f(S, m)" means exactly the same thing in training and in the attack.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from lengthwise.tokens import Elongation, elongate, elongation_factor
+from lengthwise.core.tokens import Elongation, elongate, elongation_factor
 
 __all__ = [
     "AnchorChoice",

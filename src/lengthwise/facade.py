@@ -1,0 +1,55 @@
+"""Where rooms meet: the few operations that join two rooms, for the public API and the command line.
+
+Rooms never import each other; loading a model together with the settings saved beside it (TempScale), or
+training with a dev evaluator, is done here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from lengthwise.core.defaults import DEFAULT_MODEL
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+    from lengthwise.training.config import TrainConfig
+    from lengthwise.training.run import TrainResult
+
+__all__ = ["load_model", "train"]
+
+
+def load_model(
+    name_or_path: str | os.PathLike[str] = DEFAULT_MODEL,
+    *,
+    device: str | None = None,
+    trust_remote_code: bool = False,
+    max_seq_length: int | None = None,
+) -> SentenceTransformer:
+    """`lengthwise.core.models.load_model`, then re-apply the TempScale settings saved in the model's folder.
+
+    A folder written by `save_tempscale` reloads patched; a baked one (its weights already carry 1/t) does not.
+    """
+    from lengthwise.core.models import load_model as load_plain
+    from lengthwise.core.models import resolve_model_path
+    from lengthwise.tempscale.persist import apply_saved_tempscale
+
+    model = load_plain(name_or_path, device=device, trust_remote_code=trust_remote_code, max_seq_length=max_seq_length)
+    apply_saved_tempscale(model, resolve_model_path(name_or_path))
+    return model
+
+
+def train(
+    config: TrainConfig, *, resume: bool = False, callbacks: Sequence[Any] = (), evaluator: Any | None = None
+) -> TrainResult:
+    """`lengthwise.training.run.train` with a length-binned STS dev evaluator built from ``config.eval_data``."""
+    from lengthwise.training.run import train as run_training
+
+    if evaluator is None and config.eval_data:
+        from lengthwise.evaluation.data import read_sts
+        from lengthwise.evaluation.st_evaluators import BinnedSTSEvaluator
+
+        evaluator = BinnedSTSEvaluator(read_sts(config.eval_data), name="dev")
+    return run_training(config, resume=resume, callbacks=callbacks, evaluator=evaluator)

@@ -1,0 +1,130 @@
+"""Bake TempScale into plain weights, or save its settings beside a model to be re-applied at load."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import torch
+from sentence_transformers import SentenceTransformer
+from torch import nn
+
+from lengthwise.tempscale.apply import apply_tempscale, current_tempscale, tempscale
+from lengthwise.tempscale.config import TempScaleConfig, TempScaleError
+from lengthwise.tempscale.families import Family, detect_family, query_rows
+from lengthwise.tempscale.patch import TempScalePatch
+
+__all__ = [
+    "SETTINGS_FILE",
+    "apply_saved_tempscale",
+    "bake_refusal",
+    "bake_tempscale",
+    "read_tempscale_settings",
+    "save_tempscale",
+]
+
+SETTINGS_FILE = "lengthwise_tempscale.json"
+
+
+def _baked_parameters(
+    model: SentenceTransformer, config: TempScaleConfig
+) -> tuple[Family, list[tuple[torch.Tensor, slice]]]:
+    family, hf_model, attentions = detect_family(model)
+    targets: list[tuple[torch.Tensor, slice]] = []
+    for attention in attentions:
+        projection, rows = query_rows(family, attention)
+        targets += [(p, rows) for p in (projection.weight, projection.bias) if p is not None]
+    if family.position_bias is not None and config.scale_position_bias:
+        bias = hf_model.get_submodule(family.position_bias)
+        if not isinstance(bias, nn.Embedding):
+            raise TempScaleError(f"{family.name}: {family.position_bias} is {type(bias).__name__}, not an Embedding")
+        targets.append((bias.weight, slice(None)))
+    return family, targets
+
+
+def bake_refusal(model: SentenceTransformer, config: TempScaleConfig) -> str | None:
+    """Why `config` cannot be folded into `model`'s weights exactly, or None when it can."""
+    if config.schedule is not None:
+        return "a length schedule gives each input its own temperature, which fixed weights cannot hold"
+    if not config.is_symmetric:
+        return (
+            f"queries (t={config.temperature('query')}) and documents (t={config.temperature('document')}) differ "
+            "from t; one set of weights holds one temperature — bake one directory per side"
+        )
+    _, targets = _baked_parameters(model, config)
+    owners = {id(p) for p, _ in targets}
+    shared = {p.data_ptr() for p, _ in targets}
+    if any(p.data_ptr() in shared and id(p) not in owners for p in model.parameters()):
+        return "a query projection shares its weights with another layer, which would be scaled too"
+    power_of_two = math.log2(config.t).is_integer()
+    for parameter, _ in targets:
+        if parameter.dtype not in (torch.float32, torch.float64) and not power_of_two:
+            return (
+                f"weights are {parameter.dtype}: dividing by t={config.t} would round; load in float32 or use t = 2^k"
+            )
+    return None
+
+
+def bake_tempscale(model: SentenceTransformer, config: TempScaleConfig | float, out_dir: str | Path) -> Path:
+    """Save `model` to `out_dir` as a plain sentence-transformers model whose query projections (and MPNet's
+    position bias) are divided by t. The model in memory is restored exactly; a live patch is kept out of
+    the saved weights and put back. Raises `TempScaleError` with the reason where baking is not exact."""
+    config = config if isinstance(config, TempScaleConfig) else TempScaleConfig(t=config)
+    reason = bake_refusal(model, config)
+    if reason is not None:
+        raise TempScaleError(f"cannot bake TempScale exactly: {reason}")
+    family, targets = _baked_parameters(model, config)
+    out = Path(out_dir)
+    originals = [parameter.detach().clone() for parameter, _ in targets]
+    with tempscale(model, None), torch.no_grad():
+        try:
+            for parameter, rows in targets:
+                parameter[rows] /= config.t
+            model.save(str(out))
+        finally:
+            for (parameter, _), original in zip(targets, originals, strict=True):
+                parameter.copy_(original)
+    _write_settings(out, config, family, baked=True)
+    return out
+
+
+def _write_settings(folder: Path, config: TempScaleConfig, family: Family, *, baked: bool) -> None:
+    from lengthwise.core.results import write_json_atomic
+
+    note = "weights carry 1/t; do not apply again" if baked else "re-applied by lengthwise.load_model"
+    write_json_atomic(
+        folder / SETTINGS_FILE,
+        {"format": 1, "family": family.name, "baked": baked, "note": note, "config": config.to_dict()},
+    )
+
+
+def save_tempscale(model: SentenceTransformer, out_dir: str | Path) -> Path:
+    """Save a TempScale'd model (original weights) with its settings, so `load_model` re-applies them."""
+    patch = current_tempscale(model)
+    if patch is None:
+        raise TempScaleError("the model is not TempScale'd; apply_tempscale(model, config) first, or use model.save")
+    out = Path(out_dir)
+    model.save(str(out))
+    _write_settings(out, patch.config, patch.family, baked=False)
+    return out
+
+
+def read_tempscale_settings(folder: str | Path) -> tuple[TempScaleConfig, bool] | None:
+    """(config, baked) from a saved model directory, or None when it holds no TempScale settings."""
+    path = Path(folder) / SETTINGS_FILE
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return TempScaleConfig.from_dict(data["config"]), bool(data["baked"])
+    except (KeyError, TypeError, json.JSONDecodeError) as err:
+        raise TempScaleError(f"{path}: unreadable TempScale settings ({err}); delete the file or re-save") from err
+
+
+def apply_saved_tempscale(model: SentenceTransformer, folder: str | Path) -> TempScalePatch | None:
+    """Re-apply the settings saved in `folder` (nothing for a baked model or a folder without settings)."""
+    settings = read_tempscale_settings(folder) if Path(folder).is_dir() else None
+    if settings is None or settings[1]:
+        return None
+    return apply_tempscale(model, settings[0])

@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lengthwise.core.embed import TokenView, embed_ids, embed_texts
+from lengthwise.core.tokens import elongate
+
+TEXTS = [
+    "A short one.",
+    "A somewhat longer sentence about the weather in the mountains this week.",
+    "Tea.",
+    "Embedding models compress a whole text into a single vector, which loses detail for long inputs.",
+]
+
+
+def test_embed_texts_matches_sentence_transformers_encode(tiny_model) -> None:
+    ours = embed_texts(tiny_model, TEXTS, batch_size=3)
+    reference = tiny_model.encode(TEXTS, batch_size=3, convert_to_numpy=True)
+    np.testing.assert_allclose(ours, reference, atol=1e-5)
+
+
+def test_embed_texts_matches_encode_on_real_model(minilm) -> None:
+    ours = embed_texts(minilm, TEXTS)
+    reference = minilm.encode(TEXTS, convert_to_numpy=True)
+    np.testing.assert_allclose(ours, reference, atol=1e-5)
+
+
+def test_padded_batches_equal_one_by_one(tiny_model) -> None:
+    view = TokenView(tiny_model)
+    sequences = [view.wrap(ids) for ids in view.content(TEXTS)]
+    batched = embed_ids(tiny_model, sequences, batch_size=4)
+    single = np.stack([embed_ids(tiny_model, [s])[0] for s in sequences])
+    np.testing.assert_allclose(batched, single, atol=1e-5)
+
+
+def test_model_receives_exactly_the_elongated_ids(tiny_model) -> None:
+    """No decode/re-tokenize step: the transformer sees [CLS] + ids*m + [SEP] verbatim."""
+    view = TokenView(tiny_model)
+    ids = view.content(["hello"])[0]
+    sequence = view.wrap(elongate(ids, 5, view.max_content))
+    seen = []
+    hook = tiny_model[0].auto_model.embeddings.register_forward_pre_hook(
+        lambda module, args, kwargs: seen.append(kwargs["input_ids"].tolist()), with_kwargs=True
+    )
+    try:
+        embed_ids(tiny_model, [sequence])
+    finally:
+        hook.remove()
+    assert seen == [[sequence]]
+    assert seen[0][0][1:-1] == ids * 5
+
+
+def test_embed_ids_rejects_bad_sequences(tiny_model) -> None:
+    with pytest.raises(ValueError, match="more than the model's max length 64"):
+        embed_ids(tiny_model, [[101] + [1000] * 80 + [102]])
+    with pytest.raises(ValueError, match="sequence #1 is empty"):
+        embed_ids(tiny_model, [[101, 102], []])
+    with pytest.raises(ValueError, match="no sequences"):
+        embed_ids(tiny_model, [])
+
+
+def test_token_view_budget(tiny_model) -> None:
+    view = TokenView(tiny_model)
+    assert view.max_length == 64
+    assert view.max_content == 62
+    long_text = " ".join(["word"] * 500)
+    assert len(view.content([long_text])[0]) == 62
