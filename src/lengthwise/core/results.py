@@ -1,4 +1,4 @@
-"""Writing results: atomic JSON files and the environment that produced them."""
+"""Writing results: atomic JSON files, and the provenance that says how a result was made."""
 
 from __future__ import annotations
 
@@ -7,11 +7,13 @@ import os
 import platform
 import sys
 import tempfile
+import time
+from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
-__all__ = ["environment", "write_bytes_atomic", "write_json_atomic"]
+__all__ = ["Provenance", "environment", "provenance", "write_bytes_atomic", "write_json_atomic"]
 
 _PACKAGES = ("lengthwise", "torch", "transformers", "sentence-transformers", "numpy", "scipy", "tokenizers")
 
@@ -55,3 +57,28 @@ def environment() -> dict[str, Any]:
         except metadata.PackageNotFoundError:
             versions[name] = None
     return {"python": sys.version.split()[0], "platform": platform.platform(), "packages": versions}
+
+
+class Provenance(TypedDict):
+    """What made a result: the model's fingerprint, the data's description, the settings, when, how long, and
+    the library versions. Every record (`audit.json`, `results.json`, `tune.json`, `train.json`) carries it."""
+
+    model: dict[str, Any]
+    data: dict[str, Any]
+    settings: dict[str, Any]
+    created: str
+    wall_time_s: float
+    environment: dict[str, Any]
+
+
+def provenance(model: dict[str, Any], data: dict[str, Any], settings: dict[str, Any], *, started: float) -> Provenance:
+    """The one place a result's provenance is built. `model` is `core.models.model_fingerprint(...)`, `data` the
+    data's own description (with its hash), `started` a `time.perf_counter()` reading taken before the work."""
+    return Provenance(
+        model=model,
+        data=data,
+        settings=settings,
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        wall_time_s=round(time.perf_counter() - started, 3),
+        environment=environment(),
+    )

@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Re-run every bad input and fault in docs/reliability.md and fail if any ends badly.
+
+Each case runs the real `lengthwise` command in a fresh temporary folder and is judged by its outcome:
+a hang (past its timeout), a Python traceback, an unexpected exit code, a missing expected message, or a
+failed check of what it left on disk (a silent wrong result, lost data). Cases live in
+`scripts/reliability_cases/*.py`, each module exposing ``CASES: list[Case]``.
+
+    python scripts/reliability.py                # run all, print the table, exit 1 on any bad outcome
+    python scripts/reliability.py --write-docs   # also rewrite the table in docs/reliability.md
+    python scripts/reliability.py -k bake        # only cases whose name contains "bake"
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from reliability_cases import Case, Context, Outcome  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "reliability.md"
+BEGIN, END = "<!-- reliability table: begin -->", "<!-- reliability table: end -->"
+
+
+def load_cases() -> list[Case]:
+    cases: list[Case] = []
+    for path in sorted((ROOT / "scripts" / "reliability_cases").glob("[!_]*.py")):
+        spec = importlib.util.spec_from_file_location(f"reliability_cases.{path.stem}", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        cases.extend(module.CASES)
+    return cases
+
+
+def run_case(case: Case, context: Context) -> Outcome:
+    with tempfile.TemporaryDirectory(prefix="lw-rel-") as folder:
+        tmp = Path(folder)
+        if case.setup is not None:
+            case.setup(tmp, context)
+        argv = [part.format(tmp=tmp, tiny=context.tiny_model, minilm=context.minilm) for part in case.argv]
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "COLUMNS": "200", **case.env}
+        started = time.perf_counter()
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "lengthwise.cli", *argv],
+                cwd=tmp,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=case.timeout,
+                input="",
+            )
+        except subprocess.TimeoutExpired:
+            return Outcome(case, None, "hang", f"no exit after {case.timeout:.0f} s", case.timeout)
+        seconds = time.perf_counter() - started
+        output = proc.stdout + proc.stderr
+        first = next((line for line in output.splitlines() if line.startswith("error:")), output.strip()[-160:])
+        if "Traceback (most recent call last)" in output:
+            return Outcome(case, proc.returncode, "traceback", output.strip().splitlines()[-1][:160], seconds)
+        if case.expect_exit != proc.returncode:
+            return Outcome(case, proc.returncode, "wrong exit", first, seconds)
+        if case.expect is not None and case.expect not in output:
+            return Outcome(case, proc.returncode, "wrong message", first, seconds)
+        if case.check is not None and (reason := case.check(tmp, output)):
+            return Outcome(case, proc.returncode, "bad result", reason, seconds)
+        return Outcome(case, proc.returncode, "ok", first, seconds)
+
+
+def markdown(outcomes: list[Outcome]) -> str:
+    rows = ["| case | issue item | command | exit | outcome | what it said |", "|---|---|---|---|---|---|"]
+    for o in outcomes:
+        said = o.message.replace("|", "\\|").replace("\n", " ")
+        command = "lengthwise " + shlex.join(o.case.argv).replace("|", "\\|")
+        rows.append(f"| {o.case.name} | {o.case.item} | `{command}` | {o.exit} | {o.verdict} | {said} |")
+    return "\n".join(rows)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-k", default="", help="run only cases whose name contains this")
+    parser.add_argument("--write-docs", action="store_true", help="rewrite the table in docs/reliability.md")
+    args = parser.parse_args()
+    cases = [case for case in load_cases() if args.k in case.name]
+    context = Context.build()
+    outcomes = []
+    for case in cases:
+        outcome = run_case(case, context)
+        outcomes.append(outcome)
+        print(f"{outcome.verdict:>13}  {case.name}  ({outcome.seconds:.1f} s)  {outcome.message}", flush=True)
+    table = markdown(outcomes)
+    if args.write_docs:
+        text = DOC.read_text(encoding="utf-8")
+        start, stop = text.index(BEGIN) + len(BEGIN), text.index(END)
+        DOC.write_text(text[:start] + "\n" + table + "\n" + text[stop:], encoding="utf-8")
+    bad = [o for o in outcomes if o.verdict != "ok"]
+    print(f"{len(outcomes) - len(bad)} passed, {len(bad)} failed")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

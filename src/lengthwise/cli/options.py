@@ -1,0 +1,86 @@
+"""Options shared by the commands, and the checks every command runs before any computing.
+
+`field_option` reads a flag's help and default from the library's config dataclass, so the two cannot drift:
+a config field documents itself with ``field(default=..., metadata={"help": "..."})``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import typer
+
+__all__ = ["check_device", "check_out_dir", "field_default", "field_help", "field_option"]
+
+
+def _field(config: type, name: str) -> dataclasses.Field[Any]:
+    for item in dataclasses.fields(config):
+        if item.name == name:
+            return item
+    raise AttributeError(f"{config.__name__} has no field {name!r}")
+
+
+def field_help(config: type, name: str) -> str:
+    """The help text a config field carries in ``metadata["help"]``."""
+    text = _field(config, name).metadata.get("help")
+    if not text:
+        raise AttributeError(f"{config.__name__}.{name} has no metadata['help']")
+    return str(text)
+
+
+def field_default(config: type, name: str) -> Any:
+    """A config field's default (its default factory called, if it has one)."""
+    item = _field(config, name)
+    if item.default is not dataclasses.MISSING:
+        return item.default
+    if item.default_factory is not dataclasses.MISSING:
+        return item.default_factory()
+    raise AttributeError(f"{config.__name__}.{name} has no default")
+
+
+def field_option(config: type, name: str, *flags: str, **kwargs: Any) -> Any:
+    """A `typer.Option` for `config.name`: flags default to ``--name-with-dashes``, help from the field."""
+    return typer.Option(*(flags or (f"--{name.replace('_', '-')}",)), help=field_help(config, name), **kwargs)
+
+
+def check_out_dir(path: Path, flag: str = "--out") -> None:
+    """Raise `ValueError` naming `flag` unless `path` is (or can be made) a writable directory.
+
+    Called before any model is loaded, so an unwritable output never costs the computation.
+    """
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{flag} {path}: exists and is not a directory; pass a directory path")
+    probe_root = path
+    while not probe_root.exists():
+        probe_root = probe_root.parent
+    if not probe_root.is_dir() or not os.access(probe_root, os.W_OK | os.X_OK):
+        raise ValueError(f"{flag} {path}: {probe_root} is not writable; pass a directory you can write to")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as err:
+        raise ValueError(f"{flag} {path}: cannot write there ({err.strerror}); pass a writable directory") from err
+
+
+def check_device(device: str | None) -> None:
+    """Raise `ValueError` naming `--device` when torch cannot use `device` here (None = best available)."""
+    if device is None:
+        return
+    import torch
+
+    try:
+        target = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise ValueError(f"--device {device!r}: not a torch device; use cpu, cuda, cuda:N or mps") from None
+    available = {
+        "cpu": True,
+        "cuda": torch.cuda.is_available() and (target.index or 0) < torch.cuda.device_count(),
+        "mps": torch.backends.mps.is_available(),
+    }.get(target.type, False)
+    if not available:
+        raise ValueError(f"--device {device!r}: not available on this machine; use cpu, or omit --device")
