@@ -5,7 +5,6 @@ A thin adapter from flags to `lengthwise.evaluation`; heavy imports happen insid
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,47 +14,9 @@ from rich.table import Table
 from lengthwise.cli.console import console
 from lengthwise.cli.console import fail as _fail
 from lengthwise.core.defaults import DEFAULT_MODEL
+from lengthwise.evaluation.tasks import Task
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-
-HF_PREFIX = "hf:"
-
-
-class Task(str, Enum):
-    sts = "sts"
-    retrieval = "retrieval"
-    classification = "classification"
-
-
-def _load_data(task: Task, data: str, split: str, train: Path | None, sample: dict[str, int | None], seed: int) -> Any:
-    from lengthwise.evaluation import data as loaders
-    from lengthwise.evaluation import hub as online
-
-    from_hub = data.startswith(HF_PREFIX)
-    name = data.removeprefix(HF_PREFIX)
-    if not from_hub and not Path(data).exists():
-        raise loaders.DataFormatError(f"{data}: no such file or directory (use {HF_PREFIX}NAME for a hub dataset)")
-    if task is Task.sts:
-        return online.load_hf_sts(name, split) if from_hub else loaders.read_sts(data)
-    if task is Task.retrieval:
-        return online.load_hf_retrieval(name, split) if from_hub else loaders.read_beir(data, split)
-    if from_hub:
-        train_set, test_set = online.load_hf_classification(name, "train"), online.load_hf_classification(name, split)
-    elif train is not None:
-        test_set = loaders.read_labelled(data)
-        train_set = loaders.read_labelled(train, label_names=test_set.label_names)
-    else:
-        train_set, test_set = loaders.read_classification(data)
-    return (
-        loaders.sample_labelled(train_set, sample["train"], seed),
-        loaders.sample_labelled(test_set, sample["test"], seed),
-    )
-
-
-def _describe_data(data: Any) -> dict[str, Any]:
-    if isinstance(data, tuple):
-        return {"source": data[1].source, "train": data[0].describe(), "test": data[1].describe()}
-    return data.describe()
 
 
 def _headline_table(payload: dict[str, Any]) -> Table:
@@ -143,10 +104,11 @@ def evaluate(
     from lengthwise.core.encoder import as_encoder
     from lengthwise.core.models import ModelLoadError, model_fingerprint
     from lengthwise.core.results import environment, write_json_atomic
-    from lengthwise.evaluation.classification import ClassificationConfig, evaluate_classification
+    from lengthwise.evaluation.classification import ClassificationConfig, ClassificationResult
     from lengthwise.evaluation.plots import write_plots
-    from lengthwise.evaluation.retrieval import RetrievalConfig, evaluate_retrieval
-    from lengthwise.evaluation.sts import evaluate_sts
+    from lengthwise.evaluation.retrieval import RetrievalConfig, RetrievalResult
+    from lengthwise.evaluation.sts import STSResult
+    from lengthwise.evaluation.tasks import evaluate_loaded, load_task_data
     from lengthwise.facade import load_model
 
     hf_logging.disable_progress_bar()
@@ -170,7 +132,9 @@ def evaluate(
             settings.update(classification=asdict(config), sample=sample)
         elif task is Task.retrieval:
             settings.update(retrieval=asdict(retrieval_config))
-        dataset = _load_data(task, data, split, train, sample, seed)
+        dataset = load_task_data(
+            task, data, split=split, train=train, max_train=sample["train"], max_test=sample["test"], seed=seed
+        )
         with console.status(f"loading {model}"):
             encoder_model = load_model(
                 model, device=device, trust_remote_code=trust_remote_code, max_seq_length=max_length
@@ -184,15 +148,21 @@ def evaluate(
             ts_config = TempScaleConfig(t=tempscale)
             encoder = TempScaleEncoder(encoder_model, ts_config)
             settings["tempscale"] = ts_config.to_dict()
-        options: dict[str, Any] = {"view": view, "bins": bins, "batch_size": batch_size, "show_progress": progress}
-        if task is Task.sts:
-            result: Any = evaluate_sts(encoder, dataset, **options)
-            table: Any = result.bins
-        elif task is Task.retrieval:
-            result = evaluate_retrieval(encoder, dataset, retrieval_config, **options)
+        result = evaluate_loaded(
+            task,
+            encoder,
+            dataset,
+            retrieval=retrieval_config,
+            classification=config,
+            view=view,
+            bins=bins,
+            batch_size=batch_size,
+            show_progress=progress,
+        )
+        table: Any = result.bins if isinstance(result, STSResult) else None
+        if isinstance(result, RetrievalResult):
             table = {"queries": result.query_bins, "documents": result.document_bins}
-        else:
-            result = evaluate_classification(encoder, dataset[0], dataset[1], config, **options)
+        elif isinstance(result, ClassificationResult):
             table = result.runs[0].get("bins", [])
     except (ValueError, ModelLoadError, DataFormatError) as err:
         _fail(str(err))
@@ -204,7 +174,7 @@ def evaluate(
         "bin_spec": bins.describe(),
         "result": result.to_dict(),
         "model": model_fingerprint(encoder_model, model),
-        "data": _describe_data(dataset),
+        "data": dataset.describe(),
         "settings": settings,
         "wall_time_s": round(time.perf_counter() - started, 3),
         "environment": environment(),

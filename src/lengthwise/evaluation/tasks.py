@@ -1,0 +1,142 @@
+"""The evaluation tasks — one `Task` enum — and their dispatch: headline metric, data loader and evaluator.
+
+Everything that chooses by task (`lengthwise eval`, `lengthwise tempscale tune`, the experiments) reads it from here,
+so a new task is added in one place. Importing this module loads neither torch nor sentence-transformers.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+
+if TYPE_CHECKING:
+    from lengthwise.core.bins import LengthBins
+    from lengthwise.core.data import PairSet
+    from lengthwise.core.embed import TokenView
+    from lengthwise.core.encoder import TextEncoder
+    from lengthwise.evaluation.classification import ClassificationConfig, ClassificationResult
+    from lengthwise.evaluation.data import LabelledTexts, RetrievalData
+    from lengthwise.evaluation.retrieval import RetrievalConfig, RetrievalResult
+    from lengthwise.evaluation.sts import STSResult
+
+__all__ = ["HF_PREFIX", "ClassificationSplits", "Task", "TaskData", "TaskResult", "evaluate_loaded", "load_task_data"]
+
+HF_PREFIX = "hf:"  # `--data hf:NAME` reads a dataset from the Hugging Face hub (online only)
+
+
+class Task(str, Enum):
+    """An evaluation task; its value is the name used on the command line and in ``results.json``."""
+
+    sts = "sts"
+    retrieval = "retrieval"
+    classification = "classification"
+
+    @property
+    def metric(self) -> str:
+        """The headline metric (×100): Spearman for STS, nDCG@10 for retrieval, accuracy for classification."""
+        return _METRICS[self]
+
+
+_METRICS = {Task.sts: "spearman", Task.retrieval: "ndcg@10", Task.classification: "accuracy"}
+
+
+class ClassificationSplits(NamedTuple):
+    """The train split the classifiers fit on and the test split they are scored on."""
+
+    train: LabelledTexts
+    test: LabelledTexts
+
+    @property
+    def source(self) -> str:
+        return self.test.source
+
+    def describe(self) -> dict[str, Any]:
+        return {"source": self.test.source, "train": self.train.describe(), "test": self.test.describe()}
+
+
+if TYPE_CHECKING:
+    TaskData = PairSet | RetrievalData | ClassificationSplits
+    TaskResult = STSResult | RetrievalResult | ClassificationResult
+else:
+    TaskData = TaskResult = Any
+
+
+def load_task_data(
+    task: Task,
+    data: str | Path,
+    *,
+    split: str = "test",
+    train: Path | None = None,
+    max_train: int | None = None,
+    max_test: int | None = None,
+    seed: int = 42,
+) -> TaskData:
+    """Read a task's data: a local path (file or folder, see `lengthwise.evaluation.data`) or ``hf:NAME``.
+
+    STS: a pairs file or SentEval folder. Retrieval: a BEIR folder and its qrels `split`. Classification: a folder
+    with ``train.jsonl``/``test.jsonl``, or the test JSONL with `train` beside it; each split is stratified-sampled
+    to `max_train`/`max_test` texts (None: all). Raises `DataFormatError` naming the file and the fix.
+    """
+    from lengthwise.core.data import DataFormatError
+    from lengthwise.evaluation import data as local
+    from lengthwise.evaluation import hub
+
+    text = str(data)
+    from_hub = text.startswith(HF_PREFIX)
+    name = text.removeprefix(HF_PREFIX)
+    if not from_hub and not Path(text).exists():
+        raise DataFormatError(f"{text}: no such file or directory (use {HF_PREFIX}NAME for a hub dataset)")
+    if task is Task.sts:
+        return hub.load_hf_sts(name, split) if from_hub else local.read_sts(text)
+    if task is Task.retrieval:
+        return hub.load_hf_retrieval(name, split) if from_hub else local.read_beir(text, split)
+    if from_hub:
+        train_set, test_set = hub.load_hf_classification(name, "train"), hub.load_hf_classification(name, split)
+    elif train is not None:
+        test_set = local.read_labelled(text)
+        train_set = local.read_labelled(train, label_names=test_set.label_names)
+    else:
+        train_set, test_set = local.read_classification(text)
+    return ClassificationSplits(
+        local.sample_labelled(train_set, max_train, seed), local.sample_labelled(test_set, max_test, seed)
+    )
+
+
+def evaluate_loaded(
+    task: Task,
+    encoder: TextEncoder,
+    data: TaskData,
+    *,
+    retrieval: RetrievalConfig | None = None,
+    classification: ClassificationConfig | None = None,
+    view: TokenView | None = None,
+    bins: LengthBins | None = None,
+    batch_size: int = 32,
+    show_progress: bool = False,
+) -> TaskResult:
+    """Run `task`'s evaluator on data from `load_task_data`; `retrieval`/`classification` configure those tasks."""
+    options: dict[str, Any] = {"view": view, "bins": bins, "batch_size": batch_size, "show_progress": show_progress}
+    if task is Task.sts:
+        from lengthwise.core.data import PairSet
+        from lengthwise.evaluation.sts import evaluate_sts
+
+        return evaluate_sts(encoder, _expect(data, PairSet, task), **options)
+    if task is Task.retrieval:
+        from lengthwise.evaluation.data import RetrievalData
+        from lengthwise.evaluation.retrieval import evaluate_retrieval
+
+        return evaluate_retrieval(encoder, _expect(data, RetrievalData, task), retrieval, **options)
+    from lengthwise.evaluation.classification import evaluate_classification
+
+    splits = _expect(data, ClassificationSplits, task)
+    return evaluate_classification(encoder, splits.train, splits.test, classification, **options)
+
+
+_Data = TypeVar("_Data")
+
+
+def _expect(data: object, kind: type[_Data], task: Task) -> _Data:
+    if not isinstance(data, kind):
+        raise TypeError(f"task {task.value} needs {kind.__name__} (from load_task_data), not {type(data).__name__}")
+    return data
