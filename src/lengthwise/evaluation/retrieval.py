@@ -9,7 +9,6 @@ with a running `torch.topk`, so the (N, D) corpus embedding matrix is the only l
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -19,6 +18,7 @@ import torch
 from lengthwise.core.bins import LengthBins, per_bin, token_lengths
 from lengthwise.core.embed import TokenView
 from lengthwise.core.encoder import TextEncoder
+from lengthwise.core.search import exact_search, relevant_ranks
 from lengthwise.evaluation.data import RetrievalData
 
 __all__ = ["RetrievalConfig", "RetrievalResult", "evaluate_retrieval", "exact_search", "relevant_ranks", "trec_scores"]
@@ -47,70 +47,6 @@ class RetrievalConfig:
 
 def _normalized(x: np.ndarray | torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.normalize(torch.as_tensor(x, dtype=torch.float32), dim=-1)
-
-
-def exact_search(
-    queries: torch.Tensor,
-    corpus: torch.Tensor,
-    top_k: int,
-    *,
-    corpus_chunk: int = 16384,
-    exclude: Sequence[int] | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Exact top-k by dot product of (Q, D) queries against an (N, D) corpus, one corpus chunk at a time.
-
-    `exclude[i]` is a corpus index that query i must not retrieve (-1: none). Returns scores and corpus indices,
-    both (Q, min(k, N)), best first. Peak extra memory is (Q, corpus_chunk + k) scores.
-    """
-    k = min(top_k, corpus.shape[0])
-    best_scores = torch.full((queries.shape[0], 0), float("-inf"))
-    best_index = torch.zeros((queries.shape[0], 0), dtype=torch.long)
-    skip = torch.as_tensor(exclude if exclude is not None else [-1] * queries.shape[0], dtype=torch.long)
-    for start in range(0, corpus.shape[0], corpus_chunk):
-        scores = queries @ corpus[start : start + corpus_chunk].T  # (Q, C)
-        local = skip - start
-        hit = (local >= 0) & (local < scores.shape[1])
-        scores[hit.nonzero().squeeze(1), local[hit]] = float("-inf")
-        chunk_scores, chunk_index = torch.topk(scores, min(k, scores.shape[1]), dim=1)  # (Q, k')
-        merged_scores = torch.cat([best_scores, chunk_scores], dim=1)
-        merged_index = torch.cat([best_index, chunk_index + start], dim=1)
-        best_scores, order = torch.topk(merged_scores, min(k, merged_scores.shape[1]), dim=1)
-        best_index = torch.gather(merged_index, 1, order)
-    return best_scores, best_index
-
-
-def relevant_ranks(
-    queries: torch.Tensor,
-    corpus: torch.Tensor,
-    query_index: np.ndarray,
-    doc_index: np.ndarray,
-    *,
-    corpus_chunk: int = 16384,
-    pair_chunk: int = 1024,
-    exclude: Sequence[int] | None = None,
-) -> np.ndarray:
-    """Full rank (1 = best) of corpus row ``doc_index[p]`` for query row ``query_index[p]``: (P,) int.
-
-    Rank = 1 + number of other documents scoring strictly higher (the excluded self-hit never counts), so a
-    relevant document beyond the top-k still gets its exact rank. Peak extra memory: (pair_chunk, corpus_chunk).
-    """
-    skip_all = torch.as_tensor(exclude if exclude is not None else [-1] * queries.shape[0], dtype=torch.long)
-    ranks = []
-    for first in range(0, len(query_index), pair_chunk):
-        pairs_q = torch.as_tensor(query_index[first : first + pair_chunk], dtype=torch.long)
-        pairs_d = torch.as_tensor(doc_index[first : first + pair_chunk], dtype=torch.long)
-        own = (queries[pairs_q] * corpus[pairs_d]).sum(dim=1)  # (P,)
-        skip = skip_all[pairs_q]
-        higher = torch.zeros(len(pairs_q), dtype=torch.long)
-        rows = torch.arange(len(pairs_q))
-        for start in range(0, corpus.shape[0], corpus_chunk):
-            scores = queries[pairs_q] @ corpus[start : start + corpus_chunk].T  # (P, C)
-            for column in (pairs_d - start, skip - start):
-                inside = (column >= 0) & (column < scores.shape[1])
-                scores[rows[inside], column[inside]] = float("-inf")
-            higher += (scores > own[:, None]).sum(dim=1)
-        ranks.append(higher + 1)
-    return torch.cat(ranks).numpy() if ranks else np.zeros(0, dtype=np.int64)
 
 
 def trec_scores(
