@@ -6,6 +6,7 @@ tokens exactly once. Elongation never joins strings and re-tokenizes, so sub-wor
 
 from __future__ import annotations
 
+import bisect
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ __all__ = [
     "shuffle_words",
     "special_tokens",
     "split_sentences",
+    "windows",
 ]
 
 Ids = list[int]
@@ -162,6 +164,44 @@ def shuffle_words(text: str, rng: random.Random) -> str:
     return " ".join(words)
 
 
+def windows(
+    n: int, size: int, stride: int | None = None, cut_points: Sequence[int] | None = None
+) -> list[tuple[int, int]]:
+    """Spans ``(start, end)`` cutting n tokens into windows of at most `size` tokens (METHODS §5).
+
+    `stride` (default `size`: no overlap) is the step between window starts, 1 ≤ stride ≤ size. Without
+    overlap the last window may be shorter; with overlap the last window ends at the last token and is full
+    (it starts at ``n - size``). `cut_points` (sorted token indices a window may end at, e.g. just after a
+    sentence end) move a cut back to the last such point in the window's last quarter when there is one; the
+    next window then starts ``size - stride`` tokens before that cut. Every token lies in at least one window.
+    HiCL's `segments` are the non-overlapping case.
+    """
+    if size < 1:
+        raise ValueError(f"window size must be ≥ 1, got {size}")
+    stride = size if stride is None else stride
+    if not 1 <= stride <= size:
+        raise ValueError(f"stride {stride} must be between 1 and the window size {size}")
+    if n < 1:
+        raise ValueError("cannot cut an empty token sequence into windows")
+    overlap = size - stride
+    points = sorted(set(cut_points)) if cut_points else []
+    spans: list[tuple[int, int]] = []
+    start = 0
+    while True:
+        end = min(start + size, n)
+        if end < n and points:
+            earliest = start + size - size // 4
+            inside = points[bisect.bisect_left(points, earliest) : bisect.bisect_right(points, end)]
+            end = inside[-1] if inside else end
+        if end == n and overlap and spans and not points:
+            start = max(spans[-1][0] + 1, n - size)  # the last overlapping window is full and ends at n
+        spans.append((start, end))
+        if end == n:
+            return spans
+        following = end - overlap
+        start = following if following > start else end
+
+
 def segments(ids: Sequence[int], length: int) -> list[Ids]:
     """HiCL's slicing: consecutive non-overlapping runs of `length` tokens, the last one shorter if need be.
 
@@ -171,7 +211,7 @@ def segments(ids: Sequence[int], length: int) -> list[Ids]:
         raise ValueError(f"segment length must be ≥ 1, got {length}")
     if not ids:
         raise ValueError("cannot slice an empty token sequence into segments")
-    return [list(ids[start : start + length]) for start in range(0, len(ids), length)]
+    return [list(ids[start:end]) for start, end in windows(len(ids), length)]
 
 
 @cache
