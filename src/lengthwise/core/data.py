@@ -1,54 +1,65 @@
-"""Text pairs for the audit: the embedded probe set, STS-style TSV/CSV, JSONL pairs and BEIR corpora.
+"""Text pairs for the audit: the embedded probe set, STS-style TSV/CSV, JSONL pairs, grouped documents and BEIR.
 
-Every reader names the file and line of a malformed row. Files may be gzipped (``.gz``).
+Every reader names the file and line of a malformed row (`DataFormatError`) and checks every text before any
+model work. Files may be gzipped (``.gz``). File reading itself lives in `lengthwise.core.textio`.
 """
 
 from __future__ import annotations
 
-import csv
-import gzip
 import hashlib
-import io
-import json
 import random
-from collections.abc import Iterator
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from itertools import combinations
 from pathlib import Path
-from typing import Any
 
-from lengthwise.core.tokens import MAX_TEXT_CHARS
+from lengthwise.core.textio import (
+    DataFormatError,
+    TextFile,
+    checked_text,
+    delimited_rows,
+    jsonl_objects,
+    open_text,
+)
 
 __all__ = [
+    "GROUP_KEYS",
     "DataFormatError",
     "PairSet",
+    "TextFile",
     "TextPair",
     "beir_documents",
     "checked_text",
     "default_probe_pairs",
+    "delimited_rows",
     "jsonl_objects",
     "open_text",
     "read_pairs",
+    "read_qrels",
 ]
 
 _FIRST_KEYS = ("text1", "sentence1", "sentence_A", "sentence_a", "anchor", "premise", "query", "text_a")
 _SECOND_KEYS = ("text2", "sentence2", "sentence_B", "sentence_b", "positive", "hypothesis", "text_b")
 _SCORE_KEYS = ("score", "relatedness", "relatedness_score", "similarity", "label")
-
-
-class DataFormatError(ValueError):
-    """A data file could not be read; the message names the file, the line and the fix."""
+GROUP_KEYS = ("group", "topic")  # a document field naming its group: documents of one group form same-group pairs
+_QRELS_HEADS = {"query-id", "query_id", "qid", "query", "score", "relevance", "rel"}
+_GROUP_HINT = "add a 'group' (or 'topic') field to the documents to pair documents of one group, or pass a pairs file"
 
 
 @dataclass(frozen=True)
 class TextPair:
-    """Two texts, an optional gold score and an optional kind (e.g. ``same_topic`` / ``random``)."""
+    """Two texts, an optional gold score and an optional kind (e.g. ``same_topic`` / ``random``).
+
+    `origin` says where the pair was read (``file:line``), for error messages; it takes no part in equality.
+    """
 
     text1: str
     text2: str
     score: float | None = None
     kind: str | None = None
+    origin: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -80,6 +91,10 @@ class PairSet:
         keep = sorted(random.Random(seed).sample(range(len(self)), n))
         return PairSet(tuple(self.pairs[i] for i in keep), f"{self.source} (sample of {n}, seed {seed})", self.fmt)
 
+    def names(self, side: int) -> list[str]:
+        """A name for each pair's text on `side` (1 or 2) for error messages: ``file:line (text1)`` or ``pair #i``."""
+        return [f"{pair.origin or f'pair #{i}'} (text{side})" for i, pair in enumerate(self.pairs)]
+
     def describe(self) -> dict[str, object]:
         kinds: dict[str, int] = {}
         for pair in self.pairs:
@@ -94,24 +109,6 @@ class PairSet:
         }
 
 
-def open_text(path: Path) -> io.TextIOBase:
-    """Open a UTF-8 text file (a leading BOM is dropped), gunzipping `.gz` files on the fly."""
-    if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig", newline="")
-    return open(path, encoding="utf-8-sig", newline="")
-
-
-def checked_text(path: Path, line: int, text: object, which: str) -> str:
-    """`text` stripped, or a `DataFormatError` naming file and line when it is empty or over the size limit."""
-    if not isinstance(text, str) or not text.strip():
-        raise DataFormatError(f"{path}:{line}: {which} is empty or whitespace-only; remove the row or fill it in")
-    if len(text) > MAX_TEXT_CHARS:
-        raise DataFormatError(
-            f"{path}:{line}: {which} has {len(text):,} characters (limit {MAX_TEXT_CHARS:,}); split or cut it"
-        )
-    return text.strip()
-
-
 def _score(path: Path, line: int, value: object) -> float | None:
     if value is None or value == "":
         return None
@@ -121,36 +118,45 @@ def _score(path: Path, line: int, value: object) -> float | None:
         raise DataFormatError(f"{path}:{line}: score {value!r} is not a number; fix or drop the column") from None
 
 
-def jsonl_objects(path: Path, what: str = "a JSON object") -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) for each non-blank line of a JSONL file; bad lines raise naming file and line."""
-    with open_text(path) as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise DataFormatError(
-                    f"{path}:{line_no}: not valid JSON ({err.msg}); one JSON object per line"
-                ) from None
-            if not isinstance(row, dict):
-                raise DataFormatError(f"{path}:{line_no}: expected {what}")
-            yield line_no, row
-
-
-def _read_jsonl(path: Path) -> Iterator[TextPair]:
-    for line_no, row in jsonl_objects(path, "a JSON object with two text fields"):
+def _read_jsonl(path: Path, max_pairs: int, seed: int) -> tuple[list[TextPair], str]:
+    """Pairs from JSONL rows with two text fields, or same-group pairs from documents with `text` and a group."""
+    rows = list(jsonl_objects(path, "a JSON object with two text fields"))
+    if rows and _is_grouped_document(rows[0][1]):
+        documents: dict[str, str] = {}
+        origins: dict[str, str] = {}
+        groups: dict[str, list[str]] = defaultdict(list)
+        for line_no, row in rows:
+            if not _is_grouped_document(row):
+                raise DataFormatError(f"{path}:{line_no}: expected 'text' and 'group' (or 'topic') like line 1")
+            doc_id = str(line_no)
+            documents[doc_id] = checked_text(path, line_no, row["text"], "text")
+            origins[doc_id] = f"{path}:{line_no}"
+            groups[str(row[next(k for k in GROUP_KEYS if k in row)])].append(doc_id)
+        return _grouped_pairs(path, documents, origins, list(groups.values()), max_pairs, seed, "same_group"), "grouped"
+    pairs = []
+    for line_no, row in rows:
         first = next((k for k in _FIRST_KEYS if k in row), None)
         second = next((k for k in _SECOND_KEYS if k in row), None)
         if first is None or second is None:
-            raise DataFormatError(f"{path}:{line_no}: no text pair; use fields text1/text2 (or sentence1/sentence2)")
+            raise DataFormatError(
+                f"{path}:{line_no}: no text pair; use fields text1/text2 (or sentence1/sentence2), "
+                "or documents with 'text' and 'group'"
+            )
         score_key = next((k for k in _SCORE_KEYS if k in row), None)
-        yield TextPair(
-            checked_text(path, line_no, row[first], first),
-            checked_text(path, line_no, row[second], second),
-            _score(path, line_no, row[score_key]) if score_key else None,
-            str(row["kind"]) if "kind" in row else None,
+        pairs.append(
+            TextPair(
+                checked_text(path, line_no, row[first], first),
+                checked_text(path, line_no, row[second], second),
+                _score(path, line_no, row[score_key]) if score_key else None,
+                str(row["kind"]) if "kind" in row else None,
+                f"{path}:{line_no}",
+            )
         )
+    return pairs, "jsonl"
+
+
+def _is_grouped_document(row: dict[str, object]) -> bool:
+    return "text" in row and any(k in row for k in GROUP_KEYS) and not any(k in row for k in _FIRST_KEYS)
 
 
 def _is_number(text: str) -> bool:
@@ -163,10 +169,8 @@ def _is_number(text: str) -> bool:
 
 def _read_delimited(path: Path) -> Iterator[TextPair]:
     """STS-B (7+ tab columns, score in column 5), a header with sentence columns, or bare `s1<TAB>s2[<TAB>score]`."""
-    name = path.name.removesuffix(".gz")
-    rows = _csv_rows(path) if name.endswith(".csv") and not _looks_tab_separated(path) else _tab_rows(path)
     header: dict[str, int] | None = None
-    for line_no, row in rows:
+    for line_no, row in delimited_rows(path):
         if not row or not any(cell.strip() for cell in row):
             continue
         if header is None and line_no == 1 and not any(_is_number(cell) for cell in row):
@@ -177,54 +181,32 @@ def _read_delimited(path: Path) -> Iterator[TextPair]:
         yield _delimited_row(path, line_no, row, header)
 
 
-def _tab_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
-    """Tab-separated rows with no quoting (STS files contain bare quotes), numbered by file line."""
-    with open_text(path) as handle:
-        for line_no, line in enumerate(handle, start=1):
-            yield line_no, line.rstrip("\r\n").split("\t")
-
-
-def _csv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
-    """Comma-separated rows with standard quoting, numbered by the line where each row starts."""
-    csv.field_size_limit(max(csv.field_size_limit(), 4 * MAX_TEXT_CHARS))  # let the length check name the row
-    with open_text(path) as handle:
-        reader = csv.reader(handle)
-        start = 1
-        while True:
-            try:
-                row = next(reader)
-            except StopIteration:
-                return
-            except csv.Error as err:
-                raise DataFormatError(f"{path}:{start}: malformed CSV ({err}); check quoting") from None
-            yield start, row
-            start = reader.line_num + 1
-
-
-def _looks_tab_separated(path: Path) -> bool:
-    with open_text(path) as handle:
-        first = handle.readline()
-    return "\t" in first
-
-
 def _delimited_row(path: Path, line_no: int, row: list[str], header: dict[str, int] | None) -> TextPair:
+    origin = f"{path}:{line_no}"
     if header is not None:
         first = next(header[k] for k in _FIRST_KEYS if k in header)
         second = next((header[k] for k in _SECOND_KEYS if k in header), None)
         score = next((header[k] for k in _SCORE_KEYS if k in header), None)
         if second is None or len(row) <= max(first, second):
             raise DataFormatError(f"{path}:{line_no}: row has {len(row)} columns; expected the header's text columns")
+        if len(row) > len(header):
+            raise DataFormatError(
+                f"{path}:{line_no}: row has {len(row)} columns, the header {len(header)}; quote fields that hold "
+                "the delimiter"
+            )
         value = row[score] if score is not None and score < len(row) else None
         return TextPair(
             checked_text(path, line_no, row[first], "first text"),
             checked_text(path, line_no, row[second], "second text"),
             _score(path, line_no, value),
+            origin=origin,
         )
     if len(row) >= 7 and _is_number(row[4]):  # STS benchmark: genre, file, year, id, score, s1, s2[, sources]
         return TextPair(
             checked_text(path, line_no, row[5], "sentence1"),
             checked_text(path, line_no, row[6], "sentence2"),
             float(row[4]),
+            origin=origin,
         )
     if len(row) in (2, 3):
         gold = _score(path, line_no, row[2]) if len(row) == 3 else None
@@ -232,6 +214,7 @@ def _delimited_row(path: Path, line_no: int, row: list[str], header: dict[str, i
             checked_text(path, line_no, row[0], "first text"),
             checked_text(path, line_no, row[1], "second text"),
             gold,
+            origin=origin,
         )
     raise DataFormatError(
         f"{path}:{line_no}: cannot read a pair from {len(row)} columns; expected STS-B rows "
@@ -239,80 +222,162 @@ def _delimited_row(path: Path, line_no: int, row: list[str], header: dict[str, i
     )
 
 
-def beir_documents(folder: Path) -> dict[str, str]:
-    """A BEIR corpus as id → ``title + " " + text`` (METHODS §4), empty documents dropped."""
+def _corpus_path(folder: Path) -> Path:
     corpus = next((folder / name for name in ("corpus.jsonl", "corpus.jsonl.gz") if (folder / name).exists()), None)
     if corpus is None:
         raise DataFormatError(f"{folder}: no corpus.jsonl(.gz); a BEIR folder holds corpus, queries and qrels/")
-    documents: dict[str, str] = {}
-    with open_text(corpus) as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                doc_id, text, title = str(row["_id"]), row.get("text", ""), row.get("title", "")
-            except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
-                raise DataFormatError(f"{corpus}:{line_no}: expected a JSON object with _id, title and text") from None
-            full = f"{title} {text}".strip() if title else str(text).strip()
-            if full:
-                documents[doc_id] = full
-    return documents
+    return corpus
 
 
-def _beir_groups(folder: Path, documents: dict[str, str]) -> list[list[str]]:
-    """Documents relevant to one query, per query (qrels in any split)."""
-    qrels = sorted((folder / "qrels").glob("*.tsv")) if (folder / "qrels").is_dir() else []
-    if not qrels:
-        raise DataFormatError(f"{folder}: no qrels/*.tsv; same-topic pairs come from documents relevant to one query")
+def _corpus_rows(folder: Path) -> Iterator[tuple[Path, int, str, str, str | None]]:
+    """(corpus path, line, id, ``title + " " + text``, group or None) per non-empty document of a BEIR corpus."""
+    corpus = _corpus_path(folder)
+    for line_no, row in jsonl_objects(corpus, "a JSON object with _id, title and text"):
+        if "_id" not in row:
+            raise DataFormatError(f"{corpus}:{line_no}: expected a JSON object with _id, title and text")
+        text, title = row.get("text", ""), row.get("title", "")
+        full = f"{title} {text}".strip() if title else str(text).strip()
+        if full:
+            full = checked_text(corpus, line_no, full, "document")
+            group = next((str(row[k]) for k in GROUP_KEYS if row.get(k) not in (None, "")), None)
+            yield corpus, line_no, str(row["_id"]), full, group
+
+
+def beir_documents(folder: Path) -> dict[str, str]:
+    """A BEIR corpus as id → ``title + " " + text`` (METHODS §4), empty documents dropped."""
+    return {doc_id: text for _, _, doc_id, text, _ in _corpus_rows(Path(folder))}
+
+
+def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
+    """BEIR or TREC relevance judgements as ``{query_id: {doc_id: relevance}}`` (the one qrels reader).
+
+    Rows are ``query-id<TAB>corpus-id<TAB>score`` (BEIR, optional header) or ``qid<TAB>iteration<TAB>docid<TAB>rel``
+    (TREC). A malformed row raises `DataFormatError` naming file and line.
+    """
+    path = Path(path)
+    qrels: dict[str, dict[str, int]] = defaultdict(dict)
+    for line_no, cells in delimited_rows(path):
+        if not any(cell.strip() for cell in cells):
+            continue
+        if line_no == 1 and (cells[0].strip().lower() in _QRELS_HEADS or cells[-1].strip().lower() in _QRELS_HEADS):
+            continue  # header
+        if len(cells) == 4:  # TREC qrels: qid, iteration, docid, rel
+            cells = [cells[0], cells[2], cells[3]]
+        try:
+            if len(cells) != 3:
+                raise ValueError
+            qrels[cells[0].strip()][cells[1].strip()] = int(float(cells[2]))
+        except ValueError:
+            raise DataFormatError(f"{path}:{line_no}: expected `query-id<TAB>corpus-id<TAB>score`") from None
+    return dict(qrels)
+
+
+def _qrels_groups(folder: Path, documents: dict[str, str]) -> list[list[str]]:
+    """Documents relevant to one query, per query (qrels of every split)."""
+    paths = sorted((folder / "qrels").glob("*.tsv*")) if (folder / "qrels").is_dir() else []
+    if not paths:
+        raise DataFormatError(
+            f"{folder}: no qrels/*.tsv; same-topic pairs come from documents relevant to one query; {_GROUP_HINT}"
+        )
     groups: dict[str, list[str]] = {}
-    for path in qrels:
-        with open_text(path) as handle:
-            for line_no, line in enumerate(handle, start=1):
-                cells = line.rstrip("\n").split("\t")
-                if line_no == 1 and not _is_number(cells[-1]):
-                    continue
-                if len(cells) < 3 or not _is_number(cells[-1]):
-                    raise DataFormatError(f"{path}:{line_no}: expected `query-id<TAB>corpus-id<TAB>score`")
-                if float(cells[-1]) > 0 and cells[-2] in documents:
-                    members = groups.setdefault(cells[0], [])
-                    if cells[-2] not in members:
-                        members.append(cells[-2])
-    return [members for members in groups.values() if len(members) > 1]
+    for path in paths:
+        for query, judged in read_qrels(path).items():
+            members = groups.setdefault(query, [])
+            members.extend(d for d, rel in judged.items() if rel > 0 and d in documents and d not in members)
+    return list(groups.values())
 
 
-def _read_beir(folder: Path, max_pairs: int, seed: int) -> list[TextPair]:
-    """Same-topic pairs (two documents relevant to one query) and as many random document pairs."""
-    documents = beir_documents(folder)
+def _read_beir(folder: Path, max_pairs: int, seed: int) -> tuple[list[TextPair], str]:
+    """Same-group pairs (documents sharing a `group`/`topic` field) or, without one, same-topic pairs (two
+    documents relevant to one query), and as many random document pairs."""
+    documents: dict[str, str] = {}
+    origins: dict[str, str] = {}
+    user_groups: dict[str, list[str]] = defaultdict(list)
+    for corpus, line_no, doc_id, text, group in _corpus_rows(folder):
+        documents[doc_id], origins[doc_id] = text, f"{corpus}:{line_no}"
+        if group is not None:
+            user_groups[group].append(doc_id)
+    if user_groups:
+        groups, kind = list(user_groups.values()), "same_group"
+    else:
+        groups, kind = _qrels_groups(folder, documents), "same_topic"
+    return _grouped_pairs(folder, documents, origins, groups, max_pairs, seed, kind), "beir"
+
+
+def _grouped_pairs(
+    source: Path,
+    documents: dict[str, str],
+    origins: dict[str, str],
+    groups: Sequence[Sequence[str]],
+    max_pairs: int,
+    seed: int,
+    kind: str,
+) -> list[TextPair]:
+    """Up to ``max_pairs // 2`` pairs of documents from one group (seeded) and as many random pairs of documents
+    from no common group. A collection where no group holds two documents is an error, not an empty audit."""
     rng = random.Random(seed)
-    same = [pair for group in _beir_groups(folder, documents) for pair in combinations(sorted(group), 2)]
+    same = [pair for group in groups for pair in combinations(sorted(set(group)), 2)]
+    if not same:
+        shape = "every query has one relevant document" if kind == "same_topic" else "every group has one document"
+        what = kind.removeprefix("same_")
+        raise DataFormatError(f"{source}: no two documents share a {what} ({shape}); {_GROUP_HINT}")
     rng.shuffle(same)
-    same = same[: max_pairs // 2]
-    related = {frozenset(pair) for pair in same}
-    ids = sorted(documents)
-    randoms: list[tuple[str, str]] = []
-    while len(randoms) < max(len(same), 1) and len(ids) > 1:
+    same = same[: max(1, max_pairs // 2)]
+    member_of: dict[str, set[int]] = defaultdict(set)
+    for index, group in enumerate(groups):
+        for doc_id in group:
+            member_of[doc_id].add(index)
+    randoms = _random_pairs(sorted(documents), member_of, len(same), rng)
+
+    def pair(a: str, b: str, what: str) -> TextPair:
+        return TextPair(documents[a], documents[b], None, what, f"{origins[a]} & {origins[b]}")
+
+    return [pair(a, b, kind) for a, b in same] + [pair(a, b, "random") for a, b in randoms]
+
+
+def _random_pairs(
+    ids: list[str], member_of: dict[str, set[int]], count: int, rng: random.Random
+) -> list[tuple[str, str]]:
+    """Up to `count` distinct random pairs of `ids` whose documents share no group, seeded.
+
+    Draws pairs and rejects repeats and same-group pairs; when that stalls (few allowed pairs left, e.g. two
+    documents that share a group, or one group holding almost every document) it takes the rest from the full
+    list of allowed pairs, so it always ends and never repeats a pair.
+    """
+    chosen: list[tuple[str, str]] = []
+    seen: set[frozenset[str]] = set()
+
+    def allowed(a: str, b: str) -> bool:
+        return not (member_of.get(a, set()) & member_of.get(b, set()))
+
+    attempts = 20 * count + 1000
+    while len(chosen) < count and attempts > 0 and len(ids) > 1:
+        attempts -= 1
         a, b = rng.sample(ids, 2)
-        if frozenset((a, b)) not in related:
-            randoms.append((a, b))
-    return [TextPair(documents[a], documents[b], None, "same_topic") for a, b in same] + [
-        TextPair(documents[a], documents[b], None, "random") for a, b in randoms
-    ]
+        if (key := frozenset((a, b))) not in seen and allowed(a, b):
+            seen.add(key)
+            chosen.append((a, b))
+    if len(chosen) < count:
+        rest = [(a, b) for a, b in combinations(ids, 2) if allowed(a, b) and frozenset((a, b)) not in seen]
+        chosen += rng.sample(rest, min(count - len(chosen), len(rest)))
+    return chosen
 
 
 def read_pairs(path: str | Path, *, max_pairs: int = 2000, seed: int = 0) -> PairSet:
     """Read text pairs from a file or BEIR folder; the format follows from the name (see module docs).
 
-    `max_pairs` and `seed` apply to BEIR folders, whose same-topic and random pairs are drawn.
+    `max_pairs` and `seed` apply where pairs are drawn: BEIR folders and JSONL documents with a ``group``.
     """
     path = Path(path)
     if path.is_dir():
-        return PairSet(tuple(_read_beir(path, max_pairs, seed)), str(path), "beir")
+        pairs, fmt = _read_beir(path, max_pairs, seed)
+        return PairSet(tuple(pairs), str(path), fmt)
     if not path.exists():
         raise DataFormatError(f"{path}: no such file or directory")
     name = path.name.removesuffix(".gz")
     if name.endswith((".jsonl", ".json")):
-        return PairSet(tuple(_read_jsonl(path)), str(path), "jsonl")
+        pairs, fmt = _read_jsonl(path, max_pairs, seed)
+        return PairSet(tuple(pairs), str(path), fmt)
     if name.endswith((".tsv", ".csv", ".txt")):
         return PairSet(tuple(_read_delimited(path)), str(path), "delimited")
     raise DataFormatError(
@@ -324,5 +389,5 @@ def default_probe_pairs() -> PairSet:
     """The embedded probe set: English pairs written for lengthwise, of varied topic, relatedness and length."""
     resource = resources.files("lengthwise") / "probes" / "default_pairs.jsonl"
     with resources.as_file(resource) as path:
-        pairs = tuple(_read_jsonl(path))
-    return PairSet(pairs, "lengthwise:probes/default_pairs.jsonl", "jsonl")
+        pairs, _ = _read_jsonl(path, 2000, 0)
+    return PairSet(tuple(pairs), "lengthwise:probes/default_pairs.jsonl", "jsonl")

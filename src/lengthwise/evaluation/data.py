@@ -10,13 +10,20 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from lengthwise.core.data import DataFormatError, PairSet, TextPair, jsonl_objects, open_text, read_pairs
+from lengthwise.core.data import (
+    DataFormatError,
+    PairSet,
+    TextPair,
+    jsonl_objects,
+    open_text,
+    read_pairs,
+    read_qrels,
+)
 
 __all__ = [
     "LabelledTexts",
@@ -153,22 +160,6 @@ def _read_jsonl_objects(path: Path, required: tuple[str, ...]) -> list[tuple[int
     return rows
 
 
-def _read_qrels(path: Path) -> dict[str, dict[str, int]]:
-    qrels: dict[str, dict[str, int]] = defaultdict(dict)
-    with open_text(path) as handle:
-        for line_no, line in enumerate(handle, start=1):
-            cells = line.rstrip("\r\n").split("\t")
-            if not line.strip() or (line_no == 1 and cells[0].strip().lower() in {"query-id", "query_id", "qid"}):
-                continue
-            if len(cells) == 4:  # TREC qrels: qid, iteration, docid, rel
-                cells = [cells[0], cells[2], cells[3]]
-            try:
-                qrels[cells[0].strip()][cells[1].strip()] = int(float(cells[2]))
-            except (IndexError, ValueError):
-                raise DataFormatError(f"{path}:{line_no}: expected `query-id<TAB>corpus-id<TAB>score`") from None
-    return dict(qrels)
-
-
 def read_beir(folder: str | Path, split: str = "test") -> RetrievalData:
     """Read a BEIR folder: ``corpus.jsonl``, ``queries.jsonl`` (plain or ``.gz``) and ``qrels/<split>.tsv``."""
     folder = Path(folder)
@@ -194,7 +185,7 @@ def read_beir(folder: str | Path, split: str = "test") -> RetrievalData:
         str(row["_id"]): str(row.get("text", "")).strip()
         for _, row in _read_jsonl_objects(queries_path, ("_id", "text"))
     }
-    qrels = _read_qrels(qrels_path)
+    qrels = read_qrels(qrels_path)  # the one qrels reader, shared with the audit's BEIR pairs
     missing = [qid for qid in qrels if qid not in queries]
     if missing:
         raise DataFormatError(
