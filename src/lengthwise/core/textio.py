@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import Any, BinaryIO
 
 from lengthwise.core.tokens import MAX_TEXT_CHARS
 
@@ -51,8 +51,9 @@ class TextFile:
         self.line_no = 0  # lines handed out so far
         self._pending: list[str] = []
         try:
-            gz = self.path.suffix == ".gz"
-            self._raw: IO[bytes] = gzip.open(self.path, "rb") if gz else open(self.path, "rb")  # noqa: SIM115
+            self._raw: gzip.GzipFile | BinaryIO = (
+                gzip.GzipFile(self.path, "rb") if self.path.suffix == ".gz" else open(self.path, "rb")  # noqa: SIM115
+            )
         except IsADirectoryError:
             raise DataFormatError(f"{self.path}: is a directory; pass a file") from None
         except FileNotFoundError:
