@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lengthwise.core.bins import LengthBins, per_bin, token_lengths
+from lengthwise.core.bins import BinCounting, LengthBins, per_bin, token_lengths
 from lengthwise.core.embed import TokenView
 
 
@@ -44,3 +44,23 @@ def test_token_lengths_are_untruncated_content_lengths(tiny_model) -> None:
     lengths = token_lengths(view, ["hello world", long_text], batch_size=1)
     assert lengths.tolist() == [2, 300]
     assert LengthBins.for_view(view).max_content == view.max_content == 62
+
+
+def test_after_truncation_bins_count_what_the_model_saw() -> None:
+    """The document diagnostics' convention: 1–w, w+1–2w, …; a cut text (n = budget) sits in the last bin."""
+    bins = LengthBins(width=32, max_content=254, counting=BinCounting.AFTER_TRUNCATION)
+    assert bins.labels()[0] == "1–32" and bins.labels()[-1] == "225–254" and len(bins.labels()) == 8
+    assert bins.assign(np.asarray([1, 32, 33, 254])).tolist() == [0, 0, 1, 7]
+    assert bins.row(7) == {"bin": 7, "label": "225–254", "middle": 239.5}
+    assert bins.describe()["counting"] == "after_truncation"
+    assert LengthBins(width=100, max_content=254).describe()["counting"] == "before_truncation"
+
+
+def test_default_bins_are_eight_across_the_window(tiny_model) -> None:
+    bins = LengthBins.default(TokenView(tiny_model))
+    assert (bins.width, bins.max_content, bins.counting) == (16, 62, BinCounting.AFTER_TRUNCATION)
+
+
+def test_before_truncation_rows_have_middles() -> None:
+    bins = LengthBins(width=100, max_content=254)
+    assert [bins.row(i)["middle"] for i in range(4)] == [49.5, 149.5, 227.0, 255.0]

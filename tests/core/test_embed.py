@@ -66,3 +66,25 @@ def test_token_view_budget(tiny_model) -> None:
     assert view.max_content == 62
     long_text = " ".join(["word"] * 500)
     assert len(view.content([long_text])[0]) == 62
+
+
+def test_forward_batches_with_states_pool_like_embed_ids(tiny_model) -> None:
+    """The per-layer path (Hugging Face model + the model's own pooling modules) gives embed_ids' vectors."""
+    from lengthwise.core.embed import forward_batches
+
+    view = TokenView(tiny_model)
+    inputs = [view.wrap(ids) for ids in view.content(TEXTS)]
+    plain = embed_ids(tiny_model, inputs, batch_size=2)
+    seen = np.zeros(len(inputs), dtype=bool)
+    for batch in forward_batches(tiny_model, inputs, batch_size=2, hidden_states=True):
+        np.testing.assert_allclose(batch.pooled, plain[batch.index], atol=1e-6)
+        assert len(batch.hidden) == 3 and batch.hidden[0].shape[:2] == batch.mask.shape
+        assert batch.lengths == [len(inputs[i]) for i in batch.index]
+        seen[batch.index] = True
+    assert seen.all()
+
+
+def test_content_names_the_text_in_errors(tiny_model) -> None:
+    view = TokenView(tiny_model)
+    with pytest.raises(ValueError, match=r"pairs\.tsv:3 \(text1\) is empty"):
+        view.content(["fine", "  "], names=["pairs.tsv:2 (text1)", "pairs.tsv:3 (text1)"])

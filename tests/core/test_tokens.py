@@ -112,3 +112,23 @@ def test_shuffle_words_keeps_the_words() -> None:
     assert sorted(shuffled.split()) == sorted(text.split())
     assert shuffled != text
     assert shuffle_words("single", random.Random(1)) == "single"
+
+
+def test_elongation_mode_is_a_str_enum() -> None:
+    from lengthwise.core.tokens import ElongationMode
+
+    assert Elongation("random").mode is ElongationMode.RANDOM
+    assert Elongation.parse("twice").describe() == "twice" and Elongation.parse("7").describe() == "7"
+    with pytest.raises(ValueError, match="not one of fixed, random, twice"):
+        Elongation("sometimes")
+
+
+def test_kept_text_is_what_survives_truncation(tokenizer) -> None:
+    """13.3: the word-shuffle probe shuffles only this part, so both sides hold the same words."""
+    from lengthwise.core.tokens import kept_text
+
+    text = "alpha beta gamma delta epsilon zeta eta theta"
+    assert kept_text(tokenizer, text, 100) == text
+    kept = kept_text(tokenizer, text, 3)
+    assert kept == "alpha beta gamma"
+    assert tokenizer(kept, add_special_tokens=False)["input_ids"] == content_ids(tokenizer, [text], 3)[0]

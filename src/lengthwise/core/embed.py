@@ -6,7 +6,9 @@ exact ids to the model, so nothing is ever decoded and re-tokenized.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -14,7 +16,15 @@ from sentence_transformers import SentenceTransformer
 
 from lengthwise.core.tokens import SpecialTokens, content_ids, special_tokens
 
-__all__ = ["TokenView", "batch_features", "embed_ids", "embed_texts"]
+__all__ = [
+    "ForwardBatch",
+    "TokenView",
+    "batch_features",
+    "embed_ids",
+    "embed_texts",
+    "forward_batches",
+    "text_transformer",
+]
 
 
 class TokenView:
@@ -26,9 +36,9 @@ class TokenView:
         self.max_length: int = _max_length(model)
         self.max_content: int = self.max_length - self.specials.count
 
-    def content(self, texts: Sequence[str]) -> list[list[int]]:
-        """``tok(S)`` of each text, truncated to the content budget."""
-        return content_ids(self.tokenizer, texts, self.max_content)
+    def content(self, texts: Sequence[str], names: Sequence[str] | None = None) -> list[list[int]]:
+        """``tok(S)`` of each text, truncated to the content budget; `names` name the texts in errors."""
+        return content_ids(self.tokenizer, texts, self.max_content, names)
 
     def wrap(self, ids: Sequence[int]) -> list[int]:
         return self.specials.wrap(ids)
@@ -55,6 +65,79 @@ def batch_features(tokenizer, batch: Sequence[Sequence[int]], device: torch.devi
     return {name: tensor.to(device) for name, tensor in features.items()}
 
 
+@dataclass
+class ForwardBatch:
+    """One forward pass of `forward_batches`: which inputs, their lengths, pooled embeddings and (if asked) the
+    per-layer tensors of the Hugging Face model."""
+
+    index: np.ndarray  # (B,) positions in the input list
+    lengths: list[int]  # (B,) real tokens per row
+    mask: torch.Tensor  # (B, T) attention mask
+    pooled: np.ndarray  # (B, D) float32, the model's own pooling and normalisation
+    hidden: tuple[torch.Tensor, ...] = ()  # L + 1 tensors (B, T, D) when asked; layer 0 is the embedding layer
+    attentions: tuple[torch.Tensor, ...] = ()  # L tensors (B, H, T, T) when asked
+
+
+def text_transformer(model: SentenceTransformer) -> Any:
+    """The Hugging Face model inside `model`; ValueError unless model[0] is a plain text Transformer."""
+    text = (getattr(model[0], "modality_config", None) or {}).get("text", {})
+    output = text.get("method_output_name", "last_hidden_state")
+    plain = text.get("method", "forward") == "forward" and output in ("last_hidden_state", ("last_hidden_state",))
+    if not hasattr(model[0], "auto_model") or not plain:
+        raise ValueError("per-layer states need a model whose first module is a Hugging Face text Transformer")
+    return model[0].auto_model
+
+
+def _check_sequences(model: SentenceTransformer, sequences: Sequence[Sequence[int]]) -> None:
+    if not len(sequences):
+        raise ValueError("no sequences to embed")
+    limit = _max_length(model)
+    for index, ids in enumerate(sequences):
+        if not len(ids):
+            raise ValueError(f"sequence #{index} is empty")
+        if len(ids) > limit:
+            raise ValueError(f"sequence #{index} has {len(ids)} tokens, more than the model's max length {limit}")
+
+
+def forward_batches(
+    model: SentenceTransformer,
+    sequences: Sequence[Sequence[int]],
+    *,
+    batch_size: int = 32,
+    hidden_states: bool = False,
+    attentions: bool = False,
+) -> Iterator[ForwardBatch]:
+    """The one batched forward pass: full model inputs (special tokens included), longest first, in batches.
+
+    Each batch is right-padded and run in inference mode; its pooled embeddings come from the model's own
+    modules. With `hidden_states` / `attentions` the Hugging Face model inside runs with those outputs on
+    (attention maps need an eager attention implementation) and the pooling modules after it, which gives the
+    same pooled vectors. Raises ValueError for an empty sequence or one longer than the model's max length.
+    """
+    _check_sequences(model, sequences)
+    order = np.argsort([-len(ids) for ids in sequences], kind="stable")
+    states = hidden_states or attentions
+    transformer, tail = (text_transformer(model), list(model)[1:]) if states else (None, [])
+    model.eval()
+    for start in range(0, len(order), batch_size):
+        index = order[start : start + batch_size]
+        batch = [sequences[i] for i in index]
+        with torch.inference_mode():
+            features = batch_features(model.tokenizer, batch, model.device)
+            if transformer is None:
+                out = model(features)
+                hidden: tuple[torch.Tensor, ...] = ()
+                maps: tuple[torch.Tensor, ...] = ()
+            else:
+                raw = transformer(**features, output_hidden_states=hidden_states, output_attentions=attentions)
+                out = {**features, "token_embeddings": raw.last_hidden_state}
+                for module in tail:  # the model's own pooling / dense / normalize modules
+                    out = module(out)
+                hidden, maps = tuple(raw.hidden_states or ()), tuple(raw.attentions or ())
+            pooled = out["sentence_embedding"].float().cpu().numpy()  # (B, D)
+        yield ForwardBatch(index, [len(ids) for ids in batch], features["attention_mask"], pooled, hidden, maps)
+
+
 def embed_ids(
     model: SentenceTransformer,
     sequences: Sequence[Sequence[int]],
@@ -64,31 +147,17 @@ def embed_ids(
 ) -> np.ndarray:
     """Embed full model inputs (special tokens included) with the model's pooling and normalization.
 
-    Sequences are batched longest-first to keep padding small. Returns float32 of shape (len(sequences), D).
-    Raises ValueError for an empty sequence or one longer than the model's max length.
+    Sequences are batched longest-first to keep padding small (`forward_batches`). Returns float32 of shape
+    (len(sequences), D). Raises ValueError for an empty sequence or one longer than the model's max length.
     """
-    if not sequences:
-        raise ValueError("no sequences to embed")
-    limit = _max_length(model)
-    for index, ids in enumerate(sequences):
-        if not ids:
-            raise ValueError(f"sequence #{index} is empty")
-        if len(ids) > limit:
-            raise ValueError(f"sequence #{index} has {len(ids)} tokens, more than the model's max length {limit}")
-    order = np.argsort([-len(ids) for ids in sequences], kind="stable")
-    tokenizer = model.tokenizer
-    chunks: list[torch.Tensor] = []
-    model.eval()
-    with torch.inference_mode():
-        for start in range(0, len(order), batch_size):
-            batch = [sequences[i] for i in order[start : start + batch_size]]
-            out = model(batch_features(tokenizer, batch, model.device))
-            chunks.append(out["sentence_embedding"].float().cpu())  # (B, D)
-            if on_batch is not None:
-                on_batch(len(batch))
-    sorted_embeddings = torch.cat(chunks).numpy()  # (len, D) in length order
-    embeddings = np.empty_like(sorted_embeddings)
-    embeddings[order] = sorted_embeddings
+    embeddings: np.ndarray | None = None
+    for batch in forward_batches(model, sequences, batch_size=batch_size):
+        if embeddings is None:
+            embeddings = np.empty((len(sequences), batch.pooled.shape[1]), dtype=np.float32)
+        embeddings[batch.index] = batch.pooled
+        if on_batch is not None:
+            on_batch(len(batch.index))
+    assert embeddings is not None  # forward_batches refuses an empty input
     return embeddings
 
 

@@ -10,16 +10,18 @@ import bisect
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 from functools import cache
-from typing import Literal
 
 __all__ = [
     "Elongation",
+    "ElongationMode",
     "SpecialTokens",
     "content_ids",
     "elongate",
     "elongation_factor",
     "first_k",
+    "kept_text",
     "segments",
     "shuffle_words",
     "special_tokens",
@@ -29,7 +31,14 @@ __all__ = [
 
 Ids = list[int]
 MAX_TEXT_CHARS = 1_000_000  # ~200k tokens: far beyond any encoder's window; longer input is almost surely a mistake
-ElongationMode = Literal["fixed", "random", "twice"]
+
+
+class ElongationMode(str, Enum):
+    """How `Elongation` picks m: one fixed m, m uniform in its allowed range per text, or m = 2."""
+
+    FIXED = "fixed"
+    RANDOM = "random"
+    TWICE = "twice"
 
 
 @dataclass(frozen=True)
@@ -59,17 +68,24 @@ def special_tokens(tokenizer) -> SpecialTokens:
     raise ValueError(f"cannot locate the content tokens inside {with_special}; unsupported tokenizer")
 
 
-def content_ids(tokenizer, texts: Sequence[str], max_content: int | None = None) -> list[Ids]:
+def content_ids(
+    tokenizer, texts: Sequence[str], max_content: int | None = None, names: Sequence[str] | None = None
+) -> list[Ids]:
     """``tok(S)`` for each text: ids without special tokens, truncated to `max_content` tokens if given.
 
-    Raises ValueError for an empty or whitespace-only text, or one over `MAX_TEXT_CHARS`, naming its index.
+    Raises ValueError for an empty or whitespace-only text, one over `MAX_TEXT_CHARS`, or one with no tokens,
+    naming it by ``names[i]`` (e.g. ``pairs.tsv:7 (text1)``) when given, else by its index.
     """
+
+    def name(index: int) -> str:
+        return names[index] if names is not None else f"text #{index}"
+
     for index, text in enumerate(texts):
         if not isinstance(text, str) or not text.strip():
-            raise ValueError(f"text #{index} is empty or whitespace-only; remove it or give it content")
+            raise ValueError(f"{name(index)} is empty or whitespace-only; remove it or give it content")
         if len(text) > MAX_TEXT_CHARS:
             raise ValueError(
-                f"text #{index} has {len(text):,} characters (limit {MAX_TEXT_CHARS:,}); "
+                f"{name(index)} has {len(text):,} characters (limit {MAX_TEXT_CHARS:,}); "
                 "split the document or cut it before auditing"
             )
     kwargs: dict[str, object] = {"add_special_tokens": False}
@@ -78,7 +94,7 @@ def content_ids(tokenizer, texts: Sequence[str], max_content: int | None = None)
     encoded = tokenizer(list(texts), **kwargs)["input_ids"]
     for index, ids in enumerate(encoded):
         if not ids:
-            raise ValueError(f"text #{index} ({texts[index][:40]!r}) has no tokens for this tokenizer")
+            raise ValueError(f"{name(index)} ({texts[index][:40]!r}) has no tokens for this tokenizer; remove it")
     return [list(ids) for ids in encoded]
 
 
@@ -89,13 +105,16 @@ class Elongation:
     In every mode m is capped so that ``m * n <= max_content``; a copy is never cut in the middle.
     """
 
-    mode: ElongationMode = "fixed"
+    mode: ElongationMode | str = ElongationMode.FIXED  # a plain value ("random") is turned into the enum
     m: int = 1
 
     def __post_init__(self) -> None:
-        if self.mode not in ("fixed", "random", "twice"):
-            raise ValueError(f"elongation mode {self.mode!r} is not one of fixed, random, twice")
-        if self.mode == "fixed" and self.m < 1:
+        try:
+            object.__setattr__(self, "mode", ElongationMode(self.mode))
+        except ValueError:
+            choices = ", ".join(mode.value for mode in ElongationMode)
+            raise ValueError(f"elongation mode {self.mode!r} is not one of {choices}") from None
+        if self.mode is ElongationMode.FIXED and self.m < 1:
             raise ValueError(f"elongation factor m={self.m} must be ≥ 1")
 
     @classmethod
@@ -103,14 +122,14 @@ class Elongation:
         """Read ``"100"``, ``"random"`` or ``"twice"`` (the CLI's ``--elongate`` value)."""
         text = str(spec).strip().lower()
         if text in ("random", "twice"):
-            return cls(mode=text)  # type: ignore[arg-type]
+            return cls(mode=ElongationMode(text))
         try:
-            return cls(mode="fixed", m=int(text))
+            return cls(mode=ElongationMode.FIXED, m=int(text))
         except ValueError:
             raise ValueError(f"--elongate {spec!r}: use a positive integer, 'random' or 'twice'") from None
 
     def describe(self) -> str:
-        return str(self.m) if self.mode == "fixed" else self.mode
+        return str(self.m) if self.mode is ElongationMode.FIXED else ElongationMode(self.mode).value
 
 
 def elongation_factor(n: int, max_content: int, elongation: Elongation, rng: random.Random | None = None) -> int:
@@ -118,9 +137,9 @@ def elongation_factor(n: int, max_content: int, elongation: Elongation, rng: ran
     if n < 1:
         raise ValueError("cannot elongate an empty token sequence")
     cap = max(1, max_content // n)
-    if elongation.mode == "random":
+    if elongation.mode is ElongationMode.RANDOM:
         return (rng or random).randint(1, cap)
-    wanted = 2 if elongation.mode == "twice" else elongation.m
+    wanted = 2 if elongation.mode is ElongationMode.TWICE else elongation.m
     return min(wanted, cap)
 
 
@@ -162,6 +181,33 @@ def shuffle_words(text: str, rng: random.Random) -> str:
         if shuffled != " ".join(text.split()):
             return shuffled
     return " ".join(words)
+
+
+def kept_text(tokenizer, text: str, max_content: int) -> str:
+    """The start of `text` whose tokens are its first `max_content` content tokens: what survives truncation.
+
+    The whole text when it fits. The word-shuffle probe shuffles only this part, so both sides of the probe
+    hold the same words (METHODS §1, laser3 §6.1). Uses the fast tokenizer's character offsets; a tokenizer
+    without them falls back to the longest run of whole words that fits.
+    """
+    if max_content < 1:
+        raise ValueError(f"max_content must be ≥ 1, got {max_content}")
+    if getattr(tokenizer, "is_fast", False):
+        encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
+        offsets = encoded["offset_mapping"]
+        return text if len(offsets) <= max_content else text[: offsets[max_content - 1][1]]
+    words = text.split()
+
+    def fits(k: int) -> bool:
+        return len(tokenizer(" ".join(words[:k]), add_special_tokens=False, verbose=False)["input_ids"]) <= max_content
+
+    if fits(len(words)):
+        return text
+    low, high = 0, len(words)  # fits(low), not fits(high)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if fits(middle) else (low, middle)
+    return " ".join(words[: max(low, 1)])
 
 
 def windows(
