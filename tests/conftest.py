@@ -10,7 +10,6 @@ import os
 from pathlib import Path
 
 import pytest
-import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -30,6 +29,7 @@ def minilm_path() -> str:
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory, minilm_path: str) -> Path:
     """A 2-layer, 32-wide random BERT with all-MiniLM's WordPiece tokenizer, saved as a sentence-transformer."""
+    import torch
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
     from transformers import AutoTokenizer, BertConfig, BertModel
@@ -77,6 +77,8 @@ def data_dir() -> Path:
 @pytest.fixture(scope="module")
 def one_thread():
     """Tiny models run far faster on one torch thread when the shared CPU is busy; restored afterwards."""
+    import torch
+
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

@@ -1,0 +1,150 @@
+"""scripts/check_imports.py on fabricated package trees: it passes a clean layout and names each broken rule."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "check_imports.py"
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("check_imports", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+check_imports = _load()
+
+CLEAN = {
+    "__init__.py": "from pkg.core import tokens\n",
+    "facade.py": "def train():\n    from pkg.training import run\n    from pkg.evaluation import sts\n",
+    "_compat.py": "MOVED = {'pkg.tokens': 'pkg.core.tokens', 'pkg.eval_cli': 'pkg.cli.eval'}\n",
+    "core/__init__.py": "",
+    "core/tokens.py": "import numpy\n",
+    "core/data.py": "from . import tokens\nfrom .tokens import x\n",
+    "audit/__init__.py": "",
+    "audit/attack.py": "from pkg.core.tokens import elongate\nfrom pkg.audit import shift\n",
+    "audit/shift.py": "import scipy\n",
+    "evaluation/__init__.py": "",
+    "evaluation/sts.py": "from ..core import data\n",
+    "training/__init__.py": "",
+    "training/run.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.core.data import PairSet\n",
+    "cli/__init__.py": "from pkg.cli import audit\n",
+    "cli/audit.py": "def run():\n    from pkg.audit.attack import run_audit\n    from pkg import facade\n",
+}
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "pkg"
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root
+
+
+def _problems(tmp_path: Path, **changes: str) -> list[str]:
+    files = dict(CLEAN)
+    files.update({name.replace("__", "/").replace("_py", ".py"): text for name, text in changes.items()})
+    root = _tree(tmp_path, files)
+    modules, edges = check_imports.scan(root)
+    return check_imports.violations(modules, edges, root.name)
+
+
+def test_a_clean_layout_passes_and_its_graph_is_printed(tmp_path: Path) -> None:
+    root = _tree(tmp_path, CLEAN)
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), "--root", str(root), "--modules"], capture_output=True, text=True, check=False
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "cli        → core (0)" not in run.stdout
+    assert "audit      → core (1)" in run.stdout  # attack → core.tokens; attack → audit.shift stays inside the room
+    assert "cli        → audit (1), facade (1)" in run.stdout  # imports inside functions count
+    assert "pkg.core.data → pkg.core.tokens" in run.stdout  # relative imports resolved
+    assert "pkg.training.run → pkg.core.data" in run.stdout  # TYPE_CHECKING imports count
+    assert "OK:" in run.stdout
+
+
+def test_strings_naming_modules_are_not_imports(tmp_path: Path) -> None:
+    # _compat's table names pkg.cli.eval in a string; the lazy facade's export tables do the same
+    assert _problems(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        (
+            {"audit__attack_py": "def f():\n    from pkg.training.run import x\n"},
+            "(audit → training): a room imports only",
+        ),
+        ({"evaluation__sts_py": "from pkg import __version__\n"}, "(evaluation → facade): a room imports only"),
+        ({"core__tokens_py": "from pkg.audit import shift\n"}, "(core → audit): the hall (core/) imports only itself"),
+        ({"longdoc__windows_py": "import pkg.cli.audit\n"}, "(longdoc → cli): nothing outside cli/ imports cli/"),
+        ({"_compat_py": "from pkg.cli import audit\n"}, "(facade → cli): nothing outside cli/ imports cli/"),
+        ({"helpers_py": "x = 1\n"}, "pkg.helpers: in no room"),
+    ],
+)
+def test_each_broken_rule_is_named(tmp_path: Path, changes: dict[str, str], expected: str) -> None:
+    problems = _problems(tmp_path, **changes)
+    assert len(problems) == 1, problems
+    assert expected in problems[0]
+
+
+def test_a_cycle_inside_a_room_fails_and_the_command_exits_1(tmp_path: Path) -> None:
+    # the old report.py ↔ report_docs.py shape: each imports the other, one of them inside a function
+    files = dict(CLEAN)
+    files["audit/shift.py"] = "def plot():\n    from pkg.audit import attack\n"
+    root = _tree(tmp_path, files)
+    modules, edges = check_imports.scan(root)
+    problems = check_imports.violations(modules, edges, root.name)
+    assert problems in (
+        ["cycle: pkg.audit.shift imports pkg.audit.attack imports pkg.audit.shift (shift.py:2, attack.py:2)"],
+        ["cycle: pkg.audit.attack imports pkg.audit.shift imports pkg.audit.attack (attack.py:2, shift.py:2)"],
+    )
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), "--root", str(root)], capture_output=True, text=True, check=False
+    )
+    assert run.returncode == 1
+    assert "FAILED: 1 broken rule(s)" in run.stdout
+
+
+def test_annotation_only_imports_make_no_cycle_but_still_break_room_rules(tmp_path: Path) -> None:
+    typing_only = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.audit.attack import R\n"
+    assert _problems(tmp_path, audit__shift_py=typing_only) == []
+    problems = _problems(tmp_path, training__run_py=typing_only)
+    assert len(problems) == 1 and "(training → audit)" in problems[0]
+
+
+def test_every_cycle_is_reported_once(tmp_path: Path) -> None:
+    # two independent cycles, one of three modules: each reported, and the scan ends
+    files = dict(CLEAN)
+    files["audit/shift.py"] = "from pkg.audit import attack\n"
+    files["core/tokens.py"] = "from pkg.core import extra\n"
+    files["core/extra.py"] = "from pkg.core import data\n"
+    root = _tree(tmp_path, files)
+    problems = check_imports.violations(*check_imports.scan(root), root.name)
+    assert len(problems) == 2, problems
+    assert all(p.startswith("cycle: ") for p in problems)
+    three = next(p for p in problems if "core" in p)
+    assert three.count(" imports ") == 3
+
+
+def test_the_problem_line_names_the_file_and_line(tmp_path: Path) -> None:
+    problems = _problems(tmp_path, audit__shift_py="import os\n\n\nfrom pkg.tempscale import x\n", tempscale__x_py="")
+    assert any(p.startswith(f"{(tmp_path / 'pkg' / 'audit' / 'shift.py').as_posix()}:4: ") for p in problems), problems
+
+
+def test_a_folder_that_is_no_package_is_refused(tmp_path: Path) -> None:
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), "--root", str(tmp_path)], capture_output=True, text=True, check=False
+    )
+    assert run.returncode == 2
+    assert "no __init__.py" in run.stderr
