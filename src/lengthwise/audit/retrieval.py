@@ -1,0 +1,260 @@
+"""The retrieval length-bias audit (METHODS §6): does a retriever rank by length instead of relevance?
+
+`audit_retrieval` embeds the corpus and the queries once and measures the *natural* bias on the data as it is
+(rank of relevant documents against their length, the lengths of the top k, score against length among
+non-relevant documents). It then perturbs each sampled (query, relevant document) pair at the token level —
+dilution, repetition, position (`lengthwise.audit.retrieval_perturb`) — embeds only the perturbed documents and
+ranks them against the cached corpus (`lengthwise.core.search.score_ranks`). Each pair is its own control.
+
+Any `TextEncoder` works (a plain model, TempScale, a long-document encoder). The token view gives the tokenizer;
+perturbed ids reach the encoder as decoded text, and the audit checks that this text tokenizes back to the
+same ids. A document longer than the window is first cut to its first tokens so the whole perturbed sequence
+fits, as the encoder's truncation would cut it; `n_cut` says how many pairs that touched.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Protocol
+
+import numpy as np
+import torch
+
+from lengthwise.audit.retrieval_controlled import controlled_bias, embed_side
+from lengthwise.audit.retrieval_result import Natural, RetrievalBias, verdicts
+from lengthwise.audit.retrieval_stats import (
+    length_percentiles,
+    mean_ci,
+    partial_spearman,
+    spearman,
+    two_sample_ks,
+    wilcoxon_p,
+)
+from lengthwise.core.bins import LengthBins, per_bin, token_lengths
+from lengthwise.core.embed import TokenView
+from lengthwise.core.encoder import TextEncoder
+from lengthwise.core.search import exact_search, relevant_ranks
+
+__all__ = ["RetrievalAuditConfig", "RetrievalSplit", "audit_retrieval"]
+
+Progress = Callable[[str, int, int], None]
+
+
+class RetrievalSplit(Protocol):
+    """A BEIR split as `lengthwise.evaluation.data.read_beir` returns it (the command line joins the two)."""
+
+    @property
+    def doc_ids(self) -> Sequence[str]: ...
+    @property
+    def doc_texts(self) -> Sequence[str]: ...
+    @property
+    def query_ids(self) -> Sequence[str]: ...
+    @property
+    def query_texts(self) -> Sequence[str]: ...
+    @property
+    def qrels(self) -> Mapping[str, Mapping[str, int]]: ...
+    def describe(self) -> dict[str, object]: ...
+
+
+@dataclass(frozen=True)
+class RetrievalAuditConfig:
+    """Settings of the retrieval length-bias audit (METHODS §6 defaults).
+
+    `window`: content tokens the encoder sees (None: the model's N − special tokens; give more for a
+    long-document encoder). `position_length`: content tokens of a position probe, unit + filler (None: the
+    window). `max_pairs` (query, relevant document) pairs are sampled for the controlled part (None: all);
+    `max_negatives` non-relevant documents per query for the score–length correlation (None: all).
+    """
+
+    dilution: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)
+    repetition: tuple[int, ...] = (2, 4)
+    depths: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
+    window: int | None = None
+    position_length: int | None = None
+    top_k: int = 10
+    bin_width: int = 100
+    max_pairs: int | None = 1000
+    max_negatives: int | None = 10000
+    filler_pool: int = 2000
+    drop_self_hits: bool = True
+    alpha: float = 0.05
+    bootstrap_resamples: int = 2000
+    batch_size: int = 32
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if any(r <= 0 for r in self.dilution):
+            raise ValueError(f"dilution ratios {self.dilution} must be > 0 (0.5 = half the document's length)")
+        if any(m < 2 for m in self.repetition):
+            raise ValueError(f"repetition counts {self.repetition} must be ≥ 2")
+        if any(not 0 <= d <= 1 for d in self.depths) or len(self.depths) not in (0, *range(3, 100)):
+            raise ValueError(f"depths {self.depths} must lie in [0, 1], three or more of them (or none)")
+        for name in ("window", "position_length"):
+            value = getattr(self, name)
+            if value is not None and value < 8:
+                raise ValueError(f"{name}={value} leaves no room to perturb; use at least 8 tokens")
+        small = {"top_k": self.top_k, "bin_width": self.bin_width, "filler_pool": self.filler_pool}
+        small |= {"batch_size": self.batch_size, "max_pairs": self.max_pairs or 1}
+        small |= {"max_negatives": self.max_negatives or 3, "bootstrap_resamples": self.bootstrap_resamples}
+        for name, value in small.items():
+            if value < 1:
+                raise ValueError(f"{name}={value} must be ≥ 1")
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"alpha={self.alpha} must lie in (0, 1)")
+
+
+def _length_summary(lengths: np.ndarray) -> dict[str, float]:
+    q25, median, q75 = np.percentile(lengths, [25, 50, 75])
+    return {"mean": float(lengths.mean()), "q25": float(q25), "median": float(median), "q75": float(q75)}
+
+
+def _natural(
+    queries: torch.Tensor,
+    corpus: torch.Tensor,
+    lengths: np.ndarray,
+    pairs: tuple[np.ndarray, np.ndarray],
+    relevant: list[set[int]],
+    exclude: list[int],
+    window: int,
+    config: RetrievalAuditConfig,
+) -> Natural:
+    """Rank against length, the top-k lengths against the corpus, and score against length among non-relevant."""
+    (pair_q, pair_d), k, seed = pairs, config.top_k, config.seed
+    ranks = relevant_ranks(queries, corpus, pair_q, pair_d, exclude=exclude)
+    pair_lengths = lengths[pair_d]
+    bins = LengthBins(width=config.bin_width, max_content=window)
+
+    def by_rank(mask: np.ndarray) -> dict[str, float | None]:
+        chosen = ranks[mask]
+        return {
+            "mean_rank": float(chosen.mean()),
+            "median_rank": float(np.median(chosen)),
+            "recall": float(np.mean(chosen <= k)),
+            "mrr": float(np.mean(1.0 / chosen)),
+        }
+
+    rows = per_bin(bins, bins.assign(pair_lengths), by_rank)
+    for row, count in zip(rows, np.bincount(bins.assign(lengths), minlength=len(rows)).tolist(), strict=True):
+        row["corpus_count"] = count
+    retrieved = lengths[exact_search(queries, corpus, k, exclude=exclude)[1].numpy()]  # (Q, k)
+    retrieved_mean, retrieved_ci = mean_ci(length_percentiles(lengths, retrieved).mean(axis=1), seed=seed)
+    relevant_mean, relevant_ci = mean_ci(length_percentiles(lengths, pair_lengths), seed=seed)
+    edges = np.linspace(0, max(float(np.percentile(lengths, 99)), window + 1), 31)
+    histogram = {"edges": edges.tolist()}
+    for name, values in (("corpus", lengths), ("relevant", pair_lengths), ("retrieved", retrieved.ravel())):
+        histogram[name] = np.histogram(np.minimum(values, edges[-1]), edges)[0].tolist()
+    rng = np.random.default_rng(seed)
+
+    def groups():
+        for start in range(0, queries.shape[0], 64):
+            block = (queries[start : start + 64] @ corpus.T).numpy()  # (b, N)
+            for row, query in enumerate(range(start, start + block.shape[0])):
+                keep = np.ones(corpus.shape[0], dtype=bool)
+                keep[list(relevant[query])] = False
+                if exclude[query] >= 0:
+                    keep[exclude[query]] = False
+                index = np.flatnonzero(keep)
+                if config.max_negatives is not None and len(index) > config.max_negatives:
+                    index = np.sort(rng.choice(index, config.max_negatives, replace=False))
+                yield block[row, index], lengths[index]
+
+    pooled, per_query = partial_spearman(groups())
+    per_query_mean, per_query_ci = mean_ci(per_query, seed=seed)
+    return Natural(
+        rank_vs_length={
+            "correlation": spearman(pair_lengths, ranks),
+            "by_bin": rows,
+            "bins": bins.describe(),
+            "pairs": {"length": pair_lengths.tolist(), "rank": ranks.tolist()},
+        },
+        top_k_lengths={
+            "corpus": _length_summary(lengths),
+            "relevant": _length_summary(pair_lengths),
+            "retrieved": _length_summary(retrieved.ravel()),
+            "retrieved_percentile": {"mean": retrieved_mean, "ci95": retrieved_ci},
+            "relevant_percentile": {"mean": relevant_mean, "ci95": relevant_ci},
+            "ks_vs_corpus": two_sample_ks(retrieved.ravel(), lengths),
+            "ks_vs_relevant": two_sample_ks(retrieved.ravel(), pair_lengths),
+            "histogram": histogram,
+        },
+        score_length={
+            "partial_rho": pooled,
+            "per_query_mean": per_query_mean,
+            "per_query_ci95": per_query_ci,
+            "wilcoxon_p": wilcoxon_p(per_query),
+            "n_queries": len(per_query),
+        },
+    )
+
+
+def _judged(data: RetrievalSplit, drop_self_hits: bool) -> tuple[list[set[int]], list[int], np.ndarray]:
+    """Relevant corpus rows per query, each query's self-hit row (-1: none), and the (2, P) relevant pairs."""
+    doc_position = {doc_id: row for row, doc_id in enumerate(data.doc_ids)}
+    exclude = [doc_position.get(qid, -1) if drop_self_hits else -1 for qid in data.query_ids]
+    relevant = [
+        {doc_position[doc] for doc, grade in data.qrels.get(qid, {}).items() if grade > 0 and doc in doc_position}
+        for qid in data.query_ids
+    ]
+    pairs = np.asarray([(q, d) for q, docs in enumerate(relevant) for d in sorted(docs)], dtype=np.int64)
+    if not len(pairs):
+        raise ValueError(f"{data.describe().get('source')}: no query has a relevant document in the corpus")
+    return relevant, exclude, pairs.reshape(-1, 2).T
+
+
+def audit_retrieval(
+    encoder: TextEncoder,
+    data: RetrievalSplit,
+    view: TokenView,
+    config: RetrievalAuditConfig = RetrievalAuditConfig(),
+    *,
+    on_progress: Progress | None = None,
+) -> RetrievalBias:
+    """Measure natural and controlled length bias of `encoder` on a BEIR split (``audit.json`` →
+    ``retrieval_bias``). `view` supplies the tokenizer and, unless `config.window` is set, the window.
+
+    The corpus and the queries are embedded once; the controlled part embeds only perturbed documents.
+    Raises ValueError when no query has a relevant document in the corpus.
+    """
+    progress = on_progress or (lambda stage, done, total: None)
+    started = time.perf_counter()
+    window = config.window or view.max_content
+    relevant, exclude, pairs = _judged(data, config.drop_self_hits)
+    lengths = token_lengths(view, data.doc_texts)
+    corpus = embed_side(encoder.encode_documents, data.doc_texts, "embedding corpus", config.batch_size, progress)
+    queries = embed_side(encoder.encode_queries, data.query_texts, "embedding queries", config.batch_size, progress)
+    embedded = time.perf_counter()
+    progress("natural bias", 0, 1)
+    natural = _natural(queries, corpus, lengths, (pairs[0], pairs[1]), relevant, exclude, window, config)
+    measured = time.perf_counter()
+    chosen = np.arange(pairs.shape[1])
+    if config.max_pairs is not None and len(chosen) > config.max_pairs:
+        chosen = np.sort(np.random.default_rng(config.seed).choice(chosen, config.max_pairs, replace=False))
+    controlled, cost = controlled_bias(
+        encoder, view, data, (queries, corpus), (pairs[0][chosen], pairs[1][chosen]),
+        relevant, exclude, window, config, progress,
+    )  # fmt: skip
+    controlled["pairs_available"] = int(pairs.shape[1])
+    settings = {**asdict(config), "window": window, "position_length": config.position_length or window}
+    section = RetrievalBias(
+        settings=settings,
+        data=dict(data.describe()),
+        window=window,
+        top_k=config.top_k,
+        natural=natural,
+        controlled=controlled,
+        verdicts=[],
+        cost={
+            "corpus_embedded": len(data.doc_texts),
+            "queries_embedded": len(data.query_texts),
+            **cost,
+            "seconds": {
+                "embed_corpus_and_queries": round(embedded - started, 3),
+                "natural": round(measured - embedded, 3),
+                "controlled": round(time.perf_counter() - measured, 3),
+            },
+        },
+    )
+    section["verdicts"] = verdicts(section, config.alpha)
+    return section

@@ -1,0 +1,259 @@
+"""The controlled, paired part of the retrieval length-bias audit (METHODS §6): build, embed, rank, compare.
+
+For every sampled (query, relevant document) pair the perturbed sequences are built at the token level, the
+distinct ones are decoded to text and embedded once (only these; the corpus embedding is reused), and each is
+ranked against the cached corpus with its original left out (`lengthwise.core.search.score_ranks`). Every
+setting is then compared with its control on the same pairs (`lengthwise.audit.retrieval_stats`).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+import torch
+
+from lengthwise.audit.retrieval_perturb import (
+    build_filler,
+    cut_to_fit,
+    dilute,
+    insert_at_depth,
+    repeat,
+    shuffled_order,
+    word_ids,
+)
+from lengthwise.audit.retrieval_result import Controlled, PositionUnit, Setting
+from lengthwise.audit.retrieval_stats import friedman, paired_shift
+from lengthwise.core.embed import TokenView
+from lengthwise.core.encoder import TextEncoder
+from lengthwise.core.search import exact_search, score_ranks
+from lengthwise.core.tokens import split_sentences
+
+if TYPE_CHECKING:
+    from lengthwise.audit.retrieval import RetrievalAuditConfig, RetrievalSplit
+
+__all__ = ["controlled_bias", "embed_side"]
+
+Progress = Callable[[str, int, int], None]
+Ref = tuple[str, int]  # ("corpus", document row) or ("bank", perturbed sequence row)
+
+
+def embed_side(
+    encode: Callable[..., Any], texts: Sequence[str], stage: str, batch_size: int, progress: Progress
+) -> torch.Tensor:
+    """L2-normalised embeddings of `texts` through one encoder side, in chunks that report progress: (n, D)."""
+    chunks = []
+    for start in range(0, len(texts), 512):
+        chunks.append(np.asarray(encode(list(texts[start : start + 512]), batch_size=batch_size), dtype=np.float32))
+        progress(stage, min(start + 512, len(texts)), len(texts))
+    return torch.nn.functional.normalize(torch.as_tensor(np.concatenate(chunks)), dim=-1)
+
+
+class _Entry(NamedTuple):
+    before: Ref
+    after: Ref
+    skip: int  # the corpus row the perturbed copy stands in for (left out of its ranking)
+    tokens: int  # content tokens of the perturbed sequence
+    base_tokens: int  # content tokens of the control (the document, cut to fit, or the unit alone)
+    cut: bool  # the document was cut to fit the window first
+
+
+@dataclass
+class _Bank:
+    """Distinct perturbed sequences, each embedded once; an unchanged document points at its corpus row."""
+
+    index: dict[tuple[int, ...], int] = field(default_factory=dict)
+
+    def ref(self, ids: Sequence[int], original: Sequence[int], row: int) -> Ref:
+        if len(ids) == len(original) and list(ids) == list(original):
+            return ("corpus", row)
+        return ("bank", self.index.setdefault(tuple(ids), len(self.index)))
+
+
+def _others(queries, corpus, pair_q, relevant, exclude, rng: random.Random) -> list[int]:
+    """Per pair, a random non-relevant document from its query's top 100 (any non-relevant one if none is)."""
+    unique = sorted(set(pair_q.tolist()))
+    top = exact_search(queries[unique], corpus, 100, exclude=[exclude[q] for q in unique])[1].tolist()
+    tops = dict(zip(unique, top, strict=True))
+    others = []
+    for query in pair_q.tolist():
+        candidates = [d for d in tops[query] if d not in relevant[query]]
+        if not candidates:
+            candidates = [d for d in range(corpus.shape[0]) if d not in relevant[query] and d != exclude[query]]
+        if not candidates:
+            raise ValueError("every corpus document is relevant to the query; the audit needs non-relevant ones")
+        others.append(rng.choice(candidates))
+    return others
+
+
+def _best_sentences(encoder, view, texts, queries, pair_q, pair_rows, config, progress) -> tuple[list[list[int]], int]:
+    """Content ids of each pair's document sentence closest to its query (pysbd sentences, document side), and
+    how many sentences were embedded."""
+    sentences = [split_sentences(text) or [text] for text in texts]
+    flat = [sentence for group in sentences for sentence in group]
+    embedded = embed_side(encoder.encode_documents, flat, "embedding sentences", config.batch_size, progress)
+    offsets = np.cumsum([0, *(len(group) for group in sentences)])
+    chosen = []
+    for query, row in zip(pair_q.tolist(), pair_rows, strict=True):
+        similarity = embedded[offsets[row] : offsets[row + 1]] @ queries[query]  # (S,)
+        chosen.append(sentences[row][int(torch.argmax(similarity))])
+    encoded = view.tokenizer(chosen, add_special_tokens=False, verbose=False)["input_ids"]
+    return [list(ids) for ids in encoded], len(flat)
+
+
+def _pair_entries(doc, other, sentence, filler, row: int, other_row: int, window: int, total: int, bank, config):
+    """Every perturbed sequence of one pair, keyed ``family/target/label``."""
+    entries: dict[str, _Entry] = {}
+    for ratio in config.dilution:
+        base = cut_to_fit(doc, int(window / (1 + ratio)))
+        after = dilute(base, filler, min(max(1, int(ratio * len(base) + 0.5)), window - len(base)))
+        entries[f"dilution/relevant/{ratio:g}x"] = _Entry(
+            bank.ref(base, doc, row), bank.ref(after, doc, row), row, len(after), len(base), len(base) < len(doc)
+        )
+    for m in config.repetition:
+        for target, ids, source in (("relevant", doc, row), ("non_relevant", other, other_row)):
+            base = cut_to_fit(ids, window // m)
+            after = repeat(base, m, window)
+            before = bank.ref(base, ids, source)
+            entries[f"repetition/{target}/m={m}"] = _Entry(
+                before, bank.ref(after, ids, source), source, len(after), len(base), len(base) < len(ids)
+            )
+    for unit, ids in (("document", doc), ("sentence", sentence)):
+        base = cut_to_fit(ids, total // 2)
+        around = filler.head(total - len(base))
+        alone = bank.ref(base, doc, row)
+        for depth in config.depths:
+            after = insert_at_depth(base, around, depth)
+            entries[f"position/{unit}/{depth:.0%}"] = _Entry(
+                alone, bank.ref(after, doc, row), row, len(after), len(base), len(base) < len(ids)
+            )
+    return entries
+
+
+def _score_and_rank(queries, corpus, embedded, keys: dict[tuple[int, str, int, int], int], exclude):
+    """Score and full rank of every (query, ref, left-out row) key: two (K,) arrays."""
+    q = torch.as_tensor([key[0] for key in keys], dtype=torch.long)
+    rows = torch.as_tensor([key[2] for key in keys], dtype=torch.long)
+    in_bank = torch.as_tensor([key[1] == "bank" for key in keys])
+    vectors = torch.empty((len(keys), corpus.shape[1]), dtype=corpus.dtype)  # (K, D)
+    vectors[in_bank] = embedded[rows[in_bank]]
+    vectors[~in_bank] = corpus[rows[~in_bank]]
+    scores = (queries[q] * vectors).sum(dim=1)  # (K,)
+    skip = np.asarray([key[3] for key in keys])
+    ranks = score_ranks(queries, corpus, q.numpy(), scores, skip=skip, exclude=exclude, pair_chunk=512)
+    return scores.numpy(), ranks
+
+
+def _setting(label: str, rows: list[tuple[int, int, _Entry]], scores, ranks, config) -> Setting:
+    before, after = np.asarray([r[0] for r in rows]), np.asarray([r[1] for r in rows])
+    rank_before, rank_after = ranks[before], ranks[after]
+    seed, resamples = config.seed, config.bootstrap_resamples
+    return Setting(
+        label=label,
+        n=len(rows),
+        n_cut=sum(entry.cut for _, _, entry in rows),
+        tokens_before_mean=float(np.mean([entry.base_tokens for _, _, entry in rows])),
+        tokens_mean=float(np.mean([entry.tokens for _, _, entry in rows])),
+        rank=paired_shift(rank_before, rank_after, seed=seed, resamples=resamples),
+        score=paired_shift(scores[before], scores[after], seed=seed, resamples=resamples),
+        recall_before=float(np.mean(rank_before <= config.top_k)),
+        recall_after=float(np.mean(rank_after <= config.top_k)),
+        delta_rank=(rank_after - rank_before).astype(int).tolist(),
+    )
+
+
+def _position(unit: str, settings: Mapping[str, Setting], rows, ranks, total: int, config) -> PositionUnit:
+    labels = [f"{depth:.0%}" for depth in config.depths]
+    first = rows[f"position/{unit}/{labels[0]}"]
+    alone = ranks[np.asarray([before for before, _, _ in first])]
+    after = np.stack([ranks[np.asarray([a for _, a, _ in rows[f"position/{unit}/{label}"]])] for label in labels])
+    return PositionUnit(
+        unit_tokens_mean=float(np.mean([entry.base_tokens for _, _, entry in first])),
+        total_tokens=total,
+        alone_recall=float(np.mean(alone <= config.top_k)),
+        alone_mean_rank=float(alone.mean()),
+        depths={label: settings[f"position/{unit}/{label}"] for label in labels},
+        friedman=friedman(after),
+    )
+
+
+def controlled_bias(
+    encoder: TextEncoder,
+    view: TokenView,
+    data: RetrievalSplit,
+    embedded: tuple[torch.Tensor, torch.Tensor],
+    pairs: tuple[np.ndarray, np.ndarray],
+    relevant: list[set[int]],
+    exclude: list[int],
+    window: int,
+    config: RetrievalAuditConfig,
+    progress: Progress,
+) -> tuple[Controlled, dict[str, Any]]:
+    """The controlled section for the given (query rows, document rows) pairs, and what it cost."""
+    queries, corpus = embedded
+    pair_q, pair_d = pairs
+    # one seeded generator per purpose (and per pair for filler), so two encoders audited with the same seed get
+    # the same filler around the same documents: their audits compare pair by pair
+    rng = random.Random(f"others:{config.seed}")
+    tokenizer, total = view.tokenizer, config.position_length or window
+    others = _others(queries, corpus, pair_q, relevant, exclude, rng)
+    docs = sorted(set(pair_d.tolist()) | set(others))
+    encoded = tokenizer([data.doc_texts[d] for d in docs], add_special_tokens=False, verbose=False)["input_ids"]
+    tokens = {d: list(ids) for d, ids in zip(docs, encoded, strict=True)}
+    relevant_rows = sorted(set(pair_d.tolist()))
+    position = {d: i for i, d in enumerate(relevant_rows)}
+    texts = [data.doc_texts[d] for d in relevant_rows]
+    sentences, n_sentences = _best_sentences(
+        encoder, view, texts, queries, pair_q, [position[d] for d in pair_d.tolist()], config, progress
+    )
+    pool = random.Random(f"pool:{config.seed}").sample(
+        range(len(data.doc_texts)), min(config.filler_pool, len(data.doc_texts))
+    )
+    pool_words = word_ids(tokenizer, [data.doc_texts[d] for d in pool])
+    bank, per_pair = _Bank(), []
+    for p, (query, row, other) in enumerate(zip(pair_q.tolist(), pair_d.tolist(), others, strict=True)):
+        skip = {i for i, d in enumerate(pool) if d in relevant[query] or d == row}
+        order = shuffled_order(len(pool), random.Random(f"filler:{config.seed}:{query}:{row}"), skip)
+        filler = build_filler(pool_words, order, max(window, total))
+        per_pair.append(
+            (
+                query,
+                _pair_entries(
+                    tokens[row], tokens[other], sentences[p], filler, row, other, window, total, bank, config
+                ),
+            )
+        )
+    sequences = [list(ids) for ids in bank.index]
+    decoded = [tokenizer.decode(ids) for ids in sequences]
+    back = tokenizer(decoded, add_special_tokens=False, verbose=False)["input_ids"] if decoded else []
+    roundtrip = float(np.mean([list(b) == s for b, s in zip(back, sequences, strict=True)])) if sequences else 1.0
+    stage = "embedding perturbed documents"
+    vectors = embed_side(encoder.encode_documents, decoded, stage, config.batch_size, progress) if decoded else corpus
+    keys: dict[tuple[int, str, int, int], int] = {}
+    rows: dict[str, list[tuple[int, int, _Entry]]] = {}
+    for query, entries in per_pair:
+        for name, entry in entries.items():
+            before = keys.setdefault((query, *entry.before, entry.skip), len(keys))
+            after = keys.setdefault((query, *entry.after, entry.skip), len(keys))
+            rows.setdefault(name, []).append((before, after, entry))
+    scores, ranks = _score_and_rank(queries, corpus, vectors, keys, exclude)
+    settings = {name: _setting(name.rsplit("/", 1)[1], group, scores, ranks, config) for name, group in rows.items()}
+    controlled = Controlled(
+        n_pairs=len(pair_q),
+        pairs_available=0,
+        dilution={s["label"]: s for n, s in settings.items() if n.startswith("dilution/")},
+        repetition={
+            target: {s["label"]: s for n, s in settings.items() if n.startswith(f"repetition/{target}/")}
+            for target in ("relevant", "non_relevant")
+        },
+        position={
+            unit: _position(unit, settings, rows, ranks, total, config)
+            for unit in ("document", "sentence")
+            if config.depths
+        },
+    )
+    cost = {"perturbed_embedded": len(sequences), "sentences_embedded": n_sentences, "roundtrip_exact": roundtrip}
+    return controlled, cost

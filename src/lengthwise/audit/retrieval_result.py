@@ -1,0 +1,213 @@
+"""The ``retrieval_bias`` section of ``audit.json`` as typed dicts, and its plain-language verdicts.
+
+Kept free of torch and matplotlib so the report, the comparison page and the command line can read a stored
+audit cheaply. The verdicts are computed from the stored numbers, so a re-rendered report says the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypedDict
+
+from lengthwise.audit.retrieval_stats import Correlation, PairedShift
+
+__all__ = [
+    "Controlled",
+    "Natural",
+    "PositionUnit",
+    "RetrievalBias",
+    "Setting",
+    "Verdict",
+    "format_p",
+    "verdicts",
+]
+
+
+class Setting(TypedDict):
+    """One controlled perturbation over the sampled (query, relevant document) pairs, paired with its control.
+
+    `rank` and `score` compare after with before (Δrank > 0: the document moved down); `n_cut` pairs had their
+    document cut to its first tokens so that the perturbed sequence fits the window; `tokens_before_mean` and
+    `tokens_mean` are the mean content tokens of the control and of the perturbed sequence; `delta_rank` per pair.
+    """
+
+    label: str
+    n: int
+    n_cut: int
+    tokens_before_mean: float
+    tokens_mean: float
+    rank: PairedShift
+    score: PairedShift
+    recall_before: float
+    recall_after: float
+    delta_rank: list[int]
+
+
+class PositionUnit(TypedDict):
+    """A unit (the document cut to half the probe, or its best-matching sentence) inside filler, by depth.
+
+    Each depth is paired with the unit alone; `friedman` tests whether the depth changes the rank at all."""
+
+    unit_tokens_mean: float
+    total_tokens: int
+    alone_recall: float
+    alone_mean_rank: float
+    depths: dict[str, Setting]
+    friedman: dict[str, float]
+
+
+class Controlled(TypedDict):
+    n_pairs: int
+    pairs_available: int
+    dilution: dict[str, Setting]
+    repetition: dict[str, dict[str, Setting]]  # "relevant" / "non_relevant" → label → setting
+    position: dict[str, PositionUnit]  # "document" / "sentence"
+
+
+class Natural(TypedDict):
+    rank_vs_length: dict[str, Any]  # correlation (Correlation), by_bin rows, bins spec, per-pair lists
+    top_k_lengths: dict[str, Any]  # length summaries, percentiles with CIs, KS tests, histograms
+    score_length: dict[str, Any]  # partial Spearman of score with length among non-relevant documents
+
+
+class Verdict(TypedDict):
+    bias: str
+    text: str
+    significant: bool
+
+
+class RetrievalBias(TypedDict):
+    """``audit.json`` → ``retrieval_bias``."""
+
+    settings: dict[str, Any]
+    data: dict[str, Any]
+    window: int
+    top_k: int
+    natural: Natural
+    controlled: Controlled
+    verdicts: list[Verdict]
+    cost: dict[str, Any]
+
+
+def format_p(p: float) -> str:
+    """``p < 0.001`` or ``p = 0.012``."""
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
+
+
+def _ordinal(value: float) -> str:
+    """``51st``, ``12th``: a percentile in words."""
+    number = round(value)
+    suffix = "th" if 10 <= number % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(number % 10, "th")
+    return f"{number}{suffix}"
+
+
+def _ranks(value: float) -> str:
+    return f"{abs(value):.1f} rank" + ("" if abs(value) == 1 else "s")
+
+
+def _move(shift: PairedShift, lose: str = "lose", gain: str = "gain") -> str:
+    """``lose 12.3 ranks on average (median 3, 95 % CI 8.1–16.0)``."""
+    mean, low, high = shift["mean_delta"], *shift["ci95"]
+    verb = lose if mean > 0 else gain
+    return (
+        f"{verb} {_ranks(mean)} on average (median {abs(shift['median_delta']):g}, 95 % CI {low:+.1f} to {high:+.1f})"
+    )
+
+
+def _pick(settings: Mapping[str, Setting], preferred: str) -> Setting | None:
+    if not settings:
+        return None
+    return settings.get(preferred) or list(settings.values())[-1]
+
+
+def _natural_verdicts(natural: Mapping[str, Any], alpha: float, top_k: int) -> list[Verdict]:
+    out: list[Verdict] = []
+    corr: Correlation = natural["rank_vs_length"]["correlation"]
+    significant = corr["p_value"] < alpha
+    evidence = f"{format_p(corr['p_value'])}, {corr['n']} pairs"
+    if significant:
+        side = "lower" if corr["rho"] > 0 else "higher"
+        text = f"Longer relevant documents rank {side}: Spearman ρ(length, rank) = {corr['rho']:+.2f} ({evidence})."
+    else:
+        text = f"No significant link between a relevant document's length and its rank (ρ = {corr['rho']:+.2f}, "
+        text += f"{evidence})."
+    out.append(Verdict(bias="rank_vs_length", text=text, significant=significant))
+    lengths = natural["top_k_lengths"]
+    mean, (low, high) = lengths["retrieved_percentile"]["mean"], lengths["retrieved_percentile"]["ci95"]
+    relevant = lengths["relevant_percentile"]["mean"]
+    significant = not low <= 0.5 <= high
+    lean = (" lean long" if mean > 0.5 else " lean short") if significant else " follow the corpus's lengths"
+    out.append(
+        Verdict(
+            bias="top_k_lengths",
+            text=f"The top {top_k}{lean}: retrieved documents sit at the {_ordinal(100 * mean)} length percentile of "
+            f"the corpus on average (95 % CI {100 * low:.0f}–{100 * high:.0f}; relevant documents: "
+            f"{_ordinal(100 * relevant)}; KS vs corpus {format_p(lengths['ks_vs_corpus']['p_value'])}).",
+            significant=significant,
+        )
+    )
+    partial = natural["score_length"]
+    significant = partial["wilcoxon_p"] < alpha
+    how = "score does not follow length"
+    if significant:
+        how = "longer ones score higher" if partial["per_query_mean"] > 0 else "longer ones score lower"
+    out.append(
+        Verdict(
+            bias="score_length",
+            text=f"Among non-relevant documents, {how} for the same query (partial Spearman ρ = "
+            f"{partial['partial_rho']:+.3f}; per-query mean {partial['per_query_mean']:+.3f}, Wilcoxon "
+            f"{format_p(partial['wilcoxon_p'])} over {partial['n_queries']} queries).",
+            significant=significant,
+        )
+    )
+    return out
+
+
+def _shift_verdict(bias: str, subject: str, what: str, setting: Setting, alpha: float, top_k: int) -> Verdict:
+    rank = setting["rank"]
+    significant = rank["p_value"] < alpha
+    tail = (
+        f"({format_p(rank['p_value'])}, {setting['n']} pairs; recall@{top_k} "
+        f"{100 * setting['recall_before']:.0f} % → {100 * setting['recall_after']:.0f} %)"
+    )
+    if significant:
+        text = f"{subject} {_move(rank)} {what} {tail}."
+    else:
+        text = f"{subject} keep their rank {what} (mean Δ {rank['mean_delta']:+.1f} ranks; {tail[1:]}."
+    return Verdict(bias=bias, text=text, significant=significant)
+
+
+def _position_verdict(unit: str, result: PositionUnit, alpha: float, top_k: int) -> Verdict:
+    depths = result["depths"]
+    labels = "/".join(label.rstrip("%") for label in depths)
+    recalls = "/".join(f"{100 * setting['recall_after']:.0f}" for setting in depths.values())
+    p = result["friedman"]["p_value"]
+    significant = p < alpha
+    what = "the best-matching sentence" if unit == "sentence" else "the relevant document"
+    verdict = "depth matters" if significant else "depth does not matter significantly"
+    return Verdict(
+        bias=f"position_{unit}",
+        text=f"With {what} inside unrelated text ({result['total_tokens']} tokens in all), recall@{top_k} at "
+        f"depth {labels} %: {recalls} % ({unit} alone: {100 * result['alone_recall']:.0f} %); {verdict} "
+        f"(Friedman {format_p(p)}).",
+        significant=significant,
+    )
+
+
+def verdicts(section: Mapping[str, Any], alpha: float = 0.05) -> list[Verdict]:
+    """One sentence per bias from a ``retrieval_bias`` section (natural, dilution, repetition, position)."""
+    top_k = int(section.get("top_k", 10))
+    out = _natural_verdicts(section["natural"], alpha, top_k)
+    controlled = section["controlled"]
+    dilution = _pick(controlled["dilution"], "2x")
+    if dilution is not None:
+        what = f"when diluted to {dilution['label'].removesuffix('x')}× their length with unrelated text"
+        out.append(_shift_verdict("dilution", "Relevant documents", what, dilution, alpha, top_k))
+    for target, subject in (("relevant", "Relevant documents"), ("non_relevant", "Non-relevant top-100 documents")):
+        setting = _pick(controlled["repetition"].get(target) or {}, "m=2")
+        if setting is not None:
+            what = f"when repeated {setting['label'].removeprefix('m=')} times"
+            out.append(_shift_verdict(f"repetition_{target}", subject, what, setting, alpha, top_k))
+    for unit, result in controlled["position"].items():
+        out.append(_position_verdict(unit, result, alpha, top_k))
+    return out
