@@ -38,12 +38,22 @@ def test_scores_known_values() -> None:
 
 
 def test_config_is_validated() -> None:
-    with pytest.raises(ValueError, match="classifiers must be among logreg, mlp"):
-        ClassificationConfig(classifiers=("svm",))
+    with pytest.raises(ValueError, match="classifiers must be one of logreg, mlp; got 'svm'"):
+        ClassificationConfig(classifiers=("svm",))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="nothing to run"):
         ClassificationConfig(full=False, few_shot=())
     with pytest.raises(ValueError, match="few_shot_sampler must be one of seeded, mteb; got 'numpy'"):
-        ClassificationConfig(few_shot_sampler="numpy")
+        ClassificationConfig(few_shot_sampler="numpy")  # type: ignore[arg-type]
+
+
+def test_config_settings_are_enums_and_plain_in_json() -> None:
+    from lengthwise.evaluation.config import Classifier, FewShotSampler
+
+    config = ClassificationConfig(classifiers=("mlp", Classifier.logreg), few_shot_sampler="mteb")  # type: ignore[arg-type]
+    assert config.classifiers == (Classifier.mlp, Classifier.logreg)
+    assert config.few_shot_sampler is FewShotSampler.mteb
+    plain = config.to_dict()
+    assert plain["classifiers"] == ["mlp", "logreg"] and type(plain["few_shot_sampler"]) is str
 
 
 class _LabelColumn:

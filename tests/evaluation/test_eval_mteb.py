@@ -122,3 +122,39 @@ def test_retrieval_agrees_with_mteb_on_a_scifact_slice(tiny_model, data_dir: Pat
     assert ours["mrr@10"] == pytest.approx(100 * theirs["mrr_at_10"], abs=0.01)
     assert ours["recall@100"] == pytest.approx(100 * theirs["recall_at_100"], abs=0.01)
     assert ours["map@100"] == pytest.approx(100 * theirs["map_at_100"], abs=0.01)
+
+
+@pytest.mark.parametrize("ignore_identical_ids", [False, True])
+def test_self_hits_follow_the_task_as_in_mteb(ignore_identical_ids: bool) -> None:
+    # issue 13.24: MTEB drops a retrieved document whose id is the query id only for tasks that set
+    # ignore_identical_ids; every query here is a corpus document, and some judge themselves relevant
+    from lengthwise.evaluation.config import RetrievalConfig
+    from lengthwise.evaluation.data import RetrievalData
+
+    doc_ids = tuple(f"d{i}" for i in range(40))
+    texts = tuple(f"document number {i} about topic {i % 7}" for i in range(40))
+    queries = doc_ids[:12]
+    qrels = {q: {doc_ids[(i * 5 + 3) % 40]: 1, doc_ids[(i * 11 + 1) % 40]: 2} for i, q in enumerate(queries)}
+    for q in queries[:4]:
+        qrels[q][q] = 1
+    data = RetrievalData(doc_ids, texts, queries, texts[:12], qrels, "mem")
+    task = _retrieval_task(data)
+    task.ignore_identical_ids = ignore_identical_ids
+    result = mteb.evaluate(MtebEncoder(TableEncoder()), task, cache=None, show_progress_bar=False)
+    theirs = result.task_results[0].scores["test"][0]
+    config = RetrievalConfig(top_k=100, drop_self_hits=ignore_identical_ids)
+    ours = evaluate_retrieval(TableEncoder(), data, config).scores
+    for name, key in (("ndcg@10", "ndcg_at_10"), ("mrr@10", "mrr_at_10"), ("recall@100", "recall_at_100")):
+        assert ours[name] == pytest.approx(100 * theirs[key], abs=0.01), name
+    assert (ours["recall@100"] < 100.0) == ignore_identical_ids  # a dropped self-judgement is never found
+
+
+def test_the_self_hit_table_is_mtebs() -> None:
+    from lengthwise.evaluation.tasks import MTEB_DROPS_SELF_HITS, data_name
+
+    installed = {
+        data_name(task.metadata.dataset["path"])
+        for task in mteb.get_tasks(task_types=["Retrieval"])
+        if getattr(task, "ignore_identical_ids", False)
+    }
+    assert installed == MTEB_DROPS_SELF_HITS

@@ -99,7 +99,7 @@ def test_perfect_encoder_scores_100(beir_folder: Path, tiny_model) -> None:
     assert found[0]["mean_rank"] == 1.0 and sum(row["corpus_count"] for row in result.document_bins) == 3
 
 
-def test_query_that_is_a_corpus_document_does_not_retrieve_itself() -> None:
+def test_self_hits_are_kept_by_default_and_dropped_on_request() -> None:
     # ArguAna-style: query "x" is corpus document "x" (same text); its relevant document is "y"
     data = RetrievalData(
         doc_ids=("x", "y", "z"),
@@ -110,6 +110,30 @@ def test_query_that_is_a_corpus_document_does_not_retrieve_itself() -> None:
         source="mem",
     )
     encoder = TableEncoder({"text x": [1, 0, 0], "text y": [0.9, 0.1, 0], "text z": [0, 0, 1]})
-    assert evaluate_retrieval(encoder, data).scores["mrr@10"] == 100.0
-    kept = evaluate_retrieval(encoder, data, RetrievalConfig(drop_self_hits=False))
-    assert kept.scores["mrr@10"] == 50.0
+    # issue 13.24: self-hits were always dropped; MTEB keeps them unless the task sets ignore_identical_ids
+    assert RetrievalConfig().drop_self_hits is False
+    assert evaluate_retrieval(encoder, data).scores["mrr@10"] == 50.0
+    dropped = evaluate_retrieval(encoder, data, RetrievalConfig(drop_self_hits=True))
+    assert dropped.scores["mrr@10"] == 100.0
+
+
+def _self_judged() -> RetrievalData:
+    # the query "x" is corpus document "x" and, unusually, judged relevant to itself; "y" is relevant too
+    return RetrievalData(
+        doc_ids=("x", "y", "z"),
+        doc_texts=("text x", "text y", "text z"),
+        query_ids=("x",),
+        query_texts=("text x",),
+        qrels={"x": {"x": 1, "y": 1}},
+        source="mem",
+    )
+
+
+def test_dropped_self_hit_leaves_the_run_when_the_corpus_is_smaller_than_top_k() -> None:
+    # issue 13.24: with 3 documents and top_k = 100 the dropped self-hit stayed in the run at score -inf,
+    # so it still counted as retrieved (recall@100 = 100 instead of MTEB's 50)
+    encoder = TableEncoder({"text x": [1, 0, 0], "text y": [0.9, 0.1, 0], "text z": [0, 0, 1]})
+    dropped = evaluate_retrieval(encoder, _self_judged(), RetrievalConfig(drop_self_hits=True))
+    assert dropped.scores["recall@100"] == 50.0
+    kept = evaluate_retrieval(encoder, _self_judged(), RetrievalConfig(drop_self_hits=False))
+    assert kept.scores["recall@100"] == 100.0 and kept.scores["mrr@10"] == 100.0

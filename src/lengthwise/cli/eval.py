@@ -1,81 +1,107 @@
 """`lengthwise eval`: STS, retrieval or classification, overall and per token-length bin, into OUT/results.json.
 
-A thin adapter from flags to `lengthwise.evaluation`; heavy imports happen inside the command.
+Flags → `lengthwise.evaluation.config.EvalConfig` → `lengthwise.evaluation.run.evaluate_task` → a printed table.
+Help texts and defaults come from the config fields. Everything that can be checked without the model (the
+settings, `--device`, `--out`, the data) is checked before the model loads; heavy imports happen inside the command.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
 from lengthwise.cli.console import console
 from lengthwise.cli.console import fail as _fail
+from lengthwise.cli.options import check_device, check_out_dir, field_default, field_option
 from lengthwise.core.defaults import DEFAULT_MODEL
+from lengthwise.evaluation.config import (
+    ClassificationConfig,
+    Classifier,
+    EvalConfig,
+    FewShotSampler,
+    RetrievalConfig,
+    SelfHits,
+)
 from lengthwise.evaluation.tasks import Task
+
+if TYPE_CHECKING:
+    from lengthwise.evaluation.schema import EvalRecord
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
+# config field → the flag that sets it, so a library error naming a field reaches the user as the flag
+_FLAGS = {
+    "bin_width": "--bin-width",
+    "batch_size": "--batch-size",
+    "max_train": "--max-train",
+    "max_test": "--max-test",
+    "self_hits": "--self-hits",
+    "top_k": "--top-k",
+    "classifiers": "--classifier",
+    "few_shot_sampler": "--few-shot-sampler",
+    "few_shot": "--few-shot",
+    "repeats": "--repeats",
+}
 
-def _headline_table(payload: dict[str, Any]) -> Table:
-    table = Table(title=f"{payload['task']} — {payload['model']['name']}", title_justify="left")
-    bins = payload["bins"]
-    rows = bins["queries"] if payload["task"] == "retrieval" else bins
-    metrics = list(payload["scores"])
+
+def _as_flags(message: str) -> str:
+    """A config error message with each field name replaced by its flag."""
+    return re.sub(r"\b(" + "|".join(_FLAGS) + r")\b", lambda match: _FLAGS[match.group(1)], message)
+
+
+def _headline_table(record: EvalRecord) -> Table:
+    table = Table(title=f"{record['task']} — {record['model']['name']}", title_justify="left")
+    rows = record["bins"]["queries"] if record["task"] == "retrieval" else record["bins"]
+    metrics = list(record["scores"])
     table.add_column("length bin")
     table.add_column("n", justify="right")
     for metric in metrics:
         table.add_column(metric, justify="right")
-    table.add_row("all", "", *(_number(payload["scores"][m]) for m in metrics), style="bold")
+    table.add_row("all", "", *(_number(record["scores"][m]) for m in metrics), style="bold")
     for row in rows:
         table.add_row(row["bin"], str(row["count"]), *(_number(row.get(m)) for m in metrics))
     return table
 
 
-def _number(value: object) -> str:
-    return "–" if value is None else f"{float(value):.2f}"  # type: ignore[arg-type]
+def _number(value: float | None) -> str:
+    return "–" if value is None else f"{float(value):.2f}"
 
 
 @app.callback(invoke_without_command=True, subcommand_metavar="")
 def evaluate(
-    task: Annotated[Task, typer.Option("--task", "-t", help="sts, retrieval or classification.")],
-    data: Annotated[
-        str,
-        typer.Option(
-            "--data",
-            "-d",
-            help="STS file or SentEval folder; BEIR folder; folder with train/test.jsonl; or hf:NAME (online).",
-        ),
-    ],
+    task: Annotated[Task, field_option(EvalConfig, "task", "--task", "-t")],
+    data: Annotated[str, field_option(EvalConfig, "data", "--data", "-d")],
     model: Annotated[str, typer.Option("--model", "-m", help="Model directory or Hugging Face id.")] = DEFAULT_MODEL,
     out: Annotated[Path, typer.Option("--out", "-o", help="Output directory.")] = Path("lengthwise-eval"),
-    split: Annotated[str, typer.Option("--split", help="Retrieval qrels split / hub test split.")] = "test",
-    train: Annotated[
-        Path | None, typer.Option("--train", help="Classification: train JSONL when --data is the test JSONL.")
-    ] = None,
-    bin_width: Annotated[int, typer.Option("--bin-width", help="Width of a token-length bin.")] = 100,
-    top_k: Annotated[int, typer.Option("--top-k", help="Retrieval: documents kept per query.")] = 100,
+    split: Annotated[str, field_option(EvalConfig, "split")] = field_default(EvalConfig, "split"),
+    train: Annotated[Path | None, field_option(EvalConfig, "train")] = None,
+    bin_width: Annotated[int, field_option(EvalConfig, "bin_width")] = field_default(EvalConfig, "bin_width"),
+    top_k: Annotated[int, field_option(RetrievalConfig, "top_k")] = field_default(RetrievalConfig, "top_k"),
+    self_hits: Annotated[SelfHits, field_option(EvalConfig, "self_hits")] = field_default(EvalConfig, "self_hits"),
     classifier: Annotated[
-        list[str] | None, typer.Option("--classifier", help="Classification: logreg and/or mlp (repeatable).")
-    ] = None,
-    few_shot: Annotated[
-        list[int] | None, typer.Option("--few-shot", help="Classification: k examples per class (repeatable).")
-    ] = None,
+        list[Classifier] | None, field_option(ClassificationConfig, "classifiers", "--classifier")
+    ] = (None),
+    few_shot: Annotated[list[int] | None, field_option(ClassificationConfig, "few_shot")] = None,
     no_few_shot: Annotated[bool, typer.Option("--no-few-shot", help="Classification: skip few-shot runs.")] = False,
-    no_full: Annotated[bool, typer.Option("--no-full", help="Classification: skip the full-train-set run.")] = False,
-    repeats: Annotated[int, typer.Option("--repeats", help="Classification: few-shot repeats.")] = 10,
-    few_shot_sampler: Annotated[
-        str,
-        typer.Option("--few-shot-sampler", help="Classification: 'seeded' (per-repeat seed) or 'mteb' (MTEB's draws)."),
-    ] = "seeded",
-    max_train: Annotated[int, typer.Option("--max-train", help="Classification: stratified train sample.")] = 2000,
-    max_test: Annotated[int, typer.Option("--max-test", help="Classification: stratified test sample.")] = 2000,
+    full: Annotated[bool, field_option(ClassificationConfig, "full", "--full/--no-full")] = field_default(
+        ClassificationConfig, "full"
+    ),
+    repeats: Annotated[int, field_option(ClassificationConfig, "repeats")] = field_default(
+        ClassificationConfig, "repeats"
+    ),
+    few_shot_sampler: Annotated[FewShotSampler, field_option(ClassificationConfig, "few_shot_sampler")] = (
+        field_default(ClassificationConfig, "few_shot_sampler")
+    ),
+    max_train: Annotated[int, field_option(EvalConfig, "max_train")] = field_default(EvalConfig, "max_train"),
+    max_test: Annotated[int, field_option(EvalConfig, "max_test")] = field_default(EvalConfig, "max_test"),
     all_data: Annotated[bool, typer.Option("--all-data", help="Classification: use every text (no sampling).")] = False,
     max_length: Annotated[int | None, typer.Option("--max-length", help="Model max length N (specials incl.).")] = None,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Texts per forward pass.")] = 32,
-    seed: Annotated[int, typer.Option("--seed", help="Seed for sampling and classifiers.")] = 42,
+    batch_size: Annotated[int, field_option(EvalConfig, "batch_size")] = field_default(EvalConfig, "batch_size"),
+    seed: Annotated[int, field_option(EvalConfig, "seed")] = field_default(EvalConfig, "seed"),
     device: Annotated[str | None, typer.Option("--device", help="cpu, cuda, mps… Default: best available.")] = None,
     trust_remote_code: Annotated[
         bool, typer.Option("--trust-remote-code", help="Allow the model repository's own code to run.")
@@ -91,95 +117,93 @@ def evaluate(
 
     Scores are ×100: STS `spearman`/`pearson` (cosine, as MTEB); retrieval `ndcg@10`, `mrr@10`, `recall@100`,
     `map@100` (pytrec_eval); classification `accuracy`/`macro_f1` (logistic regression, MTEB style).
+    Retrieval keeps a retrieved document whose id is the query id, as MTEB does, except for the data sets whose
+    MTEB task drops it (ArguAna, Quora, …: `--self-hits auto`, the default, recognises them by name).
     `--tempscale T` runs every encode under `TempScaleConfig(t=T)` (replacing any TempScale saved with the model).
     """
     import time
-    from dataclasses import asdict
 
+    started = time.perf_counter()
+    try:
+        config = EvalConfig(
+            task=task,
+            data=data,
+            split=split,
+            train=train,
+            bin_width=bin_width,
+            batch_size=batch_size,
+            seed=seed,
+            max_train=None if all_data else max_train,
+            max_test=None if all_data else max_test,
+            self_hits=self_hits,
+            retrieval=RetrievalConfig(top_k=top_k),
+            classification=ClassificationConfig(
+                classifiers=tuple(classifier or field_default(ClassificationConfig, "classifiers")),
+                full=full,
+                few_shot=() if no_few_shot else tuple(few_shot or field_default(ClassificationConfig, "few_shot")),
+                repeats=repeats,
+                seed=seed,
+                few_shot_sampler=few_shot_sampler,
+            ),
+        )
+    except ValueError as err:
+        _fail(_as_flags(str(err)))
+    _run(config, model, out, device, max_length, trust_remote_code, tempscale, started)
+
+
+def _run(
+    config: EvalConfig,
+    model: str,
+    out: Path,
+    device: str | None,
+    max_length: int | None,
+    trust_remote_code: bool,
+    tempscale: float | None,
+    started: float,
+) -> None:
+    """Check what can be checked cheaply, then load the data and the model, evaluate, write and print."""
     from transformers.utils import logging as hf_logging
 
-    from lengthwise.core.bins import LengthBins
     from lengthwise.core.data import DataFormatError
-    from lengthwise.core.embed import TokenView
-    from lengthwise.core.encoder import as_encoder
-    from lengthwise.core.models import ModelLoadError, model_fingerprint
-    from lengthwise.core.results import environment, write_json_atomic
-    from lengthwise.evaluation.classification import ClassificationConfig, ClassificationResult
-    from lengthwise.evaluation.plots import write_plots
-    from lengthwise.evaluation.retrieval import RetrievalConfig, RetrievalResult
-    from lengthwise.evaluation.sts import STSResult
-    from lengthwise.evaluation.tasks import evaluate_loaded, load_task_data
+    from lengthwise.core.encoder import TextEncoder
+    from lengthwise.core.models import ModelLoadError
+    from lengthwise.evaluation.run import evaluate_task, load_data, resolve, write_record
     from lengthwise.facade import load_model
 
     hf_logging.disable_progress_bar()
-    progress = console.is_terminal
-    sample: dict[str, int | None] = (
-        {"train": None, "test": None} if all_data else {"train": max_train, "test": max_test}
-    )
-    started = time.perf_counter()
     try:
-        settings: dict[str, Any] = {"bin_width": bin_width, "batch_size": batch_size, "seed": seed, "split": split}
-        retrieval_config = RetrievalConfig(top_k=top_k)
-        config = ClassificationConfig(
-            classifiers=tuple(classifier or ("logreg",)),
-            full=not no_full,
-            few_shot=() if no_few_shot else tuple(few_shot or (8,)),
-            repeats=repeats,
-            seed=seed,
-            few_shot_sampler=few_shot_sampler,
-        )
-        if task is Task.classification:
-            settings.update(classification=asdict(config), sample=sample)
-        elif task is Task.retrieval:
-            settings.update(retrieval=asdict(retrieval_config))
-        dataset = load_task_data(
-            task, data, split=split, train=train, max_train=sample["train"], max_test=sample["test"], seed=seed
-        )
-        with console.status(f"loading {model}"):
-            encoder_model = load_model(
-                model, device=device, trust_remote_code=trust_remote_code, max_seq_length=max_length
-            )
-        view = TokenView(encoder_model)
-        bins = LengthBins.for_view(view, bin_width)
-        encoder = as_encoder(encoder_model)
+        check_device(device)
+        check_out_dir(out)
+        ts_config = None
         if tempscale is not None:
-            from lengthwise.tempscale import TempScaleConfig, TempScaleEncoder
+            from lengthwise.tempscale import TempScaleConfig
 
             ts_config = TempScaleConfig(t=tempscale)
-            encoder = TempScaleEncoder(encoder_model, ts_config)
-            settings["tempscale"] = ts_config.to_dict()
-        result = evaluate_loaded(
-            task,
-            encoder,
-            dataset,
-            retrieval=retrieval_config,
-            classification=config,
-            view=view,
-            bins=bins,
-            batch_size=batch_size,
-            show_progress=progress,
+        config = resolve(config)
+        dataset = load_data(config)
+        with console.status(f"loading {model}"):
+            loaded = load_model(model, device=device, trust_remote_code=trust_remote_code, max_seq_length=max_length)
+        encoder: TextEncoder | None = None
+        extra: dict[str, object] = {}
+        if ts_config is not None:
+            from lengthwise.tempscale import TempScaleEncoder
+
+            encoder = TempScaleEncoder(loaded, ts_config)
+            extra["tempscale"] = ts_config.to_dict()
+        record = evaluate_task(
+            config,
+            loaded,
+            model_name=model,
+            data=dataset,
+            encoder=encoder,
+            extra_settings=extra,
+            show_progress=console.is_terminal,
+            started=started,
         )
-        table: Any = result.bins if isinstance(result, STSResult) else None
-        if isinstance(result, RetrievalResult):
-            table = {"queries": result.query_bins, "documents": result.document_bins}
-        elif isinstance(result, ClassificationResult):
-            table = result.runs[0].get("bins", [])
+        plots = write_record(record, out)
     except (ValueError, ModelLoadError, DataFormatError) as err:
         _fail(str(err))
-        return
-    payload = {
-        "task": task.value,
-        "scores": result.scores,
-        "bins": table,
-        "bin_spec": bins.describe(),
-        "result": result.to_dict(),
-        "model": model_fingerprint(encoder_model, model),
-        "data": dataset.describe(),
-        "settings": settings,
-        "wall_time_s": round(time.perf_counter() - started, 3),
-        "environment": environment(),
-    }
-    write_json_atomic(out / "results.json", payload)
-    plots = write_plots(payload, out)
-    console.print(_headline_table(payload))
+    except OSError as err:
+        _fail(f"--out {out}: could not write the results ({err.strerror or err}); pass a writable directory")
+    console.print(_headline_table(record))
     console.print(f"wrote {out / 'results.json'} and {len(plots)} plot(s)", highlight=False)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,7 +20,9 @@ import numpy as np
 from lengthwise.core.bins import LengthBins, per_bin, token_lengths
 from lengthwise.core.embed import TokenView
 from lengthwise.core.encoder import TextEncoder
+from lengthwise.evaluation.config import ClassificationConfig, Classifier, FewShotSampler
 from lengthwise.evaluation.data import LabelledTexts
+from lengthwise.evaluation.schema import ClassificationRecord, ClassificationRun
 
 __all__ = [
     "CLASSIFIERS",
@@ -33,34 +35,8 @@ __all__ = [
     "mteb_undersample_indices",
 ]
 
-CLASSIFIERS = ("logreg", "mlp")
-SAMPLERS = ("seeded", "mteb")
-
-
-@dataclass(frozen=True)
-class ClassificationConfig:
-    """Which classifiers, which settings (full train set and/or k per class), repeats and seed."""
-
-    classifiers: tuple[str, ...] = ("logreg",)
-    full: bool = True
-    few_shot: tuple[int, ...] = (8,)
-    repeats: int = 10
-    max_iter: int = 100
-    mlp_hidden: tuple[int, ...] = (256,)
-    mlp_max_iter: int = 300
-    seed: int = 42
-    few_shot_sampler: str = "seeded"
-
-    def __post_init__(self) -> None:
-        unknown = set(self.classifiers) - set(CLASSIFIERS)
-        if not self.classifiers or unknown:
-            raise ValueError(f"classifiers must be among {', '.join(CLASSIFIERS)}; got {sorted(self.classifiers)}")
-        if self.few_shot_sampler not in SAMPLERS:
-            raise ValueError(f"few_shot_sampler must be one of {', '.join(SAMPLERS)}; got {self.few_shot_sampler!r}")
-        if not self.full and not self.few_shot:
-            raise ValueError("nothing to run: enable the full setting or give a few-shot k")
-        if any(k < 1 for k in self.few_shot) or self.repeats < 1 or self.max_iter < 1:
-            raise ValueError("few-shot k, repeats and max_iter must be ≥ 1")
+CLASSIFIERS = tuple(c.value for c in Classifier)  # kept for callers of the flat API
+SAMPLERS = tuple(s.value for s in FewShotSampler)
 
 
 def few_shot_indices(labels: np.ndarray, k: int, seed: int) -> np.ndarray:
@@ -103,13 +79,13 @@ def mteb_undersample_indices(labels: np.ndarray, k: int, n_experiments: int, see
 def _few_shot_draws(labels: np.ndarray, k: int, config: ClassificationConfig) -> list[tuple[int, np.ndarray]]:
     """(classifier seed, train rows) for each repeat of the k-shot setting."""
     seeds = [config.seed + r for r in range(config.repeats)]
-    if config.few_shot_sampler == "mteb":
+    if config.few_shot_sampler is FewShotSampler.mteb:
         return list(zip(seeds, mteb_undersample_indices(labels, k, config.repeats, config.seed), strict=True))
     return [(seed, few_shot_indices(labels, k, seed)) for seed in seeds]
 
 
-def _classifier(name: str, config: ClassificationConfig, seed: int) -> Any:
-    if name == "logreg":
+def _classifier(name: Classifier | str, config: ClassificationConfig, seed: int) -> Any:
+    if Classifier(name) is Classifier.logreg:
         from sklearn.linear_model import LogisticRegression
 
         return LogisticRegression(max_iter=config.max_iter)
@@ -119,7 +95,12 @@ def _classifier(name: str, config: ClassificationConfig, seed: int) -> Any:
 
 
 def fit_predict(
-    train: np.ndarray, train_labels: np.ndarray, test: np.ndarray, name: str, config: ClassificationConfig, seed: int
+    train: np.ndarray,
+    train_labels: np.ndarray,
+    test: np.ndarray,
+    name: Classifier | str,
+    config: ClassificationConfig,
+    seed: int,
 ) -> np.ndarray:
     """Fit classifier `name` on (n, D) train embeddings and predict (m, D) test embeddings: (m,) labels."""
     from sklearn.exceptions import ConvergenceWarning
@@ -165,14 +146,21 @@ class ClassificationResult:
     """Headline scores ×100 (the first run), every (classifier, setting) run with its per-bin table."""
 
     scores: dict[str, float]
-    runs: list[dict[str, Any]]
+    runs: list[ClassificationRun]
     n_train: int
     n_test: int
     bin_spec: dict[str, Any] | None
     config: dict[str, Any]
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> ClassificationRecord:
+        return {
+            "scores": dict(self.scores),
+            "runs": list(self.runs),
+            "n_train": self.n_train,
+            "n_test": self.n_test,
+            "bin_spec": self.bin_spec,
+            "config": dict(self.config),
+        }
 
 
 def evaluate_classification(
@@ -203,7 +191,7 @@ def evaluate_classification(
     settings: list[tuple[str, int | None]] = ([("full", None)] if config.full else []) + [
         (f"{k}-shot", k) for k in config.few_shot
     ]
-    runs: list[dict[str, Any]] = []
+    runs: list[ClassificationRun] = []
     for name in config.classifiers:
         for setting, k in settings:
             draws = [(config.seed, np.arange(len(train)))] if k is None else _few_shot_draws(train.labels, k, config)
@@ -211,8 +199,8 @@ def evaluate_classification(
                 fit_predict(train_embeddings[rows], train.labels[rows], test_embeddings, name, config, seed)
                 for seed, rows in draws
             ]
-            run: dict[str, Any] = {
-                "classifier": name,
+            run: ClassificationRun = {
+                "classifier": name.value,
                 "setting": setting,
                 "k_per_class": k,
                 "repeats": len(draws),
@@ -228,5 +216,5 @@ def evaluate_classification(
         n_train=len(train),
         n_test=len(test),
         bin_spec=bins.describe() if (test_bins is not None and bins is not None) else None,
-        config=asdict(config),
+        config=config.to_dict(),
     )

@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from lengthwise.evaluation.schema import EvalRecord
+
 __all__ = ["plot_bins", "write_plots"]
 
 
@@ -60,44 +62,50 @@ def _number(value: object) -> float:
     return float("nan") if value is None else float(value)  # type: ignore[arg-type]
 
 
-def write_plots(payload: Mapping[str, Any], out: str | Path) -> list[Path]:
-    """The plots of one `lengthwise eval` results payload (task sts, retrieval or classification)."""
+def _data_name(record: EvalRecord) -> str:
+    """A short name for titles: the data folder (or file) name."""
+    source = Path(str(record["data"]["source"]).split(" (")[0])
+    return source.parent.name if source.name.startswith(("test.", "train.")) else source.name
+
+
+def write_plots(record: EvalRecord, out: str | Path) -> list[Path]:
+    """The PNG plots of one `lengthwise eval` record (``results.json``), written into folder `out`."""
     out = Path(out)
-    task, result = payload["task"], payload["result"]
-    source = Path(str(payload["data"]["source"]).split(" (")[0])
-    name = source.parent.name if source.name.startswith(("test.", "train.")) else source.name
+    name = _data_name(record)
     written: list[Path] = []
-    if task == "sts" and result["bins"]["rows"]:
-        rows = result["bins"]["rows"]
-        written.append(plot_bins({"Spearman": rows}, "spearman", out / "sts_bins.png", title=f"STS by length — {name}"))
-    elif task == "retrieval" and result["bins"]["queries"]["rows"]:
-        queries = result["bins"]["queries"]["rows"]
-        documents = result["bins"]["documents"]["rows"]
-        ndcg = next(key for key in result["scores"] if key.startswith("ndcg@"))
-        written.append(
-            plot_bins({ndcg: queries}, ndcg, out / "retrieval_query_bins.png", title=f"{ndcg} by query length — {name}")
-        )
-        recall = [key for key in documents[0] if key.startswith("recall@")] if documents else []
-        if recall:
-            written.append(
-                plot_bins(
-                    {
-                        key: [{"bin": r["bin"], "count": r["count"], "value": r.get(key)} for r in documents]
-                        for key in recall
-                    },
-                    "value",
-                    out / "retrieval_document_bins.png",
-                    title=f"relevant documents found, by document length — {name}",
-                    ylabel="% of relevant documents",
-                )
-            )
-    elif task == "classification":
-        runs = {f"{run['classifier']} {run['setting']}": run["bins"] for run in result["runs"] if run.get("bins")}
-        for metric in ("accuracy", "macro_f1"):
-            if runs:
+    if record["task"] == "sts":
+        rows = record["result"]["bins"]["rows"]
+        if rows:
+            title = f"STS by length — {name}"
+            written.append(plot_bins({"Spearman": rows}, "spearman", out / "sts_bins.png", title=title))
+    elif record["task"] == "retrieval":
+        tables = record["result"]["bins"]
+        queries, documents = tables["queries"]["rows"], tables["documents"]["rows"]
+        if queries:
+            ndcg = next(key for key in record["result"]["scores"] if key.startswith("ndcg@"))
+            title = f"{ndcg} by query length — {name}"
+            written.append(plot_bins({ndcg: queries}, ndcg, out / "retrieval_query_bins.png", title=title))
+            recall = [key for key in documents[0] if key.startswith("recall@")] if documents else []
+            if recall:
+                series = {
+                    key: [{"bin": r["bin"], "count": r["count"], "value": r.get(key)} for r in documents]
+                    for key in recall
+                }
                 written.append(
                     plot_bins(
-                        runs, metric, out / f"classification_{metric}_bins.png", title=f"{metric} by length — {name}"
+                        series,
+                        "value",
+                        out / "retrieval_document_bins.png",
+                        title=f"relevant documents found, by document length — {name}",
+                        ylabel="% of relevant documents",
                     )
                 )
+    else:
+        runs = {
+            f"{run['classifier']} {run['setting']}": run["bins"] for run in record["result"]["runs"] if run.get("bins")
+        }
+        for metric in ("accuracy", "macro_f1"):
+            if runs:
+                title = f"{metric} by length — {name}"
+                written.append(plot_bins(runs, metric, out / f"classification_{metric}_bins.png", title=title))
     return written

@@ -1,15 +1,18 @@
 """Dense retrieval evaluation in the BEIR/MTEB protocol: exact cosine top-k, scored with pytrec_eval.
 
 Documents are embedded as ``title + " " + text`` (see `lengthwise.evaluation.data`), queries and documents through
-the encoder's query/document sides, similarity is cosine, and a retrieved document whose id equals the query id
-is dropped (BEIR; ArguAna and Quora queries are corpus documents). Search runs over query chunks × corpus chunks
-with a running `torch.topk`, so the (N, D) corpus embedding matrix is the only large object in memory.
+the encoder's query/document sides, similarity is cosine. A retrieved document whose id equals the query id is
+kept, as MTEB keeps it, unless `RetrievalConfig.drop_self_hits` says to drop it, as MTEB does for the tasks that
+set ``ignore_identical_ids`` (ArguAna and Quora queries are corpus documents; `lengthwise.evaluation.tasks`
+decides by task). Search runs over query chunks × corpus chunks with a running `torch.topk`, so the (N, D)
+corpus embedding matrix is the only large object in memory.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -19,34 +22,43 @@ from lengthwise.core.bins import LengthBins, per_bin, token_lengths
 from lengthwise.core.embed import TokenView
 from lengthwise.core.encoder import TextEncoder
 from lengthwise.core.search import exact_search, relevant_ranks
+from lengthwise.evaluation.config import RetrievalConfig
 from lengthwise.evaluation.data import RetrievalData
+from lengthwise.evaluation.schema import RetrievalRecord
 
-__all__ = ["RetrievalConfig", "RetrievalResult", "evaluate_retrieval", "exact_search", "relevant_ranks", "trec_scores"]
-
-
-@dataclass(frozen=True)
-class RetrievalConfig:
-    """Cut-offs and chunk sizes. `top_k` documents are kept per query (≥ every cut-off)."""
-
-    top_k: int = 100
-    ndcg_k: int = 10
-    mrr_k: int = 10
-    recall_k: int = 100
-    map_k: int = 100
-    query_chunk: int = 256
-    corpus_chunk: int = 16384
-    drop_self_hits: bool = True
-
-    def __post_init__(self) -> None:
-        cutoffs = (self.ndcg_k, self.mrr_k, self.recall_k, self.map_k)
-        if min(cutoffs) < 1 or self.query_chunk < 1 or self.corpus_chunk < 1:
-            raise ValueError("cut-offs and chunk sizes must be ≥ 1")
-        if self.top_k < max(cutoffs):
-            raise ValueError(f"top_k {self.top_k} must be ≥ every cut-off (largest: {max(cutoffs)})")
+__all__ = [
+    "RetrievalConfig",
+    "RetrievalResult",
+    "evaluate_retrieval",
+    "exact_search",
+    "relevant_ranks",
+    "search_run",
+    "trec_scores",
+]
 
 
 def _normalized(x: np.ndarray | torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.normalize(torch.as_tensor(x, dtype=torch.float32), dim=-1)
+
+
+def search_run(
+    queries: torch.Tensor,
+    corpus: torch.Tensor,
+    query_ids: Sequence[str],
+    doc_ids: Sequence[str],
+    config: RetrievalConfig,
+    exclude: Sequence[int],
+) -> dict[str, dict[str, float]]:
+    """The trec run ``{query_id: {doc_id: score}}`` of the top-k documents of each (normalised) query row.
+
+    `exclude[i]` is the corpus row query i must not retrieve (-1: none); it never enters the run, even when the
+    corpus holds no more than k documents (`exact_search` then returns it last, at score −inf).
+    """
+    scores, index = exact_search(queries, corpus, config.top_k, corpus_chunk=config.corpus_chunk, exclude=exclude)
+    return {
+        qid: {doc_ids[j]: float(s) for s, j in zip(row_scores.tolist(), row_index.tolist(), strict=True) if j != skip}
+        for qid, row_scores, row_index, skip in zip(query_ids, scores, index, exclude, strict=True)
+    }
 
 
 def trec_scores(
@@ -89,9 +101,9 @@ class RetrievalResult:
     timings: dict[str, float] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> RetrievalRecord:
         return {
-            "scores": self.scores,
+            "scores": dict(self.scores),
             "n_queries": self.n_queries,
             "n_documents": self.n_documents,
             "config": self.config,
@@ -142,13 +154,8 @@ def evaluate_retrieval(
     per_query: dict[str, dict[str, float]] = {}
     for start in range(0, len(data.query_ids), config.query_chunk):
         stop = start + config.query_chunk
-        scores, index = exact_search(
-            queries[start:stop], corpus, config.top_k, corpus_chunk=config.corpus_chunk, exclude=exclude[start:stop]
-        )
-        run = {
-            qid: {data.doc_ids[j]: float(s) for s, j in zip(row_scores.tolist(), row_index.tolist(), strict=True)}
-            for qid, row_scores, row_index in zip(data.query_ids[start:stop], scores, index, strict=True)
-        }
+        query_ids = data.query_ids[start:stop]
+        run = search_run(queries[start:stop], corpus, query_ids, data.doc_ids, config, exclude[start:stop])
         per_query.update(trec_scores({qid: data.qrels[qid] for qid in run}, run, config))
     searched = time.perf_counter()
     metric_names = list(next(iter(per_query.values())))
@@ -169,8 +176,8 @@ def evaluate_retrieval(
             (query_position[qid], doc_position[doc])
             for qid in judged
             for doc, relevance in data.qrels[qid].items()
-            if relevance > 0 and doc in doc_position
-        ]
+            if relevance > 0 and doc in doc_position and not (config.drop_self_hits and doc == qid)
+        ]  # a dropped self-hit is never retrieved, so it has no rank
         pair_q, pair_d = np.asarray(pairs, dtype=np.int64).reshape(-1, 2).T
         ranks = relevant_ranks(queries, corpus, pair_q, pair_d, corpus_chunk=config.corpus_chunk, exclude=exclude)
         doc_bins = bins.assign(doc_lengths)
@@ -190,5 +197,5 @@ def evaluate_retrieval(
             "search_and_score": round(searched - encoded, 3),
             "bins": round(time.perf_counter() - searched, 3),
         },
-        config=asdict(config),
+        config=config.to_dict(),
     )

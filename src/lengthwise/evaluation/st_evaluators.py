@@ -8,7 +8,7 @@ result as JSON under `output_path` when one is given.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +66,7 @@ class _LengthwiseEvaluator(BaseEvaluator):
     def _finish(
         self,
         model: Any,
-        payload: dict[str, Any],
+        payload: Mapping[str, Any],
         metrics: dict[str, float],
         output_path: str | None,
         epoch: int,

@@ -16,6 +16,7 @@ from lengthwise.core.bins import LengthBins, per_bin, token_lengths
 from lengthwise.core.data import PairSet
 from lengthwise.core.embed import TokenView
 from lengthwise.core.encoder import TextEncoder
+from lengthwise.evaluation.schema import STSRecord
 
 __all__ = ["STSResult", "correlations", "evaluate_sts", "paired_cosine"]
 
@@ -50,9 +51,9 @@ class STSResult:
     bin_spec: dict[str, Any] | None = None
     subsets: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> STSRecord:
         return {
-            "scores": self.scores,
+            "scores": dict(self.scores),
             "n_pairs": self.n_pairs,
             "subsets": self.subsets,
             "bins": {"by": "longer text of the pair", "spec": self.bin_spec, "rows": self.bins},

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, TypeVar
 
 if TYPE_CHECKING:
     from lengthwise.core.bins import LengthBins
@@ -16,11 +16,23 @@ if TYPE_CHECKING:
     from lengthwise.core.embed import TokenView
     from lengthwise.core.encoder import TextEncoder
     from lengthwise.evaluation.classification import ClassificationConfig, ClassificationResult
+    from lengthwise.evaluation.config import SelfHits
     from lengthwise.evaluation.data import LabelledTexts, RetrievalData
     from lengthwise.evaluation.retrieval import RetrievalConfig, RetrievalResult
     from lengthwise.evaluation.sts import STSResult
 
-__all__ = ["HF_PREFIX", "ClassificationSplits", "Task", "TaskData", "TaskResult", "evaluate_loaded", "load_task_data"]
+__all__ = [
+    "HF_PREFIX",
+    "MTEB_DROPS_SELF_HITS",
+    "ClassificationSplits",
+    "Task",
+    "TaskData",
+    "TaskResult",
+    "data_name",
+    "drops_self_hits",
+    "evaluate_loaded",
+    "load_task_data",
+]
 
 HF_PREFIX = "hf:"  # `--data hf:NAME` reads a dataset from the Hugging Face hub (online only)
 
@@ -41,6 +53,48 @@ class Task(str, Enum):
 _METRICS = {Task.sts: "spearman", Task.retrieval: "ndcg@10", Task.classification: "accuracy"}
 
 
+# The retrieval data sets whose MTEB task sets ``ignore_identical_ids = True`` (mteb 2.26: 51 tasks), by the last
+# part of their hub path, lower-cased — which is also the folder name of the BEIR downloads (arguana, quora, …).
+# tests/evaluation checks this list against the installed mteb.
+MTEB_DROPS_SELF_HITS = frozenset(
+    {
+        "arguana", "arguana-fa-v2", "arguana-pl", "beir-nl-arguana", "beir-nl-fever", "beir-nl-fiqa",
+        "beir-nl-mmarco", "beir-nl-quora", "bsardretrieval.v2", "ecomretrieval", "feedbackqaretrieval", "fever",
+        "fever_fa_test_top_250_only_w_correct-v2", "fever_test_top_250_only_w_correct-v2", "fiqa",
+        "fiqa-decontaminated", "fiqa-fa-v2", "fiqa-pl", "jacwirretrieval", "jagovfaqsretrieval", "medicalretrieval",
+        "mlquestions", "mmarcoretrievalmultilingual", "msmarco", "msmarco-fa", "msmarco-pl",
+        "msmarco-plhardnegatives", "msmarco_fa_test_top_250_only_w_correct-v2",
+        "msmarco_test_top_250_only_w_correct-v2", "mteb-nl-bbsard", "mteb-nl-legalqa-pr",
+        "nlpjournalabsarticleretrieval", "nlpjournalabsarticleretrieval.v2", "persian-web-document-retrieval",
+        "quora", "quora-decontaminated", "quora-fa-v2", "quoraretrieval_test_top_250_only_w_correct-v2",
+        "ria-news-retrieval", "rianewsretrieval_test_top_250_only_w_correct-v2", "ru_sci_bench_cite_retrieval",
+        "ru_sci_bench_cocite_retrieval", "rubq-retrieval", "synthetic-persian-chatbot-rag-faq-retrieval",
+        "synthetic-persian-chatbot-rag-topics-retrieval", "synthetic-persian-chatbot-topics-retrieval",
+        "synthetic-persian-qa-retrieval", "t2retrieval", "trec-dl-2019", "trec-dl-2020", "videoretrieval",
+    }
+)  # fmt: skip
+
+
+def data_name(data: str | Path) -> str:
+    """The data set's name: the last part of a ``hf:`` path or of a local path, lower-cased (``arguana``)."""
+    text = str(data).removeprefix(HF_PREFIX).rstrip("/\\")
+    return text.replace("\\", "/").rsplit("/", 1)[-1].lower()
+
+
+def drops_self_hits(mode: SelfHits | str, data: str | Path) -> bool:
+    """Whether retrieval on `data` drops a retrieved document whose id is the query id.
+
+    ``keep``/``drop`` say so outright; ``auto`` follows the task as MTEB does: drop for the data sets whose MTEB
+    task sets ``ignore_identical_ids`` (`MTEB_DROPS_SELF_HITS`, matched by `data_name`), keep for all others.
+    """
+    from lengthwise.evaluation.config import SelfHits
+
+    chosen = SelfHits(mode)
+    if chosen is SelfHits.auto:
+        return data_name(data) in MTEB_DROPS_SELF_HITS
+    return chosen is SelfHits.drop
+
+
 class ClassificationSplits(NamedTuple):
     """The train split the classifiers fit on and the test split they are scored on."""
 
@@ -55,11 +109,8 @@ class ClassificationSplits(NamedTuple):
         return {"source": self.test.source, "train": self.train.describe(), "test": self.test.describe()}
 
 
-if TYPE_CHECKING:
-    TaskData = PairSet | RetrievalData | ClassificationSplits
-    TaskResult = STSResult | RetrievalResult | ClassificationResult
-else:
-    TaskData = TaskResult = Any
+TaskData: TypeAlias = "PairSet | RetrievalData | ClassificationSplits"  # what `load_task_data` returns
+TaskResult: TypeAlias = "STSResult | RetrievalResult | ClassificationResult"  # what `evaluate_loaded` returns
 
 
 def load_task_data(
