@@ -11,9 +11,17 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+import torch
 from sentence_transformers import SentenceTransformer
 
-__all__ = ["SentenceTransformerEncoder", "TextEncoder", "as_encoder"]
+__all__ = [
+    "MultiVectorEncoder",
+    "MultiVectors",
+    "SentenceTransformerEncoder",
+    "TextEncoder",
+    "as_encoder",
+    "multi_vector_scores",
+]
 
 
 @runtime_checkable
@@ -32,6 +40,67 @@ class TextEncoder(Protocol):
         self, texts: Sequence[str], *, batch_size: int = 32, show_progress: bool = False
     ) -> np.ndarray:
         """The document side of retrieval."""
+        ...
+
+
+@dataclass(frozen=True)
+class MultiVectors:
+    """Several vectors per document (one per window): `vectors` (W, D) float32, grouped by document in order;
+    document i owns rows ``offsets[i]:offsets[i + 1]`` of `offsets` (n + 1,) int64, and owns at least one."""
+
+    vectors: np.ndarray
+    offsets: np.ndarray
+
+    def __post_init__(self) -> None:
+        if self.offsets.ndim != 1 or self.offsets[0] != 0 or self.offsets[-1] != len(self.vectors):
+            raise ValueError("offsets must run from 0 to the number of vectors")
+        if np.any(np.diff(self.offsets) < 1):
+            raise ValueError("every document needs at least one vector")
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def owner(self) -> np.ndarray:
+        """The document index of each vector: (W,) int64."""
+        return np.repeat(np.arange(len(self)), np.diff(self.offsets))
+
+
+def multi_vector_scores(queries: torch.Tensor, documents: MultiVectors, top_k: int = 1) -> torch.Tensor:
+    """Exact late-interaction scores: (Q, D) unit queries × multi-vector documents → (Q, n).
+
+    A document scores the max cosine over its vectors (`top_k` = 1), or the mean of its `top_k` best (all of
+    them when it has fewer). Vectors are L2-normalised here.
+    """
+    vectors = torch.nn.functional.normalize(torch.as_tensor(documents.vectors, dtype=torch.float32), dim=-1)
+    sims = queries @ vectors.T  # (Q, W)
+    owner = torch.as_tensor(documents.owner())
+    n = len(documents)
+    if top_k == 1:
+        out = torch.full((queries.shape[0], n), float("-inf"))
+        return out.scatter_reduce(1, owner.expand_as(sims), sims, reduce="amax")  # (Q, n)
+    counts = torch.as_tensor(np.diff(documents.offsets))  # (n,)
+    width = int(counts.max())
+    slot = torch.arange(len(owner)) - torch.as_tensor(documents.offsets[:-1])[owner]  # position within its doc
+    padded = torch.full((queries.shape[0], n, width), float("-inf"))
+    padded[:, owner, slot] = sims  # (Q, n, width)
+    k = min(top_k, width)
+    best = padded.topk(k, dim=-1).values  # (Q, n, k)
+    taken = torch.clamp(counts, max=k).to(best.dtype)  # (n,)
+    return torch.where(torch.isinf(best), torch.zeros_like(best), best).sum(-1) / taken
+
+
+@runtime_checkable
+class MultiVectorEncoder(TextEncoder, Protocol):
+    """A `TextEncoder` that can also keep several vectors per document; retrieval then ranks with
+    `multi_vector_scores` (max, or the mean of the best `multi_vector_top_k`) when `is_multi_vector` is true."""
+
+    is_multi_vector: bool
+    multi_vector_top_k: int
+
+    def encode_documents_multi(
+        self, texts: Sequence[str], *, batch_size: int = 32, show_progress: bool = False
+    ) -> MultiVectors:
+        """Every window vector of every document."""
         ...
 
 

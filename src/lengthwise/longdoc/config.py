@@ -1,0 +1,107 @@
+"""Long-document settings (METHODS §5): the strategy, the window and its stride, as a frozen dataclass.
+
+Validated on construction with errors that name the CLI flag; what depends on the model (the window against the
+model's position table, the stride against the window's content budget) is checked by `LongEncoder`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+__all__ = ["LongDocConfig", "LongDocError", "Strategy"]
+
+
+class LongDocError(ValueError):
+    """A long-document setting or input cannot be used; the message names the flag or the text and the fix."""
+
+
+class Strategy(str, Enum):
+    """How a text longer than the window becomes an embedding."""
+
+    truncate = "truncate"  # today's behaviour: the first window only
+    chunk_mean = "chunk-mean"  # mean of the window vectors (LongEmbed's chunk-and-pool)
+    chunk_weighted = "chunk-weighted"  # mean weighted by window token counts (HiCL)
+    multi_vector = "multi-vector"  # every window kept; a document scores max (or top-k mean) over them
+    late_chunking = "late-chunking"  # one pass over the longest input the positions allow, pooled per chunk
+
+    @classmethod
+    def parse(cls, value: str | Strategy) -> Strategy:
+        """`value` as a strategy; raises `LongDocError` naming ``--long`` and the choices."""
+        if isinstance(value, Strategy):
+            return value
+        try:
+            return cls(str(value).strip().lower().replace("_", "-"))
+        except ValueError:
+            choices = ", ".join(s.value for s in cls)
+            raise LongDocError(f"--long {value!r} is not a strategy; use one of {choices}") from None
+
+
+@dataclass(frozen=True)
+class LongDocConfig:
+    """A long-document encoding: strategy, window (tokens incl. special tokens), stride, cuts and pooling."""
+
+    strategy: Strategy = field(
+        default=Strategy.chunk_mean,
+        metadata={"help": "truncate, chunk-mean, chunk-weighted, multi-vector or late-chunking."},
+    )
+    window: int | None = field(
+        default=None,
+        metadata={"help": "Tokens per window, special tokens included (default: the model's max length)."},
+    )
+    stride: int | None = field(
+        default=None,
+        metadata={"help": "Step between window starts in tokens, < window (default: no overlap)."},
+    )
+    sentence_cuts: bool = field(
+        default=False,
+        metadata={"help": "Move a cut back to a sentence end in the window's last quarter when there is one."},
+    )
+    top_k: int = field(
+        default=1, metadata={"help": "multi-vector: score a document by the mean of its k best windows (1 = max)."}
+    )
+    macro_window: int | None = field(
+        default=None,
+        metadata={"help": "late-chunking: tokens per transformer pass (default: the model's position limit)."},
+    )
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "strategy", Strategy.parse(self.strategy))
+        if self.window is not None and self.window < 3:
+            raise LongDocError(f"--window {self.window} is too small; use at least 3 tokens (special tokens included)")
+        if self.stride is not None:
+            if self.stride < 1:
+                raise LongDocError(f"--stride {self.stride} must be ≥ 1")
+            if self.window is not None and self.stride >= self.window:
+                raise LongDocError(
+                    f"--stride {self.stride} ≥ --window {self.window}: windows would skip tokens; "
+                    "use a stride below the window (omit it for no overlap)"
+                )
+        if self.top_k < 1:
+            raise LongDocError(f"--top-k {self.top_k} must be ≥ 1")
+        if self.macro_window is not None and self.window is not None and self.macro_window < self.window:
+            raise LongDocError(f"--macro-window {self.macro_window} must be ≥ --window {self.window}")
+
+    def describe(self) -> str:
+        """A short label, e.g. ``chunk-mean w128 s64``."""
+        parts = [self.strategy.value]
+        if self.window is not None:
+            parts.append(f"w{self.window}")
+        if self.stride is not None:
+            parts.append(f"s{self.stride}")
+        if self.sentence_cuts:
+            parts.append("sent")
+        if self.strategy is Strategy.multi_vector and self.top_k > 1:
+            parts.append(f"top{self.top_k}")
+        return " ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "strategy": self.strategy.value}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LongDocConfig:
+        unknown = set(data) - {f for f in cls.__dataclass_fields__}
+        if unknown:
+            raise LongDocError(f"unknown long-document settings {sorted(unknown)}; was the file written by lengthwise?")
+        return cls(**data)
