@@ -36,7 +36,7 @@ ROOMS = ("audit", "tempscale", "longdoc", "evaluation", "training")
 CLI = "cli"
 FACADE = "facade"
 # top-level modules/packages that belong to the facade or the hall without living under core/
-FACADE_MODULES = ("__init__", "facade", "_compat")
+FACADE_MODULES = ("__init__", "facade", "_compat", "_version")
 HALL_EXTRAS = ("probes",)  # data files read through importlib.resources
 GROUP_ORDER = (HALL, *ROOMS, FACADE, CLI)
 

@@ -6,15 +6,9 @@ Names load on first use (PEP 562), so `import lengthwise` costs no torch import 
 
 from __future__ import annotations
 
-from importlib import metadata
-
 from lengthwise import _compat
+from lengthwise._version import __version__
 from lengthwise.core.lazy import lazy_exports
-
-try:
-    __version__ = metadata.version("lengthwise")
-except metadata.PackageNotFoundError:  # running from a source tree without installation
-    __version__ = "0.0.0"
 
 _compat.install()
 

@@ -17,6 +17,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # click's plain help and error text: typer's rich formatter imports rich.markdown and markdown-it
+    # (about 0.25 s, more than the whole start-up budget of `lengthwise --help`)
+    rich_markup_mode=None,
 )
 
 

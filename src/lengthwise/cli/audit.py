@@ -4,23 +4,17 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-from rich.table import Table
 
 from lengthwise.cli.app import app
 from lengthwise.cli.console import console
 from lengthwise.cli.console import fail as _fail
 from lengthwise.core.defaults import DEFAULT_MODEL
+
+if TYPE_CHECKING:  # rich.progress and rich.table load when a command runs, not for `lengthwise --help`
+    from rich.table import Table
 
 
 class Preset(str, Enum):
@@ -31,6 +25,8 @@ class Preset(str, Enum):
 
 
 def _summary_table(payload: dict) -> Table:
+    from rich.table import Table
+
     attack = payload["attack"]
     table = Table(title=f"Elongation attack — {payload['model']['name']}", title_justify="left")
     table.add_column("measure")
@@ -72,6 +68,8 @@ def _diagnostics(docs: Path | None, run_all: bool, switches: dict[str, bool]) ->
 
 
 def _diagnostics_table(section: dict) -> Table:
+    from rich.table import Table
+
     from lengthwise.audit.report.documents import summary_rows
 
     table = Table(title="Document diagnostics", title_justify="left")
@@ -230,6 +228,15 @@ def audit(
         doc_set = read_docs(docs, max_docs=max_docs or None, seed=seed) if docs is not None else None
         with console.status(f"loading {model}"):
             encoder = load_model(model, device=device, trust_remote_code=trust_remote_code, max_seq_length=max_length)
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
         with Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from lengthwise.cli.console import console
 from lengthwise.cli.console import fail as _fail
@@ -28,7 +27,9 @@ from lengthwise.evaluation.config import (
 )
 from lengthwise.evaluation.tasks import Task
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # rich.table loads when a command prints, not for `lengthwise --help`
+    from rich.table import Table
+
     from lengthwise.evaluation.schema import EvalRecord
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
@@ -54,6 +55,8 @@ def _as_flags(message: str) -> str:
 
 
 def _headline_table(record: EvalRecord) -> Table:
+    from rich.table import Table
+
     table = Table(title=f"{record['task']} — {record['model']['name']}", title_justify="left")
     rows = record["bins"]["queries"] if record["task"] == "retrieval" else record["bins"]
     metrics = list(record["scores"])

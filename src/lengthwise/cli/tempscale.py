@@ -11,8 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -78,6 +76,9 @@ def _load(model: str, device: str | None, max_length: int | None = None) -> Sent
 @app.command()
 def families() -> None:
     """List the supported architectures and how TempScale reaches their attention."""
+    from rich.console import Console
+    from rich.table import Table
+
     from lengthwise.tempscale import FAMILIES
 
     table = Table(title="TempScale families", title_justify="left")
