@@ -353,6 +353,7 @@ def render_html(payload: Mapping[str, Any], images: Mapping[str, bytes]) -> str:
     from lengthwise.audit.report import (
         documents as report_docs,  # document diagnostics' sections; it imports this module
     )
+    from lengthwise.audit.report import retrieval as report_retrieval  # retrieval length bias; imports this module
 
     attack, model, meta = payload["attack"], payload.get("model") or {}, payload.get("meta") or {}
     name = escape_html(model.get("name") or "unknown model")
@@ -371,6 +372,7 @@ def render_html(payload: Mapping[str, Any], images: Mapping[str, bytes]) -> str:
         *_word_shuffle_section(payload, images.get("word_shuffle")),
         *_by_kind_section(payload),
         *report_docs.html_sections(payload, images),
+        *report_retrieval.html_sections(payload, images),
         "<h2>Tokens</h2>",
         html_kv_table(token_rows),
     ]
@@ -397,11 +399,13 @@ def write_report(payload: Mapping[str, Any], out_dir: str | Path) -> dict[str, P
     _check_payload(payload, "payload")
     out = Path(out_dir)
     from lengthwise.audit.report import documents as report_docs  # document diagnostics' plots; it imports this module
+    from lengthwise.audit.report import retrieval as report_retrieval  # retrieval length bias; it imports this module
 
     plotters = {"attack": plot_attack, "first_k_curve": plot_first_k_curve, "word_shuffle": plot_word_shuffle}
     figures = {key: plot(payload) for key, plot in plotters.items()} | report_docs.figures(payload)
+    figures |= report_retrieval.figures(payload)
     images = {key: png_bytes(figure) for key, figure in figures.items() if figure is not None}
-    names = PNG_NAMES | report_docs.PNG_NAMES
+    names = PNG_NAMES | report_docs.PNG_NAMES | report_retrieval.PNG_NAMES
     written = {key: write_bytes_atomic(out / names[key], png) for key, png in images.items()}
     for stale in names.keys() - images.keys():
         (out / names[stale]).unlink(missing_ok=True)

