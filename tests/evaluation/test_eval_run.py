@@ -85,3 +85,15 @@ def test_config_errors_name_the_field(fields: dict[str, object], message: str) -
     settings: dict[str, object] = {"task": "sts", "data": "x"} | fields
     with pytest.raises(ValueError, match=message):
         EvalConfig(**settings)  # type: ignore[arg-type]
+
+
+def test_task_dispatch(sts_file: Path, labelled_folder: Path) -> None:
+    from lengthwise.evaluation.tasks import ClassificationSplits, evaluate_loaded, load_task_data
+
+    assert [task.metric for task in Task] == ["spearman", "ndcg@10", "accuracy"]
+    pairs = load_task_data(Task.sts, sts_file)
+    splits = load_task_data(Task.classification, labelled_folder, max_train=4, seed=0)
+    assert isinstance(splits, ClassificationSplits) and len(splits.train) == 4 and len(splits.test) == 6
+    assert evaluate_loaded(Task.sts, TableEncoder(), pairs).scores["spearman"] is not None
+    with pytest.raises(TypeError, match="task classification needs ClassificationSplits"):
+        evaluate_loaded(Task.classification, TableEncoder(), pairs)
