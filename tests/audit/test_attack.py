@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import numpy as np
@@ -75,7 +76,7 @@ def test_audit_is_deterministic_with_random_m(tiny_model) -> None:
 def test_config_validation() -> None:
     with pytest.raises(ValueError, match="first_k=2"):
         AuditConfig(first_k=2)
-    with pytest.raises(ValueError, match="batch size"):
+    with pytest.raises(ValueError, match="batch_size=0"):
         AuditConfig(batch_size=0)
     with pytest.raises(ValueError, match="null_permutations"):
         AuditConfig(null_permutations=-1)
@@ -100,3 +101,96 @@ def test_default_probe_set_audit_on_minilm(minilm) -> None:
     # Sanity of the probe set itself: paraphrases score far above unrelated pairs.
     assert before[scores == 4].mean() > before[scores == 0].mean() + 0.4
     assert result.model["weights_sha256_16"] and result.data["n_pairs"] == len(probes)
+
+
+# --- issue 13 regressions ------------------------------------------------------------------------------------------
+
+
+def _exact_tokens(view: TokenView, n: int) -> str:
+    """A text of exactly n content tokens for MiniLM's WordPiece ("alpha" is one token)."""
+    text = " ".join(["alpha"] * n)
+    assert len(view.content([text])[0]) == min(n, view.max_content)
+    return text
+
+
+def test_a_text_of_exactly_n_minus_2_tokens_is_not_counted_as_cut(tiny_model) -> None:
+    """13.10: `truncated_texts` counts texts longer than the window, not those that just fit."""
+    view = TokenView(tiny_model)
+    fits, cut = _exact_tokens(view, view.max_content), " ".join(["alpha"] * (view.max_content + 5))
+    pairs = PairSet((TextPair(fits, "short one"), TextPair(cut, "another short one")), "inline", "test")
+    result = run_audit(tiny_model, pairs, AuditConfig(curve_ks=(), word_shuffle=False, null_permutations=0))
+    assert result.tokens["truncated_texts"] == 1
+
+
+def test_word_shuffle_shuffles_only_the_kept_tokens(tiny_model, monkeypatch) -> None:
+    """13.3: on a text longer than the window both sides of the probe hold the same tokens, in another order."""
+    import lengthwise.audit.attack as attack
+
+    view = TokenView(tiny_model)
+    words = [f"w{i}" for i in range(200)]  # far more than the 62-token budget
+    long_text = " ".join(words)
+    seen: list[str] = []
+    real = attack.shuffle_words
+
+    def spy(text: str, rng: random.Random) -> str:
+        out = real(text, rng)
+        seen.append(out)
+        return out
+
+    monkeypatch.setattr(attack, "shuffle_words", spy)
+    pairs = PairSet((TextPair(long_text, "a reply"), TextPair("short text here", "a reply")), "inline", "test")
+    run_audit(tiny_model, pairs, AuditConfig(elongation=Elongation("fixed", 2), curve_ks=(), null_permutations=0))
+    original_ids = view.content([long_text])[0]
+    shuffled_ids = view.content([seen[0]])[0]
+    assert sorted(shuffled_ids) == sorted(original_ids)  # the same tokens …
+    assert shuffled_ids != original_ids  # … in another order
+
+
+def test_max_length_that_leaves_no_room_to_elongate_is_an_error(tiny_model_dir) -> None:
+    """13.6: at N = 3 every text fills the window alone; the attack would be a silent no-op (JSD 0)."""
+    from lengthwise.audit.attack import NothingElongatedError
+    from lengthwise.core.models import load_model
+
+    model = load_model(tiny_model_dir, device="cpu", max_seq_length=3)
+    with pytest.raises(NothingElongatedError, match="elongation changes no text: at N = 3"):
+        run_audit(model, PAIRS, AuditConfig(curve_ks=(), word_shuffle=False))
+
+
+def test_m_of_one_is_an_error_and_many_stuck_texts_warn(tiny_model) -> None:
+    from lengthwise.audit.attack import NothingElongatedError
+
+    with pytest.raises(NothingElongatedError, match="gave m = 1 to every text"):
+        run_audit(tiny_model, PAIRS, AuditConfig(elongation=Elongation("fixed", 1), curve_ks=()))
+    view = TokenView(tiny_model)
+    long_text = _exact_tokens(view, view.max_content // 2 + 3)  # cannot hold two copies
+    pairs = PairSet((TextPair(long_text, "short"), TextPair("short", "also short")), "inline", "test")
+    result = run_audit(tiny_model, pairs, AuditConfig(curve_ks=(), word_shuffle=False, null_permutations=0))
+    assert result.tokens["texts_elongated"] == 3
+    assert any("1 of 4 texts (25%)" in warning for warning in result.warnings)
+
+
+def test_js_null_is_scipys_permutation_test() -> None:
+    """The JSD null comes from scipy.stats.permutation_test (paired, one-sided); exact for few pairs."""
+    from scipy.stats import permutation_test
+
+    from lengthwise.audit.shift import js_distance
+
+    rng = np.random.default_rng(3)
+    before = rng.uniform(-1, 1, 40)
+    after = before + rng.normal(0.2, 0.05, 40)
+    null = js_distance_null(before, after, permutations=99, seed=5)
+    reference = permutation_test(
+        (before, after),
+        lambda x, y, axis=-1: np.array(
+            [js_distance(a, b) for a, b in zip(np.atleast_2d(x), np.atleast_2d(y), strict=True)]
+        ),
+        permutation_type="samples",
+        vectorized=True,
+        n_resamples=99,
+        alternative="greater",
+        rng=np.random.default_rng(5),
+    )
+    assert null.p_value == pytest.approx(reference.pvalue) and null.permutations == 99
+    assert null.mean == pytest.approx(np.mean(reference.null_distribution))
+    exact = js_distance_null(before[:4], after[:4], permutations=200)
+    assert exact.permutations == 16  # 2**4 swap patterns, all enumerated

@@ -23,6 +23,7 @@ from lengthwise.audit.documents import (
 )
 from lengthwise.audit.report import documents as report_docs
 from lengthwise.cli import app
+from lengthwise.core.bins import BinCounting, LengthBins
 from lengthwise.core.data import DataFormatError
 from lengthwise.core.embed import TokenView, embed_ids, embed_texts
 
@@ -96,9 +97,8 @@ def test_read_docs_missing_file(tmp_path: Path) -> None:
 
 def test_streamed_pooled_embeddings_equal_embed_ids(tiny_model) -> None:
     view = TokenView(tiny_model)
-    run = _DocumentRun(
-        tiny_model, view, dg.LengthBins(16, view.max_content), DocAuditConfig(batch_size=4), _documents(9)
-    )
+    bins = LengthBins(16, view.max_content, BinCounting.AFTER_TRUNCATION)
+    run = _DocumentRun(tiny_model, view, bins, DocAuditConfig(batch_size=4), _documents(9))
     inputs = [run._wrap(ids) for ids in run.ids]
     pooled = run._pooled(inputs, None, "original", lambda *_: None)
     expected = embed_texts(tiny_model, _documents(9))

@@ -141,12 +141,6 @@ def test_length_collapse_per_bin() -> None:
     assert rows[2]["mean_cosine"] is None
 
 
-def test_length_bins() -> None:
-    bins = dg.LengthBins(32, 254)
-    assert bins.assign(np.array([1, 32, 33, 254])).tolist() == [0, 0, 1, 7]
-    assert bins.row(7) == {"bin": 7, "label": "225–254", "middle": 239.5}
-
-
 # --- intra-document similarity --------------------------------------------------------------------------------
 
 

@@ -11,86 +11,55 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from sentence_transformers import SentenceTransformer
 
-from lengthwise.audit.shift import (
-    HistogramSpec,
-    js_distance,
-    js_distance_null,
-    paired_cosine,
-    similarity_histogram,
-    similarity_shift,
+from lengthwise.audit.config import AuditConfig, HistogramSpec
+from lengthwise.audit.schema import (
+    AttackSection,
+    AuditPayload,
+    FirstKRow,
+    ShiftSection,
+    Similarities,
+    TokensSection,
+    WordShuffleSection,
 )
+from lengthwise.audit.shift import js_distance, js_distance_null, paired_cosine, similarity_histogram, similarity_shift
 from lengthwise.core.data import PairSet
 from lengthwise.core.embed import TokenView, embed_ids
 from lengthwise.core.models import model_fingerprint
 from lengthwise.core.results import environment
-from lengthwise.core.tokens import Elongation, elongate, elongation_factor, first_k, shuffle_words
+from lengthwise.core.tokens import content_ids, elongate, elongation_factor, first_k, kept_text, shuffle_words
 
-__all__ = ["AuditConfig", "AuditResult", "run_audit"]
+__all__ = ["AuditConfig", "AuditResult", "NothingElongatedError", "run_audit"]
 
-DEFAULT_CURVE_KS = (16, 32, 64, 128, 256, 512)
+WARN_SHARE = 0.10  # warn when at least this share of texts cannot hold two copies and stays unchanged
 
 
-@dataclass(frozen=True)
-class AuditConfig:
-    """Settings of one audit run.
-
-    `first_k` truncates every text to its first k tokens (special tokens included) before anything else —
-    the length-attack paper's "first 64 tokens vs 8 copies" setting is ``first_k=64, elongation=8`` at N=512.
-    `curve_ks` are input lengths (special tokens included) for the semantic-altered curve; k > N is skipped.
-    `null_permutations` within-pair swaps give the JS distance's noise level and p-value (0 = skip).
-    """
-
-    elongation: Elongation = field(default_factory=lambda: Elongation("fixed", 100))
-    first_k: int | None = None
-    curve_ks: tuple[int, ...] = DEFAULT_CURVE_KS
-    word_shuffle: bool = True
-    histogram: HistogramSpec = field(default_factory=HistogramSpec)
-    batch_size: int = 32
-    seed: int = 0
-    null_permutations: int = 200
-
-    def __post_init__(self) -> None:
-        if self.null_permutations < 0:
-            raise ValueError(f"null_permutations={self.null_permutations} must be ≥ 0")
-        if self.first_k is not None and self.first_k < 3:
-            raise ValueError(f"first_k={self.first_k} leaves no content token; use at least 3")
-        if any(k < 3 for k in self.curve_ks):
-            raise ValueError(f"curve lengths {self.curve_ks} must all be ≥ 3 tokens")
-        if self.batch_size < 1:
-            raise ValueError(f"batch size {self.batch_size} must be ≥ 1")
-
-    def to_dict(self) -> dict[str, Any]:
-        settings = asdict(self)
-        settings["elongation"] = self.elongation.describe()
-        settings["histogram"] = {
-            "bins": self.histogram.bins,
-            "range": [self.histogram.low, self.histogram.high],
-        }
-        return settings
+class NothingElongatedError(ValueError):
+    """No text can hold two copies within the window, so the attack would compare every pair with itself."""
 
 
 @dataclass(frozen=True)
 class AuditResult:
     """Everything an audit measured, as plain data; `to_dict()` is what `audit.json` holds."""
 
-    attack: dict[str, Any]
-    tokens: dict[str, Any]
-    first_k_curve: list[dict[str, Any]]
-    word_shuffle: dict[str, Any] | None
-    attack_by_kind: dict[str, dict[str, Any]]
-    similarities: dict[str, list[Any]]  # before/after cosines per pair; `kind` per pair when the data has kinds
+    attack: AttackSection
+    tokens: TokensSection
+    first_k_curve: list[FirstKRow]
+    word_shuffle: WordShuffleSection | None
+    attack_by_kind: dict[str, ShiftSection]
+    similarities: Similarities  # before/after cosines per pair; `kind` per pair when the data has kinds
     settings: dict[str, Any]
     model: dict[str, Any] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # what makes a figure weaker than it looks
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> AuditPayload:
+        return cast(AuditPayload, asdict(self))
 
 
 class _SequenceBank:
@@ -110,6 +79,35 @@ def _histogram_dict(values: np.ndarray, spec: HistogramSpec) -> list[int]:
     return [int(c) for c in similarity_histogram(values, spec)]
 
 
+def _shift(before: np.ndarray, after: np.ndarray, spec: HistogramSpec) -> ShiftSection:
+    return cast(ShiftSection, similarity_shift(before, after, spec).to_dict())
+
+
+def _check_elongation(lengths: np.ndarray, factors: np.ndarray, view: TokenView, config: AuditConfig) -> list[str]:
+    """Refuse an attack that elongates nothing; warn when many texts fill the window alone (METHODS §1: m is
+    capped at ⌊(N − 2)/n⌋, so a text over half the window keeps m = 1 and its pairs cannot move)."""
+    can_double = lengths * 2 <= view.max_content
+    if not can_double.any():
+        raise NothingElongatedError(
+            f"elongation changes no text: at N = {view.max_length} every text has more than "
+            f"{view.max_content // 2} content tokens, so m is capped at 1 and the attack would compare each pair "
+            "with itself; raise --max-length, cut the texts first with --first-k, or audit shorter texts"
+        )
+    if not (factors >= 2).any():
+        raise NothingElongatedError(
+            f"elongation {config.elongation.describe()} gave m = 1 to every text, so the attack would compare "
+            "each pair with itself; use --elongate with m ≥ 2, 'twice', or another --seed"
+        )
+    stuck = int((~can_double).sum())
+    if stuck / len(lengths) < WARN_SHARE:
+        return []
+    return [
+        f"{stuck} of {len(lengths)} texts ({stuck / len(lengths):.0%}) have more than {view.max_content // 2} "
+        f"content tokens and cannot hold two copies at N = {view.max_length}: they stay unchanged, which "
+        "pulls the attack's shift towards 0"
+    ]
+
+
 def run_audit(
     model: SentenceTransformer,
     pairs: PairSet,
@@ -121,7 +119,7 @@ def run_audit(
     """Run the elongation attack, the first-k curve and the word-shuffle probe on `pairs`.
 
     `model_name` is recorded in the result's model fingerprint. `on_progress(done, total)` is called after
-    each embedded batch (sequences done / to do).
+    each embedded batch (sequences done / to do). Raises `NothingElongatedError` when no text can be elongated.
     """
     started = time.perf_counter()
     rng = random.Random(config.seed)
@@ -131,10 +129,17 @@ def run_audit(
         max_content = min(max_content, config.first_k - view.specials.count)
     texts1 = [p.text1 for p in pairs.pairs]
     texts2 = [p.text2 for p in pairs.pairs]
-    ids1 = [ids[:max_content] for ids in view.content(texts1)]
-    ids2 = [ids[:max_content] for ids in view.content(texts2)]
+    # one token past the window tells a text that is cut (n > N - 2) from one that just fits (n = N - 2)
+    full1 = content_ids(view.tokenizer, texts1, view.max_content + 1, pairs.names(1))
+    full2 = content_ids(view.tokenizer, texts2, view.max_content + 1, pairs.names(2))
+    cut = sum(len(ids) > view.max_content for ids in full1 + full2)
+    ids1 = [ids[:max_content] for ids in full1]
+    ids2 = [ids[:max_content] for ids in full2]
+    lengths = np.array([len(i) for i in ids1 + ids2])
     factors1 = [elongation_factor(len(ids), view.max_content, config.elongation, rng) for ids in ids1]
     factors2 = [elongation_factor(len(ids), view.max_content, config.elongation, rng) for ids in ids2]
+    factors = np.array(factors1 + factors2)
+    warnings = _check_elongation(lengths, factors, view, config)
 
     bank = _SequenceBank()
     original = (bank.add([view.wrap(i) for i in ids1]), bank.add([view.wrap(i) for i in ids2]))
@@ -152,8 +157,11 @@ def run_audit(
     }
     shuffled = None
     if config.word_shuffle:
+        # shuffle only the words the model reads: the part of text 1 that survives truncation (laser3 §6.1)
         shuffle_rng = random.Random(config.seed + 1)
-        shuffled_ids = [ids[:max_content] for ids in view.content([shuffle_words(t, shuffle_rng) for t in texts1])]
+        kept = [kept_text(view.tokenizer, text, max_content) for text in texts1]
+        shuffled_texts = [shuffle_words(text, shuffle_rng) for text in kept]
+        shuffled_ids = [ids[:max_content] for ids in view.content(shuffled_texts, pairs.names(1))]
         shuffled = bank.add([view.wrap(i) for i in shuffled_ids])
 
     sequences = bank.sequences()
@@ -173,24 +181,29 @@ def run_audit(
 
     before = cosines(*original)
     after = cosines(*elongated)
-    attack: dict[str, Any] = {**similarity_shift(before, after, spec).to_dict(), **_null(before, after, config)}
-    attack.update(
-        elongation=config.elongation.describe(),
-        histogram={
-            "bins": spec.bins,
-            "range": [spec.low, spec.high],
-            "before": _histogram_dict(before, spec),
-            "after": _histogram_dict(after, spec),
+    histogram = {
+        "bins": spec.bins,
+        "range": [spec.low, spec.high],
+        "before": _histogram_dict(before, spec),
+        "after": _histogram_dict(after, spec),
+    }
+    attack = cast(
+        AttackSection,
+        {
+            **_shift(before, after, spec),
+            **_null(before, after, config),
+            "elongation": config.elongation.describe(),
+            "histogram": histogram,
         },
     )
 
-    by_kind: dict[str, dict[str, Any]] = {}
+    by_kind: dict[str, ShiftSection] = {}
     kinds = sorted({p.kind for p in pairs.pairs if p.kind is not None})
     for kind in kinds:
         mask = np.array([p.kind == kind for p in pairs.pairs])
-        by_kind[kind] = similarity_shift(before[mask], after[mask], spec).to_dict()
+        by_kind[kind] = _shift(before[mask], after[mask], spec)
 
-    curve_rows = []
+    curve_rows: list[FirstKRow] = []
     for k, (side1, side2) in curve.items():
         sims = cosines(side1, side2)
         curve_rows.append(
@@ -204,43 +217,43 @@ def run_audit(
             }
         )
 
-    shuffle_section: dict[str, Any] | None = None
+    shuffle_section: WordShuffleSection | None = None
     if shuffled is not None:
         shuffled_sims = paired_cosine(embeddings[shuffled], embeddings[original[1]])
-        shuffle_section = {
-            **similarity_shift(before, shuffled_sims, spec).to_dict(),
-            **_null(before, shuffled_sims, config),
-        }
+        shuffle_section = cast(
+            WordShuffleSection, {**_shift(before, shuffled_sims, spec), **_null(before, shuffled_sims, config)}
+        )
         shuffle_section["histogram"] = _histogram_dict(shuffled_sims, spec)
 
-    lengths = np.array([len(i) for i in ids1 + ids2])
-    factors = np.array(factors1 + factors2)
     elongated_lengths = np.array([len(sequences[j]) for j in np.concatenate(elongated)])
-    tokens = {
+    tokens: TokensSection = {
         "max_length": view.max_length,
         "special_tokens": view.specials.count,
         "content_mean": float(lengths.mean()),
         "content_median": float(np.median(lengths)),
         "content_max": int(lengths.max()),
-        "truncated_texts": int((lengths >= view.max_content).sum()),
+        "truncated_texts": int(cut),
         "elongated_mean": float(elongated_lengths.mean()),
         "m_mean": float(factors.mean()),
         "m_min": int(factors.min()),
         "m_max": int(factors.max()),
         "sequences_embedded": len(sequences),
         "tokens_embedded": int(sum(len(s) for s in sequences)),
+        "texts_elongated": int((factors >= 2).sum()),
     }
+    similarities: Similarities = {
+        "before": [round(float(x), 6) for x in before],
+        "after": [round(float(x), 6) for x in after],
+    }
+    if kinds:
+        similarities["kind"] = [p.kind for p in pairs.pairs]
     return AuditResult(
         attack=attack,
         tokens=tokens,
         first_k_curve=curve_rows,
         word_shuffle=shuffle_section,
         attack_by_kind=by_kind,
-        similarities={
-            "before": [round(float(x), 6) for x in before],
-            "after": [round(float(x), 6) for x in after],
-            **({"kind": [p.kind for p in pairs.pairs]} if kinds else {}),
-        },
+        similarities=similarities,
         settings=config.to_dict(),
         model=model_fingerprint(model, model_name or "<in-memory model>"),
         data=pairs.describe(),
@@ -249,6 +262,7 @@ def run_audit(
             "seconds": round(time.perf_counter() - started, 3),
             "environment": environment(),
         },
+        warnings=warnings,
     )
 
 

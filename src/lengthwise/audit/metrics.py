@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import torch
@@ -17,7 +17,6 @@ import torch
 __all__ = [
     "CosineMoments",
     "LayerTokenStats",
-    "LengthBins",
     "ProbeScore",
     "adjusted_intra_similarity",
     "alignment",
@@ -80,35 +79,6 @@ class CosineMoments:
         if pairs <= 0:
             raise ValueError("mean cosine across groups needs vectors from at least two groups")
         return float((self.total @ self.total - self.within_sq) / pairs)
-
-
-@dataclass(frozen=True)
-class LengthBins:
-    """Equal-width bins over content tokens n = len(tok(S)) after truncation: 1–w, w+1–2w, … up to N − specials.
-
-    The last bin also holds the texts cut at N (their model input is full).
-    """
-
-    width: int
-    max_content: int
-
-    def __post_init__(self) -> None:
-        if self.width < 1 or self.max_content < 1:
-            raise ValueError(f"length bins need width ≥ 1 and max content ≥ 1, got {self.width}, {self.max_content}")
-
-    @classmethod
-    def default(cls, view: Any) -> LengthBins:
-        """Eight bins across a `TokenView`'s window: width N // 8, at least 16 (32 tokens at N = 256)."""
-        return cls(max(16, view.max_length // 8), view.max_content)
-
-    def assign(self, lengths: np.ndarray) -> np.ndarray:
-        """Bin index of each content length (n,) → (n,)."""
-        return (np.asarray(lengths) - 1) // self.width
-
-    def row(self, index: int) -> dict[str, int | float | str]:
-        """The bin's index, label (``"33–64"``) and middle in tokens (the x position of plots)."""
-        low, high = index * self.width + 1, min((index + 1) * self.width, self.max_content)
-        return {"bin": int(index), "label": f"{low}–{high}", "middle": (low + high) / 2}
 
 
 def anisotropy(embeddings: np.ndarray, groups: np.ndarray | None = None) -> float:

@@ -35,6 +35,11 @@ class TokenView:
         self.specials: SpecialTokens = special_tokens(self.tokenizer)
         self.max_length: int = _max_length(model)
         self.max_content: int = self.max_length - self.specials.count
+        if self.max_content < 1:
+            raise ValueError(
+                f"max length N = {self.max_length} leaves no content token (the model adds {self.specials.count} "
+                f"special tokens); use a max length of at least {self.specials.count + 1}"
+            )
 
     def content(self, texts: Sequence[str], names: Sequence[str] | None = None) -> list[list[int]]:
         """``tok(S)`` of each text, truncated to the content budget; `names` name the texts in errors."""
@@ -50,7 +55,9 @@ def _max_length(model: SentenceTransformer) -> int:
     return int(model.max_seq_length)
 
 
-def batch_features(tokenizer, batch: Sequence[Sequence[int]], device: torch.device) -> dict[str, torch.Tensor]:
+def batch_features(
+    tokenizer, batch: Sequence[Sequence[int] | np.ndarray], device: torch.device
+) -> dict[str, torch.Tensor]:
     """Right-padded ``input_ids`` / ``attention_mask`` (/ ``token_type_ids``) for one batch: (B, T)."""
     width = max(len(ids) for ids in batch)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -88,7 +95,7 @@ def text_transformer(model: SentenceTransformer) -> Any:
     return model[0].auto_model
 
 
-def _check_sequences(model: SentenceTransformer, sequences: Sequence[Sequence[int]]) -> None:
+def _check_sequences(model: SentenceTransformer, sequences: Sequence[Sequence[int] | np.ndarray]) -> None:
     if not len(sequences):
         raise ValueError("no sequences to embed")
     limit = _max_length(model)
@@ -101,7 +108,7 @@ def _check_sequences(model: SentenceTransformer, sequences: Sequence[Sequence[in
 
 def forward_batches(
     model: SentenceTransformer,
-    sequences: Sequence[Sequence[int]],
+    sequences: Sequence[Sequence[int] | np.ndarray],
     *,
     batch_size: int = 32,
     hidden_states: bool = False,
