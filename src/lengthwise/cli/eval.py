@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -115,6 +115,16 @@ def evaluate(
             "--tempscale", help="Evaluate under TempScale with this attention temperature t (t < 1 sharpens)."
         ),
     ] = None,
+    long: Annotated[
+        str | None,
+        typer.Option(
+            "--long",
+            help="Read whole long texts: truncate, chunk-mean, chunk-weighted, multi-vector or late-chunking "
+            "(default: the choice saved with the model, else the model's own truncation).",
+        ),
+    ] = None,
+    window: Annotated[int | None, typer.Option("--window", help="--long: tokens per window (specials incl.).")] = None,
+    stride: Annotated[int | None, typer.Option("--stride", help="--long: step between windows (< window).")] = None,
 ) -> None:
     """Evaluate a model overall and per token-length bin; writes OUT/results.json and PNG plots.
 
@@ -151,7 +161,7 @@ def evaluate(
         )
     except ValueError as err:
         _fail(_as_flags(str(err)))
-    _run(config, model, out, device, max_length, trust_remote_code, tempscale, started)
+    _run(config, model, out, device, max_length, trust_remote_code, tempscale, started, (long, window, stride))
 
 
 def _run(
@@ -163,6 +173,7 @@ def _run(
     trust_remote_code: bool,
     tempscale: float | None,
     started: float,
+    long: tuple[str | None, int | None, int | None] = (None, None, None),
 ) -> None:
     """Check what can be checked cheaply, then load the data and the model, evaluate, write and print."""
     from transformers.utils import logging as hf_logging
@@ -193,6 +204,10 @@ def _run(
 
             encoder = TempScaleEncoder(loaded, ts_config)
             extra["tempscale"] = ts_config.to_dict()
+        long_encoder = _long_encoder(loaded, long, ts_config)
+        if long_encoder is not None:
+            encoder = long_encoder
+            extra["long"] = long_encoder.config.to_dict()
         record = evaluate_task(
             config,
             loaded,
@@ -210,3 +225,28 @@ def _run(
         _fail(f"--out {out}: could not write the results ({err.strerror or err}); pass a writable directory")
     console.print(_headline_table(record))
     console.print(f"wrote {out / 'results.json'} and {len(plots)} plot(s)", highlight=False)
+
+
+def _long_encoder(loaded: Any, long: tuple[str | None, int | None, int | None], ts_config: Any) -> Any:
+    """A `LongEncoder` for ``--long/--window/--stride`` (or the choice saved with the model), else None.
+
+    With ``--tempscale`` too, the model is patched for the rest of the process: the long encoder passes each
+    call's role to the model, so query and document temperatures apply window by window.
+    """
+    from lengthwise.longdoc import LongDocConfig, LongEncoder
+    from lengthwise.longdoc.persist import saved_longdoc
+
+    strategy, window, stride = long
+    if strategy is None and saved_longdoc(loaded) is None:
+        if window is not None or stride is not None:
+            raise ValueError("--window/--stride need --long STRATEGY (e.g. --long chunk-mean)")
+        return None
+    base = saved_longdoc(loaded) if strategy is None else LongDocConfig(strategy=strategy)
+    settings = {k: v for k, v in {"window": window, "stride": stride}.items() if v is not None}
+    config = LongDocConfig(**{**(base or LongDocConfig()).to_dict(), **settings})
+    if ts_config is not None:
+        from lengthwise.tempscale import apply_tempscale, remove_tempscale
+
+        remove_tempscale(loaded)
+        apply_tempscale(loaded, ts_config)
+    return LongEncoder(loaded, config)

@@ -47,7 +47,8 @@ class DocumentWindows:
 class LongEncoder:
     """A `TextEncoder` (and `MultiVectorEncoder`) reading whole documents with a `LongDocConfig` strategy.
 
-    ``LongEncoder(model, strategy="multi-vector", window=128, stride=96)``; keyword settings override `config`.
+    ``LongEncoder(model, strategy="multi-vector", window=128, stride=96)``; keyword settings override `config`,
+    which defaults to the choice saved with the model (`lengthwise longdoc tune --save`), else chunk-mean.
     Raises `LongDocError` naming the flag when the window exceeds the model's position table or the stride
     leaves no room. An empty document raises `LongDocError` naming its index (no vector is invented for it).
     """
@@ -63,7 +64,10 @@ class LongEncoder:
         **settings: Any,
     ) -> None:
         self.model = model
-        self.config = replace(config or LongDocConfig(), **settings) if settings else (config or LongDocConfig())
+        from lengthwise.longdoc.persist import saved_longdoc
+
+        base = config or saved_longdoc(model) or LongDocConfig()  # the choice saved with the model, if any
+        self.config = replace(base, **settings) if settings else base
         self.tokenizer = model.tokenizer
         self.specials = special_tokens(self.tokenizer)
         if model.max_seq_length is None:

@@ -277,7 +277,7 @@ def make_synthetic(
             target = rng.random() * room
             position = min((s for s in local_starts if s <= room), key=lambda s: abs(s - target), default=0)
             doc = stretch[:position] + needle_ids + stretch[position + len(needle_ids) :]
-            text = tokenizer.decode(doc)
+            text = tokenizer.decode(doc, clean_up_tokenization_spaces=True)
             exact += tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"] == doc
             items.append(
                 SyntheticItem(
