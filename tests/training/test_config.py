@@ -9,7 +9,11 @@ import pytest
 
 from lengthwise.training.config import (
     DataKind,
+    Denominator,
     Method,
+    Pooling,
+    SameSequence,
+    SettingError,
     TrainConfig,
     config_from_mapping,
     parse_method,
@@ -21,14 +25,15 @@ def test_aliases_name_the_compositions() -> None:
     assert parse_method("simcse+hicl") is Method.HICL
     assert parse_method("coco-dr+laser-intra") is Method.LASER_INTRA
     assert parse_method("SimCSE+LASER-self") is Method.LASER_SELF
-    with pytest.raises(ValueError, match="not known; use one of: simcse"):
+    with pytest.raises(SettingError, match="not known; use one of: simcse") as error:
         parse_method("bert")
+    assert error.value.field == "method"
 
 
 def test_method_defaults() -> None:
     config = TrainConfig(method="simde", data="d", out="o")  # type: ignore[arg-type]
     assert config.method is Method.SIMDE and config.data_kind is DataKind.DOCUMENT
-    assert config.effective_pooling == "cls"  # METHODS §3: SimDE pools CLS
+    assert config.effective_pooling is Pooling.CLS  # METHODS §3: SimDE pools CLS
     assert TrainConfig(method=Method.SIMCSE, data="d", out="o").effective_pooling is None  # the model's own
     assert (config.lr, config.batch_size, config.max_length, config.epochs) == (3e-5, 64, 256, 1.0)
 
@@ -38,7 +43,7 @@ def test_method_defaults() -> None:
     [
         ({"batch_size": 1}, "at least 2"),
         ({"alpha": 1.5}, "alpha"),
-        ({"elongate": "many"}, "--elongate"),
+        ({"elongate": "many"}, "elongate"),
         ({"method": "hicl", "cache_batch": 8}, "not available for hicl"),
         ({"mlm_weight": 0.1}, "simde only"),
         ({"pooling": "last"}, "pooling"),
@@ -71,3 +76,47 @@ def test_yaml_and_json_config_files(tmp_path: Path) -> None:
     (tmp_path / "list.yaml").write_text("- a\n", encoding="utf-8")
     with pytest.raises(ValueError, match="expected a mapping"):
         read_config_file(tmp_path / "list.yaml")
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"lr": float("inf")}, "lr"),  # was accepted, then failed writing config.json ("Out of range float values")
+        ({"lr": float("nan")}, "lr"),
+        ({"epochs": float("inf")}, "epochs"),
+        ({"alpha": float("nan")}, "alpha"),
+        ({"warmup_ratio": 1.0}, "warmup_ratio"),  # a ratio ≥ 1 was not checked
+        ({"warmup_ratio": -0.1}, "warmup_ratio"),
+        ({"same_sequence": "both"}, "same_sequence"),
+        ({"precision": "fp8"}, "precision"),
+        ({"save_total_limit": 0}, "save_total_limit"),
+    ],
+)
+def test_non_finite_and_out_of_range_values_name_their_field(change: dict, field: str) -> None:
+    with pytest.raises(SettingError) as error:
+        TrainConfig(**{"method": "simcse", "data": "d", "out": "o", **change})
+    assert error.value.field == field and "\n" not in str(error.value)
+
+
+def test_fixed_value_settings_are_enums_and_serialise_as_their_values() -> None:
+    config = config_from_mapping(
+        {"method": "hicl", "data": "d", "out": "o", "same_sequence": "Positive", "denominator": "averaging"}
+    )
+    assert config.same_sequence is SameSequence.POSITIVE and config.denominator is Denominator.AVERAGING
+    payload = config.to_dict()
+    assert payload["same_sequence"] == "positive" and payload["pooling"] is None and payload["method"] == "hicl"
+    assert json.loads(json.dumps(payload)) == payload
+
+
+def test_simde_mlm_weight_defaults_to_the_papers_and_can_be_turned_off() -> None:
+    assert TrainConfig(method="simde", data="d", out="o").mlm_loss_weight == 0.1  # type: ignore[arg-type]
+    assert TrainConfig(method="simde", data="d", out="o", mlm_weight=0.0).mlm_loss_weight == 0.0  # type: ignore[arg-type]
+    assert TrainConfig(method="simcse", data="d", out="o").mlm_loss_weight == 0.0  # type: ignore[arg-type]
+    with pytest.raises(SettingError, match="simde only"):
+        TrainConfig(method="simcse", data="d", out="o", mlm_weight=0.1)  # type: ignore[arg-type]
+
+
+def test_every_field_documents_itself_for_the_cli() -> None:
+    import dataclasses
+
+    assert all(item.metadata.get("help") for item in dataclasses.fields(TrainConfig))

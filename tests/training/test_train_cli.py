@@ -39,7 +39,10 @@ def test_config_file_flags_and_set_with_dev_evaluation(tiny_model_dir: Path, tmp
     ("arguments", "message"),
     [
         (["--method", "simcse", "--out", "o"], "needs --data"),
-        (["--method", "nope", "--data", "d", "--out", "o"], "is not known"),
+        (["--method", "nope", "--data", "d", "--out", "o"], "--method 'nope': not known"),
+        (["--method", "simcse", "--data", "d", "--out", "o", "--lr", "inf"], "--lr inf: must be a finite number"),
+        (["--method", "simcse", "--data", "d", "--out", "o", "--device", "quantum"], "--device 'quantum'"),
+        (["--method", "simcse", "--data", "d", "--out", "o", "--set", "alpha=2"], "--set alpha=2.0"),
         (["--method", "simcse", "--data", "missing.txt", "--out", "o", "--model", "MODEL"], "no such file"),
         (["--method", "copy-concat", "--data", "TEXTS", "--out", "o", "--model", "MODEL"], "needs positive pairs"),
         (["--method", "simcse", "--data", "d", "--out", "o", "--set", "alpha"], "KEY=VALUE"),

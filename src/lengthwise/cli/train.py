@@ -1,25 +1,41 @@
 """`lengthwise train`: flags and an optional YAML/JSON config file mapped onto `TrainConfig` (METHODS §3).
 
 Precedence: the method's defaults, then the config file, then flags given on the command line, then ``--set``.
-Works under ``torchrun --nproc_per_node K -m lengthwise.cli train ...`` (DDP; gloo on CPU).
+Each flag's help and default come from its `TrainConfig` field, so the two cannot drift; a library error names the
+field, and this module names the flag that sets it. Works under
+``torchrun --nproc_per_node K -m lengthwise.cli train ...`` (DDP; gloo on CPU).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from lengthwise.cli.console import console
 from lengthwise.cli.console import fail as _fail
+from lengthwise.cli.options import field_default, field_help
+from lengthwise.training.config import TrainConfig
+
+if TYPE_CHECKING:
+    from lengthwise.training.config import SettingError
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
-METHOD_HELP = (
-    "simcse, laser-self (SimCSE + LA(SER)³ self-ref), laser-intra (COCO-DR + LA(SER)³ intra-ref), coco-dr, "
-    "pairs (supervised InfoNCE), copy-concat, hicl (HiCL on SimCSE), simde."
-)
+_SHORT = {"data": "-d", "out": "-o", "model": "-m"}
+
+
+def _option(name: str) -> Any:
+    """The `--name` option of a `TrainConfig` field: its help, and its default shown from the field."""
+    flags = (f"--{name.replace('_', '-')}", *([_SHORT[name]] if name in _SHORT else []))
+    try:
+        default = field_default(TrainConfig, name)
+    except AttributeError:  # a required field
+        default = None
+    shown = default.value if hasattr(default, "value") else default
+    suffix = f"  [default: {shown}]" if shown not in (None, False) else ""
+    return typer.Option(*flags, help=field_help(TrainConfig, name) + suffix, show_default=False)
 
 
 def _settings(config_file: Path | None, flags: dict[str, Any], assignments: list[str]) -> dict[str, Any]:
@@ -35,45 +51,41 @@ def _settings(config_file: Path | None, flags: dict[str, Any], assignments: list
     return values
 
 
+def _flag_message(err: SettingError, flags: set[str]) -> str:
+    """The library's field-named error with the flag that sets the field."""
+    shown = repr(err.value) if isinstance(err.value, str) else err.value
+    if err.field in flags:
+        return f"--{err.field.replace('_', '-')} {shown}: {err.problem}"
+    return f"--set {err.field}={err.value} (or `{err.field}:` in --config): {err.problem}"
+
+
 @app.callback(invoke_without_command=True, subcommand_metavar="")
 def train(
-    method: Annotated[str | None, typer.Option("--method", help=METHOD_HELP)] = None,
-    data: Annotated[
-        str | None,
-        typer.Option(
-            "--data",
-            "-d",
-            help="Texts (one per line; JSONL `text`; BEIR folder) or positive pairs (JSONL, MRPC TSV); hf:NAME.",
-        ),
-    ] = None,
-    out: Annotated[
-        str | None, typer.Option("--out", "-o", help="Run directory (checkpoints, model/, train.json).")
-    ] = None,
-    model: Annotated[str | None, typer.Option("--model", "-m", help="Starting model: directory or hub id.")] = None,
+    method: Annotated[str | None, _option("method")] = None,
+    data: Annotated[str | None, _option("data")] = None,
+    out: Annotated[str | None, _option("out")] = None,
+    model: Annotated[str | None, _option("model")] = None,
     config: Annotated[Path | None, typer.Option("--config", help="YAML or JSON file of settings.")] = None,
-    max_steps: Annotated[int | None, typer.Option("--max-steps", help="Stop after this many steps.")] = None,
-    epochs: Annotated[float | None, typer.Option("--epochs", help="Passes over the data (default 1).")] = None,
-    batch_size: Annotated[int | None, typer.Option("--batch-size", help="Global batch (default 64).")] = None,
-    max_length: Annotated[int | None, typer.Option("--max-length", help="N incl. specials (default 256).")] = None,
-    lr: Annotated[float | None, typer.Option("--lr", help="Learning rate (default 3e-5).")] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Seed (default 42).")] = None,
-    elongate: Annotated[
-        str | None, typer.Option("--elongate", help="m for laser-*/copy-concat: random (default), twice or N.")
-    ] = None,
-    pooling: Annotated[str | None, typer.Option("--pooling", help="mean, cls or max (default: method's).")] = None,
-    cache_batch: Annotated[
-        int | None, typer.Option("--cache-batch", help="GradCache mini-batch size (pair objectives).")
-    ] = None,
-    max_examples: Annotated[int | None, typer.Option("--max-examples", help="Seeded sample of the data.")] = None,
-    eval_data: Annotated[str | None, typer.Option("--eval-data", help="STS file for dev evaluation.")] = None,
-    save_steps: Annotated[int | None, typer.Option("--save-steps", help="Checkpoint every N steps (500).")] = None,
-    device: Annotated[str | None, typer.Option("--device", help="cpu, cuda… Default: best available.")] = None,
+    max_steps: Annotated[int | None, _option("max_steps")] = None,
+    epochs: Annotated[float | None, _option("epochs")] = None,
+    batch_size: Annotated[int | None, _option("batch_size")] = None,
+    max_length: Annotated[int | None, _option("max_length")] = None,
+    lr: Annotated[float | None, _option("lr")] = None,
+    warmup_ratio: Annotated[float | None, _option("warmup_ratio")] = None,
+    seed: Annotated[int | None, _option("seed")] = None,
+    elongate: Annotated[str | None, _option("elongate")] = None,
+    pooling: Annotated[str | None, _option("pooling")] = None,
+    mlm_weight: Annotated[float | None, _option("mlm_weight")] = None,
+    cache_batch: Annotated[int | None, _option("cache_batch")] = None,
+    max_examples: Annotated[int | None, _option("max_examples")] = None,
+    eval_data: Annotated[str | None, _option("eval_data")] = None,
+    save_steps: Annotated[int | None, _option("save_steps")] = None,
+    precision: Annotated[str | None, _option("precision")] = None,
+    device: Annotated[str | None, _option("device")] = None,
     resume: Annotated[
-        bool, typer.Option("--resume", help="Continue the run in --out from its last checkpoint.")
+        bool, typer.Option("--resume", help="Continue the run in --out from its last complete checkpoint.")
     ] = False,
-    trust_remote_code: Annotated[
-        bool, typer.Option("--trust-remote-code", help="Allow the model repository's own code to run.")
-    ] = False,
+    trust_remote_code: Annotated[bool, _option("trust_remote_code")] = False,
     set_: Annotated[
         list[str] | None,
         typer.Option("--set", help="Any other setting, KEY=VALUE (repeatable): alpha, segment_length, anchor, …"),
@@ -82,10 +94,11 @@ def train(
     """Train an embedding model with a length-aware objective; writes OUT/model and OUT/train.json."""
     from transformers.utils import logging as hf_logging
 
+    from lengthwise.cli.options import check_device
     from lengthwise.core.data import DataFormatError
     from lengthwise.core.models import ModelLoadError
     from lengthwise.facade import train as run_training
-    from lengthwise.training.config import config_from_mapping
+    from lengthwise.training.config import SettingError, config_from_mapping
 
     hf_logging.set_verbosity_warning()
     flags = {
@@ -98,25 +111,39 @@ def train(
         "batch_size": batch_size,
         "max_length": max_length,
         "lr": lr,
+        "warmup_ratio": warmup_ratio,
         "seed": seed,
         "elongate": elongate,
         "pooling": pooling,
+        "mlm_weight": mlm_weight,
         "cache_batch": cache_batch,
         "max_examples": max_examples,
         "eval_data": eval_data,
         "save_steps": save_steps,
+        "precision": precision,
         "device": device,
         "trust_remote_code": trust_remote_code or None,
     }
     try:
         settings = config_from_mapping(_settings(config, flags, set_ or []))
+        check_device(settings.device)
         result = run_training(settings, resume=resume)
+    except SettingError as err:
+        _fail(_flag_message(err, set(flags)))
     except (ValueError, DataFormatError, ModelLoadError, FileExistsError, ImportError) as err:
         _fail(str(err))
+    if result.already_finished:
+        console.print(
+            f"nothing to do: the run in {result.out} has finished ({result.global_step} steps; model in "
+            f"{result.model_dir}); to train further, start a new --out",
+            highlight=False,
+            markup=False,
+        )
         return
     loss = "–" if result.final_loss is None else f"{result.final_loss:.4f}"
     console.print(
         f"trained {result.global_step} steps in {result.train_runtime_s:.1f} s (last logged loss {loss}); "
         f"model in {result.model_dir}, record in {result.out / 'train.json'}",
         highlight=False,
+        markup=False,
     )

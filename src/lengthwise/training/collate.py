@@ -49,7 +49,8 @@ class ViewCollator:
     view: TokenView
     seed: int
     elongation: Elongation = field(default_factory=lambda: Elongation("random"))
-    anchor: AnchorChoice = "first"
+    anchor: AnchorChoice = AnchorChoice.FIRST
+    mlm: Any | None = None  # a transformers DataCollatorForLanguageModeling: adds a masked copy of the anchors
     valid_label_columns: list[str] = field(default_factory=list)  # read by the trainer's batch sampler
     tokens: int = 0  # encoder input tokens built so far, special tokens included
 
@@ -87,7 +88,30 @@ class ViewCollator:
             self.tokens += sum(map(len, wrapped))
             for key, value in batch_features(self.view.tokenizer, wrapped, _CPU).items():
                 batch[f"{column}_{key}"] = value
+        if self.mlm is not None:
+            batch.update(self._masked(self.mlm, batch, rows))
         return batch
+
+    def _masked(
+        self, masker: Any, batch: dict[str, torch.Tensor], rows: list[dict[str, Any]]
+    ) -> dict[str, torch.Tensor]:
+        """``mlm_*`` columns: the anchors masked by the MLM collator, one generator per row; ``mlm_targets`` holds
+        the original ids where masked and -100 elsewhere."""
+        ids, mask = batch["anchor_input_ids"], batch["anchor_attention_mask"]  # (B, T)
+        specials = torch.tensor(sorted(set(self.view.tokenizer.all_special_ids)), dtype=ids.dtype)
+        keep = ~mask.bool() | torch.isin(ids, specials)  # (B, T): padding and special tokens are never masked
+        masked, targets = [], []
+        for index, row in enumerate(rows):
+            masker.generator = torch.Generator().manual_seed(row_rng(self.seed, int(row["row"])).getrandbits(63))
+            one, target = masker.torch_mask_tokens(ids[index : index + 1].clone(), keep[index : index + 1])
+            masked.append(one)
+            targets.append(target)
+        extra = {key: value for key, value in batch.items() if key.startswith("anchor_") and key != "anchor_input_ids"}
+        return {
+            "mlm_input_ids": torch.cat(masked),
+            **{"mlm_" + key.removeprefix("anchor_"): value for key, value in extra.items()},
+            "mlm_targets": torch.cat(targets),
+        }
 
 
 @dataclass

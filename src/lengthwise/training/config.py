@@ -1,15 +1,18 @@
 """What a training run is: the method, its knobs and the run settings, as one frozen, validated dataclass.
 
-The CLI and config files (YAML or JSON) map onto `TrainConfig`; nothing else holds a copy of its fields.
+The CLI and config files (YAML or JSON) map onto `TrainConfig`; nothing else holds a copy of its fields. Each
+field carries its help text (``metadata["help"]``), which ``lengthwise train --help`` shows. Settings with a fixed
+set of values are ``str`` Enums shared with the code that uses them (the losses, the views, the run).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import types
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -17,7 +20,20 @@ from typing import Any
 from lengthwise.core.defaults import DEFAULT_MODEL
 from lengthwise.core.tokens import Elongation
 
-__all__ = ["DataKind", "Method", "TrainConfig", "config_from_mapping", "parse_method", "read_config_file"]
+__all__ = [
+    "AnchorChoice",
+    "DataKind",
+    "Denominator",
+    "Method",
+    "Pooling",
+    "Precision",
+    "SameSequence",
+    "SettingError",
+    "TrainConfig",
+    "config_from_mapping",
+    "parse_method",
+    "read_config_file",
+]
 
 
 class Method(str, Enum):
@@ -41,6 +57,53 @@ class DataKind(str, Enum):
     PAIR = "pair"
 
 
+class Pooling(str, Enum):
+    """How token vectors become the sentence vector (the model's own Pooling module is switched to it)."""
+
+    MEAN = "mean"
+    CLS = "cls"
+    MAX = "max"
+
+
+class AnchorChoice(str, Enum):
+    """Which sentence of a document is the anchor for LA(SER)³ and COCO-DR."""
+
+    FIRST = "first"
+    RANDOM = "random"
+
+
+class SameSequence(str, Enum):
+    """HiCL: what the other segments of a segment's own sequence are in the local loss (hicl §3.2 ablation)."""
+
+    NEITHER = "neither"
+    POSITIVE = "positive"
+    NEGATIVE = "negative"
+
+
+class Denominator(str, Enum):
+    """HiCL: each other-sequence negative weighs 1 ("summation") or 1 / its sequence's segments ("averaging")."""
+
+    SUMMATION = "summation"
+    AVERAGING = "averaging"
+
+
+class Precision(str, Enum):
+    """Training precision: auto (bf16, else fp16, on a GPU; fp32 on a CPU) or one fixed choice."""
+
+    AUTO = "auto"
+    FP32 = "fp32"
+    FP16 = "fp16"
+    BF16 = "bf16"
+
+
+class SettingError(ValueError):
+    """A training setting is invalid. `field` is the `TrainConfig` field, so the CLI can name its flag."""
+
+    def __init__(self, field: str, value: Any, problem: str) -> None:
+        self.field, self.value, self.problem = field, value, problem
+        super().__init__(f"{field}={value!r}: {problem}")
+
+
 DATA_KIND = {
     Method.SIMCSE: DataKind.TEXT,
     Method.LASER_SELF: DataKind.TEXT,  # anchor = the first (or a random) sentence of the text
@@ -62,83 +125,140 @@ ALIASES = {
     "coco-dr+laser": Method.LASER_INTRA,
     "supervised": Method.PAIRS,
 }
+METHOD_HELP = (
+    "simcse, laser-self (SimCSE + LA(SER)³ self-ref), laser-intra (COCO-DR + LA(SER)³ intra-ref), coco-dr, "
+    "pairs (supervised InfoNCE), copy-concat, hicl (HiCL on SimCSE), simde."
+)
+DATA_HELP = "Texts (one per line; JSONL `text`; BEIR folder) or positive pairs (JSONL, MRPC TSV); hf:NAME[:SPLIT]."
+SIMDE_MLM_WEIGHT = 0.1  # the SimDE paper's auxiliary MLM weight (METHODS §3)
 
 
 def parse_method(name: str | Method) -> Method:
     """A method from its name or an alias; a one-line error lists the valid names otherwise."""
     if isinstance(name, Method):
         return name
-    key = name.strip().lower()
+    key = str(name).strip().lower()
     if key in ALIASES:
         return ALIASES[key]
     try:
         return Method(key)
     except ValueError:
         valid = ", ".join([m.value for m in Method] + sorted(ALIASES))
-        raise ValueError(f"--method {name!r} is not known; use one of: {valid}") from None
+        raise SettingError("method", name, f"not known; use one of: {valid}") from None
+
+
+def _enum(kind: type[Enum], name: str, value: Any) -> Any:
+    """`value` as a member of `kind`, or a `SettingError` listing the valid values."""
+    if value is None or isinstance(value, kind):
+        return value
+    try:
+        return kind(str(value).strip().lower())
+    except ValueError:
+        valid = ", ".join(str(member.value) for member in kind)
+        raise SettingError(name, value, f"use one of: {valid}") from None
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     """One training run. Paper defaults (METHODS §3): lr 3e-5, 1 epoch, batch 64, N = 256, τ = 0.05."""
 
-    method: Method
-    data: str
-    out: str
-    model: str = DEFAULT_MODEL
-    max_steps: int | None = None  # None: `epochs` passes over the data
-    epochs: float = 1.0
-    batch_size: int = 64  # global batch: split over processes under torchrun
-    max_length: int = 256  # N, special tokens included (length-attack uses 512 for copy-concat)
-    lr: float = 3e-5
-    warmup_ratio: float = 0.0
-    seed: int = 42
-    pooling: str | None = None  # None: the method's default (cls for simde, else the model's own)
-    elongate: str = "random"  # m for LA(SER)³ and copy-and-concat: random, twice or an integer
-    anchor: str = "first"  # LA(SER)³ / COCO-DR anchor sentence: first or random
-    segment_length: int = 32  # HiCL L
-    alpha: float = 0.05  # HiCL local weight
-    same_sequence: str = "neither"  # HiCL: same-sequence segments as neither / positive / negative
-    denominator: str = "summation"  # HiCL: summation or averaging
-    mlm_weight: float = 0.0  # SimDE auxiliary MLM loss weight (the paper's option: 0.1)
-    cache_batch: int | None = None  # GradCache mini-batch size for pair objectives
-    max_examples: int | None = None  # seeded sample of the training data
-    save_steps: int = 500
-    save_total_limit: int | None = 2
-    keep_checkpoints: bool = True  # False: delete OUT/checkpoints once OUT/model is written (saves disk)
-    logging_steps: int = 10
-    eval_data: str | None = None  # an STS file for dev evaluation during training
-    eval_steps: int | None = None  # None: at every save
-    precision: str = "auto"  # auto (bf16/fp16 on GPU, fp32 on CPU), fp32, fp16, bf16
-    device: str | None = None
-    trust_remote_code: bool = False
+    method: Method = field(metadata={"help": METHOD_HELP})
+    data: str = field(metadata={"help": DATA_HELP})
+    out: str = field(metadata={"help": "Run directory (config.json, checkpoints/, model/, train.json)."})
+    model: str = field(default=DEFAULT_MODEL, metadata={"help": "Starting model: directory or hub id."})
+    max_steps: int | None = field(
+        default=None, metadata={"help": "Stop after this many optimizer steps (default: `epochs` passes)."}
+    )
+    epochs: float = field(default=1.0, metadata={"help": "Passes over the data when max_steps is not set."})
+    batch_size: int = field(default=64, metadata={"help": "Global batch (split over processes under torchrun)."})
+    max_length: int = field(
+        default=256, metadata={"help": "N, special tokens included (length-attack uses 512 for copy-concat)."}
+    )
+    lr: float = field(default=3e-5, metadata={"help": "Peak learning rate (linear schedule)."})
+    warmup_ratio: float = field(
+        default=0.0, metadata={"help": "Share of the steps spent warming the learning rate up, in [0, 1)."}
+    )
+    seed: int = field(default=42, metadata={"help": "Seed for data order, views, masking and dropout."})
+    pooling: Pooling | None = field(
+        default=None, metadata={"help": "mean, cls or max (default: cls for simde, else the model's own)."}
+    )
+    elongate: str = field(
+        default="random", metadata={"help": "m for laser-*/copy-concat: random, twice or an integer."}
+    )
+    anchor: AnchorChoice = field(
+        default=AnchorChoice.FIRST, metadata={"help": "LA(SER)³ / COCO-DR anchor sentence: first or random."}
+    )
+    segment_length: int = field(default=32, metadata={"help": "HiCL segment length L in tokens."})
+    alpha: float = field(default=0.05, metadata={"help": "HiCL weight of the local (segment) loss, in [0, 1]."})
+    same_sequence: SameSequence = field(
+        default=SameSequence.NEITHER,
+        metadata={"help": "HiCL: same-sequence segments as neither, positive or negative."},
+    )
+    denominator: Denominator = field(
+        default=Denominator.SUMMATION, metadata={"help": "HiCL: summation or averaging denominator."}
+    )
+    mlm_weight: float | None = field(
+        default=None, metadata={"help": "SimDE's auxiliary MLM loss weight (default: simde 0.1, the paper's)."}
+    )
+    cache_batch: int | None = field(
+        default=None, metadata={"help": "GradCache mini-batch size for pair objectives (big batches)."}
+    )
+    max_examples: int | None = field(default=None, metadata={"help": "Seeded random sample of the training data."})
+    save_steps: int = field(default=500, metadata={"help": "Checkpoint every N steps."})
+    save_total_limit: int | None = field(default=2, metadata={"help": "Checkpoints kept (oldest deleted first)."})
+    keep_checkpoints: bool = field(
+        default=True, metadata={"help": "Keep OUT/checkpoints once OUT/model is written (false saves disk)."}
+    )
+    logging_steps: int = field(default=10, metadata={"help": "Log the loss every N steps."})
+    eval_data: str | None = field(default=None, metadata={"help": "An STS file for dev evaluation during training."})
+    eval_steps: int | None = field(default=None, metadata={"help": "Evaluate every N steps (default: at every save)."})
+    precision: Precision = field(
+        default=Precision.AUTO, metadata={"help": "auto (bf16/fp16 on GPU, fp32 on CPU), fp32, fp16 or bf16."}
+    )
+    device: str | None = field(default=None, metadata={"help": "cpu, cuda, cuda:N, mps (default: the best available)."})
+    trust_remote_code: bool = field(default=False, metadata={"help": "Allow the model repository's own code to run."})
 
     def __post_init__(self) -> None:
+        for name, kind in (
+            ("pooling", Pooling),
+            ("anchor", AnchorChoice),
+            ("same_sequence", SameSequence),
+            ("denominator", Denominator),
+            ("precision", Precision),
+        ):
+            object.__setattr__(self, name, _enum(kind, name, getattr(self, name)))
         object.__setattr__(self, "method", parse_method(self.method))
-        Elongation.parse(self.elongate)  # raises a one-line error for a bad value
+        if self.mlm_weight is None:
+            object.__setattr__(self, "mlm_weight", SIMDE_MLM_WEIGHT if self.method is Method.SIMDE else 0.0)
+        try:
+            Elongation.parse(self.elongate)
+        except ValueError:
+            raise SettingError("elongate", self.elongate, "use a positive integer, random or twice") from None
+        for name in ("lr", "epochs", "alpha", "warmup_ratio", "mlm_weight"):
+            if not math.isfinite(float(getattr(self, name))):
+                raise SettingError(name, getattr(self, name), "must be a finite number")
         checks = [
-            (self.batch_size >= 2, f"--batch-size {self.batch_size}: in-batch negatives need at least 2"),
-            (self.max_length >= 8, f"--max-length {self.max_length} is too short to train on"),
-            (self.max_steps is None or self.max_steps >= 1, f"--max-steps {self.max_steps} must be ≥ 1"),
-            (self.epochs > 0, f"epochs={self.epochs} must be > 0"),
-            (self.lr > 0, f"--lr {self.lr} must be > 0"),
-            (self.pooling in (None, "mean", "cls", "max"), f"pooling={self.pooling!r}: use mean, cls or max"),
-            (self.anchor in ("first", "random"), f"anchor={self.anchor!r}: use first or random"),
-            (self.segment_length >= 1, f"segment_length={self.segment_length} must be ≥ 1"),
-            (0.0 <= self.alpha <= 1.0, f"alpha={self.alpha} must lie in [0, 1]"),
-            (self.same_sequence in ("neither", "positive", "negative"), f"same_sequence={self.same_sequence!r}"),
-            (self.denominator in ("summation", "averaging"), f"denominator={self.denominator!r}"),
-            (self.mlm_weight >= 0.0, f"mlm_weight={self.mlm_weight} must be ≥ 0"),
-            (self.mlm_weight == 0.0 or self.method is Method.SIMDE, "mlm_weight applies to simde only"),
-            (self.cache_batch is None or self.cache_batch >= 1, f"--cache-batch {self.cache_batch} must be ≥ 1"),
-            (self.cache_batch is None or self.method is not Method.HICL, "--cache-batch is not available for hicl"),
-            (self.max_examples is None or self.max_examples >= 2, "--max-examples must be ≥ 2"),
-            (self.save_steps >= 1 and self.logging_steps >= 1, "save_steps and logging_steps must be ≥ 1"),
-            (self.precision in ("auto", "fp32", "fp16", "bf16"), f"precision={self.precision!r}"),
+            ("batch_size", self.batch_size >= 2, "in-batch negatives need at least 2"),
+            ("max_length", self.max_length >= 8, "too short to train on; use at least 8"),
+            ("max_steps", self.max_steps is None or self.max_steps >= 1, "must be ≥ 1"),
+            ("epochs", self.epochs > 0, "must be > 0"),
+            ("lr", self.lr > 0, "must be > 0, e.g. 3e-5"),
+            ("warmup_ratio", 0.0 <= self.warmup_ratio < 1.0, "must lie in [0, 1): a share of the steps"),
+            ("segment_length", self.segment_length >= 1, "must be ≥ 1"),
+            ("alpha", 0.0 <= self.alpha <= 1.0, "must lie in [0, 1]"),
+            ("mlm_weight", self.mlm_loss_weight >= 0.0, "must be ≥ 0"),
+            ("mlm_weight", self.mlm_loss_weight == 0.0 or self.method is Method.SIMDE, "applies to simde only"),
+            ("cache_batch", self.cache_batch is None or self.cache_batch >= 1, "must be ≥ 1"),
+            ("cache_batch", self.cache_batch is None or self.method is not Method.HICL, "not available for hicl"),
+            ("max_examples", self.max_examples is None or self.max_examples >= 2, "must be ≥ 2"),
+            ("save_steps", self.save_steps >= 1, "must be ≥ 1"),
+            ("save_total_limit", self.save_total_limit is None or self.save_total_limit >= 1, "must be ≥ 1"),
+            ("logging_steps", self.logging_steps >= 1, "must be ≥ 1"),
+            ("eval_steps", self.eval_steps is None or self.eval_steps >= 1, "must be ≥ 1"),
         ]
-        for ok, message in checks:
+        for name, ok, problem in checks:
             if not ok:
-                raise ValueError(message)
+                raise SettingError(name, getattr(self, name), problem)
 
     @property
     def data_kind(self) -> DataKind:
@@ -149,16 +269,21 @@ class TrainConfig:
         return Elongation.parse(self.elongate)
 
     @property
-    def effective_pooling(self) -> str | None:
+    def mlm_loss_weight(self) -> float:
+        """The MLM auxiliary weight in force (the method's default resolved)."""
+        return float(self.mlm_weight or 0.0)
+
+    @property
+    def effective_pooling(self) -> Pooling | None:
         """The pooling the run uses: the explicit one, CLS for SimDE (METHODS §3), else the model's own."""
         if self.pooling is not None:
             return self.pooling
-        return "cls" if self.method is Method.SIMDE else None
+        return Pooling.CLS if self.method is Method.SIMDE else None
 
     def to_dict(self) -> dict[str, Any]:
+        """The settings as plain JSON values (Enums by their value)."""
         payload = dataclasses.asdict(self)
-        payload["method"] = self.method.value
-        return payload
+        return {key: value.value if isinstance(value, Enum) else value for key, value in payload.items()}
 
 
 def _coerce(name: str, kind: Any, value: Any) -> Any:
@@ -168,10 +293,10 @@ def _coerce(name: str, kind: Any, value: Any) -> Any:
     if value is None or (optional and isinstance(value, str) and value.lower() in ("none", "null")):
         if optional:
             return None
-        raise ValueError(f"config field {name} cannot be empty")
+        raise SettingError(name, value, "cannot be empty")
     target = options[0]
     if target not in (bool, int, float, str):
-        return value
+        return value  # Enums and Method: validated, with the valid values, in TrainConfig.__post_init__
     try:
         if target is bool and isinstance(value, str):
             if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
@@ -179,14 +304,18 @@ def _coerce(name: str, kind: Any, value: Any) -> Any:
             return value.lower() in ("true", "1", "yes")
         if target is int and isinstance(value, str):
             return int(float(value)) if float(value).is_integer() else int(value)
+        if target is int and isinstance(value, float):
+            if not value.is_integer():
+                raise ValueError
+            return int(value)
         return target(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"config field {name}={value!r}: expected {target.__name__}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise SettingError(name, value, f"expected {target.__name__}") from None
 
 
 def config_from_mapping(values: dict[str, Any]) -> TrainConfig:
     """A `TrainConfig` from a mapping (config file merged with flags); unknown keys get a one-line error."""
-    fields = {field.name: field for field in dataclasses.fields(TrainConfig)}
+    fields = {item.name: item for item in dataclasses.fields(TrainConfig)}
     hints = typing.get_type_hints(TrainConfig)
     unknown = sorted(set(values) - set(fields))
     if unknown:
@@ -203,14 +332,21 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise ValueError(f"--config {path}: cannot read ({error.strerror})") from None
-    if path.suffix == ".json":
-        payload = json.loads(text)
-    else:
-        import yaml
+    except (OSError, UnicodeDecodeError) as error:
+        reason = getattr(error, "strerror", None) or "not UTF-8 text"
+        raise ValueError(f"--config {path}: cannot read ({reason})") from None
+    try:
+        if path.suffix == ".json":
+            payload = json.loads(text)
+        else:
+            import yaml
 
-        payload = yaml.safe_load(text)
+            payload = yaml.safe_load(text)
+    except ValueError as error:  # json.JSONDecodeError
+        raise ValueError(f"--config {path}: not valid JSON ({error})") from None
+    except Exception as error:  # yaml.YAMLError: the first line names the place
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ValueError(f"--config {path}: not valid YAML ({first})") from None
     if not isinstance(payload, dict):
         raise ValueError(f"--config {path}: expected a mapping of settings, got {type(payload).__name__}")
     return {str(key).replace("-", "_"): value for key, value in payload.items()}

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,15 +26,24 @@ _POSITIVE_LABELS = (1, True, "1", "entailment", "positive")
 
 @dataclass(frozen=True)
 class TrainingData:
-    """Texts or positive pairs (never both) read from one source, with a content hash for the results."""
+    """Texts or positive pairs (never both) read from one source, with a content hash for the results.
+
+    `where` gives, for each example, where it came from (``file:line``, a BEIR document id, a dataset row), so a
+    problem found later (e.g. a text this model's tokenizer reads as nothing) can be reported at its place.
+    """
 
     source: str
     texts: tuple[str, ...] = ()
     pairs: tuple[tuple[str, str], ...] = ()
+    where: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if bool(self.texts) == bool(self.pairs):
             raise DataFormatError(f"{self.source}: no training examples found (or a mix of texts and pairs)")
+        if not self.where:
+            object.__setattr__(self, "where", tuple(f"{self.source} example #{i + 1}" for i in range(len(self))))
+        if len(self.where) != len(self):
+            raise ValueError(f"{self.source}: {len(self.where)} locations for {len(self)} examples")
 
     @property
     def kind(self) -> str:
@@ -53,6 +61,9 @@ class TrainingData:
         return {"source": self.source, "kind": self.kind, "n_examples": len(self), "sha256": self.sha256}
 
 
+Found = tuple[list[str], list[tuple[str, str]], list[str]]  # texts, pairs, where each came from
+
+
 def _row_pair(path: Path, line_no: int, row: dict[str, Any]) -> tuple[str, str] | None:
     for first, second in _PAIR_KEYS:
         if first in row and second in row:
@@ -62,35 +73,43 @@ def _row_pair(path: Path, line_no: int, row: dict[str, Any]) -> tuple[str, str] 
     return None
 
 
-def _read_jsonl(path: Path) -> tuple[list[str], list[tuple[str, str]]]:
+def _read_jsonl(path: Path) -> Found:
     texts: list[str] = []
     pairs: list[tuple[str, str]] = []
+    where: list[str] = []
     for line_no, row in jsonl_objects(path):
         if "captions" in row and isinstance(row["captions"], list):
             captions = [checked_text(path, line_no, text, "caption") for text in row["captions"]]
-            pairs.extend(zip(captions[0:-1:2], captions[1::2], strict=False))
+            found = list(zip(captions[0:-1:2], captions[1::2], strict=False))
+            pairs.extend(found)
+            where.extend([f"{path}:{line_no}"] * len(found))
         elif any(first in row and second in row for first, second in _PAIR_KEYS):
             pair = _row_pair(path, line_no, row)
             if pair is not None:
                 pairs.append(pair)
+                where.append(f"{path}:{line_no}")
         elif "text" in row:
             texts.append(checked_text(path, line_no, row["text"], "text"))
+            where.append(f"{path}:{line_no}")
         else:
             raise DataFormatError(
                 f"{path}:{line_no}: no `text` and no pair columns (anchor/positive, sentence1/sentence2, ...)"
             )
-    return texts, pairs
+    return texts, pairs, where
 
 
-def _read_lines(path: Path) -> Iterator[str]:
+def _read_lines(path: Path) -> Found:
+    texts, where = [], []
     with open_text(path) as handle:
         for line_no, line in enumerate(handle, start=1):
             if line.strip():
-                yield checked_text(path, line_no, line, "line")
+                texts.append(checked_text(path, line_no, line, "line"))
+                where.append(f"{path}:{line_no}")
+    return texts, [], where
 
 
-def _read_mrpc(path: Path) -> list[tuple[str, str]]:
-    pairs = []
+def _read_mrpc(path: Path) -> Found:
+    pairs, where = [], []
     with open_text(path) as handle:
         next(handle)
         for line_no, line in enumerate(handle, start=2):
@@ -104,21 +123,35 @@ def _read_mrpc(path: Path) -> list[tuple[str, str]]:
                         checked_text(path, line_no, cells[4], "#2 String"),
                     )
                 )
-    return pairs
+                where.append(f"{path}:{line_no}")
+    return [], pairs, where
 
 
-def _read_hf(rows: Any, source: str) -> tuple[list[str], list[tuple[str, str]]]:
+def _read_hf(rows: Any, source: str) -> Found:
     columns = set(rows.column_names)
     for first, second in _PAIR_KEYS:
         if {first, second} <= columns:
-            keep = [row for row in rows if "label" not in row or row["label"] in _POSITIVE_LABELS]
-            return [], [(str(row[first]), str(row[second])) for row in keep]
+            pairs, where = [], []
+            for number, row in enumerate(rows, start=1):  # rows numbered from 1, like lines
+                if "label" not in row or row["label"] in _POSITIVE_LABELS:
+                    pair = (
+                        checked_text(source, number, row[first], first),
+                        checked_text(source, number, row[second], second),
+                    )
+                    pairs.append(pair)
+                    where.append(f"{source}:{number}")
+            return [], pairs, where
     if "text" in columns:
-        return [str(text) for text in rows["text"] if str(text).strip()], []
+        texts, where = [], []
+        for number, text in enumerate(rows["text"], start=1):
+            if str(text).strip():
+                texts.append(checked_text(source, number, str(text), "text"))
+                where.append(f"{source}:{number}")
+        return texts, [], where
     raise DataFormatError(f"{source}: columns {sorted(columns)} hold neither `text` nor a known pair of columns")
 
 
-def _read_source(spec: str) -> tuple[list[str], list[tuple[str, str]]]:
+def _read_source(spec: str) -> Found:
     if spec.startswith("hf:"):
         try:
             import datasets
@@ -134,28 +167,30 @@ def _read_source(spec: str) -> tuple[list[str], list[tuple[str, str]]]:
             import datasets
 
             return _read_hf(datasets.load_from_disk(str(path)), spec)
-        return list(beir_documents(path).values()), []
+        documents = beir_documents(path)
+        return list(documents.values()), [], [f"{path} document {doc_id!r}" for doc_id in documents]
     name = path.name.removesuffix(".gz")
     if name.endswith((".jsonl", ".json")):
         return _read_jsonl(path)
     with open_text(path) as handle:
         first_line = handle.readline()
     if first_line.startswith("Quality\t"):
-        return [], _read_mrpc(path)
+        return _read_mrpc(path)
     if name.endswith((".txt", ".text")) or "\t" not in first_line:
-        return list(_read_lines(path)), []
+        return _read_lines(path)
     raise DataFormatError(f"--data {spec}: unknown format; use one text per line, JSONL, an MRPC TSV or a BEIR folder")
 
 
 def read_training_data(spec: str | Path, *, max_examples: int | None = None, seed: int = 0) -> TrainingData:
     """Read `spec` (file, folder or ``hf:NAME[:SPLIT]``); `max_examples` keeps a seeded random sample, in order."""
-    texts, pairs = _read_source(str(spec))
+    texts, pairs, where = _read_source(str(spec))
     if texts and pairs:
         raise DataFormatError(f"--data {spec}: holds both single texts and pairs; split it into two files")
     examples: list[Any] = pairs or texts
     if max_examples is not None and len(examples) > max_examples:
         keep = sorted(random.Random(seed).sample(range(len(examples)), max_examples))
         examples = [examples[index] for index in keep]
+        where = [where[index] for index in keep]
     if pairs:
-        return TrainingData(str(spec), pairs=tuple(examples))
-    return TrainingData(str(spec), texts=tuple(examples))
+        return TrainingData(str(spec), pairs=tuple(examples), where=tuple(where))
+    return TrainingData(str(spec), texts=tuple(examples), where=tuple(where))

@@ -3,7 +3,12 @@
 Composition only: the sentence-transformers trainer (and under it the transformers `Trainer` and accelerate) does
 the loop, checkpoints, resume, mixed precision and DDP; lengthwise supplies the rows, the collator and the loss.
 Layout of ``OUT``: ``config.json`` (the run's settings, checked on ``--resume``), ``checkpoints/checkpoint-*``,
-``model/`` (the final sentence-transformers model, written last) and ``train.json`` (history and timing).
+``model/`` (the final sentence-transformers model, written last but one) and ``train.json`` (history and timing,
+written last: its presence means the run has finished).
+
+Everything that can be checked is checked before ``OUT`` is created or written: the settings, the device, that
+``OUT`` can be written, the whole training data against the model's tokenizer. A non-finite loss or weight stops
+the run (`TrainingDiverged`) before anything non-finite is saved.
 """
 
 from __future__ import annotations
@@ -19,24 +24,27 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from rich.progress import track
 from sentence_transformers import SentenceTransformer
 
 from lengthwise.core.embed import TokenView
 from lengthwise.core.models import load_model, model_fingerprint, set_max_length
-from lengthwise.core.results import environment, write_json_atomic
-from lengthwise.core.tokens import split_sentences
-from lengthwise.training.config import DataKind, Method, TrainConfig
-from lengthwise.training.data import TrainingData, read_training_data
+from lengthwise.core.results import provenance, write_json_atomic
+from lengthwise.training.checkpoints import RunState, complete_checkpoint_step, inspect_run, remove_incomplete
+from lengthwise.training.config import Method, Pooling, Precision, SettingError, TrainConfig
+from lengthwise.training.data import read_training_data
+from lengthwise.training.guard import FiniteGuard
+from lengthwise.training.rows import check_kind, prepare_rows
+from lengthwise.training.schema import TrainRecord
 
-__all__ = ["TrainResult", "prepare_rows", "train"]
+__all__ = ["TrainResult", "train"]
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class TrainResult:
-    """Where the run wrote its model and record, and what it measured."""
+    """Where the run wrote its model and record, and what it measured. `already_finished`: ``--resume`` found a
+    finished run and changed nothing."""
 
     out: Path
     model_dir: Path
@@ -44,6 +52,7 @@ class TrainResult:
     final_loss: float | None
     train_runtime_s: float
     tokens_per_second: float | None
+    already_finished: bool = False
 
 
 def _require_training_extras() -> None:
@@ -54,133 +63,131 @@ def _require_training_extras() -> None:
         raise ImportError("training needs datasets and accelerate: pip install 'lengthwise[train]'") from None
 
 
-def prepare_rows(config: TrainConfig, data: TrainingData, *, progress: bool = False) -> list[dict[str, Any]]:
-    """Dataset rows for the method: ``text``, ``sentences`` (split once, here) or ``anchor``/``positive``.
-
-    Documents with fewer than two sentences are dropped for coco-dr, laser-intra and simde (they cannot form a
-    pair); a one-line error says so if nothing is left.
-    """
-    kind = config.data_kind
-    if kind is DataKind.PAIR:
-        if data.kind != "pair":
-            raise ValueError(f"--method {config.method.value} needs positive pairs; {data.source} holds single texts")
-        return [{"row": i, "anchor": a, "positive": b} for i, (a, b) in enumerate(data.pairs)]
-    if data.kind != "text":
-        raise ValueError(
-            f"--method {config.method.value} trains on single texts; {data.source} holds pairs (use pairs/copy-concat)"
-        )
-    if config.method in (Method.SIMCSE, Method.HICL):
-        return [{"row": i, "text": text} for i, text in enumerate(data.texts)]
-    texts = track(data.texts, description="splitting sentences") if progress else data.texts
-    documents = [split_sentences(text) for text in texts]
-    if kind is DataKind.DOCUMENT:
-        documents = [sentences for sentences in documents if len(sentences) >= 2]
-        if not documents:
-            raise ValueError(f"--data {data.source}: no document has two sentences; {config.method.value} needs them")
-    else:
-        documents = [sentences for sentences in documents if sentences]
-    return [{"row": i, "sentences": sentences} for i, sentences in enumerate(documents)]
-
-
-def _set_pooling(model: SentenceTransformer, mode: str | None) -> None:
+def _set_pooling(model: SentenceTransformer, mode: Pooling | None) -> None:
     if mode is None:
         return
-    from sentence_transformers.sentence_transformer.modules import Pooling
+    from sentence_transformers.sentence_transformer.modules import Pooling as PoolingModule
 
-    poolers = [module for module in model if isinstance(module, Pooling)]
+    poolers = [module for module in model if isinstance(module, PoolingModule)]
     if not poolers:
-        raise ValueError(f"pooling={mode!r}: the model has no Pooling module to switch")
-    poolers[0].pooling_mode = mode
+        raise SettingError("pooling", mode.value, "the model has no Pooling module to switch")
+    poolers[0].pooling_mode = mode.value
 
 
 def _world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
-def _half_precision(precision: str, device: str) -> str | None:
+def _device(config: TrainConfig) -> str:
+    """The device to train on; an unknown or absent one is a `SettingError` on ``device``."""
+    if config.device is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        target = torch.device(config.device)
+    except (RuntimeError, ValueError):
+        raise SettingError("device", config.device, "not a torch device; use cpu, cuda, cuda:N or mps") from None
+    available = {
+        "cpu": True,
+        "cuda": torch.cuda.is_available() and (target.index or 0) < torch.cuda.device_count(),
+        "mps": torch.backends.mps.is_available(),
+    }.get(target.type, False)
+    if not available:
+        raise SettingError("device", config.device, "not available on this machine; use cpu, or leave it unset")
+    return config.device
+
+
+def _check_writable(out: Path) -> None:
+    """Refuse an `out` that cannot become a writable directory, without creating anything yet."""
+    if out.exists() and not out.is_dir():
+        raise SettingError("out", str(out), "exists and is not a directory; pass a directory path")
+    root = out
+    while not root.exists() and root != root.parent:
+        root = root.parent
+    if not root.is_dir() or not os.access(root, os.W_OK | os.X_OK):
+        raise SettingError("out", str(out), f"{root} is not writable; pass a directory you can write to")
+
+
+def _half_precision(precision: Precision, device: str) -> str | None:
     """ "fp16", "bf16" or None (fp32): mixed precision on GPU only; auto picks bf16 where the GPU has it."""
-    if device != "cuda" or precision == "fp32":
+    if not device.startswith("cuda") or precision is Precision.FP32:
         return None
-    if precision == "auto":
+    if precision is Precision.AUTO:
         return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-    return precision
+    return precision.value
 
 
-def _checked_out_dir(config: TrainConfig, resume: bool) -> Path | None:
-    """The checkpoint to resume from (None: a fresh start); refuses to overwrite or to resume another run."""
-    from transformers.trainer_utils import get_last_checkpoint
-
-    out = Path(config.out)
+def _check_same_settings(config: TrainConfig, out: Path) -> None:
     saved = out / "config.json"
-    checkpoints = out / "checkpoints"
-    last = get_last_checkpoint(str(checkpoints)) if checkpoints.is_dir() else None
+    if not saved.exists():
+        return
+    before = json.loads(saved.read_text(encoding="utf-8"))
+    changed = sorted(key for key, value in config.to_dict().items() if before.get(key) != value)
+    if changed:
+        raise ValueError(f"--resume: settings differ from the run in {out} ({', '.join(changed)}); use a new --out")
+
+
+def _start_from(config: TrainConfig, resume: bool, state: RunState) -> Path | None:
+    """The checkpoint to resume from (None: a fresh start); refuses to overwrite or to resume another run."""
+    out = state.out
     if not resume:
-        if last is not None or (out / "model").exists():
+        if state.last_complete is not None or state.has_model or state.record is not None:
             raise FileExistsError(f"--out {out} holds an earlier run; pass --resume to continue it or pick a new --out")
         return None
-    if saved.exists():
-        before = json.loads(saved.read_text(encoding="utf-8"))
-        changed = sorted(key for key, value in config.to_dict().items() if before.get(key) != value)
-        if changed:
-            raise ValueError(f"--resume: settings differ from the run in {out} ({', '.join(changed)}); use a new --out")
-    if last is None:
-        logger.warning("--resume: no checkpoint in %s yet; starting from step 0", checkpoints)
-    return Path(last) if last else None
+    _check_same_settings(config, out)
+    if state.last_complete is None:
+        logger.warning("--resume: no complete checkpoint in %s yet; starting from step 0", out / "checkpoints")
+    return state.last_complete
 
 
-def _build(config: TrainConfig, model: SentenceTransformer, view: TokenView, distributed: bool) -> tuple[Any, Any]:
+def _finished(state: RunState) -> TrainResult:
+    record = state.record or {}
+    losses = [entry["loss"] for entry in record.get("log_history", []) if "loss" in entry]
+    return TrainResult(
+        out=state.out,
+        model_dir=state.out / "model",
+        global_step=int(record.get("global_step", 0)),
+        final_loss=float(losses[-1]) if losses else None,
+        train_runtime_s=0.0,
+        tokens_per_second=None,
+        already_finished=True,
+    )
+
+
+def _build(
+    config: TrainConfig, model: SentenceTransformer, view: TokenView, distributed: bool
+) -> tuple[Any, Any, str | None]:
+    """(collator, loss, MLM head start) for the method; SimDE's MLM head is appended to `model` for the run."""
     from lengthwise.training.collate import SegmentCollator, ViewCollator
     from lengthwise.training.losses import HiCLLoss, pair_loss
 
     if config.method is Method.HICL:
         collator: Any = SegmentCollator(view, config.segment_length)
-        loss: Any = HiCLLoss(model, config.alpha, config.same_sequence, config.denominator)  # type: ignore[arg-type]
-        return collator, loss
-    collator = ViewCollator(config.method, view, config.seed, config.elongation, config.anchor)  # type: ignore[arg-type]
+        loss: Any = HiCLLoss(
+            model, config.alpha, config.same_sequence, config.denominator, gather_across_devices=distributed
+        )
+        return collator, loss, None
+    masker, start = None, None
     loss = pair_loss(model, cache_batch=config.cache_batch, distributed=distributed)
-    if config.mlm_weight > 0:
-        from lengthwise.training.mlm import MaskedLMAuxiliary
+    if config.mlm_loss_weight > 0:
+        from transformers import DataCollatorForLanguageModeling
 
-        loss = MaskedLMAuxiliary(loss, model, config.mlm_weight)
-    return collator, loss
+        from lengthwise.training.mlm import MaskedLMAuxiliary, masked_lm_head
+
+        if view.tokenizer.mask_token is None:
+            raise SettingError("mlm_weight", config.mlm_weight, "the tokenizer has no mask token; set mlm_weight=0")
+        masker = DataCollatorForLanguageModeling(view.tokenizer, mlm_probability=0.15)
+        head, start = masked_lm_head(model, trust_remote_code=config.trust_remote_code)
+        model.append(head)
+        loss = MaskedLMAuxiliary(loss, model, config.mlm_loss_weight)
+    collator = ViewCollator(config.method, view, config.seed, config.elongation, config.anchor, mlm=masker)
+    return collator, loss, start
 
 
-def train(
-    config: TrainConfig, *, resume: bool = False, callbacks: Sequence[Any] = (), evaluator: Any | None = None
-) -> TrainResult:
-    """Train `config.model` with `config.method` on `config.data`; write ``OUT/model`` and ``OUT/train.json``.
+def _arguments(config: TrainConfig, out: Path, device: str, world: int, evaluate: bool) -> Any:
+    from sentence_transformers import SentenceTransformerTrainingArguments
 
-    With `resume`, continue from the newest checkpoint in ``OUT/checkpoints`` (same settings required): finished
-    steps are not redone, and model, optimizer, scheduler, data order and RNG states are restored.
-    `evaluator` (a sentence-transformers evaluator, e.g. built by `lengthwise.facade.train` from
-    ``config.eval_data``) runs every ``eval_steps`` when given.
-    """
-    _require_training_extras()
-    from datasets import Dataset
-    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
-
-    world = _world_size()
-    if config.batch_size % world:
-        raise ValueError(f"--batch-size {config.batch_size} is not divisible by the {world} processes")
-    checkpoint = _checked_out_dir(config, resume)
-    out = Path(config.out)
-    out.mkdir(parents=True, exist_ok=True)
-    data = read_training_data(config.data, max_examples=config.max_examples, seed=config.seed)
-    is_main = int(os.environ.get("RANK", "0")) == 0
-    rows = prepare_rows(config, data, progress=is_main)  # bad data fails here, before the model loads
-    if len(rows) < 2:
-        raise ValueError(f"--data {config.data}: {len(rows)} usable example(s); in-batch negatives need at least 2")
-    device = config.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    model = load_model(config.model, device=device, trust_remote_code=config.trust_remote_code)
-    set_max_length(model, config.max_length)
-    _set_pooling(model, config.effective_pooling)
-    start_fingerprint = model_fingerprint(model, config.model)
-    view = TokenView(model)
-    if is_main:
-        write_json_atomic(out / "config.json", config.to_dict())
-    collator, loss = _build(config, model, view, distributed=world > 1)
     half = _half_precision(config.precision, device)
-    args = SentenceTransformerTrainingArguments(
+    return SentenceTransformerTrainingArguments(
         output_dir=str(out / "checkpoints"),
         max_steps=config.max_steps if config.max_steps is not None else -1,
         num_train_epochs=config.epochs,
@@ -195,7 +202,8 @@ def train(
         save_total_limit=config.save_total_limit,
         logging_steps=config.logging_steps,
         logging_first_step=True,
-        eval_strategy="steps" if evaluator else "no",
+        logging_nan_inf_filter=False,  # a NaN loss is logged as NaN (and stops the run), never averaged away
+        eval_strategy="steps" if evaluate else "no",
         eval_steps=config.eval_steps or config.save_steps,
         report_to="none",
         use_cpu=device == "cpu",
@@ -204,52 +212,116 @@ def train(
         fp16=half == "fp16",
         bf16=half == "bf16",
     )
+
+
+def train(
+    config: TrainConfig, *, resume: bool = False, callbacks: Sequence[Any] = (), evaluator: Any | None = None
+) -> TrainResult:
+    """Train `config.model` with `config.method` on `config.data`; write ``OUT/model`` and ``OUT/train.json``.
+
+    With `resume`, continue from the newest complete checkpoint in ``OUT/checkpoints`` (same settings required):
+    finished steps are not redone, and model, optimizer, scheduler, data order and RNG states are restored; a
+    finished run is left as it is (`TrainResult.already_finished`). `evaluator` (a sentence-transformers
+    evaluator, e.g. built by `lengthwise.facade.train` from ``config.eval_data``) runs every ``eval_steps``.
+    """
+    _require_training_extras()
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformerTrainer
+
+    started = time.perf_counter()
+    world = _world_size()
+    if config.batch_size % world:
+        raise SettingError("batch_size", config.batch_size, f"not divisible by the {world} processes")
+    device = _device(config)
+    out = Path(config.out)
+    _check_writable(out)
+    state = inspect_run(out)
+    checkpoint = _start_from(config, resume, state)
+    if resume and state.finished:
+        return _finished(state)
+    data = read_training_data(config.data, max_examples=config.max_examples, seed=config.seed)
+    check_kind(config, data)
+    model = load_model(config.model, device=device, trust_remote_code=config.trust_remote_code)
+    set_max_length(model, config.max_length)
+    _set_pooling(model, config.effective_pooling)
+    view = TokenView(model)
+    is_main = int(os.environ.get("RANK", "0")) == 0
+    rows = prepare_rows(config, data, view.tokenizer, view.max_content, progress=is_main)  # all of it, now
+    if len(rows) < 2:
+        raise ValueError(f"--data {config.data}: {len(rows)} usable example(s); in-batch negatives need at least 2")
+    start_fingerprint = model_fingerprint(model, config.model)
+    if is_main:  # everything is checked: only now is OUT created and written
+        out.mkdir(parents=True, exist_ok=True)
+        remove_incomplete(state)
+        write_json_atomic(out / "config.json", config.to_dict())
+    collator, loss, mlm_start = _build(config, model, view, distributed=world > 1)
     trainer = SentenceTransformerTrainer(
         model=model,
-        args=args,
+        args=_arguments(config, out, device, world, evaluator is not None),
         train_dataset=Dataset.from_list(rows),
         loss=loss,
         data_collator=collator,
         evaluator=evaluator,
-        callbacks=list(callbacks),
+        callbacks=[FiniteGuard(config.lr), *callbacks],
     )
-    started = time.perf_counter()
-    output = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-    wall = time.perf_counter() - started
-    runtime = float(output.metrics.get("train_runtime", wall))
+    history: list[dict[str, Any]]
+    saved_state = state.trainer_state() if checkpoint else {}
+    if checkpoint and int(saved_state.get("max_steps", 0)) > 0 and _step(checkpoint) >= saved_state["max_steps"]:
+        # the last checkpoint is the final step (the run was stopped while writing OUT/model or train.json):
+        # training again would add a step past max_steps, so only the outputs are written
+        trainer._load_from_checkpoint(str(checkpoint))
+        metrics: dict[str, Any] = {}
+        history, global_step = list(saved_state.get("log_history", [])), _step(checkpoint)
+    else:
+        output = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+        metrics, history, global_step = dict(output.metrics), trainer.state.log_history, trainer.state.global_step
+    runtime = float(metrics.get("train_runtime", time.perf_counter() - started))
     tokens_per_second = collator.tokens * world / runtime if runtime > 0 and collator.tokens else None
     model_dir = out / "model"
-    losses = [entry for entry in trainer.state.log_history if "loss" in entry]
+    losses = [entry for entry in history if "loss" in entry]
+    if mlm_start is not None:
+        from lengthwise.training.mlm import remove_masked_lm_head
+
+        remove_masked_lm_head(model)  # the trained encoder alone is the result
     if trainer.is_world_process_zero():
-        staging = out / "model.partial"
-        shutil.rmtree(staging, ignore_errors=True)
-        model.save(str(staging))
-        shutil.rmtree(model_dir, ignore_errors=True)
-        staging.rename(model_dir)
-        if not config.keep_checkpoints:  # only after the final model is safely in place
-            shutil.rmtree(out / "checkpoints", ignore_errors=True)
-        write_json_atomic(
-            out / "train.json",
-            {
-                "config": config.to_dict(),
-                "data": {**data.describe(), "n_rows": len(rows)},
-                "model_start": start_fingerprint,
-                "model_final": model_fingerprint(model, str(model_dir)),
-                "world_size": world,
-                "device": device,
-                "resumed_from": str(checkpoint) if checkpoint else None,
-                "global_step": trainer.state.global_step,
-                "train_metrics": output.metrics,
-                "tokens_per_second": tokens_per_second,
-                "log_history": trainer.state.log_history,
-                "environment": environment(),
-            },
+        _write_outputs(model, out, keep_checkpoints=config.keep_checkpoints)
+        final = model_fingerprint(model, str(model_dir))
+        settings = config.to_dict()
+        record = TrainRecord(
+            **provenance(final, {**data.describe(), "n_rows": len(rows)}, settings, started=started),
+            config=settings,
+            model_start=start_fingerprint,
+            model_final=final,
+            world_size=world,
+            device=device,
+            resumed_from=str(checkpoint) if checkpoint else None,
+            global_step=global_step,
+            train_metrics=metrics,
+            tokens_per_second=tokens_per_second,
+            mlm_head=mlm_start,
+            log_history=history,
         )
+        write_json_atomic(out / "train.json", record)
     return TrainResult(
         out=out,
         model_dir=model_dir,
-        global_step=trainer.state.global_step,
+        global_step=global_step,
         final_loss=float(losses[-1]["loss"]) if losses else None,
         train_runtime_s=runtime,
         tokens_per_second=tokens_per_second,
     )
+
+
+def _step(checkpoint: Path) -> int:
+    return complete_checkpoint_step(checkpoint) or 0
+
+
+def _write_outputs(model: SentenceTransformer, out: Path, *, keep_checkpoints: bool) -> None:
+    """``OUT/model`` through a staging folder and a rename; checkpoints dropped after, if asked."""
+    model_dir, staging = out / "model", out / "model.partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    model.save(str(staging))
+    shutil.rmtree(model_dir, ignore_errors=True)
+    staging.rename(model_dir)
+    if not keep_checkpoints:  # only after the final model is safely in place
+        shutil.rmtree(out / "checkpoints", ignore_errors=True)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from lengthwise.core.tokens import Elongation, elongate, elongation_factor
+from lengthwise.training.config import AnchorChoice
 
 __all__ = [
     "AnchorChoice",
@@ -26,7 +26,6 @@ __all__ = [
 ]
 
 Ids = list[int]
-AnchorChoice = Literal["first", "random"]
 
 
 @dataclass(frozen=True)
@@ -37,12 +36,12 @@ class View:
     positive: Ids
 
 
-def _pick_anchor(sentences: Sequence[Ids], choice: AnchorChoice, rng: random.Random) -> int:
-    if choice == "first":
-        return 0
-    if choice == "random":
-        return rng.randrange(len(sentences))
-    raise ValueError(f"anchor choice {choice!r} is not 'first' or 'random'")
+def _pick_anchor(sentences: Sequence[Ids], choice: AnchorChoice | str, rng: random.Random) -> int:
+    try:
+        choice = AnchorChoice(choice)
+    except ValueError:
+        raise ValueError(f"anchor choice {choice!r} is not 'first' or 'random'") from None
+    return 0 if choice is AnchorChoice.FIRST else rng.randrange(len(sentences))
 
 
 def _rest(sentences: Sequence[Ids], skip: int, max_content: int) -> Ids:
@@ -66,7 +65,7 @@ def laser_self_view(
     elongation: Elongation,
     max_content: int,
     rng: random.Random,
-    anchor: AnchorChoice = "first",
+    anchor: AnchorChoice | str = AnchorChoice.FIRST,
 ) -> View:
     """LA(SER)³ self-reference: anchor = one sentence, positive = `f(anchor, m)` (laser3 §4; SimCSE + elongation)."""
     chosen = sentences[_pick_anchor(sentences, anchor, rng)][:max_content]
@@ -74,7 +73,7 @@ def laser_self_view(
 
 
 def coco_dr_view(
-    sentences: Sequence[Ids], max_content: int, rng: random.Random, anchor: AnchorChoice = "first"
+    sentences: Sequence[Ids], max_content: int, rng: random.Random, anchor: AnchorChoice | str = AnchorChoice.FIRST
 ) -> View:
     """COCO-DR PT-unsup as METHODS §3 pins it: anchor = one sentence, positive = the rest of the document."""
     if len(sentences) < 2:
@@ -88,7 +87,7 @@ def laser_intra_view(
     elongation: Elongation,
     max_content: int,
     rng: random.Random,
-    anchor: AnchorChoice = "first",
+    anchor: AnchorChoice | str = AnchorChoice.FIRST,
 ) -> View:
     """LA(SER)³ intra-reference: anchor side `f(anchor, m)`, positive the rest of the document (COCO-DR + f)."""
     base = coco_dr_view(sentences, max_content, rng, anchor)
