@@ -36,7 +36,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_PAIRS = REPO.parent / "shared" / "data" / "stsb" / "original" / "sts-test.csv.gz"
-DEFAULT_OUT = REPO / "docs" / "bench_audit.json"
+DEFAULT_OUT = REPO / "docs" / "results" / "bench_audit.json"
 TARGET_RATIO = 1.3
 
 # Before importing torch/transformers: the default model comes from the packaged copy, no hub round trip.

@@ -7,7 +7,7 @@ allocations (``tracemalloc``). Token states are streamed, so what grows with n s
 data (token ids, pooled embeddings) — about the pooled embeddings' growth, far below what holding the token
 states would take, which is reported for contrast.
 
-    python benchmarks/bench_audit_memory.py               # 1k and 10k wiki1m lines → docs/bench_audit_memory.json
+    python benchmarks/bench_audit_memory.py               # 1k and 10k wiki1m lines → docs/results/bench_audit_memory.json
     python benchmarks/bench_audit_memory.py --sizes 500 5000 --out /tmp/mem.json
 
 Defaults keep CPU time small: short Wikipedia sentences, elongation m = 2 ("twice"), σ_a on 20 documents
@@ -30,7 +30,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DOCS = REPO.parent / "shared" / "data" / "wiki1m_simcse_head" / "wiki1m_for_simcse.head11914.txt.gz"
-DEFAULT_OUT = REPO / "docs" / "bench_audit_memory.json"
+DEFAULT_OUT = REPO / "docs" / "results" / "bench_audit_memory.json"
 MIB = 2**20
 
 

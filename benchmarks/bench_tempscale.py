@@ -16,7 +16,7 @@ throughput(arm) / throughput(unpatched), all from one process, by three estimato
 medians, median of per-repeat paired ratios, ratio of minimums — and on process CPU time, which other
 jobs on a shared CPU disturb far less than wall time. Target: tempscale ratio ≥ 0.98.
 
-    python benchmarks/bench_tempscale.py                       # → docs/bench_tempscale.json
+    python benchmarks/bench_tempscale.py                       # → docs/results/bench_tempscale.json
     python benchmarks/bench_tempscale.py --repeats 5 --out /tmp/bench.json
 """
 
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_OUT = REPO / "docs" / "bench_tempscale.json"
+DEFAULT_OUT = REPO / "docs" / "results" / "bench_tempscale.json"
 TARGET_RATIO = 0.98
 T = 0.8
 REFERENCE = "lengthwise_reference_eager"

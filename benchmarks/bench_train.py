@@ -5,7 +5,7 @@ Both objectives see the same documents truncated to N = 512: SimCSE encodes each
 (SimCSE, HiCL, SimCSE, ...) so drifting machine load hits both; step times after the first step of each run
 are pooled and the medians compared. Encode throughput is `SentenceTransformer.encode` on the same texts.
 
-    python benchmarks/bench_train.py --out docs/bench_train.json
+    python benchmarks/bench_train.py --out docs/results/bench_train.json
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="alternating runs per method")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--out", type=Path, default=Path("docs/bench_train.json"))
+    parser.add_argument("--out", type=Path, default=Path("docs/results/bench_train.json"))
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -1,5 +1,5 @@
 # ruff: noqa: E501
-"""Figures for docs/RESULTS.md from the studies' summary.json files (whatever of them exists).
+"""Figures for docs/results/README.md from the studies' summary.json files (whatever of them exists).
 
     python experiments/make_results_figures.py --runs experiments/runs --img docs/img
 
