@@ -2,8 +2,8 @@
 
 The tasks are generated from a haystack (default: the wiki1m head in ../shared/data), seeded, 50 documents per
 length from 256 to 32,768 tokens. chunk-mean, chunk-weighted and multi-vector share one pass over the windows
-(the pooling is all that differs) and truncate reuses its first windows through the shared window cache; late
-chunking runs its own pass. Writes docs/results/longdoc_synthetic.json and docs/img/longdoc_{task}.png.
+(the pooling is all that differs) truncate runs at the model's own N; late chunking runs its own pass
+(chunks of --late-windows tokens inside macro-windows of the position limit). Writes docs/results/longdoc_synthetic.json and docs/img/longdoc_{task}.png.
 
     nice -n 5 python benchmarks/bench_longdoc_synthetic.py --threads 2
 """
@@ -31,11 +31,19 @@ from lengthwise.longdoc.synthetic import DEFAULT_LENGTHS, make_synthetic
 HAYSTACK = Path("../shared/data/wiki1m_simcse_head/wiki1m_for_simcse.head11914.txt.gz")
 
 
-def _run_task(model, data, windows: list[int], late: bool, batch_size: int) -> dict[str, dict]:
+def _run_task(model, data, windows: list[int], late_windows: list[int], batch_size: int) -> dict[str, dict]:
     texts = [item.text for item in data.items]
     queries_text = [item.query for item in data.items]
     results: dict[str, dict] = {}
     cache = WindowCache(2 * 2**30)
+    truncate = LongEncoder(model, strategy=Strategy.truncate, cache=cache)  # the model's own N: today's behaviour
+    started = time.perf_counter()
+    documents = truncate.encode_documents(texts, batch_size=batch_size)
+    queries = truncate.encode_queries(queries_text, batch_size=batch_size)
+    results[f"truncate w{truncate.window}"] = score_synthetic(data, queries, documents).to_dict() | {
+        "encode_s": round(time.perf_counter() - started, 1),
+        "stats": dict(truncate.stats),
+    }
     for window in windows:
         encoder = LongEncoder(model, strategy=Strategy.chunk_mean, window=window, cache=cache)
         started = time.perf_counter()
@@ -51,7 +59,6 @@ def _run_task(model, data, windows: list[int], late: bool, batch_size: int) -> d
             f"chunk-mean w{window}": pooled[Strategy.chunk_mean],
             f"chunk-weighted w{window}": pooled[Strategy.chunk_weighted],
             f"multi-vector w{window}": MultiVectors(np.concatenate([p.vectors for p in parts]), offsets),
-            f"truncate w{window}": np.stack([p.vectors[0] for p in parts]),
         }
         for name, documents in arms.items():
             results[name] = score_synthetic(data, queries, documents).to_dict() | {
@@ -59,8 +66,8 @@ def _run_task(model, data, windows: list[int], late: bool, batch_size: int) -> d
                 "stats": dict(encoder.stats),
             }
             print(f"{data.task} {name}: mean {results[name]['mean']:.1f} {results[name]['by_length']}", flush=True)
-    if late:
-        for window in windows:
+    if late_windows:
+        for window in late_windows:
             encoder = LongEncoder(model, strategy=Strategy.late_chunking, window=window, cache=cache)
             started = time.perf_counter()
             documents = encoder.encode_documents(texts, batch_size=batch_size, show_progress=True)
@@ -105,8 +112,8 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="+", default=["passkey", "needle"])
     parser.add_argument("--lengths", type=int, nargs="+", default=list(DEFAULT_LENGTHS))
     parser.add_argument("--per-length", type=int, default=50)
-    parser.add_argument("--windows", type=int, nargs="+", default=[256])
-    parser.add_argument("--no-late", action="store_true", help="skip late chunking")
+    parser.add_argument("--windows", type=int, nargs="+", default=[64, 256], help="chunk-* and multi-vector")
+    parser.add_argument("--late-windows", type=int, nargs="*", default=[64], help="late-chunking chunk sizes")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
@@ -128,7 +135,7 @@ def main() -> None:
     payload["settings"]["img"] = str(args.img)
     for task in args.tasks:
         data = make_synthetic(task, haystack, model.tokenizer, lengths=args.lengths, per_length=args.per_length)
-        results = _run_task(model, data, args.windows, not args.no_late, args.batch_size)
+        results = _run_task(model, data, args.windows, args.late_windows, args.batch_size)
         payload["tasks"][task] = {"meta": data.meta, "results": results}
         best = max(results, key=lambda name: results[name]["mean"])
         payload["tasks"][task]["best"] = {"strategy": best, "mean": results[best]["mean"]}

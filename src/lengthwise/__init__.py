@@ -37,6 +37,8 @@ _EXPORTS = {
     "first_k": "lengthwise.core.tokens",
     "shuffle_words": "lengthwise.core.tokens",
     "TrainConfig": "lengthwise.training.config",
+    "LongEncoder": "lengthwise.longdoc.encoder",
+    "LongDocConfig": "lengthwise.longdoc.config",
 }
 __all__ = sorted([*_EXPORTS, "__version__"])
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -6,13 +6,15 @@ their functions, so `lengthwise --help` starts fast.
 
 from __future__ import annotations
 
-from lengthwise.cli import audit, report, tempscale, train  # noqa: F401  (register their commands on `app`)
+from lengthwise.cli import audit, encode, longdoc, report, tempscale, train  # noqa: F401  (register their commands on `app`)
 from lengthwise.cli import eval as eval_command
 from lengthwise.cli.app import app
 
 app.add_typer(tempscale.app, name="tempscale")
 app.add_typer(eval_command.app, name="eval")
 app.add_typer(train.app, name="train")
+app.add_typer(longdoc.app, name="longdoc")
+app.command("encode")(encode.encode)
 
 __all__ = ["app", "main"]
 

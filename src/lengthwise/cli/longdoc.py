@@ -1,0 +1,278 @@
+"""`lengthwise longdoc`: write synthetic passkey / needle tasks, score them LongEmbed-style, tune and save a choice.
+
+Thin adapters from flags to `lengthwise.longdoc` (and `lengthwise.evaluation` for BEIR dev splits); heavy imports
+happen inside the commands.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from lengthwise.cli.console import console
+from lengthwise.cli.console import fail as _fail
+from lengthwise.cli.options import check_device, check_out_dir, field_option
+from lengthwise.core.defaults import DEFAULT_MODEL
+from lengthwise.longdoc.config import LongDocConfig
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+app = typer.Typer(
+    help="Long documents (METHODS §5): synthetic passkey/needle tasks, LongEmbed-style scores, tune and save.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+ModelOption = Annotated[str, typer.Option("--model", "-m", help="Model directory or Hugging Face id.")]
+DeviceOption = Annotated[str | None, typer.Option("--device", help="cpu, cuda, mps… Default: best available.")]
+LongOption = Annotated[str, field_option(LongDocConfig, "strategy", "--long")]
+WindowOption = Annotated[int | None, field_option(LongDocConfig, "window")]
+StrideOption = Annotated[int | None, field_option(LongDocConfig, "stride")]
+TopKOption = Annotated[int, field_option(LongDocConfig, "top_k")]
+SentenceOption = Annotated[bool, field_option(LongDocConfig, "sentence_cuts", "--sentence-cuts")]
+MacroOption = Annotated[int | None, field_option(LongDocConfig, "macro_window")]
+
+
+def long_config(
+    strategy: str, window: int | None, stride: int | None, top_k: int = 1, sentence_cuts: bool = False, macro=None
+) -> LongDocConfig:
+    """The flags as a `LongDocConfig` (raises `LongDocError` naming the flag)."""
+    return LongDocConfig(
+        strategy=strategy,  # type: ignore[arg-type]  # parsed (and checked) in __post_init__
+        window=window,
+        stride=stride,
+        top_k=top_k,
+        sentence_cuts=sentence_cuts,
+        macro_window=macro,
+    )
+
+
+def _ints(text: str, flag: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ValueError(f"{flag} {text!r} is not comma-separated integers, e.g. {flag} 64,128,256") from None
+    if not values:
+        raise ValueError(f"{flag} is empty; give at least one value")
+    return values
+
+
+def _load(model: str, device: str | None) -> SentenceTransformer:
+    from transformers.utils import logging as hf_logging
+
+    from lengthwise.facade import load_model
+
+    hf_logging.disable_progress_bar()
+    with console.status(f"loading {model}"):
+        return load_model(model, device=device)
+
+
+@app.command()
+def synth(
+    task: Annotated[str, typer.Option("--task", "-t", help="passkey or needle.")],
+    haystack: Annotated[Path, typer.Option("--haystack", help="Text file (plain or .gz), one sentence per line.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The BEIR folder to write.")],
+    model: ModelOption = DEFAULT_MODEL,
+    lengths: Annotated[str, typer.Option("--lengths", help="Document lengths in tokens.")] = (
+        "256,512,1024,2048,4096,8192,16384,32768"
+    ),
+    per_length: Annotated[int, typer.Option("--per-length", help="Documents (and queries) per length.")] = 50,
+    seed: Annotated[int, typer.Option("--seed", help="Seed for stretches, needles and depths.")] = 0,
+) -> None:
+    """Write a seeded passkey or needle task as a BEIR folder with length groups (lengths in the model's tokens)."""
+    from transformers import AutoTokenizer
+
+    from lengthwise.core.models import ModelLoadError, resolve_model_path
+    from lengthwise.core.textio import DataFormatError, open_text
+    from lengthwise.longdoc.synthetic import make_synthetic, write_synthetic
+
+    try:
+        check_out_dir(out)
+        sizes = _ints(lengths, "--lengths")
+        if not haystack.is_file():
+            raise ValueError(f"--haystack {haystack}: no such file; pass a text file, one sentence per line")
+        with open_text(haystack) as handle:
+            sentences = [line for _, line in handle.lines()]
+        tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(model))
+        data = make_synthetic(task, sentences, tokenizer, lengths=sizes, per_length=per_length, seed=seed)  # type: ignore[arg-type]
+        write_synthetic(data, out)
+    except (ValueError, ModelLoadError, DataFormatError) as err:
+        _fail(str(err))
+    console.print(f"wrote {len(data.items)} documents in {len(sizes)} length groups to {out}", highlight=False)
+
+
+@app.command("eval")
+def evaluate(
+    data: Annotated[Path, typer.Option("--data", "-d", help="A folder written by `lengthwise longdoc synth`.")],
+    long: LongOption = "chunk-mean",
+    window: WindowOption = None,
+    stride: StrideOption = None,
+    top_k: TopKOption = 1,
+    sentence_cuts: SentenceOption = False,
+    macro_window: MacroOption = None,
+    model: ModelOption = DEFAULT_MODEL,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output directory.")] = Path("lengthwise-longdoc"),
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Windows per forward pass.")] = 32,
+    device: DeviceOption = None,
+) -> None:
+    """Score a synthetic task LongEmbed-style: rank within each length group; Acc@1 per length, mean, by depth."""
+    import time
+
+    from lengthwise.core.models import ModelLoadError, model_fingerprint
+    from lengthwise.core.results import provenance, write_json_atomic
+    from lengthwise.longdoc import LongEncoder
+    from lengthwise.longdoc.scoring import evaluate_synthetic
+    from lengthwise.longdoc.synthetic import read_synthetic
+
+    started = time.perf_counter()
+    try:
+        config = long_config(long, window, stride, top_k, sentence_cuts, macro_window)
+        check_device(device)
+        check_out_dir(out)
+        dataset = read_synthetic(data)
+        loaded = _load(model, device)
+        encoder = LongEncoder(loaded, config)
+        result = evaluate_synthetic(encoder, dataset, batch_size=batch_size, show_progress=console.is_terminal)
+    except (ValueError, ModelLoadError) as err:
+        _fail(str(err))
+    payload = {
+        "result": result.to_dict(),
+        "provenance": provenance(
+            model_fingerprint(loaded, model), dataset.meta, {"long": config.to_dict()}, started=started
+        ),
+    }
+    write_json_atomic(out / "results.json", payload)
+    lengths = "  ".join(f"{k}: {v:.1f}" for k, v in result.by_length.items())
+    console.print(f"{dataset.task} {config.describe()}: mean Acc@1 {result.mean:.2f}  ({lengths})", highlight=False)
+    console.print(f"wrote {out / 'results.json'}", highlight=False)
+
+
+def _objective(data: Path, split: str, model: SentenceTransformer, batch_size: int) -> tuple[Any, str, dict]:
+    """(objective, metric, data description): a synthetic folder's mean Acc@1, else nDCG@10 on a BEIR split."""
+    from lengthwise.longdoc import LongEncoder
+    from lengthwise.longdoc.synthetic import META_FILE, read_synthetic
+
+    if (data / META_FILE).is_file():
+        from lengthwise.longdoc.scoring import evaluate_synthetic
+
+        synthetic = read_synthetic(data)
+
+        def accuracy(config: LongDocConfig) -> float:
+            return evaluate_synthetic(LongEncoder(model, config), synthetic, batch_size=batch_size).mean
+
+        return accuracy, "mean acc@1", synthetic.meta
+    from lengthwise.evaluation.data import read_beir
+    from lengthwise.evaluation.retrieval import evaluate_retrieval
+
+    beir = read_beir(data, split)
+
+    def ndcg(config: LongDocConfig) -> float:
+        return evaluate_retrieval(LongEncoder(model, config), beir, batch_size=batch_size).scores["ndcg@10"]
+
+    return ndcg, "ndcg@10", beir.describe()
+
+
+@app.command()
+def tune(
+    data: Annotated[Path, typer.Option("--data", "-d", help="BEIR folder (tuned on --split) or a synth folder.")],
+    model: ModelOption = DEFAULT_MODEL,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output directory.")] = Path("lengthwise-longdoc-tune"),
+    split: Annotated[str, typer.Option("--split", help="BEIR qrels split to tune on (train/dev).")] = "dev",
+    strategies: Annotated[str, typer.Option("--strategies", help="Comma-separated strategies to try.")] = (
+        "chunk-mean,chunk-weighted,multi-vector,late-chunking"
+    ),
+    windows: Annotated[str, typer.Option("--windows", help="Comma-separated windows (tokens, specials incl.).")] = (
+        "64,128,256"
+    ),
+    overlaps: Annotated[str, typer.Option("--overlaps", help="Comma-separated window overlaps in [0, 1).")] = "0,0.5",
+    top_k: TopKOption = 1,
+    save: Annotated[
+        Path | None, typer.Option("--save", help="Also save the model with the best choice to this folder.")
+    ] = None,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Windows per forward pass.")] = 32,
+    device: DeviceOption = None,
+) -> None:
+    """Choose strategy, window and stride on a dev split; write OUT/tune.json and OUT/tune.png.
+
+    Truncation at the model's own window is always scored as the baseline. With --save the model is written
+    with the best choice, and `lengthwise.load_model` / `LongEncoder(model)` pick it up from there.
+    """
+    import time
+
+    from lengthwise.core.models import ModelLoadError, model_fingerprint
+    from lengthwise.core.results import provenance, write_json_atomic
+    from lengthwise.core.textio import DataFormatError
+    from lengthwise.longdoc.tune import candidates, plot_long_tune, tune_long
+
+    started = time.perf_counter()
+    try:
+        check_device(device)
+        check_out_dir(out)
+        if save is not None:
+            check_out_dir(save, "--save")
+        try:
+            shares = tuple(float(x) for x in overlaps.split(",") if x.strip())
+        except ValueError:
+            raise ValueError(f"--overlaps {overlaps!r} is not comma-separated fractions, e.g. 0,0.5") from None
+        configs = candidates(strategies.split(","), _ints(windows, "--windows"), shares, top_k=top_k)
+        loaded = _load(model, device)
+        objective, metric, described = _objective(data, split, loaded, batch_size)
+        with console.status("tuning") as status:
+
+            def report(config: LongDocConfig, score: float) -> None:
+                console.print(f"{config.describe():<32} {metric} = {score:.3f}", highlight=False)
+                status.update(f"tuning: {config.describe()} done")
+
+            result = tune_long(objective, configs, on_eval=report)
+        if save is not None:
+            from lengthwise.longdoc.persist import save_longdoc
+
+            save_longdoc(loaded, result.best, save)
+    except (ValueError, ModelLoadError, DataFormatError) as err:
+        _fail(str(err))
+    settings = {"strategies": strategies, "windows": windows, "overlaps": overlaps, "split": split, "top_k": top_k}
+    payload = {
+        "metric": metric,
+        "result": result.to_dict(),
+        "provenance": provenance(model_fingerprint(loaded, model), described, settings, started=started),
+    }
+    write_json_atomic(out / "tune.json", payload)
+    plot_long_tune(result, metric).savefig(out / "tune.png", dpi=120)
+    saved = f"; saved the model with it to {save}" if save is not None else ""
+    console.print(
+        f"best {result.best.describe()}: {metric} {result.best_score:.3f} (truncate: {result.baseline_score:.3f})"
+        f"{saved}; wrote {out / 'tune.json'}",
+        highlight=False,
+    )
+
+
+@app.command()
+def save(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the model and its long-document choice.")],
+    long: LongOption = "chunk-mean",
+    window: WindowOption = None,
+    stride: StrideOption = None,
+    top_k: TopKOption = 1,
+    sentence_cuts: SentenceOption = False,
+    macro_window: MacroOption = None,
+    model: ModelOption = DEFAULT_MODEL,
+    device: DeviceOption = None,
+) -> None:
+    """Save the model with a long-document choice; lengthwise's load_model and LongEncoder(model) use it."""
+    from lengthwise.core.models import ModelLoadError
+    from lengthwise.longdoc import LongEncoder
+    from lengthwise.longdoc.persist import save_longdoc
+
+    try:
+        config = long_config(long, window, stride, top_k, sentence_cuts, macro_window)
+        check_out_dir(out)
+        loaded = _load(model, device)
+        LongEncoder(loaded, config).spans([1] * 8)  # checks the window and stride against this model
+        save_longdoc(loaded, config, out)
+    except (ValueError, ModelLoadError) as err:
+        _fail(str(err))
+    console.print(f"wrote {out} with {config.describe()}", highlight=False)
