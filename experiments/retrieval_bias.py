@@ -73,8 +73,8 @@ def _default_model() -> str:
 
 
 def report(args: argparse.Namespace) -> None:
-    from lengthwise.audit.report.attack import png_bytes
-    from lengthwise.audit.report.retrieval import figures, markdown_tables, overlay_figure
+    from lengthwise.audit.report.retrieval import compare_figure, figures, markdown_tables
+    from lengthwise.core.plotting import png_bytes
     from lengthwise.core.results import write_bytes_atomic
 
     records = [read_json(path) for path in args.results]
@@ -86,8 +86,10 @@ def report(args: argparse.Namespace) -> None:
             if figure is not None:
                 write_bytes_atomic(args.img / f"{stem}_{key.removeprefix('retrieval_')}.png", png_bytes(figure))
     if len(records) > 1:
-        figure = overlay_figure([(record["name"], record["retrieval_bias"]) for record in records])
-        write_bytes_atomic(args.img / "retrieval_bias_compare.png", png_bytes(figure))
+        payloads = [{"retrieval_bias": record["retrieval_bias"]} for record in records]
+        figure = compare_figure(payloads, [record["name"] for record in records])
+        if figure is not None:
+            write_bytes_atomic(args.img / "retrieval_bias_compare.png", png_bytes(figure))
 
 
 def main(argv: list[str] | None = None) -> None:

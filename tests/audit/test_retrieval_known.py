@@ -182,7 +182,9 @@ def test_verdicts_name_the_bias_only_where_it_was_built_in(audits) -> None:
     blind = {v["bias"]: v for v in audits["blind"][0]["verdicts"]}
     for bias in ("rank_vs_length", "score_length", "top_k_lengths", "repetition_relevant"):
         assert biased[bias]["significant"] and not blind[bias]["significant"], bias
-    assert "lose" in biased["repetition_relevant"]["text"] and "ranks on average" in biased["repetition_relevant"]["text"]
+    assert (
+        "lose" in biased["repetition_relevant"]["text"] and "ranks on average" in biased["repetition_relevant"]["text"]
+    )
     assert "rank lower" in biased["rank_vs_length"]["text"]
 
 

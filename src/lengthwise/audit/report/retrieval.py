@@ -12,20 +12,12 @@ from typing import Any
 import numpy as np
 from matplotlib import colormaps
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from lengthwise.audit.report.attack import (
-    ELONGATED_COLOR,
-    ORIGINAL_COLOR,
-    SHUFFLED_COLOR,
-    escape_html,
-    finish_axes,
-    html_image,
-    html_kv_table,
-    html_table,
-)
+from lengthwise.audit.report.histograms import ELONGATED_COLOR, ORIGINAL_COLOR, SHUFFLED_COLOR
+from lengthwise.audit.report.html import escape_html, html_image, html_kv_table, html_table
 from lengthwise.audit.retrieval_result import format_p, verdicts
+from lengthwise.core.plotting import finish_axes, new_figure
 
 __all__ = [
     "COMPARE_PNG",
@@ -86,24 +78,24 @@ COMPARE_ROWS: list[tuple[str, tuple[str | int, ...], tuple[str | int, ...] | Non
 ]
 
 
-def _figure(width: float, height: float) -> Figure:
-    return FigureCanvasAgg(Figure(figsize=(width, height), layout="constrained")).figure
+def _bin_centre(label: str, width: int) -> float:
+    """Where a length bin sits on the axis: the middle of ``lo-hi``; half a width past N for ``>N (truncated)``."""
+    if label.startswith(">"):
+        return float(label[1:].split()[0]) + width / 2
+    low, high = (float(part) for part in label.split("-"))
+    return (low + high) / 2
 
 
 def plot_natural(section: Mapping[str, Any]) -> Figure:
     """Left: each relevant document's rank against its length, with the median rank per length bin. Right: the
     length distribution of the corpus, of the relevant documents and of the retrieved top k."""
     natural, window, k = section["natural"], section["window"], section["top_k"]
-    figure = _figure(11.0, 4.0)
+    figure = new_figure((11.0, 4.0))
     ax_rank, ax_len = figure.subplots(1, 2)
     pairs = natural["rank_vs_length"]["pairs"]
     ax_rank.scatter(pairs["length"], pairs["rank"], s=9, alpha=0.45, color=ORIGINAL_COLOR, lw=0, label="(query, doc)")
     rows = [row for row in natural["rank_vs_length"]["by_bin"] if row["count"]]
-    lows = [int(str(row["bin"]).lstrip(">").split("-")[0].split(" ")[0]) for row in rows]
-    centres = [
-        low + section["settings"]["bin_width"] / 2 if "-" in str(row["bin"]) else low
-        for low, row in zip(lows, rows, strict=True)
-    ]
+    centres = [_bin_centre(str(row["bin"]), section["settings"]["bin_width"]) for row in rows]
     ax_rank.plot(centres, [row["median_rank"] for row in rows], "o-", color=ELONGATED_COLOR, label="median per bin")
     ax_rank.axvline(window, color="0.4", ls=":", lw=1.1, label=f"window ({window} tokens)")
     ax_rank.set_yscale("log")
@@ -148,7 +140,7 @@ def _errorbars(ax: Axes, xs: Sequence[float], settings: Sequence[Mapping[str, An
 def plot_controlled(section: Mapping[str, Any]) -> Figure:
     """Mean Δrank (95 % CI) under dilution and repetition, and recall@k by depth in the position probe."""
     controlled, k = section["controlled"], section["top_k"]
-    figure = _figure(12.0, 3.9)
+    figure = new_figure((12.0, 3.9))
     ax_dil, ax_rep, ax_pos = figure.subplots(1, 3)
     dilution = list(controlled["dilution"].values())
     _errorbars(ax_dil, [float(s["label"].rstrip("x")) for s in dilution], dilution, ELONGATED_COLOR, "relevant")
@@ -333,7 +325,7 @@ def compare_figure(payloads: Sequence[Mapping[str, Any]], labels: Sequence[str])
     series = [(label, p[_R]) for label, p in zip(labels, payloads, strict=True) if p.get(_R)]
     if not series:
         return None
-    figure = _figure(11.0, 3.9)
+    figure = new_figure((11.0, 3.9))
     ax_dil, ax_pos = figure.subplots(1, 2)
     for index, (label, section) in enumerate(series):
         color = colormaps["tab10"](index % 10)
