@@ -2,8 +2,9 @@
 
 The tasks are generated from a haystack (default: the wiki1m head in ../shared/data), seeded, 50 documents per
 length from 256 to 32,768 tokens. chunk-mean, chunk-weighted and multi-vector share one pass over the windows
-(the pooling is all that differs) truncate runs at the model's own N; late chunking runs its own pass
-(chunks of --late-windows tokens inside macro-windows of the position limit). Writes docs/results/longdoc_synthetic.json and docs/img/longdoc_{task}.png.
+(the pooling is all that differs); truncate runs at the model's own N; late chunking runs its own pass (chunks
+of --late-windows tokens inside macro-windows of the position limit). Writes docs/results/longdoc_synthetic.json
+and docs/img/longdoc_{task}.png.
 
     nice -n 5 python benchmarks/bench_longdoc_synthetic.py --threads 2
 """
@@ -31,7 +32,9 @@ from lengthwise.longdoc.synthetic import DEFAULT_LENGTHS, make_synthetic
 HAYSTACK = Path("../shared/data/wiki1m_simcse_head/wiki1m_for_simcse.head11914.txt.gz")
 
 
-def _run_task(model, data, windows: list[int], late_windows: list[int], batch_size: int) -> dict[str, dict]:
+def _run_task(
+    model, data, windows: list[int], late_windows: list[int], batch_size: int, stride: int | None = None
+) -> dict[str, dict]:
     texts = [item.text for item in data.items]
     queries_text = [item.query for item in data.items]
     results: dict[str, dict] = {}
@@ -45,7 +48,8 @@ def _run_task(model, data, windows: list[int], late_windows: list[int], batch_si
         "stats": dict(truncate.stats),
     }
     for window in windows:
-        encoder = LongEncoder(model, strategy=Strategy.chunk_mean, window=window, cache=cache)
+        encoder = LongEncoder(model, strategy=Strategy.chunk_mean, window=window, stride=stride, cache=cache)
+        tag = f"w{window}" + (f" s{stride}" if stride else "")
         started = time.perf_counter()
         parts = list(encoder.iter_windows(texts, "document", batch_size=batch_size, show_progress=True))
         queries = encoder.encode_queries(queries_text, batch_size=batch_size)
@@ -56,9 +60,9 @@ def _run_task(model, data, windows: list[int], late_windows: list[int], batch_si
             for s in (Strategy.chunk_mean, Strategy.chunk_weighted)
         }
         arms = {
-            f"chunk-mean w{window}": pooled[Strategy.chunk_mean],
-            f"chunk-weighted w{window}": pooled[Strategy.chunk_weighted],
-            f"multi-vector w{window}": MultiVectors(np.concatenate([p.vectors for p in parts]), offsets),
+            f"chunk-mean {tag}": pooled[Strategy.chunk_mean],
+            f"chunk-weighted {tag}": pooled[Strategy.chunk_weighted],
+            f"multi-vector {tag}": MultiVectors(np.concatenate([p.vectors for p in parts]), offsets),
         }
         for name, documents in arms.items():
             results[name] = score_synthetic(data, queries, documents).to_dict() | {
@@ -112,13 +116,15 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="+", default=["passkey", "needle"])
     parser.add_argument("--lengths", type=int, nargs="+", default=list(DEFAULT_LENGTHS))
     parser.add_argument("--per-length", type=int, default=50)
-    parser.add_argument("--windows", type=int, nargs="+", default=[64, 256], help="chunk-* and multi-vector")
+    parser.add_argument("--windows", type=int, nargs="*", default=[64], help="chunk-* and multi-vector")
+    parser.add_argument("--stride", type=int, default=None, help="stride of the chunk-* / multi-vector windows")
     parser.add_argument("--late-windows", type=int, nargs="*", default=[64], help="late-chunking chunk sizes")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("docs/results/longdoc_synthetic.json"))
     parser.add_argument("--img", type=Path, default=Path("docs/img"))
+    parser.add_argument("--suffix", default="", help="added to the plot names")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.model is None:
@@ -135,11 +141,11 @@ def main() -> None:
     payload["settings"]["img"] = str(args.img)
     for task in args.tasks:
         data = make_synthetic(task, haystack, model.tokenizer, lengths=args.lengths, per_length=args.per_length)
-        results = _run_task(model, data, args.windows, args.late_windows, args.batch_size)
+        results = _run_task(model, data, args.windows, args.late_windows, args.batch_size, args.stride)
         payload["tasks"][task] = {"meta": data.meta, "results": results}
         best = max(results, key=lambda name: results[name]["mean"])
         payload["tasks"][task]["best"] = {"strategy": best, "mean": results[best]["mean"]}
-        _plot(task, results, args.img / f"longdoc_{task}.png")
+        _plot(task, results, args.img / f"longdoc_{task}{args.suffix}.png")
         write_json_atomic(args.out, payload)  # after each task, so a long run keeps what it has
     payload["model"] = model_fingerprint(model, args.model)
     payload["wall_time_s"] = round(time.perf_counter() - started, 1)

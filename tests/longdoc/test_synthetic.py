@@ -30,7 +30,9 @@ def test_documents_have_their_length_their_needle_and_a_depth(tokenizer, task: s
     for item in data.items:
         ids = tokenizer(item.text, add_special_tokens=False)["input_ids"]
         assert abs(len(ids) - item.group) <= 2  # exact in ids; decoding may merge a piece at the edges
-        needle = tokenizer.decode(tokenizer(item.needle, add_special_tokens=False)["input_ids"])
+        needle = tokenizer.decode(
+            tokenizer(item.needle, add_special_tokens=False)["input_ids"], clean_up_tokenization_spaces=True
+        )
         assert needle.rstrip(".") in item.text
         assert 0.0 <= item.depth <= 1.0
     queries = [item.query for item in data.items if item.group == 200]

@@ -58,7 +58,7 @@ class LongEncoder:
         model: SentenceTransformer,
         config: LongDocConfig | None = None,
         *,
-        cache_bytes: int = 256 * 2**20,
+        cache_bytes: int = 64 * 2**20,
         cache: WindowCache | None = None,
         block_chars: int = 2_000_000,
         **settings: Any,
