@@ -20,7 +20,7 @@ import torch
 
 from lengthwise.core.bins import LengthBins, per_bin, token_lengths
 from lengthwise.core.embed import TokenView
-from lengthwise.core.encoder import TextEncoder
+from lengthwise.core.encoder import MultiVectorEncoder, MultiVectors, TextEncoder, multi_vector_scores
 from lengthwise.core.search import exact_search, relevant_ranks
 from lengthwise.evaluation.config import RetrievalConfig
 from lengthwise.evaluation.data import RetrievalData
@@ -58,6 +58,28 @@ def search_run(
     return {
         qid: {doc_ids[j]: float(s) for s, j in zip(row_scores.tolist(), row_index.tolist(), strict=True) if j != skip}
         for qid, row_scores, row_index, skip in zip(query_ids, scores, index, exclude, strict=True)
+    }
+
+
+def _multi_vector_scores(
+    queries: torch.Tensor, corpus: MultiVectors, top_k: int, exclude: Sequence[int]
+) -> torch.Tensor:
+    """Exact late-interaction scores (Q, N) of a multi-vector corpus (METHODS §5), the excluded self-hits at −inf."""
+    scores = torch.cat([multi_vector_scores(queries[i : i + 64], corpus, top_k) for i in range(0, len(queries), 64)])
+    rows = torch.as_tensor(exclude, dtype=torch.long)
+    hit = (rows >= 0).nonzero().squeeze(1)
+    scores[hit, rows[hit]] = float("-inf")
+    return scores  # (Q, N)
+
+
+def _multi_vector_run(
+    scores: torch.Tensor, query_ids: Sequence[str], doc_ids: Sequence[str], config: RetrievalConfig
+) -> dict[str, dict[str, float]]:
+    """`search_run` for precomputed (Q, N) scores: the top-k documents of each query, −inf ones left out."""
+    best, index = torch.topk(scores, min(config.top_k, scores.shape[1]), dim=1)
+    return {
+        qid: {doc_ids[j]: float(v) for v, j in zip(row.tolist(), cols.tolist(), strict=True) if v != float("-inf")}
+        for qid, row, cols in zip(query_ids, best, index, strict=True)
     }
 
 
@@ -146,16 +168,27 @@ def evaluate_retrieval(
     """Encode the corpus and the judged queries, search exactly, score with pytrec_eval; bin when `view` is given."""
     config = config or RetrievalConfig()
     started = time.perf_counter()
-    corpus = _normalized(encoder.encode_documents(data.doc_texts, batch_size=batch_size, show_progress=show_progress))
+    multi = isinstance(encoder, MultiVectorEncoder) and encoder.is_multi_vector  # ranked exactly over windows
+    if multi:
+        windows = encoder.encode_documents_multi(data.doc_texts, batch_size=batch_size, show_progress=show_progress)
+    else:
+        corpus = _normalized(
+            encoder.encode_documents(data.doc_texts, batch_size=batch_size, show_progress=show_progress)
+        )
     queries = _normalized(encoder.encode_queries(data.query_texts, batch_size=batch_size, show_progress=show_progress))
     encoded = time.perf_counter()
     doc_position = {doc_id: i for i, doc_id in enumerate(data.doc_ids)}
     exclude = [doc_position.get(qid, -1) if config.drop_self_hits else -1 for qid in data.query_ids]
     per_query: dict[str, dict[str, float]] = {}
+    if multi:
+        full = _multi_vector_scores(queries, windows, encoder.multi_vector_top_k, exclude)  # (Q, N)
     for start in range(0, len(data.query_ids), config.query_chunk):
         stop = start + config.query_chunk
         query_ids = data.query_ids[start:stop]
-        run = search_run(queries[start:stop], corpus, query_ids, data.doc_ids, config, exclude[start:stop])
+        if multi:
+            run = _multi_vector_run(full[start:stop], query_ids, data.doc_ids, config)
+        else:
+            run = search_run(queries[start:stop], corpus, query_ids, data.doc_ids, config, exclude[start:stop])
         per_query.update(trec_scores({qid: data.qrels[qid] for qid in run}, run, config))
     searched = time.perf_counter()
     metric_names = list(next(iter(per_query.values())))
@@ -179,7 +212,10 @@ def evaluate_retrieval(
             if relevance > 0 and doc in doc_position and not (config.drop_self_hits and doc == qid)
         ]  # a dropped self-hit is never retrieved, so it has no rank
         pair_q, pair_d = np.asarray(pairs, dtype=np.int64).reshape(-1, 2).T
-        ranks = relevant_ranks(queries, corpus, pair_q, pair_d, corpus_chunk=config.corpus_chunk, exclude=exclude)
+        if multi:  # 1 + documents scoring strictly higher (the excluded self-hit sits at −inf)
+            ranks = ((full[pair_q] > full[pair_q, pair_d][:, None]).sum(dim=1) + 1).numpy()
+        else:
+            ranks = relevant_ranks(queries, corpus, pair_q, pair_d, corpus_chunk=config.corpus_chunk, exclude=exclude)
         doc_bins = bins.assign(doc_lengths)
         corpus_counts = np.bincount(doc_bins, minlength=len(bins.labels()))
         doc_rows = per_bin(bins, doc_bins[pair_d], lambda mask: _document_bin_metrics(ranks[mask], config))
