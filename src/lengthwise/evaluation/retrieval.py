@@ -168,9 +168,11 @@ def evaluate_retrieval(
     """Encode the corpus and the judged queries, search exactly, score with pytrec_eval; bin when `view` is given."""
     config = config or RetrievalConfig()
     started = time.perf_counter()
-    multi = isinstance(encoder, MultiVectorEncoder) and encoder.is_multi_vector  # ranked exactly over windows
-    if multi:
-        windows = encoder.encode_documents_multi(data.doc_texts, batch_size=batch_size, show_progress=show_progress)
+    multi = (
+        encoder if isinstance(encoder, MultiVectorEncoder) and encoder.is_multi_vector else None
+    )  # exact over windows
+    if multi is not None:
+        windows = multi.encode_documents_multi(data.doc_texts, batch_size=batch_size, show_progress=show_progress)
     else:
         corpus = _normalized(
             encoder.encode_documents(data.doc_texts, batch_size=batch_size, show_progress=show_progress)
@@ -180,12 +182,12 @@ def evaluate_retrieval(
     doc_position = {doc_id: i for i, doc_id in enumerate(data.doc_ids)}
     exclude = [doc_position.get(qid, -1) if config.drop_self_hits else -1 for qid in data.query_ids]
     per_query: dict[str, dict[str, float]] = {}
-    if multi:
-        full = _multi_vector_scores(queries, windows, encoder.multi_vector_top_k, exclude)  # (Q, N)
+    if multi is not None:
+        full = _multi_vector_scores(queries, windows, multi.multi_vector_top_k, exclude)  # (Q, N)
     for start in range(0, len(data.query_ids), config.query_chunk):
         stop = start + config.query_chunk
         query_ids = data.query_ids[start:stop]
-        if multi:
+        if multi is not None:
             run = _multi_vector_run(full[start:stop], query_ids, data.doc_ids, config)
         else:
             run = search_run(queries[start:stop], corpus, query_ids, data.doc_ids, config, exclude[start:stop])
@@ -212,7 +214,7 @@ def evaluate_retrieval(
             if relevance > 0 and doc in doc_position and not (config.drop_self_hits and doc == qid)
         ]  # a dropped self-hit is never retrieved, so it has no rank
         pair_q, pair_d = np.asarray(pairs, dtype=np.int64).reshape(-1, 2).T
-        if multi:  # 1 + documents scoring strictly higher (the excluded self-hit sits at −inf)
+        if multi is not None:  # 1 + documents scoring strictly higher (the excluded self-hit sits at −inf)
             ranks = ((full[pair_q] > full[pair_q, pair_d][:, None]).sum(dim=1) + 1).numpy()
         else:
             ranks = relevant_ranks(queries, corpus, pair_q, pair_d, corpus_chunk=config.corpus_chunk, exclude=exclude)
