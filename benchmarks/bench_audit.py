@@ -14,7 +14,7 @@ measured in one process, next to the same ratio in process CPU time. Target: rat
 
 Model loading is never timed. The "cli" column adds what `lengthwise audit` does after `run_audit`
 (`to_dict`, write audit.json, `lengthwise.report.write_report`) to each timed audit run; it is skipped
-when `lengthwise.audit.report.attack` cannot be imported.
+when `lengthwise.audit.report.page` cannot be imported.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from lengthwise.core.results import environment, write_json_atomic  # noqa: E402
 from lengthwise.core.tokens import elongate, elongation_factor, first_k, shuffle_words  # noqa: E402
 
 try:
-    from lengthwise.audit.report.attack import write_report
+    from lengthwise.audit.report.page import write_report
 except ImportError:  # the report module is optional for this benchmark
     write_report = None  # type: ignore[assignment]
 

@@ -27,7 +27,7 @@ MOVED = {
     "lengthwise.shift": "lengthwise.audit.shift",
     "lengthwise.diagnostics": "lengthwise.audit.metrics",
     "lengthwise.doc_audit": "lengthwise.audit.documents",
-    "lengthwise.report": "lengthwise.audit.report.attack",
+    "lengthwise.report": "lengthwise.audit.report.page",
     "lengthwise.report_docs": "lengthwise.audit.report.documents",
     "lengthwise.compare": "lengthwise.audit.report.compare",
     "lengthwise.tempscale_config": "lengthwise.tempscale.config",

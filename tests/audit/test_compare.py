@@ -13,9 +13,10 @@ from typer.testing import CliRunner
 
 from lengthwise.audit.attack import AuditConfig, run_audit
 from lengthwise.audit.documents import DocAuditConfig, DocSet, run_doc_audit
+from lengthwise.audit.report import doc_plots
 from lengthwise.audit.report import documents as report_docs
-from lengthwise.audit.report.attack import write_report
 from lengthwise.audit.report.compare import comparison_labels, headline_rows, write_comparison
+from lengthwise.audit.report.page import write_report
 from lengthwise.cli import app
 from lengthwise.core.data import default_probe_pairs
 from lengthwise.core.results import write_json_atomic
@@ -58,7 +59,7 @@ def test_headline_rows_side_by_side(payload: dict[str, Any], monkeypatch: pytest
     bare = {key: value for key, value in payload.items() if key != "diagnostics"}
     sparse = headline_rows([payload, bare])
     assert not any(row[0].startswith("σ_a") for row in sparse)  # every σ_a bin holds < 10 docs: no trend claimed
-    monkeypatch.setattr(report_docs, "MIN_BIN_DOCS", 1)
+    monkeypatch.setattr(doc_plots, "MIN_BIN_DOCS", 1)
     rows = headline_rows([payload, _variant(payload, "fixed", 0.5), bare])
     assert all(len(row) == 4 for row in rows) and any(row[0].startswith("attack") for row in rows)
     sigma = next(row for row in rows if row[0].startswith("σ_a"))

@@ -13,7 +13,7 @@ import pytest
 from matplotlib.axes import Axes
 from matplotlib.patches import StepPatch
 
-from lengthwise.audit.report.attack import (
+from lengthwise.audit.report.page import (
     load_payload,
     plot_attack,
     plot_first_k_curve,
@@ -138,13 +138,14 @@ def test_write_report_writes_three_pngs_and_a_self_contained_page(tmp_path: Path
     payload = make_payload()
     written = write_report(payload, tmp_path / "report")
 
-    assert set(written) == {"attack", "first_k_curve", "word_shuffle", "html"}
+    assert set(written) == {"attack", "first_k_curve", "word_shuffle", "html", "json"}
     names = {key: path.name for key, path in written.items()}
     assert names == {
         "attack": "attack_hist.png",
         "first_k_curve": "first_k_curve.png",
         "word_shuffle": "word_shuffle.png",
         "html": "report.html",
+        "json": "audit.json",
     }
     pngs = [written[key].read_bytes() for key in ("attack", "first_k_curve", "word_shuffle")]
     for png in pngs:
@@ -197,7 +198,7 @@ def test_optional_sections_missing_still_make_a_report(tmp_path: Path) -> None:
     write_report(make_payload(), tmp_path)  # an earlier, complete report in the same directory
     assert (tmp_path / "first_k_curve.png").exists()
     written = write_report(payload, tmp_path)
-    assert set(written) == {"attack", "html"}
+    assert set(written) == {"attack", "html", "json"}
     assert not (tmp_path / "first_k_curve.png").exists()
     assert not (tmp_path / "word_shuffle.png").exists()
     page = written["html"].read_text(encoding="utf-8")
@@ -214,7 +215,7 @@ def test_attack_section_alone_is_enough(tmp_path: Path) -> None:
 
 
 def test_write_report_rejects_a_payload_without_attack(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match=r"payload is not an audit\.json"):
+    with pytest.raises(ValueError, match=r"payload: field attack is missing"):
         write_report({"tokens": {}}, tmp_path)
     assert not (tmp_path / "report.html").exists()
 
@@ -294,7 +295,7 @@ def test_load_payload_errors_name_the_path(tmp_path: Path) -> None:
 
     not_audit = tmp_path / "other.json"
     not_audit.write_text(json.dumps({"results": []}), encoding="utf-8")
-    with pytest.raises(ValueError, match=re.escape(str(not_audit)) + r".*not an audit\.json"):
+    with pytest.raises(ValueError, match=re.escape(str(not_audit)) + r": field attack is missing"):
         load_payload(not_audit)
 
     broken = tmp_path / "broken" / "audit.json"

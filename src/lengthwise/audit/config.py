@@ -1,5 +1,6 @@
 """The audit's settings, once: frozen dataclasses validated in ``__post_init__``, `str` Enums for the settings
-with a fixed set of values, and a help text on every field that the CLI reads for its flags.
+with a fixed set of values, and a help text on every field that the CLI reads for its flags. Light to import
+(no numpy, no torch), so `lengthwise --help` can read it.
 
 A bad value raises `SettingError` naming the *field*; the command line maps the field to its flag.
 """
@@ -8,11 +9,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any
-
-import numpy as np
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from lengthwise.core.tokens import Elongation, ElongationMode
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "DEFAULT_CURVE_KS",
@@ -20,6 +23,7 @@ __all__ = [
     "WORD_PAIRS",
     "AttentionLayers",
     "AuditConfig",
+    "AuditJob",
     "Diagnostic",
     "DocAuditConfig",
     "HistogramSpec",
@@ -79,6 +83,8 @@ class HistogramSpec:
 
     @property
     def edges(self) -> np.ndarray:
+        import numpy as np  # here, so that the CLI reads these settings without loading numpy
+
         return np.linspace(self.low, self.high, self.bins + 1)
 
 
@@ -194,3 +200,38 @@ class DocAuditConfig:
             "diagnostics": [d.value for d in self.diagnostics],
             "attention_layers": self.attention_layers.value,
         }
+
+
+@dataclass(frozen=True)
+class AuditJob:
+    """One `lengthwise audit` run: what to read, what to measure, and where to write the output set."""
+
+    out: Path = field(
+        default=Path("lengthwise-audit"),
+        metadata={"help": "Output directory; it is replaced as one unit, so it must be new or an earlier audit's."},
+    )
+    pairs: Path | None = field(
+        default=None,
+        metadata={
+            "help": "Text pairs: STS TSV/CSV, JSONL (text1/text2, or text + group), or a BEIR folder. "
+            "Default: the embedded probe set."
+        },
+    )
+    max_pairs: int | None = field(default=None, metadata={"help": "Use at most this many pairs (seeded sample)."})
+    docs: Path | None = field(
+        default=None,
+        metadata={"help": "Documents for the diagnostics: JSONL with a 'text' field, or one per line."},
+    )
+    max_docs: int | None = field(
+        default=2000, metadata={"help": "Use at most this many documents (seeded sample); 0 = all."}
+    )
+    attack: AuditConfig = field(default_factory=AuditConfig)
+    diagnostics: DocAuditConfig | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_pairs is not None and self.max_pairs < 1:
+            raise SettingError("max_pairs", self.max_pairs, "must be ≥ 1")
+        if self.max_docs is not None and self.max_docs < 1:
+            raise SettingError("max_docs", self.max_docs, "must be ≥ 1 (or None for all)")
+        if self.diagnostics is not None and self.diagnostics.needs_documents and self.docs is None:
+            raise SettingError("docs", None, "the document diagnostics need documents")

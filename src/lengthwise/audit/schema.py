@@ -11,6 +11,8 @@ from typing import Any, Literal, Union, cast, get_args, get_origin
 
 from typing_extensions import NotRequired, TypedDict, get_type_hints, is_typeddict
 
+from lengthwise.audit.retrieval_result import RetrievalBias
+
 __all__ = [
     "AttackSection",
     "AuditPayload",
@@ -50,18 +52,18 @@ class ShiftSection(TypedDict):
 
 
 class HistogramSection(TypedDict):
-    bins: int
-    range: list[float]
+    bins: NotRequired[int]
+    range: NotRequired[list[float]]
     before: list[int]
     after: list[int]
 
 
 class AttackSection(ShiftSection):
-    elongation: str
+    elongation: NotRequired[str]
     histogram: HistogramSection
 
 
-class TokensSection(TypedDict):
+class TokensSection(TypedDict, total=False):
     max_length: int
     special_tokens: int
     content_mean: float
@@ -74,7 +76,7 @@ class TokensSection(TypedDict):
     m_max: int
     sequences_embedded: int
     tokens_embedded: int
-    texts_elongated: NotRequired[int]  # texts with m ≥ 2 (the rest fill the window alone and stay unchanged)
+    texts_elongated: int  # texts with m ≥ 2 (the rest fill the window alone and stay unchanged)
 
 
 class FirstKRow(TypedDict):
@@ -87,7 +89,7 @@ class FirstKRow(TypedDict):
 
 
 class WordShuffleSection(ShiftSection):
-    histogram: list[int]
+    histogram: NotRequired[list[int]]
 
 
 class Similarities(TypedDict):
@@ -232,20 +234,22 @@ class DiagnosticsSection(TypedDict, total=False):
 
 
 class AuditPayload(TypedDict):
-    """All of ``audit.json``."""
+    """All of ``audit.json``. `lengthwise audit` writes every section; a report needs only ``attack``, and each
+    other section, when present, in the shape below."""
 
     attack: AttackSection
-    tokens: TokensSection
-    first_k_curve: list[FirstKRow]
-    word_shuffle: WordShuffleSection | None
-    attack_by_kind: dict[str, ShiftSection]
-    similarities: Similarities
-    settings: dict[str, Any]
-    model: ModelSection
-    data: DataSection
-    meta: MetaSection
+    tokens: NotRequired[TokensSection]
+    first_k_curve: NotRequired[list[FirstKRow]]
+    word_shuffle: NotRequired[WordShuffleSection | None]
+    attack_by_kind: NotRequired[dict[str, ShiftSection]]
+    similarities: NotRequired[Similarities]
+    settings: NotRequired[dict[str, Any]]
+    model: NotRequired[ModelSection]
+    data: NotRequired[DataSection]
+    meta: NotRequired[MetaSection]
     warnings: NotRequired[list[str]]
     diagnostics: NotRequired[DiagnosticsSection]
+    retrieval_bias: NotRequired[RetrievalBias]  # `lengthwise audit --retrieval DIR` (METHODS §6)
 
 
 _NAMES = {float: "a number", int: "an integer", str: "a string", bool: "true or false", type(None): "null"}
@@ -308,10 +312,20 @@ def _check(value: Any, hint: Any, path: str) -> None:
         raise SchemaError(f"field {path} should be {_NAMES.get(hint, hint.__name__)}, got {type(value).__name__}")
 
 
+def _check_probe(payload: Mapping[str, Any]) -> None:
+    """A measured probe (not skipped) has its figures."""
+    probe = (payload.get("diagnostics") or {}).get("probe")
+    if isinstance(probe, Mapping) and "skipped" not in probe:
+        for key in ("r2x100_mean", "r2x100_std", "n"):
+            if key not in probe:
+                raise SchemaError(f"field diagnostics.probe.{key} is missing")
+
+
 def check_payload(payload: Any, where: str) -> AuditPayload:
     """`payload` typed as `AuditPayload`, or `SchemaError` naming `where` and the first bad field."""
     try:
         _check(payload, AuditPayload, "")
+        _check_probe(payload)
     except SchemaError as error:
         raise SchemaError(f"{where}: {error}; re-run `lengthwise audit` to write a complete audit.json") from None
     return cast(AuditPayload, payload)

@@ -1,4 +1,8 @@
-"""The one stderr console every `lengthwise` command prints progress and errors to, and its one-line error exit."""
+"""The one stderr console every `lengthwise` command prints progress and errors to, and its one-line error exit.
+
+Messages are plain text: anything in square brackets (``pip install 'lengthwise[train]'``, a path, a list)
+is escaped before rich sees it, so markup never swallows part of a message.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +10,14 @@ from typing import NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-__all__ = ["console", "fail"]
+__all__ = ["console", "escape", "fail"]
 
 console = Console(stderr=True)
 
 
 def fail(message: str) -> NoReturn:
-    """Print ``error: message`` on one line and exit with status 2 (bad input or settings)."""
-    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    """Print ``error: message`` on one line (escaped: brackets stay) and exit with status 2 (bad input or settings)."""
+    console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code=2)

@@ -8,8 +8,7 @@ from typing import Annotated
 import typer
 
 from lengthwise.cli.app import app
-from lengthwise.cli.console import console
-from lengthwise.cli.console import fail as _fail
+from lengthwise.cli.console import console, fail
 
 
 @app.command()
@@ -27,21 +26,30 @@ def report(
 ) -> None:
     """Re-render the plots and report.html of an earlier audit from its audit.json; with several audits,
     write one comparison page (compare.html) with their plots overlaid."""
-    from lengthwise.audit.report.attack import load_payload, write_report
+    from lengthwise.audit.output import check_output_target
+    from lengthwise.audit.report.compare import OUTPUT_NAMES as COMPARE_NAMES
+    from lengthwise.audit.report.page import OUTPUT_NAMES, load_payload
+    from lengthwise.cli.options import check_out_dir
 
     try:
-        payloads = [load_payload(path) for path in audit_dirs]
+        payloads = [load_payload(path) for path in audit_dirs]  # every file checked, field by field, first
         if len(payloads) > 1:
-            from lengthwise.audit.report.compare import write_comparison
+            target, names = out or Path("lengthwise-compare"), COMPARE_NAMES
+            if label and len(label) != len(payloads):
+                raise ValueError(f"{len(label)} labels for {len(payloads)} audits; give one --label per audit")
+        else:
+            audit_dir = audit_dirs[0]
+            target, names = out or (audit_dir if audit_dir.is_dir() else audit_dir.parent), OUTPUT_NAMES
+        check_out_dir(target)
+        check_output_target(target, names)
+    except ValueError as error:
+        fail(str(error))
+    if len(payloads) > 1:
+        from lengthwise.audit.report.compare import write_comparison
 
-            written = write_comparison(payloads, out or Path("lengthwise-compare"), labels=label)
-            console.print(f"wrote {written['html']}", highlight=False)
-            return
-        payload = payloads[0]
-    except ValueError as err:
-        _fail(str(err))
-        return
-    audit_dir = audit_dirs[0]
-    target = out or (audit_dir if audit_dir.is_dir() else audit_dir.parent)
-    written = write_report(payload, target)
-    console.print(f"wrote {written['html']}", highlight=False)
+        written = write_comparison(payloads, target, labels=label)
+    else:
+        from lengthwise.audit.report.page import write_report
+
+        written = write_report(payloads[0], target)
+    console.print(f"wrote {written['html']}", markup=False, highlight=False)

@@ -13,26 +13,29 @@ from typing import Any
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from lengthwise.audit.report import documents as report_docs
-from lengthwise.audit.report.attack import (
-    REPORT_CSS,
-    escape_html,
-    finish_axes,
-    histogram_density,
-    histogram_edges,
-    html_image,
-    html_table,
-    lengthwise_version,
-    mass_limits,
-    new_figure,
-    png_bytes,
-    rebin_counts,
-)
-from lengthwise.core.results import write_bytes_atomic
+from lengthwise.audit.output import write_output_set
+from lengthwise.audit.report import doc_plots as report_docs
+from lengthwise.audit.report import retrieval as report_retrieval
+from lengthwise.audit.report.histograms import histogram_density, histogram_edges, mass_limits, rebin_counts
+from lengthwise.audit.report.html import escape_html, html_image, html_page, html_table, lengthwise_version
+from lengthwise.core.plotting import finish_axes, new_figure, png_bytes
 
-__all__ = ["comparison_labels", "headline_rows", "plot_attack_overlay", "render_comparison", "write_comparison"]
+__all__ = [
+    "OUTPUT_NAMES",
+    "comparison_files",
+    "comparison_labels",
+    "headline_rows",
+    "plot_attack_overlay",
+    "render_comparison",
+    "write_comparison",
+]
 
-PNG_NAMES = {"attack": "cmp_attack.png", **{key: f"cmp_{key}.png" for key in report_docs.PNG_NAMES}}
+PNG_NAMES = {
+    "attack": "cmp_attack.png",
+    **{key: f"cmp_{key}.png" for key in report_docs.PNG_NAMES},
+    **report_retrieval.COMPARE_PNG,
+}
+OUTPUT_NAMES = frozenset({"compare.html", *PNG_NAMES.values()})  # what a comparison may replace in its folder
 
 
 def comparison_labels(payloads: Sequence[Mapping[str, Any]], labels: Sequence[str] | None = None) -> list[str]:
@@ -104,8 +107,9 @@ _ROWS: list[tuple[str, tuple[str | int, ...], tuple[str | int, ...] | None, str]
     ("attack: mean cosine, original → elongated", ("attack", "mean_before"), ("attack", "mean_after"), ".3f"),
     ("attack: pairs whose similarity rose", ("attack", "frac_increased"), None, ".1%"),
     ("attack: Jensen–Shannon distance", ("attack", "js_distance"), None, ".3f"),
+    ("length probe: R² × 100, ridge (headline)", (D, "probe", "ridge_r2x100_mean"), None, ".1f"),
     ("length probe: R² × 100, least squares (as the paper)", (D, "probe", "r2x100_mean"), None, ".1f"),
-    ("length probe: R² × 100, ridge", (D, "probe", "ridge_r2x100_mean"), None, ".1f"),
+    ("length probe: documents cut at the window", (D, "probe", "truncated_share"), None, ".0%"),
     (
         "intra-doc similarity − anisotropy, last layer: original → elongated",
         (D, "intra", "original_subset", "adjusted", -1),
@@ -149,7 +153,8 @@ _ROWS: list[tuple[str, tuple[str | int, ...], tuple[str | int, ...] | None, str]
 def headline_rows(payloads: Sequence[Mapping[str, Any]]) -> list[list[str]]:
     """The comparison table: one row per measure, one column per audit ("—" where it was not measured)."""
     rows = [
-        [name, *(_cell(payload, before, after, spec) for payload in payloads)] for name, before, after, spec in _ROWS
+        [name, *(_cell(payload, before, after, spec) for payload in payloads)]
+        for name, before, after, spec in [*_ROWS, *report_retrieval.COMPARE_ROWS]
     ]
     return [row for row in rows if any(value != "—" for value in row[1:])]
 
@@ -198,24 +203,33 @@ def render_comparison(payloads: Sequence[Mapping[str, Any]], labels: Sequence[st
                 f"<h2>{title_text}</h2><p>{report_docs.EXPLANATIONS[key]}</p>",
                 html_image(images[key], title_text, ""),
             ]
+    parts += report_retrieval.compare_section(images)
     parts.append(f"<footer>Comparison rendered by lengthwise {escape_html(lengthwise_version())}.</footer>")
-    head = f'<meta charset="utf-8"><title>{escape_html(title)}</title><style>{REPORT_CSS}</style>'
-    body = "\n".join(part for part in parts if part)
-    return f'<!DOCTYPE html>\n<html lang="en"><head>{head}</head>\n<body>\n{body}\n</body></html>\n'
+    return html_page(title, parts, viewport=False)
 
 
-def write_comparison(
-    payloads: Sequence[Mapping[str, Any]], out_dir: str | Path, *, labels: Sequence[str] | None = None
-) -> dict[str, Path]:
-    """Write overlaid PNGs and ``compare.html`` into `out_dir`; return {what: path}. Needs two or more audits."""
+def comparison_files(
+    payloads: Sequence[Mapping[str, Any]], labels: Sequence[str] | None = None
+) -> dict[str, tuple[str, bytes]]:
+    """The comparison's output set: {what: (file name, bytes)}, overlaid PNGs and ``compare.html``."""
     if len(payloads) < 2:
         raise ValueError("a comparison needs at least two audits")
     names = comparison_labels(payloads, labels)
     series = [(name, payload.get("diagnostics") or {}) for name, payload in zip(names, payloads, strict=True)]
     figures: dict[str, Figure | None] = {"attack": plot_attack_overlay(payloads, names)}
     figures.update({key: plot(series) for key, plot in report_docs.PLOTTERS.items()})
+    figures["retrieval"] = report_retrieval.compare_figure(payloads, names)
     images = {key: png_bytes(figure) for key, figure in figures.items() if figure is not None}
-    out = Path(out_dir)
-    written = {key: write_bytes_atomic(out / PNG_NAMES[key], png) for key, png in images.items()}
-    written["html"] = write_bytes_atomic(out / "compare.html", render_comparison(payloads, names, images).encode())
-    return written
+    files = {key: (PNG_NAMES[key], png) for key, png in images.items()}
+    files["html"] = ("compare.html", render_comparison(payloads, names, images).encode("utf-8"))
+    return files
+
+
+def write_comparison(
+    payloads: Sequence[Mapping[str, Any]], out_dir: str | Path, *, labels: Sequence[str] | None = None
+) -> dict[str, Path]:
+    """Write overlaid PNGs and ``compare.html`` into `out_dir` as one set (all or nothing); return {what: path}.
+    Needs two or more audits."""
+    files = comparison_files(payloads, labels)
+    out = write_output_set(Path(out_dir), dict(files.values()), OUTPUT_NAMES)
+    return {key: out / name for key, (name, _) in files.items()}

@@ -1,8 +1,5 @@
-"""Plots and HTML sections for the document diagnostics (the ``diagnostics`` section of ``audit.json``).
-
-Every plot takes a list of ``(label, diagnostics)`` series, so one audit is the one-series case and the
-comparison view (`lengthwise.audit.report.compare`) overlays several models with the same code. With one series,
-original is blue and elongated red; with several, each model has a colour and elongated is dashed.
+"""Text and tables of the document diagnostics in the report: findings, explanations, the bin and truncation
+tables (the ``diagnostics`` section of ``audit.json``). The plots are in `doc_plots`, re-exported here.
 """
 
 from __future__ import annotations
@@ -10,23 +7,26 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-from matplotlib import colormaps
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
-
-from lengthwise.audit.report.attack import (
-    ELONGATED_COLOR,
-    ORIGINAL_COLOR,
-    finish_axes,
-    html_image,
-    html_kv_table,
-    html_table,
-    new_figure,
+from lengthwise.audit.report import doc_plots
+from lengthwise.audit.report.doc_plots import (
+    EXPLANATIONS,
+    MIN_BIN_DOCS,
+    PLOTTERS,
+    PNG_NAMES,
+    TITLES,
+    figures,
+    plot_attention,
+    plot_collapse,
+    plot_intra,
+    plot_isotropy,
+    plot_probe,
+    plot_words_curve,
 )
+from lengthwise.audit.report.html import escape_html, html_image, html_kv_table, html_table
 
 __all__ = [
     "EXPLANATIONS",
+    "MIN_BIN_DOCS",
     "PLOTTERS",
     "PNG_NAMES",
     "TITLES",
@@ -41,223 +41,6 @@ __all__ = [
     "summary_rows",
 ]
 
-Series = Sequence[tuple[str, Mapping[str, Any]]]
-PNG_NAMES = dict(
-    probe="diag_probe.png",
-    intra="diag_intra.png",
-    isotropy="diag_isotropy.png",
-    collapse="diag_collapse.png",
-    words_curve="diag_words_curve.png",
-    attention="diag_attention.png",
-)
-
-
-def _color(index: int, count: int, elongated: bool = False) -> Any:
-    if count == 1:
-        return ELONGATED_COLOR if elongated else ORIGINAL_COLOR
-    return colormaps["tab10"](index % 10)
-
-
-def _line(ax: Axes, x: Sequence[float], y: Sequence[float | None], label: str, index: int, count: int,
-          elongated: bool = False, err: Sequence[float] | None = None) -> None:  # fmt: skip
-    """One curve; missing values (None) are skipped. Elongated curves are dashed with hollow markers."""
-    points = [(a, b, e) for a, b, e in zip(x, y, err or [0.0] * len(x), strict=True) if b is not None]
-    if not points:
-        return
-    xs, ys, es = (np.array(v, dtype=np.float64) for v in zip(*points, strict=True))
-    color = _color(index, count, elongated)
-    style: dict[str, Any] = {"color": color, "ls": "--" if elongated else "-", "lw": 1.5, "ms": 5, "label": label}
-    style.update(marker="o", mfc="white" if elongated else color)
-    if err is not None:
-        ax.errorbar(xs, ys, yerr=es, capsize=3, **style)
-    else:
-        ax.plot(xs, ys, **style)
-
-
-def _present(series: Series, key: str) -> list[tuple[int, str, Mapping[str, Any]]]:
-    return [(i, label, section[key]) for i, (label, section) in enumerate(series) if section.get(key)]
-
-
-def _name(label: str, count: int, condition: str) -> str:
-    return condition if count == 1 else f"{label}, {condition}"
-
-
-def _legend(ax: Axes) -> None:
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8, frameon=False)
-
-
-def plot_probe(series: Series) -> Figure | None:
-    """Length-probe R² × 100 (mean ± std over folds) per model: least squares (filled) and ridge (hatched)."""
-    rows = [row for row in _present(series, "probe") if "r2x100_mean" in row[2]]
-    if not rows:
-        return None
-    figure = new_figure()
-    ax = figure.add_subplot()
-    for x, (i, _, probe) in enumerate(rows):
-        color = _color(i, 2 if len(rows) > 1 else 1)
-        bars = [("r2x100", "least squares", None), ("ridge_r2x100", "ridge", "//")]
-        for offset, (key, name, hatch) in zip((-0.18, 0.18), bars, strict=True):
-            if f"{key}_mean" not in probe:
-                continue
-            mean, std = probe[f"{key}_mean"], probe[f"{key}_std"]
-            style = {"color": "white" if hatch else color, "edgecolor": color, "hatch": hatch}
-            ax.bar(x + offset, mean, yerr=std, width=0.34, capsize=3, label=name if x == 0 else None, **style)
-            ax.annotate(f"{mean:.1f}", (x + offset, max(mean, 0.0) + std), xytext=(0, 3), textcoords="offset points",
-                        ha="center", va="bottom", fontsize=8)  # fmt: skip
-    ax.set_xticks(range(len(rows)), [label for _, label, _ in rows], fontsize=9)
-    ax.set_xlim(-0.9, len(rows) - 0.1)
-    low, high = ax.get_ylim()
-    ax.set_ylim(min(low, 0.0), max(high, 0.0) * 1.2 + 1.0)
-    ax.axhline(0.0, color="0.4", lw=0.8)
-    finish_axes(ax, "", "R² × 100 (5-fold CV, mean ± std)")
-    ax.legend(fontsize=8, frameon=False, loc="upper left", ncols=2)
-    ax.set_title("Length probe: how linearly embeddings encode token length", fontsize=11)
-    return figure
-
-
-def plot_intra(series: Series) -> Figure | None:
-    """Per layer: intra-document similarity minus token anisotropy (left), and the anisotropy (right)."""
-    rows = _present(series, "intra")
-    if not rows:
-        return None
-    figure = new_figure()
-    ax_adj, ax_aniso = figure.add_subplot(1, 2, 1), figure.add_subplot(1, 2, 2)
-    for i, label, intra in rows:
-        layers = intra["layers"]
-        base = intra.get("original_subset") or intra["original"]
-        conditions = [("original", base, False)]
-        if intra.get("elongated"):
-            conditions.append(("elongated", intra["elongated"], True))
-        for condition, stats, elongated in conditions:
-            name = _name(label, len(rows), f"{condition} (n={stats['n']})")
-            _line(ax_adj, layers, stats["adjusted"], name, i, len(rows), elongated)
-            _line(ax_aniso, layers, stats["anisotropy"], name, i, len(rows), elongated)
-    finish_axes(ax_adj, "layer (0 = embeddings)", "intra-doc similarity − anisotropy")
-    finish_axes(ax_aniso, "layer (0 = embeddings)", "token anisotropy")
-    _legend(ax_adj)
-    figure.suptitle("Intra-document similarity per layer (elongated documents only)", fontsize=11)
-    return figure
-
-
-def plot_isotropy(series: Series) -> Figure | None:
-    """Per length bin: anisotropy (mean pairwise cosine) and uniformity, original vs elongated."""
-    rows = _present(series, "isotropy")
-    if not rows:
-        return None
-    figure = new_figure()
-    axes = figure.add_subplot(1, 2, 1), figure.add_subplot(1, 2, 2)
-    for i, label, iso in rows:
-        bins = iso["by_bin"]
-        x = [b["middle"] for b in bins]
-        for ax, key in zip(axes, ("anisotropy", "uniformity"), strict=True):
-            _line(ax, x, [b["original"][key] for b in bins], _name(label, len(rows), "original"), i, len(rows))
-            elong = [(b.get("elongation") or {}).get("elongated", {}).get(key) for b in bins]
-            _line(ax, x, elong, _name(label, len(rows), "elongated"), i, len(rows), True)
-    finish_axes(axes[0], "content tokens (bin middle)", "mean pairwise cosine")
-    finish_axes(axes[1], "content tokens (bin middle)", "uniformity (lower = more uniform)")
-    _legend(axes[0])
-    figure.suptitle("Isotropy of pooled embeddings by length bin", fontsize=11)
-    return figure
-
-
-def plot_collapse(series: Series) -> Figure | None:
-    """Per length bin: mean pairwise cosine within the bin and mean distance to the global centroid."""
-    rows = _present(series, "collapse")
-    if not rows:
-        return None
-    figure = new_figure()
-    axes = figure.add_subplot(1, 2, 1), figure.add_subplot(1, 2, 2)
-    for i, label, collapse in rows:
-        bins = collapse["by_bin"]
-        x = [b["middle"] for b in bins]
-        _line(axes[0], x, [b["mean_cosine"] for b in bins], label, i, len(rows))
-        _line(axes[1], x, [b["mean_distance_to_centroid"] for b in bins], label, i, len(rows))
-        if len(rows) == 1:  # how many texts each point stands for
-            for b in bins:
-                if b["mean_cosine"] is not None:
-                    axes[0].annotate(f"{b['n']}", (b["middle"], b["mean_cosine"]), xytext=(0, 6),
-                                     textcoords="offset points", ha="center", fontsize=7, color="0.35")  # fmt: skip
-    finish_axes(axes[0], "content tokens (bin middle)", "mean pairwise cosine in bin")
-    finish_axes(axes[1], "content tokens (bin middle)", "mean distance to centroid")
-    if len(rows) > 1:
-        _legend(axes[0])
-    figure.suptitle("Length collapse: do long texts crowd together?", fontsize=11)
-    return figure
-
-
-def plot_words_curve(series: Series) -> Figure | None:
-    """Cosine of two unrelated words, each repeated k times, against k (log scale)."""
-    rows = _present(series, "words_curve")
-    if not rows:
-        return None
-    figure = new_figure()
-    ax = figure.add_subplot()
-    for i, label, curve in rows:
-        if len(rows) == 1:
-            pale = colormaps["Set2"](np.arange(len(curve["pairs"])) % 8)
-            for pair, color in zip(curve["pairs"], pale, strict=True):
-                ax.plot(pair["ks"], pair["cosine"], color=color, lw=1.2, label=" / ".join(pair["words"]))
-        name = _name(label, len(rows), "mean over pairs")
-        _line(ax, curve["mean"]["ks"], curve["mean"]["cosine"], name, i, len(rows))
-    ax.set_xscale("log", base=2)
-    ticks = rows[0][2]["mean"]["ks"]
-    ax.set_xticks(ticks, [str(k) for k in ticks])
-    ax.minorticks_off()
-    finish_axes(ax, "k (copies of each word, log scale)", "cosine of the two repeated words")
-    _legend(ax)
-    ax.set_title("Two unrelated words repeated k times (length-collapse App. C.4)", fontsize=11)
-    return figure
-
-
-def plot_attention(series: Series) -> Figure | None:
-    """σ_a of the last layer (mean ± std over documents) per length bin; per-layer curves when recorded."""
-    rows = _present(series, "attention")
-    if not rows:
-        return None
-    figure = new_figure()
-    per_layer = len(rows) == 1 and "per_layer_mean" in rows[0][2]["by_bin"][0]
-    ax = figure.add_subplot(1, 2, 1) if per_layer else figure.add_subplot()
-    for i, label, attention in rows:
-        bins = attention["by_bin"]
-        x, y, err = ([b[key] for b in bins] for key in ("middle", "sigma_mean", "sigma_std"))
-        _line(ax, x, y, _name(label, len(rows), "last layer"), i, len(rows), err=err)
-    finish_axes(ax, "content tokens (bin middle)", "σ_a (mean ± std)")
-    _legend(ax)
-    if per_layer:
-        ax_layers = figure.add_subplot(1, 2, 2)
-        bins = rows[0][2]["by_bin"]
-        colors = colormaps["viridis"](np.linspace(0.0, 0.9, len(bins)))
-        for b, color in zip(bins, colors, strict=True):
-            layers = range(1, len(b["per_layer_mean"]) + 1)
-            ax_layers.plot(layers, b["per_layer_mean"], marker="o", ms=4, color=color, label=b["label"])
-        ax_layers.legend(fontsize=7, frameon=False, title="tokens", title_fontsize=7)
-        finish_axes(ax_layers, "layer", "σ_a (mean)")
-    figure.suptitle("Attention low-pass filter rate σ_a by length (smaller = stronger smoothing)", fontsize=11)
-    return figure
-
-
-PLOTTERS = dict(
-    probe=plot_probe,
-    intra=plot_intra,
-    isotropy=plot_isotropy,
-    collapse=plot_collapse,
-    words_curve=plot_words_curve,
-    attention=plot_attention,
-)
-
-
-def figures(payload: Mapping[str, Any]) -> dict[str, Figure | None]:
-    """Every diagnostics plot of one audit (keys of `PNG_NAMES`); empty when the audit has no diagnostics."""
-    section = payload.get("diagnostics")
-    if not section:
-        return {}
-    label = str((payload.get("model") or {}).get("name") or "model")
-    return {key: plot([(label, section)]) for key, plot in PLOTTERS.items()}
-
-
-MIN_BIN_DOCS = 10  # bins with fewer documents are plotted but left out of the trend sentences
-
 
 def _trend(points: Sequence[tuple[float, float | None, int]], unit: str = "tokens", over: str = "bins") -> str:
     """'rises from A (≈x tokens) to B (≈y tokens), Spearman ρ = r over k bins' for (x, value, n) points.
@@ -266,7 +49,7 @@ def _trend(points: Sequence[tuple[float, float | None, int]], unit: str = "token
     """
     from scipy.stats import spearmanr
 
-    usable = [(x, y) for x, y, n in points if y is not None and n >= MIN_BIN_DOCS]
+    usable = [(x, y) for x, y, n in points if y is not None and n >= doc_plots.MIN_BIN_DOCS]
     if len(usable) < 2:
         usable = [(x, y) for x, y, _ in points if y is not None]
     if len(usable) < 2:
@@ -278,25 +61,17 @@ def _trend(points: Sequence[tuple[float, float | None, int]], unit: str = "token
     return f"{verb} from {y0:.3f} (≈{x0:.0f} {unit}) to {y1:.3f} (≈{x1:.0f} {unit}){rank}"
 
 
-EXPLANATIONS = {
-    "probe": "A linear regression from the pooled embedding to the text's token count, 5-fold cross-validated "
-    "(length-attack App. D). High R² means length is written into the embedding, which an elongation attack "
-    "can exploit.",
-    "intra": "For each document, the mean cosine between its token vectors and its mean-pooled vector, minus the "
-    "layer's anisotropy (mean cosine of token pairs from different documents), per layer (laser3 PoC 2). A rise "
-    "after elongation means tokens collapse further onto the document's dominant direction.",
-    "isotropy": "Anisotropy is the mean cosine of all pairs of pooled embeddings (0 = spread out); uniformity "
-    "(Wang & Isola) is log E exp(−2‖x−y‖²), more negative = more uniform. Alignment is the mean squared distance "
-    "between each text and its elongated copy (0 = elongation changes nothing).",
-    "collapse": "Texts binned by token length; per bin, the mean cosine of all pairs inside the bin and the mean "
-    "distance to the centroid of all embeddings. Length collapse shows as cosine rising and distance falling "
-    "with length.",
-    "words_curve": "Two texts that share no token — one word repeated k times, another word repeated k times. "
-    "Their cosine should not grow with k; if it does, length alone pulls embeddings together.",
-    "attention": "σ_a is the largest singular value of (I − 11ᵀ/n)A for an attention matrix A, averaged over "
-    "heads (length-collapse Thm 2): the share of high-frequency signal one attention layer lets through. "
-    "Smaller σ_a = stronger low-pass filtering; the paper predicts σ_a falls as texts get longer.",
-}
+def _probe_finding(probe: Mapping[str, Any]) -> str:
+    """The probe in one sentence: ridge first (the headline), least squares, the share cut, and any warnings."""
+    ols = f"{probe['r2x100_mean']:.1f} ± {probe['r2x100_std']:.1f}"
+    if "ridge_r2x100_mean" not in probe:  # an audit from lengthwise 0.1 without ridge
+        return f"R² × 100 = {ols} with least squares (as the paper), over {probe['n']} texts."
+    ridge = f"{probe['ridge_r2x100_mean']:.1f} ± {probe['ridge_r2x100_std']:.1f}"
+    text = f"R² × 100 = {ridge} with ridge; {ols} with least squares (as the paper), over {probe['n']} texts"
+    if "truncated_share" in probe:
+        text += f"; {probe['truncated_share']:.0%} of them cut at the window"
+    warnings = "".join(f" Warning: {warning}." for warning in probe.get("warnings") or [])
+    return f"{text}.{warnings}"
 
 
 def _findings(section: Mapping[str, Any]) -> dict[str, list[str]]:
@@ -305,10 +80,7 @@ def _findings(section: Mapping[str, Any]) -> dict[str, list[str]]:
     if (probe := section.get("probe")) and "skipped" in probe:
         out["probe"] = [f"Not measured: {probe['skipped']}."]
     elif probe:
-        ols, ridge = f"{probe['r2x100_mean']:.1f} ± {probe['r2x100_std']:.1f}", ""
-        if "ridge_r2x100_mean" in probe:
-            ridge = f", {probe['ridge_r2x100_mean']:.1f} ± {probe['ridge_r2x100_std']:.1f} with ridge"
-        out["probe"] = [f"R² × 100 = {ols} with least squares (as the paper){ridge}, over {probe['n']} texts."]
+        out["probe"] = [_probe_finding(probe)]
     if intra := section.get("intra"):
         if intra.get("elongated"):
             before, after = intra["original_subset"]["adjusted"][-1], intra["elongated"]["adjusted"][-1]
@@ -333,22 +105,12 @@ def _findings(section: Mapping[str, Any]) -> dict[str, list[str]]:
         out["collapse"] = [f"Mean pairwise cosine {cos}; distance to the centroid {dist}."]
     if words := section.get("words_curve"):
         mean = words["mean"]
-        points = [(k, cos, MIN_BIN_DOCS) for k, cos in zip(mean["ks"], mean["cosine"], strict=True)]
+        points = [(k, cos, doc_plots.MIN_BIN_DOCS) for k, cos in zip(mean["ks"], mean["cosine"], strict=True)]
         out["words_curve"] = [f"Mean cosine over the word pairs {_trend(points, 'copies', 'values of k')}."]
     if attention := section.get("attention"):
         points = [(b["middle"], b["sigma_mean"], b["n"]) for b in attention["by_bin"]]
         out["attention"] = [f"Last-layer σ_a {_trend(points)}."]
     return out
-
-
-TITLES = dict(
-    probe="Length probe",
-    intra="Intra-document similarity",
-    isotropy="Isotropy, alignment and uniformity",
-    collapse="Length collapse",
-    words_curve="Repeated unrelated words",
-    attention="Attention filter rate σ_a",
-)
 
 
 def _bin_table(section: Mapping[str, Any]) -> str:
@@ -365,6 +127,27 @@ def _bin_table(section: Mapping[str, Any]) -> str:
     return html_table(header, rows) if rows else ""
 
 
+def _truncation_table(section: Mapping[str, Any]) -> list[str]:
+    """How much the window cuts, per length bin in multiples of the window (empty for audits without it)."""
+    cut = section.get("truncation")
+    if not cut:
+        return []
+    rows = [
+        [
+            row["bin"],
+            row["count"],
+            *(f"{row[k]:.0%}" if k in row else "—" for k in ("cut_share", "tokens_beyond_share")),
+        ]
+        for row in cut["by_bin"]
+    ]
+    summary = (
+        f"The window reads {cut['window']} content tokens: {cut['cut_share']:.0%} of the documents are cut, and "
+        f"{cut['tokens_beyond_share']:.0%} of all their tokens lie beyond the window and never reach the embedding."
+    )
+    header = ["content tokens (before the cut)", "docs", "cut", "tokens beyond the window"]
+    return ["<h3>Truncation</h3>", f"<p>{escape_html(summary)}</p>", html_table(header, rows)]
+
+
 def html_sections(payload: Mapping[str, Any], images: Mapping[str, bytes]) -> list[str]:
     """The report's document-diagnostics sections (empty when the audit has none)."""
     section = payload.get("diagnostics")
@@ -374,13 +157,14 @@ def html_sections(payload: Mapping[str, Any], images: Mapping[str, bytes]) -> li
     intro = f"{tokens.get('n_docs', 0)} documents from {data.get('source', '—')}; " if data else ""
     intro += f"length bins of {settings.get('bin_width')} content tokens at N = {settings.get('max_length')}"
     intro += f" ({settings.get('bins_over', '')})." if settings.get("bins_over") else "."
-    parts = ["<h2>Document diagnostics</h2>", f"<p>{intro}</p>", _bin_table(section)]
+    parts = ["<h2>Document diagnostics</h2>", f"<p>{escape_html(intro)}</p>", _bin_table(section)]
+    parts += _truncation_table(section)
     findings = _findings(section)
     for key, title in TITLES.items():
         if key not in findings:
             continue
         parts.append(f"<h3>{title}</h3><p>{EXPLANATIONS[key]}</p>")
-        parts.append(f'<p class="verdict">{" ".join(findings[key])}</p>')
+        parts.append(f'<p class="verdict">{escape_html(" ".join(findings[key]))}</p>')
         parts.append(html_image(images.get(key), title, EXPLANATIONS[key].split(". ")[0] + "."))
     parts += ["<h3>Diagnostics settings and data</h3>", html_kv_table({**settings, "data": data})]
     return parts

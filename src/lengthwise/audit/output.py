@@ -1,0 +1,171 @@
+"""Writing an audit's output set (``audit.json``, the PNGs, ``report.html``) as one unit: all or nothing.
+
+The files are written into a fresh folder beside the target and then swapped in with one atomic rename
+(Linux ``renameat2(RENAME_EXCHANGE)``; elsewhere two renames a few microseconds apart), so a reader, a crash
+or a Ctrl-C never sees a new ``audit.json`` beside an old report. Interrupts are deferred, not lost: a SIGINT
+that arrives while the set is swapped in is raised as soon as the swap is done, and one that a finaliser
+swallowed while computing is raised at the next checkpoint (`InterruptGuard`).
+
+The target folder holds only an output set: a folder with other files is refused before any work
+(`check_output_target`), so nobody's files are ever moved aside.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import shutil
+import signal
+import tempfile
+import threading
+from collections.abc import Collection, Iterator, Mapping
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+__all__ = ["InterruptGuard", "check_output_target", "write_output_set"]
+
+_STAGING = ".lengthwise-"  # prefix of our own staging folders beside the target
+_RENAME_EXCHANGE = 2
+
+
+def check_output_target(out: Path, replaceable: Collection[str]) -> None:
+    """Raise ValueError (naming `out`) unless `out` can receive an output set: absent, or a folder holding only
+    files named in `replaceable` (an earlier output set), inside a folder we may write to."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out}: exists and is not a directory; pass a directory path")
+    if out.is_dir():
+        foreign = sorted(p.name for p in out.iterdir() if p.name not in replaceable and not p.name.startswith("."))
+        if foreign:
+            more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
+            raise ValueError(
+                f"{out}: holds files that are not part of an audit's output ({foreign[0]}{more}); the whole folder "
+                "is replaced as one unit, so pass a new or empty directory, or one an earlier audit wrote"
+            )
+    parent = out.resolve().parent
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"{out}: its parent {parent} is not writable; the output is staged beside it")
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths (Linux renameat2 with RENAME_EXCHANGE); False where that is unavailable."""
+    libc_name = ctypes.util.find_library("c")
+    if not libc_name:
+        return False
+    libc = ctypes.CDLL(libc_name, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is None:
+        return False
+    at_fdcwd = -100
+    result = renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE)
+    return bool(result == 0)
+
+
+def _fsync_dir(folder: Path) -> None:
+    with contextlib.suppress(OSError):  # not every file system lets a directory be fsynced
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def write_output_set(out: Path, files: Mapping[str, bytes], replaceable: Collection[str]) -> Path:
+    """Write `files` ({file name: bytes}) as the whole content of folder `out`, replacing an earlier set at once.
+
+    `replaceable` names the files an earlier output set may hold (see `check_output_target`). Returns `out`.
+    """
+    out = Path(out)
+    check_output_target(out, replaceable)
+    staging = Path(tempfile.mkdtemp(prefix=f"{_STAGING}{out.name}-new-", dir=out.resolve().parent))
+    old: Path | None = None
+    try:
+        os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes 0700; results are meant to be read by others
+        for name, data in files.items():
+            if Path(name).name != name or name.startswith("."):
+                raise ValueError(f"output file name {name!r} must be a plain file name")
+            with open(staging / name, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+        _fsync_dir(staging)
+        with deferred_interrupts():
+            if out.exists():
+                if _exchange(staging, out):
+                    old = staging  # after the exchange the staging path holds the old set
+                else:
+                    old = staging.with_name(staging.name.replace("-new-", "-old-"))
+                    os.rename(out, old)
+                    os.rename(staging, out)
+            else:
+                os.rename(staging, out)
+            _fsync_dir(out.resolve().parent)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    return out
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
+@contextlib.contextmanager
+def deferred_interrupts() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM while the block runs, then act on them: nothing is lost, nothing is half-done.
+
+    Outside the main thread signals cannot be handled here, and the block runs as it is.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+
+    for sig in previous:
+        signal.signal(sig, hold)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if received:
+            signal.raise_signal(received[0])  # delivered now, to the handler that was in place
+
+
+class InterruptGuard:
+    """Ctrl-C for a long computation that never gets lost: the first SIGINT raises `KeyboardInterrupt` as
+    usual; if a finaliser swallows it ("Exception ignored in …"), `check()` raises it again at the next
+    checkpoint (the progress callbacks and before the output is written)."""
+
+    def __init__(self) -> None:
+        self.pending = False
+        self._previous: Any = None
+
+    def __enter__(self) -> InterruptGuard:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.pending = True
+        raise KeyboardInterrupt
+
+    def check(self) -> None:
+        """Raise `KeyboardInterrupt` if a SIGINT arrived (and was swallowed somewhere) since the guard began."""
+        if self.pending:
+            raise KeyboardInterrupt
