@@ -282,7 +282,13 @@ def test_unsupported_architectures_raise_naming_the_supported(family_dirs, famil
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
-    [({"t": 0.0}, "t = 0.0 is not a positive"), ({"t_doc": float("nan")}, "t_doc = nan"), ({"t_query": -1}, "t_query")],
+    [
+        ({"t": 0.0}, "t=0.0: not a positive"),
+        ({"t_doc": float("nan")}, "t_doc=nan"),
+        ({"t_query": -1}, "t_query"),
+        ({"t": 1e-30}, r"t=1e-30: outside \[0.01, 100\]"),  # 13.21: accepted silently before
+        ({"t": 1e4}, "outside"),
+    ],
 )
 def test_config_validation(kwargs: dict, message: str) -> None:
     with pytest.raises(TempScaleError, match=message):
@@ -294,8 +300,9 @@ def test_schedule_validation() -> None:
         LengthSchedule((10.0, 5.0), (1.0, 1.0))
     with pytest.raises(TempScaleError, match="as many factors"):
         LengthSchedule((10.0,), (1.0, 2.0))
-    with pytest.raises(TempScaleError, match="schedule factor"):
+    with pytest.raises(TempScaleError, match=r"schedule=0\.0") as error:
         LengthSchedule((10.0,), (0.0,))
+    assert error.value.field == "schedule"
 
 
 def test_schedule_interpolates_and_holds_at_the_ends() -> None:

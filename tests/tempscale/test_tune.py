@@ -130,7 +130,8 @@ def test_bake_refuses_a_schedule_with_the_reason(tiny_model_dir: Path, tmp_path:
     message = _error(runner.invoke(app, [*args, "--schedule", "32:1.0,64:0.8"]))
     assert "cannot bake TempScale exactly" in message and "length schedule" in message
     assert "LENGTH:FACTOR" in _error(runner.invoke(app, [*args, "--schedule", "long"]))
-    assert "t = -1.0" in _error(runner.invoke(app, [*args[:4], "--t", "-1", "--out", str(tmp_path / "c")]))
+    negative = runner.invoke(app, [*args[:4], "--t", "-1", "--out", str(tmp_path / "c")])
+    assert "--t -1.0: not a positive" in _error(negative)
     assert not (tmp_path / "b").exists()
 
 

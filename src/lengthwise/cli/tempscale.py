@@ -1,25 +1,30 @@
 """`lengthwise tempscale`: tune the attention temperature on a dev split, bake it into weights, or save it.
 
-Thin adapters from flags to `lengthwise.tempscale`, `lengthwise.tempscale.tune` and `lengthwise.evaluation`;
-heavy imports happen inside the commands.
+Thin adapters from flags to `lengthwise.tempscale`, `lengthwise.tempscale.tune` and `lengthwise.evaluation`; heavy
+imports happen inside the commands. The temperature and tuning flags take their help from the `TempScaleConfig`
+and `TuneSpec` fields; a library error names the field and is shown with its flag. The device, the output folder
+and (for ``bake``) the source model are checked before any model is loaded.
 """
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from lengthwise.cli.console import console
+from lengthwise.cli.console import fail as _fail
+from lengthwise.cli.options import field_default, field_help
+from lengthwise.core.defaults import DEFAULT_MODEL
+from lengthwise.evaluation.tasks import Task
+from lengthwise.tempscale.config import TempScaleConfig
+from lengthwise.tempscale.tune import Side, TuneSpec
+
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-    from lengthwise.tempscale import TempScaleConfig
-
-from lengthwise.cli.console import console
-from lengthwise.cli.console import fail as _fail
-from lengthwise.core.defaults import DEFAULT_MODEL
+    from lengthwise.tempscale.config import TempScaleError
 
 app = typer.Typer(
     help="TempScale: divide attention logits by a temperature t (METHODS §2) — tune, bake or save it.",
@@ -28,48 +33,73 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+_FLAGS = {
+    "t": "--t",
+    "t_query": "--t-query",
+    "t_doc": "--t-doc",
+    "schedule": "--schedule",
+    "grid": "--grid",
+    "bounds": "--bounds",
+    "grid/bounds": "--grid/--bounds",
+    "xatol": "--xatol",
+    "max_evals": "--max-evals",
+    "side": "--side",
+    "out": "--out",
+}
+_USUAL_T = (0.25, 4.0)  # outside it a temperature is allowed but unusual: the command says so
+
+
+def _help(config: type, name: str) -> str:
+    default = field_default(config, name)
+    shown = getattr(default, "value", default)
+    if isinstance(shown, tuple):
+        shown = ",".join(f"{x:g}" for x in shown)
+    return field_help(config, name) + (f"  [default: {shown}]" if shown not in (None, True, False) else "")
+
+
 ModelOption = Annotated[str, typer.Option("--model", "-m", help="Model directory or Hugging Face id.")]
-DeviceOption = Annotated[str | None, typer.Option("--device", help="cpu, cuda, mps… Default: best available.")]
-TQueryOption = Annotated[float | None, typer.Option("--t-query", help="Temperature for queries (default: t).")]
-TDocOption = Annotated[float | None, typer.Option("--t-doc", help="Temperature for documents (default: t).")]
-ScheduleOption = Annotated[
-    str | None, typer.Option("--schedule", help="Length factors LENGTH:FACTOR,… multiplying t, e.g. 64:1.0,512:0.7.")
-]
+DeviceOption = Annotated[str | None, typer.Option("--device", help="cpu, cuda, cuda:N, mps… Default: best available.")]
+TrustOption = Annotated[bool, typer.Option("--trust-remote-code", help="Allow the model repository's own code to run.")]
+TQueryOption = Annotated[float | None, typer.Option("--t-query", help=_help(TempScaleConfig, "t_query"))]
+TDocOption = Annotated[float | None, typer.Option("--t-doc", help=_help(TempScaleConfig, "t_doc"))]
+ScheduleOption = Annotated[str | None, typer.Option("--schedule", help=_help(TempScaleConfig, "schedule"))]
 
 
-class Task(str, Enum):
-    sts = "sts"
-    retrieval = "retrieval"
-    classification = "classification"
-
-
-class Side(str, Enum):
-    both = "both"
-    query = "query"
-    document = "document"
-
-
-_METRIC = {Task.sts: "spearman", Task.retrieval: "ndcg@10", Task.classification: "accuracy"}
+def _message(err: TempScaleError) -> str:
+    """The library's field-named error with the flag that sets the field."""
+    if err.field in _FLAGS:
+        return f"{_FLAGS[err.field]} {err.value}: {err.problem}"
+    return str(err)
 
 
 def _config(t: float, t_query: float | None, t_doc: float | None, schedule: str | None) -> TempScaleConfig:
-    from lengthwise.tempscale import LengthSchedule, TempScaleConfig
+    from lengthwise.tempscale.config import LengthSchedule
 
     parsed = LengthSchedule.parse(schedule) if schedule else None
-    return TempScaleConfig(t=t, t_query=t_query, t_doc=t_doc, schedule=parsed)
+    config = TempScaleConfig(t=t, t_query=t_query, t_doc=t_doc, schedule=parsed)
+    unusual = [x for x in (t, t_query, t_doc) if x is not None and not _USUAL_T[0] <= x <= _USUAL_T[1]]
+    if unusual:
+        console.print(
+            f"note: t = {unusual[0]:g} is far from the usual 0.5-1.5; check the value", highlight=False, markup=False
+        )
+    return config
 
 
-def _load(model: str, device: str | None, max_length: int | None = None) -> SentenceTransformer:
+def _load(
+    model: str, device: str | None, max_length: int | None = None, trust_remote_code: bool = False
+) -> SentenceTransformer:
     from transformers.utils import logging as hf_logging
 
     from lengthwise.facade import load_model
     from lengthwise.tempscale import remove_tempscale
 
     hf_logging.disable_progress_bar()  # weight loading is instant; keep the output to what matters
-    loaded = load_model(model, device=device, max_seq_length=max_length)
+    loaded = load_model(model, device=device, max_seq_length=max_length, trust_remote_code=trust_remote_code)
     previous = remove_tempscale(loaded)  # start from the untouched model
     if previous is not None:
-        console.print(f"note: ignoring the TempScale settings saved with {model} ({previous})", highlight=False)
+        console.print(
+            f"note: ignoring the TempScale settings saved with {model} ({previous})", highlight=False, markup=False
+        )
     return loaded
 
 
@@ -100,28 +130,46 @@ def bake(
     t_doc: TDocOption = None,
     schedule: ScheduleOption = None,
     verify: Annotated[bool, typer.Option(help="Check baked vs run-time embeddings on the probe texts.")] = True,
+    rebake: Annotated[
+        bool,
+        typer.Option("--rebake", help="Bake a model whose weights already carry a t (records the product of the t's)."),
+    ] = False,
     device: DeviceOption = None,
+    trust_remote_code: TrustOption = False,
 ) -> None:
     """Write a plain sentence-transformers model whose weights carry 1/t; refuse where that is not exact.
 
     The query projections (and MPNet's relative position bias) are divided by t, so the directory loads with
-    plain sentence-transformers. Length schedules and query ≠ document temperatures cannot be baked.
+    plain sentence-transformers. Length schedules and query ≠ document temperatures cannot be baked; --out must
+    not be the model itself, and an already-baked model needs --rebake.
     """
-    from lengthwise.core.models import ModelLoadError
+    from lengthwise.cli.options import check_device, check_out_dir
+    from lengthwise.core.models import ModelLoadError, resolve_model_path
     from lengthwise.tempscale import TempScaleError, bake_tempscale
+    from lengthwise.tempscale.persist import bake_plan
 
     try:
         config = _config(t, t_query, t_doc, schedule)
-        loaded = _load(model, device)
-        bake_tempscale(loaded, config, out)
+        check_device(device)
+        source = Path(resolve_model_path(model))
+        total, steps = bake_plan(config, out, source if source.is_dir() else None, stack=rebake)
+        check_out_dir(out)
+        loaded = _load(model, device, trust_remote_code=trust_remote_code)
+        bake_tempscale(loaded, config, out, source=source if source.is_dir() else None, stack=rebake)
         if verify:
             diff = _verify_bake(loaded, config, out)
             console.print(f"max |baked − run-time| over the probe texts: {diff:.2e}", highlight=False)
             if diff > 1e-5:
                 _fail(f"baked weights differ from the run-time patch by {diff:.2e} (> 1e-5); do not use {out}")
-    except (TempScaleError, ModelLoadError) as err:
+    except TempScaleError as err:
+        _fail(_message(err))
+    except (ValueError, ModelLoadError) as err:
         _fail(str(err))
-    console.print(f"wrote {out} (t = {t}); load it with SentenceTransformer({str(out)!r})", highlight=False)
+    product = " × ".join(f"{x:g}" for x in steps)
+    recorded = f"t = {total.t:g}" + (f" (= {product})" if len(steps) > 1 else "")
+    console.print(
+        f"wrote {out} ({recorded}); load it with SentenceTransformer({str(out)!r})", highlight=False, markup=False
+    )
 
 
 def _verify_bake(model: SentenceTransformer, config: TempScaleConfig, out: Path) -> float:
@@ -141,34 +189,42 @@ def _verify_bake(model: SentenceTransformer, config: TempScaleConfig, out: Path)
 @app.command()
 def save(
     out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the model and its TempScale settings.")],
-    t: Annotated[float, typer.Option("--t", help="Temperature for symmetric encode (and the default elsewhere).")],
+    t: Annotated[float, typer.Option("--t", help=_help(TempScaleConfig, "t"))],
     model: ModelOption = DEFAULT_MODEL,
     t_query: TQueryOption = None,
     t_doc: TDocOption = None,
     schedule: ScheduleOption = None,
     device: DeviceOption = None,
+    trust_remote_code: TrustOption = False,
 ) -> None:
     """Save the model with its TempScale settings; lengthwise's load_model re-applies them.
 
     Any configuration can be saved, schedules and query/document temperatures included. The weights are the
     original ones, so a plain sentence-transformers load gives the untouched model.
     """
+    from lengthwise.cli.options import check_device, check_out_dir
     from lengthwise.core.models import ModelLoadError
     from lengthwise.tempscale import TempScaleError, save_tempscale, tempscale
 
     try:
         config = _config(t, t_query, t_doc, schedule)
-        loaded = _load(model, device)
+        check_device(device)
+        check_out_dir(out)
+        loaded = _load(model, device, trust_remote_code=trust_remote_code)
         with tempscale(loaded, config):
             save_tempscale(loaded, out)
-    except (TempScaleError, ModelLoadError) as err:
+    except TempScaleError as err:
+        _fail(_message(err))
+    except (ValueError, ModelLoadError) as err:
         _fail(str(err))
-    console.print(f"wrote {out} with {config}", highlight=False)
+    console.print(f"wrote {out} with {config}", highlight=False, markup=False)
 
 
 def _objective(task: Task, data: Path, split: str, model: SentenceTransformer, opts: dict[str, Any]) -> tuple:
     """(objective, data description) for a task on its dev data, scored through `lengthwise.evaluation`."""
     from lengthwise import evaluation as ev
+    from lengthwise.evaluation.config import RetrievalConfig
+    from lengthwise.evaluation.tasks import drops_self_hits
     from lengthwise.tempscale import TempScaleEncoder
 
     batch = opts["batch_size"]
@@ -183,9 +239,11 @@ def _objective(task: Task, data: Path, split: str, model: SentenceTransformer, o
         return sts, {"source": pairs.source, "n_pairs": len(pairs), "sha256": pairs.sha256}
     if task is Task.retrieval:
         beir = ev.read_beir(data, split)
+        settings = RetrievalConfig(drop_self_hits=drops_self_hits("auto", data))  # as MTEB does for this task
 
         def retrieval(config: TempScaleConfig) -> float:
-            return ev.evaluate_retrieval(TempScaleEncoder(model, config), beir, batch_size=batch).scores["ndcg@10"]
+            encoder = TempScaleEncoder(model, config)
+            return ev.evaluate_retrieval(encoder, beir, settings, batch_size=batch).scores["ndcg@10"]
 
         return retrieval, beir.describe()
     from sklearn.model_selection import train_test_split
@@ -194,11 +252,11 @@ def _objective(task: Task, data: Path, split: str, model: SentenceTransformer, o
     train = train.stratified_sample(opts["max_items"], opts["seed"]) if opts["max_items"] else train
     fit, dev = train_test_split(range(len(train)), test_size=0.5, random_state=opts["seed"], stratify=train.labels)
     fit_set, dev_set = train.subset(sorted(fit), "tune: fit half"), train.subset(sorted(dev), "tune: dev half")
-    settings = ev.ClassificationConfig(few_shot=(), seed=opts["seed"])
+    classifier = ev.ClassificationConfig(few_shot=(), seed=opts["seed"])
 
     def classification(config: TempScaleConfig) -> float:
         encoder = TempScaleEncoder(model, config)
-        return ev.evaluate_classification(encoder, fit_set, dev_set, settings, batch_size=batch).scores["accuracy"]
+        return ev.evaluate_classification(encoder, fit_set, dev_set, classifier, batch_size=batch).scores["accuracy"]
 
     return classification, {"train": train.describe(), "dev": "a stratified half of train (the other half fits)"}
 
@@ -212,17 +270,16 @@ def tune(
     model: ModelOption = DEFAULT_MODEL,
     out: Annotated[Path, typer.Option("--out", "-o", help="Output directory.")] = Path("lengthwise-tempscale"),
     split: Annotated[str, typer.Option("--split", help="Retrieval: qrels split to tune on (train/dev).")] = "dev",
-    grid: Annotated[str, typer.Option("--grid", help="Comma-separated temperatures; '' for none.")] = (
-        "0.5,0.6,0.7,0.8,0.9,1.0"
+    grid: Annotated[str, typer.Option("--grid", help=_help(TuneSpec, "grid") + " Comma-separated; '' for none.")] = (
+        ",".join(f"{x:g}" for x in field_default(TuneSpec, "grid"))
     ),
-    search: Annotated[bool, typer.Option(help="Refine by a bounded 1-D search after the grid.")] = True,
-    bounds: Annotated[
-        tuple[float, float] | None,
-        typer.Option("--bounds", help="Search interval LOW HIGH (default: grid neighbours)."),
-    ] = None,
-    xatol: Annotated[float, typer.Option("--xatol", help="Search tolerance on t.")] = 0.01,
-    max_evals: Annotated[int, typer.Option("--max-evals", help="Most evaluations the search may add.")] = 10,
-    side: Annotated[Side, typer.Option("--side", help="Tune t (both), t_query or t_doc.")] = Side.both,
+    search: Annotated[bool, typer.Option(help=field_help(TuneSpec, "search"))] = field_default(TuneSpec, "search"),
+    bounds: Annotated[tuple[float, float] | None, typer.Option("--bounds", help=field_help(TuneSpec, "bounds"))] = None,
+    xatol: Annotated[float, typer.Option("--xatol", help=_help(TuneSpec, "xatol"))] = field_default(TuneSpec, "xatol"),
+    max_evals: Annotated[int, typer.Option("--max-evals", help=_help(TuneSpec, "max_evals"))] = field_default(
+        TuneSpec, "max_evals"
+    ),
+    side: Annotated[Side, typer.Option("--side", help=_help(TuneSpec, "side"))] = field_default(TuneSpec, "side"),
     max_items: Annotated[
         int | None, typer.Option("--max-items", help="Seeded sample of STS pairs / classification texts.")
     ] = None,
@@ -230,6 +287,7 @@ def tune(
     batch_size: Annotated[int, typer.Option("--batch-size", help="Texts per forward pass.")] = 32,
     seed: Annotated[int, typer.Option("--seed", help="Seed for sampling and splits.")] = 0,
     device: DeviceOption = None,
+    trust_remote_code: TrustOption = False,
 ) -> None:
     """Pick t on a dev split by grid and bounded 1-D search; write the curve and the best t.
 
@@ -237,52 +295,61 @@ def tune(
     stratified half of train, scored on the other). Writes OUT/tune.json (curve, best t, settings, model and
     data fingerprints, versions) and OUT/tune.png.
     """
-    from lengthwise.core.models import ModelLoadError, model_fingerprint
-    from lengthwise.core.results import environment, write_json_atomic
-    from lengthwise.tempscale.tune import TuneSpec, plot_tune_curve, tune_temperature
+    import io
+    import time
 
+    from lengthwise.cli.options import check_device, check_out_dir
+    from lengthwise.core.models import ModelLoadError, model_fingerprint
+    from lengthwise.core.results import provenance, write_bytes_atomic, write_json_atomic
+    from lengthwise.tempscale import TempScaleError
+    from lengthwise.tempscale.schema import TuneRecord
+    from lengthwise.tempscale.tune import plot_tune_curve, tune_temperature
+
+    started = time.perf_counter()
     try:
         values = tuple(float(x) for x in grid.split(",") if x.strip())
     except ValueError:
         _fail(f"--grid {grid!r} is not comma-separated temperatures, e.g. --grid 0.6,0.8,1.0")
-        return
     try:
-        spec = TuneSpec(grid=values, search=search, bounds=bounds, xatol=xatol, max_evals=max_evals, side=side.value)
-        loaded = _load(model, device, max_length)
+        spec = TuneSpec(grid=values, search=search, bounds=bounds, xatol=xatol, max_evals=max_evals, side=side)
+        check_device(device)
+        check_out_dir(out)  # before the model loads and the dev data is scored: nothing is lost to a bad --out
+        loaded = _load(model, device, max_length, trust_remote_code)
         opts = {"batch_size": batch_size, "max_items": max_items, "seed": seed}
         objective, described = _objective(task, data, split, loaded, opts)
         with console.status("tuning") as status:
 
             def report(t: float, score: float) -> None:
-                console.print(f"t = {t:.4f}  {_METRIC[task]} = {score:.3f}", highlight=False)
+                console.print(f"t = {t:.4f}  {task.metric} = {score:.3f}", highlight=False)
                 status.update(f"tuning: {t:.4f} done")
 
             result = tune_temperature(objective, spec, on_eval=report)
-    except (ValueError, ModelLoadError) as err:  # TempScaleError and DataFormatError are ValueErrors naming the fix
+    except TempScaleError as err:
+        _fail(_message(err))
+    except (ValueError, ModelLoadError) as err:  # DataFormatError is a ValueError naming the file and the fix
         _fail(str(err))
-        return
-    payload = {
-        "task": task.value,
-        "metric": _METRIC[task],
-        "settings": {
-            "grid": list(spec.grid),
-            "search": search,
-            "bounds": bounds,
-            "xatol": xatol,
-            "max_evals": max_evals,
-            "side": side.value,
-            "split": split,
-        }
-        | opts,
-        "result": result.to_dict(),
-        "model": model_fingerprint(loaded, model),
-        "data": described,
-        "environment": environment(),
-    }
-    write_json_atomic(out / "tune.json", payload)
-    plot_tune_curve(result, _METRIC[task]).savefig(out / "tune.png", dpi=120)
+    settings = {
+        "grid": list(spec.grid),
+        "search": search,
+        "bounds": list(bounds) if bounds else None,
+        "xatol": xatol,
+        "max_evals": max_evals,
+        "side": spec.side.value,
+        "split": split,
+    } | opts
+    record = TuneRecord(
+        **provenance(model_fingerprint(loaded, model), described, settings, started=started),
+        task=task.value,
+        metric=task.metric,
+        result=result.to_dict(),
+    )
+    figure = io.BytesIO()
+    plot_tune_curve(result, task.metric).savefig(figure, format="png", dpi=120)
+    write_bytes_atomic(out / "tune.png", figure.getvalue())
+    write_json_atomic(out / "tune.json", record)
     console.print(
-        f"best t = {result.best_t:.4f}: {_METRIC[task]} {result.best_score:.3f} "
+        f"best t = {result.best_t:.4f}: {task.metric} {result.best_score:.3f} "
         f"(t = 1: {result.baseline_score:.3f}); wrote {out / 'tune.json'} and {out / 'tune.png'}",
         highlight=False,
+        markup=False,
     )

@@ -125,11 +125,21 @@ def load_model(
             model_kwargs={"use_safetensors": True} if _has_safetensors(path) else None,
         )
     except (OSError, ValueError) as err:
-        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ModelLoadError(f"could not load model {str(name_or_path)!r}: {first_line}") from err
+        raise ModelLoadError(f"could not load model {str(name_or_path)!r}: {_load_failure(err)}") from err
     if max_seq_length is not None:
         set_max_length(model, max_seq_length)
     return model
+
+
+def _load_failure(err: BaseException) -> str:
+    """One line saying why a model did not load; transformers' remote-code refusal keeps its fix (the flag)."""
+    text = " ".join(str(err).split()) or type(err).__name__
+    if "trust_remote_code" in text:
+        return (
+            "its repository holds its own code, which runs only when allowed; if you trust it, pass "
+            "--trust-remote-code (Python: trust_remote_code=True)"
+        )
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def _has_safetensors(path: str) -> bool:

@@ -1,30 +1,61 @@
 """TempScale settings (METHODS §2): the temperatures, a length schedule, and the error every TempScale module raises.
 
-Plain frozen dataclasses validated on construction; no model is touched here.
+Plain frozen dataclasses validated on construction; no model is touched here, and importing this module loads
+no torch (the command line reads its flags' help from these fields).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
-__all__ = ["LengthSchedule", "Role", "TempScaleConfig", "TempScaleError"]
+__all__ = ["T_RANGE", "LengthSchedule", "Role", "TempScaleConfig", "TempScaleError"]
 
-Role = Literal["symmetric", "query", "document"]
+T_RANGE = (0.01, 100.0)  # beyond it attention is argmax or uniform, and baked weights lose their precision
+
+
+class Role(str, Enum):
+    """Which temperature a call uses: symmetric `encode` (t), queries (t_query) or documents (t_doc)."""
+
+    SYMMETRIC = "symmetric"
+    QUERY = "query"
+    DOCUMENT = "document"
 
 
 class TempScaleError(ValueError):
-    """TempScale cannot be applied or baked as asked; the message says why and what to do."""
+    """TempScale cannot be applied or baked as asked; the message says why and what to do.
+
+    `field` names the setting at fault (``t``, ``t_query``, ``grid``…) when there is one, so the CLI can name
+    its flag; the message then reads ``field=value: problem``.
+    """
+
+    def __init__(self, problem: str, *, field: str | None = None, value: Any = None) -> None:
+        self.problem, self.field, self.value = problem, field, value
+        super().__init__(f"{field}={value}: {problem}" if field else problem)
 
 
 def _positive(name: str, value: float) -> float:
-    value = float(value)
+    """`value` as a temperature (factor): finite and inside `T_RANGE`, else a `TempScaleError` naming `name`."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise TempScaleError("not a number; use e.g. 0.8", field=name, value=value) from None
     if not math.isfinite(value) or value <= 0:
-        raise TempScaleError(f"{name} = {value} is not a positive finite temperature; use e.g. 0.8")
+        raise TempScaleError("not a positive finite temperature; use e.g. 0.8", field=name, value=value)
+    low, high = T_RANGE
+    if not low <= value <= high:
+        raise TempScaleError(
+            f"outside [{low:g}, {high:g}]: attention at such a temperature is argmax or uniform; "
+            "useful values lie near 0.5-1.5",
+            field=name,
+            value=value,
+        )
     return value
 
 
@@ -42,11 +73,11 @@ class LengthSchedule:
     def __post_init__(self) -> None:
         lengths, factors = tuple(float(x) for x in self.lengths), tuple(float(x) for x in self.factors)
         if not lengths or len(lengths) != len(factors):
-            raise TempScaleError("length schedule needs as many factors as lengths (at least one knot)")
+            raise TempScaleError("needs as many factors as lengths (at least one knot)", field="schedule", value="")
         if any(b <= a for a, b in itertools.pairwise(lengths)) or lengths[0] < 1:
-            raise TempScaleError(f"schedule lengths {lengths} must be ≥ 1 and strictly increasing")
+            raise TempScaleError("lengths must be ≥ 1 and strictly increasing", field="schedule", value=lengths)
         for factor in factors:
-            _positive("schedule factor", factor)
+            _positive("schedule", factor)
         object.__setattr__(self, "lengths", lengths)
         object.__setattr__(self, "factors", factors)
 
@@ -59,13 +90,13 @@ class LengthSchedule:
                 raise ValueError(text)
             lengths, factors = tuple(float(k[0]) for k in knots), tuple(float(k[1]) for k in knots)
         except ValueError:
-            raise TempScaleError(
-                f"schedule {text!r} is not LENGTH:FACTOR pairs, e.g. --schedule 64:1.0,512:0.7"
-            ) from None
+            raise TempScaleError("not LENGTH:FACTOR pairs, e.g. 64:1.0,512:0.7", field="schedule", value=text) from None
         return cls(lengths, factors)
 
     def __call__(self, n: torch.Tensor) -> torch.Tensor:
         """Factors for token counts n: (B,) → (B,) float32, on n's device (no host sync)."""
+        import torch
+
         x = n.to(torch.float32)
         xp = torch.tensor(self.lengths, dtype=torch.float32, device=n.device)  # (K,)
         fp = torch.tensor(self.factors, dtype=torch.float32, device=n.device)  # (K,)
@@ -82,11 +113,16 @@ class TempScaleConfig:
     """Temperatures: `t` for symmetric `encode`, `t_query` / `t_doc` for the retrieval sides (default t),
     an optional length `schedule` multiplying all of them, and whether MPNet's position bias is scaled."""
 
-    t: float = 1.0
-    t_query: float | None = None
-    t_doc: float | None = None
-    schedule: LengthSchedule | None = None
-    scale_position_bias: bool = True
+    t: float = field(default=1.0, metadata={"help": "Attention temperature (t < 1 sharpens; 1 changes nothing)."})
+    t_query: float | None = field(default=None, metadata={"help": "Temperature for queries (default: t)."})
+    t_doc: float | None = field(default=None, metadata={"help": "Temperature for documents (default: t)."})
+    schedule: LengthSchedule | None = field(
+        default=None,
+        metadata={"help": "Length factors LENGTH:FACTOR,… multiplying t (piecewise linear), e.g. 64:1.0,512:0.7."},
+    )
+    scale_position_bias: bool = field(
+        default=True, metadata={"help": "MPNet: divide the relative position bias by t too (the paper's form)."}
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "t", _positive("t", self.t))
@@ -95,20 +131,21 @@ class TempScaleConfig:
             if value is not None:
                 object.__setattr__(self, name, _positive(name, value))
         if self.schedule is not None and not isinstance(self.schedule, LengthSchedule):
-            raise TempScaleError("schedule must be a LengthSchedule (or None)")
+            raise TempScaleError("must be a LengthSchedule (or None)", field="schedule", value=self.schedule)
 
-    def temperature(self, role: Role) -> float:
+    def temperature(self, role: Role | str) -> float:
         """The scalar temperature of a role, before the length schedule."""
-        if role == "query" and self.t_query is not None:
+        role = Role(role)
+        if role is Role.QUERY and self.t_query is not None:
             return self.t_query
-        if role == "document" and self.t_doc is not None:
+        if role is Role.DOCUMENT and self.t_doc is not None:
             return self.t_doc
         return self.t
 
     @property
     def is_symmetric(self) -> bool:
         """One temperature for every role (what a single set of baked weights can hold)."""
-        return self.temperature("query") == self.temperature("document") == self.t
+        return self.temperature(Role.QUERY) == self.temperature(Role.DOCUMENT) == self.t
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

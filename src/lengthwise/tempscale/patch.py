@@ -55,7 +55,7 @@ class TempScalePatch:
             ]
         if self.family.position_bias is not None and config.scale_position_bias:
             self._handles += [m.register_forward_pre_hook(self._scale_bias, with_kwargs=True) for m in self.attentions]
-        self._set("symmetric", None)
+        self._set(Role.SYMMETRIC, None)
 
     def _set(self, role: Role, lengths: torch.Tensor | None) -> None:
         t = self.config.temperature(role)
@@ -69,14 +69,14 @@ class TempScalePatch:
 
     def _before(self, module: nn.Module, args: tuple, kwargs: dict[str, Any]) -> None:
         task = kwargs.get("task")
-        role: Role = "query" if task == "query" else "document" if task == "document" else "symmetric"
+        role = Role(task) if task in (Role.QUERY.value, Role.DOCUMENT.value) else Role.SYMMETRIC
         features = args[0] if args else kwargs.get("input", {})
         mask = features.get("attention_mask") if isinstance(features, Mapping) else None  # a BatchEncoding
         lengths = mask.sum(dim=-1) if isinstance(mask, torch.Tensor) and mask.dim() == 2 else None  # (B,)
         self._set(self.role_override or role, lengths)
 
     def _after(self, module: nn.Module, args: tuple, output: Any) -> None:
-        self._set("symmetric", None)
+        self._set(Role.SYMMETRIC, None)
 
     def _temperature_view(self, like: torch.Tensor, fused: bool) -> torch.Tensor | float:
         """This call's temperature, broadcastable to `like` (B, T, C) or (B, H, T, T); fused: only C[:C/3]."""

@@ -1,9 +1,16 @@
-"""Bake TempScale into plain weights, or save its settings beside a model to be re-applied at load."""
+"""Bake TempScale into plain weights, or save its settings beside a model to be re-applied at load.
+
+Baking never writes over the model it reads (``--out`` = the source is refused), and it refuses a model whose
+weights already carry a baked temperature — a second bake would divide by t again while its settings file still
+said t. Asked explicitly (``stack=True``, ``--rebake``), it bakes on top and records the product of the
+temperatures, with each step in ``lengthwise_tempscale.json``.
+"""
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -18,6 +25,7 @@ from lengthwise.tempscale.patch import TempScalePatch
 __all__ = [
     "SETTINGS_FILE",
     "apply_saved_tempscale",
+    "bake_plan",
     "bake_refusal",
     "bake_tempscale",
     "read_tempscale_settings",
@@ -43,8 +51,8 @@ def _baked_parameters(
     return family, targets
 
 
-def bake_refusal(model: SentenceTransformer, config: TempScaleConfig) -> str | None:
-    """Why `config` cannot be folded into `model`'s weights exactly, or None when it can."""
+def _config_refusal(config: TempScaleConfig) -> str | None:
+    """Why no set of weights can hold `config` (whatever the model), or None."""
     if config.schedule is not None:
         return "a length schedule gives each input its own temperature, which fixed weights cannot hold"
     if not config.is_symmetric:
@@ -52,6 +60,14 @@ def bake_refusal(model: SentenceTransformer, config: TempScaleConfig) -> str | N
             f"queries (t={config.temperature('query')}) and documents (t={config.temperature('document')}) differ "
             "from t; one set of weights holds one temperature — bake one directory per side"
         )
+    return None
+
+
+def bake_refusal(model: SentenceTransformer, config: TempScaleConfig) -> str | None:
+    """Why `config` cannot be folded into `model`'s weights exactly, or None when it can."""
+    reason = _config_refusal(config)
+    if reason is not None:
+        return reason
     _, targets = _baked_parameters(model, config)
     owners = {id(p) for p, _ in targets}
     shared = {p.data_ptr() for p, _ in targets}
@@ -66,11 +82,72 @@ def bake_refusal(model: SentenceTransformer, config: TempScaleConfig) -> str | N
     return None
 
 
-def bake_tempscale(model: SentenceTransformer, config: TempScaleConfig | float, out_dir: str | Path) -> Path:
+def _source_folder(model: SentenceTransformer) -> Path | None:
+    """The sentence-transformers folder `model` was loaded from, when it was loaded from one."""
+    loaded_from = getattr(getattr(getattr(model[0], "auto_model", None), "config", None), "_name_or_path", None)
+    if not loaded_from:
+        return None
+    path = Path(str(loaded_from))
+    return next((p for p in (path, path.parent) if (p / "modules.json").is_file()), path if path.is_dir() else None)
+
+
+def bake_plan(
+    config: TempScaleConfig, out_dir: str | Path, source: str | Path | None, *, stack: bool = False
+) -> tuple[TempScaleConfig, list[float]]:
+    """What a bake of `source` into `out_dir` will record: (the total configuration, each baked t in order).
+
+    Refuses (`TempScaleError`) a configuration no weights can hold (a schedule, query ≠ document), to write over
+    `source` itself, and to bake a model whose weights already carry a temperature unless `stack`; stacked, the
+    recorded t is the product of every baked t.
+    """
+    reason = _config_refusal(config)
+    if reason is not None:
+        raise TempScaleError(f"cannot bake TempScale exactly: {reason}")
+    out = Path(out_dir)
+    folder = Path(source) if source is not None else None
+    if folder is not None and folder.is_dir() and out.exists() and out.resolve() == folder.resolve():
+        raise TempScaleError(
+            f"{out} is the model being baked; baking in place would overwrite its weights. Pass another --out",
+            field="out",
+            value=str(out),
+        )
+    previous = read_tempscale_settings(folder) if folder is not None and folder.is_dir() else None
+    if previous is None or not previous[1]:
+        return config, [config.t]
+    done, steps = previous[0], _baked_steps(folder) or [previous[0].t]
+    if not stack:
+        raise TempScaleError(
+            f"{folder} already carries t = {done.t:g} in its weights ({SETTINGS_FILE}); baking again divides by t "
+            f"again. Bake the original model, or pass --rebake (stack=True) to record t = {done.t:g} × {config.t:g}"
+        )
+    return replace(config, t=done.t * config.t), [*steps, config.t]
+
+
+def _baked_steps(folder: Path | None) -> list[float]:
+    if folder is None or not (folder / SETTINGS_FILE).is_file():
+        return []
+    try:
+        steps = json.loads((folder / SETTINGS_FILE).read_text(encoding="utf-8")).get("baked_steps", [])
+        return [float(t) for t in steps]
+    except (ValueError, TypeError, AttributeError):
+        return []
+
+
+def bake_tempscale(
+    model: SentenceTransformer,
+    config: TempScaleConfig | float,
+    out_dir: str | Path,
+    *,
+    source: str | Path | None = None,
+    stack: bool = False,
+) -> Path:
     """Save `model` to `out_dir` as a plain sentence-transformers model whose query projections (and MPNet's
     position bias) are divided by t. The model in memory is restored exactly; a live patch is kept out of
-    the saved weights and put back. Raises `TempScaleError` with the reason where baking is not exact."""
+    the saved weights and put back. Raises `TempScaleError` with the reason where baking is not exact, where
+    `out_dir` is the model's own folder, or where that folder is already baked (unless `stack`, see `bake_plan`).
+    `source` is the folder the model was loaded from (default: found from the model)."""
     config = config if isinstance(config, TempScaleConfig) else TempScaleConfig(t=config)
+    total, steps = bake_plan(config, out_dir, source if source is not None else _source_folder(model), stack=stack)
     reason = bake_refusal(model, config)
     if reason is not None:
         raise TempScaleError(f"cannot bake TempScale exactly: {reason}")
@@ -81,22 +158,32 @@ def bake_tempscale(model: SentenceTransformer, config: TempScaleConfig | float, 
         try:
             for parameter, rows in targets:
                 parameter[rows] /= config.t
+            if not all(torch.isfinite(parameter[rows]).all() for parameter, rows in targets):
+                raise TempScaleError(f"weights divided by t = {config.t:g} overflow; use a t nearer 1")
             model.save(str(out))
         finally:
             for (parameter, _), original in zip(targets, originals, strict=True):
                 parameter.copy_(original)
-    _write_settings(out, config, family, baked=True)
+    _write_settings(out, total, family, baked=True, steps=steps)
     return out
 
 
-def _write_settings(folder: Path, config: TempScaleConfig, family: Family, *, baked: bool) -> None:
+def _write_settings(
+    folder: Path, config: TempScaleConfig, family: Family, *, baked: bool, steps: list[float] | None = None
+) -> None:
     from lengthwise.core.results import write_json_atomic
 
     note = "weights carry 1/t; do not apply again" if baked else "re-applied by lengthwise.load_model"
-    write_json_atomic(
-        folder / SETTINGS_FILE,
-        {"format": 1, "family": family.name, "baked": baked, "note": note, "config": config.to_dict()},
-    )
+    payload: dict[str, object] = {
+        "format": 1,
+        "family": family.name,
+        "baked": baked,
+        "note": note,
+        "config": config.to_dict(),
+    }
+    if baked:
+        payload["baked_steps"] = steps or [config.t]  # each bake's t; config.t is their product
+    write_json_atomic(folder / SETTINGS_FILE, payload)
 
 
 def save_tempscale(model: SentenceTransformer, out_dir: str | Path) -> Path:

@@ -7,21 +7,30 @@ is always evaluated so the curve shows the gain over the untouched model.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from enum import Enum
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from lengthwise.tempscale import TempScaleConfig, TempScaleError
+from lengthwise.tempscale.config import TempScaleConfig, TempScaleError
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["Objective", "TuneResult", "TuneSpec", "config_for", "plot_tune_curve", "tune_temperature"]
+    from lengthwise.tempscale.schema import TuneSummary
+
+__all__ = ["Objective", "Side", "TuneResult", "TuneSpec", "config_for", "plot_tune_curve", "tune_temperature"]
 
 Objective = Callable[[TempScaleConfig], float]
-Side = Literal["both", "query", "document"]
+
+
+class Side(str, Enum):
+    """Which temperature is tuned: t (both sides), t_query or t_doc."""
+
+    BOTH = "both"
+    QUERY = "query"
+    DOCUMENT = "document"
 
 
 @dataclass(frozen=True)
@@ -34,29 +43,41 @@ class TuneSpec:
     neighbours of the best grid point; it stops at `xatol` or after `max_evals` evaluations.
     """
 
-    grid: tuple[float, ...] = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
-    search: bool = True
-    bounds: tuple[float, float] | None = None
-    xatol: float = 0.01
-    max_evals: int = 10
-    side: Side = "both"
+    grid: tuple[float, ...] = field(
+        default=(0.5, 0.6, 0.7, 0.8, 0.9, 1.0), metadata={"help": "Temperatures evaluated first (t = 1 always is)."}
+    )
+    search: bool = field(default=True, metadata={"help": "Refine by a bounded 1-D search after the grid."})
+    bounds: tuple[float, float] | None = field(
+        default=None, metadata={"help": "Search interval LOW HIGH (default: the best grid point's neighbours)."}
+    )
+    xatol: float = field(default=0.01, metadata={"help": "Search tolerance on t."})
+    max_evals: int = field(default=10, metadata={"help": "Most evaluations the search may add."})
+    side: Side = field(default=Side.BOTH, metadata={"help": "Tune t (both), t_query (query) or t_doc (document)."})
     base: TempScaleConfig = field(default_factory=TempScaleConfig)
     maximize: bool = True
 
     def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "side", Side(self.side))
+        except ValueError:
+            raise TempScaleError("use both, query or document", field="side", value=self.side) from None
         object.__setattr__(self, "grid", tuple(sorted({float(t) for t in self.grid})))
-        if any(not np.isfinite(t) or t <= 0 for t in self.grid):
-            raise TempScaleError(f"grid {self.grid} must hold positive temperatures, e.g. 0.6,0.8,1.0")
+        if any(not math.isfinite(t) or t <= 0 for t in self.grid):
+            raise TempScaleError("must hold positive temperatures, e.g. 0.6,0.8,1.0", field="grid", value=self.grid)
         if not self.grid and not self.search:
             raise TempScaleError("nothing to tune: give a grid, a search, or both")
-        if self.bounds is not None and not 0 < self.bounds[0] < self.bounds[1]:
-            raise TempScaleError(f"search bounds {self.bounds} must satisfy 0 < low < high")
+        if self.bounds is not None and not (
+            all(map(math.isfinite, self.bounds)) and 0 < self.bounds[0] < self.bounds[1]
+        ):
+            raise TempScaleError("must satisfy 0 < low < high", field="bounds", value=self.bounds)
         if self.search and self.bounds is None and len(self.grid) < 2:
             raise TempScaleError("a search without bounds needs a grid of at least two temperatures to bracket")
-        if self.xatol <= 0 or self.max_evals < 1:
-            raise TempScaleError("xatol must be > 0 and max_evals ≥ 1")
-        if self.side not in ("both", "query", "document"):
-            raise TempScaleError(f"side {self.side!r} must be both, query or document")
+        if not self.xatol > 0:
+            raise TempScaleError("must be > 0", field="xatol", value=self.xatol)
+        if self.max_evals < 1:
+            raise TempScaleError("must be ≥ 1", field="max_evals", value=self.max_evals)
+        for t in (*self.grid, *(self.bounds or ())):
+            config_for(self, t)  # each temperature the tuner may try is a valid configuration
 
 
 @dataclass(frozen=True)
@@ -70,9 +91,9 @@ class TuneResult:
     baseline_score: float
     side: Side
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> TuneSummary:
         return {
-            "side": self.side,
+            "side": Side(self.side).value,
             "best_t": self.best_t,
             "best_score": self.best_score,
             "baseline_score": self.baseline_score,
@@ -85,11 +106,15 @@ class TuneResult:
 
 def config_for(spec: TuneSpec, t: float) -> TempScaleConfig:
     """The configuration evaluated at temperature `t` for `spec.side`."""
-    if spec.side == "query":
-        return replace(spec.base, t_query=t)
-    if spec.side == "document":
-        return replace(spec.base, t_doc=t)
-    return replace(spec.base, t=t)
+    side = Side(spec.side)
+    try:
+        if side is Side.QUERY:
+            return replace(spec.base, t_query=t)
+        if side is Side.DOCUMENT:
+            return replace(spec.base, t_doc=t)
+        return replace(spec.base, t=t)
+    except TempScaleError as err:  # the grid or the bounds hold a temperature out of range
+        raise TempScaleError(err.problem, field="grid/bounds", value=t) from None
 
 
 def _search_bounds(spec: TuneSpec, scores: dict[float, float]) -> tuple[float, float]:
@@ -118,7 +143,7 @@ def tune_temperature(
         t = round(float(t), 6)
         if t not in scores:
             value = float(objective(config_for(spec, t)))
-            if not np.isfinite(value):
+            if not math.isfinite(value):
                 raise TempScaleError(f"the objective returned {value} at t={t}; check the dev data")
             scores[t], sources[t] = value, source
             if on_eval is not None:
@@ -164,7 +189,7 @@ def plot_tune_curve(result: TuneResult, metric: str) -> Figure:
             axes.scatter(*zip(*points, strict=True), marker=marker, label=source, zorder=2)
     axes.axhline(result.baseline_score, color="0.4", linestyle=":", linewidth=1)
     axes.axvline(result.best_t, color="tab:red", linestyle="--", linewidth=1, label=f"best t = {result.best_t:.3g}")
-    axes.set_xlabel({"both": "t", "query": "t (queries)", "document": "t (documents)"}[result.side])
+    axes.set_xlabel({Side.BOTH: "t", Side.QUERY: "t (queries)", Side.DOCUMENT: "t (documents)"}[Side(result.side)])
     axes.set_ylabel(metric)
     axes.set_title(f"TempScale: {metric} vs temperature")
     axes.legend(frameon=False, fontsize="small")
