@@ -209,3 +209,11 @@ def test_self_hits_follow_the_task(tmp_path: Path, tiny_model_dir: Path, name: s
     assert result.exit_code == 0, result.output
     settings = json.loads((out / "results.json").read_text())["settings"]
     assert settings["self_hits"] == flag and settings["retrieval"]["drop_self_hits"] is dropped
+
+
+def test_few_shot_k_above_a_class_size_names_the_flag(tmp_path: Path, tiny_model_dir: Path, labelled_folder: Path):
+    out = str(tmp_path / "o")
+    result = _run(
+        "-m", str(tiny_model_dir), "-t", "classification", "-d", str(labelled_folder), "-o", out, "--few-shot", "50"
+    )
+    assert result.exit_code == 2 and "fewer than k = 50; use a smaller --few-shot k" in _said(result)

@@ -219,8 +219,10 @@ def _run(
             started=started,
         )
         plots = write_record(record, out)
-    except (ValueError, ModelLoadError, DataFormatError) as err:
+    except (ModelLoadError, DataFormatError) as err:
         _fail(str(err))
+    except ValueError as err:  # a setting the data cannot satisfy, e.g. a few-shot k above a class's size
+        _fail(_as_flags(str(err)))
     except OSError as err:
         _fail(f"--out {out}: could not write the results ({err.strerror or err}); pass a writable directory")
     console.print(_headline_table(record))

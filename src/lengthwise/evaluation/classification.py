@@ -49,7 +49,9 @@ def few_shot_indices(labels: np.ndarray, k: int, seed: int) -> np.ndarray:
     for label in np.unique(labels):
         members = np.flatnonzero(labels == label)
         if len(members) < k:
-            raise ValueError(f"class {label} has {len(members)} training examples, fewer than k = {k}")
+            raise ValueError(
+                f"class {label} has {len(members)} training examples, fewer than k = {k}; use a smaller few_shot k"
+            )
         chosen.append(rng.choice(members, size=k, replace=False))
     return np.sort(np.concatenate(chosen))
 

@@ -160,7 +160,7 @@ class EvalConfig:
         for name in ("max_train", "max_test"):
             value = getattr(self, name)
             if value is not None and value < 1:
-                raise ValueError(f"{name} {value} must be ≥ 1 (or None for every text)")
+                raise ValueError(f"{name} {value} must be ≥ 1")
 
     def settings(self) -> dict[str, Any]:
         """The record's ``settings``: what `results.json` has always held, plus the task's own section."""
