@@ -15,13 +15,52 @@ documents. Run with one torch thread on a shared CPU (the default).
 from __future__ import annotations
 
 import argparse
+import hashlib
+import os
 import sys
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import SHARED, hardware, read_json, set_threads
+
+
+@dataclass
+class DiskCache:
+    """A `TextEncoder` that keeps every call's embeddings on disk, keyed by side and a hash of the texts.
+
+    The audit embeds in chunks of 512 texts, so a run that is killed resumes chunk by chunk.
+    """
+
+    encoder: Any
+    folder: Path
+
+    def _get(self, side: str, texts: Sequence[str], batch_size: int) -> np.ndarray:
+        digest = hashlib.sha256("\x00".join([side, *texts]).encode()).hexdigest()[:24]
+        path = self.folder / f"{side}-{digest}.npy"
+        if path.exists():
+            return np.load(path)
+        embeddings = np.asarray(getattr(self.encoder, side)(texts, batch_size=batch_size), dtype=np.float32)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        np.save(path.with_suffix(".tmp.npy"), embeddings)
+        os.replace(path.with_suffix(".tmp.npy"), path)
+        return embeddings
+
+    def encode(self, texts: Sequence[str], *, batch_size: int = 32, show_progress: bool = False) -> np.ndarray:
+        return self._get("encode", texts, batch_size)
+
+    def encode_queries(self, texts: Sequence[str], *, batch_size: int = 32, show_progress: bool = False) -> np.ndarray:
+        return self._get("encode_queries", texts, batch_size)
+
+    def encode_documents(
+        self, texts: Sequence[str], *, batch_size: int = 32, show_progress: bool = False
+    ) -> np.ndarray:
+        return self._get("encode_documents", texts, batch_size)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -40,6 +79,8 @@ def run(args: argparse.Namespace) -> None:
         from lengthwise.tempscale import TempScaleConfig, TempScaleEncoder
 
         encoder = TempScaleEncoder(model, TempScaleConfig(t=args.t))
+    if args.cache is not None:
+        encoder = DiskCache(encoder, args.cache)
     data = read_beir(args.data, args.split)
     config = RetrievalAuditConfig(max_pairs=args.max_pairs, seed=args.seed)
     last = [0.0]
@@ -105,6 +146,7 @@ def main(argv: list[str] | None = None) -> None:
     run_parser.add_argument("--max-pairs", type=int, default=1000)
     run_parser.add_argument("--seed", type=int, default=0)
     run_parser.add_argument("--threads", type=int, default=1)
+    run_parser.add_argument("--cache", type=Path, default=None, help="keep embeddings here (a killed run resumes)")
     run_parser.add_argument("--out", type=Path, required=True)
     report_parser = commands.add_parser("report", help="tables and figures from run JSONs")
     report_parser.add_argument("results", type=Path, nargs="+")

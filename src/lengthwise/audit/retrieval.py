@@ -15,13 +15,13 @@ fits, as the encoder's truncation would cut it; `n_cut` says how many pairs that
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
-from typing import Protocol
+from collections.abc import Callable
+from dataclasses import asdict
 
 import numpy as np
 import torch
 
+from lengthwise.audit.retrieval_config import RetrievalAuditConfig, RetrievalRequest, RetrievalSplit
 from lengthwise.audit.retrieval_controlled import controlled_bias, embed_side
 from lengthwise.audit.retrieval_result import Natural, RetrievalBias, verdicts
 from lengthwise.audit.retrieval_stats import (
@@ -37,72 +37,9 @@ from lengthwise.core.embed import TokenView
 from lengthwise.core.encoder import TextEncoder
 from lengthwise.core.search import exact_search, relevant_ranks
 
-__all__ = ["RetrievalAuditConfig", "RetrievalSplit", "audit_retrieval"]
+__all__ = ["RetrievalAuditConfig", "RetrievalRequest", "RetrievalSplit", "audit_retrieval"]
 
 Progress = Callable[[str, int, int], None]
-
-
-class RetrievalSplit(Protocol):
-    """A BEIR split as `lengthwise.evaluation.data.read_beir` returns it (the command line joins the two)."""
-
-    @property
-    def doc_ids(self) -> Sequence[str]: ...
-    @property
-    def doc_texts(self) -> Sequence[str]: ...
-    @property
-    def query_ids(self) -> Sequence[str]: ...
-    @property
-    def query_texts(self) -> Sequence[str]: ...
-    @property
-    def qrels(self) -> Mapping[str, Mapping[str, int]]: ...
-    def describe(self) -> dict[str, object]: ...
-
-
-@dataclass(frozen=True)
-class RetrievalAuditConfig:
-    """Settings of the retrieval length-bias audit (METHODS §6 defaults).
-
-    `window`: content tokens the encoder sees (None: the model's N − special tokens; give more for a
-    long-document encoder). `position_length`: content tokens of a position probe, unit + filler (None: the
-    window). `max_pairs` (query, relevant document) pairs are sampled for the controlled part (None: all);
-    `max_negatives` non-relevant documents per query for the score–length correlation (None: all).
-    """
-
-    dilution: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)
-    repetition: tuple[int, ...] = (2, 4)
-    depths: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
-    window: int | None = None
-    position_length: int | None = None
-    top_k: int = 10
-    bin_width: int = 100
-    max_pairs: int | None = 1000
-    max_negatives: int | None = 10000
-    filler_pool: int = 2000
-    drop_self_hits: bool = True
-    alpha: float = 0.05
-    bootstrap_resamples: int = 2000
-    batch_size: int = 32
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if any(r <= 0 for r in self.dilution):
-            raise ValueError(f"dilution ratios {self.dilution} must be > 0 (0.5 = half the document's length)")
-        if any(m < 2 for m in self.repetition):
-            raise ValueError(f"repetition counts {self.repetition} must be ≥ 2")
-        if any(not 0 <= d <= 1 for d in self.depths) or len(self.depths) not in (0, *range(3, 100)):
-            raise ValueError(f"depths {self.depths} must lie in [0, 1], three or more of them (or none)")
-        for name in ("window", "position_length"):
-            value = getattr(self, name)
-            if value is not None and value < 8:
-                raise ValueError(f"{name}={value} leaves no room to perturb; use at least 8 tokens")
-        small = {"top_k": self.top_k, "bin_width": self.bin_width, "filler_pool": self.filler_pool}
-        small |= {"batch_size": self.batch_size, "max_pairs": self.max_pairs or 1}
-        small |= {"max_negatives": self.max_negatives or 3, "bootstrap_resamples": self.bootstrap_resamples}
-        for name, value in small.items():
-            if value < 1:
-                raise ValueError(f"{name}={value} must be ≥ 1")
-        if not 0 < self.alpha < 1:
-            raise ValueError(f"alpha={self.alpha} must lie in (0, 1)")
 
 
 def _length_summary(lengths: np.ndarray) -> dict[str, float]:
@@ -209,10 +146,12 @@ def audit_retrieval(
     view: TokenView,
     config: RetrievalAuditConfig = RetrievalAuditConfig(),
     *,
+    encoder_note: str | None = None,
     on_progress: Progress | None = None,
 ) -> RetrievalBias:
     """Measure natural and controlled length bias of `encoder` on a BEIR split (``audit.json`` →
-    ``retrieval_bias``). `view` supplies the tokenizer and, unless `config.window` is set, the window.
+    ``retrieval_bias``). `view` supplies the tokenizer and, unless `config.window` is set, the window;
+    `encoder_note` says what the encoder is (recorded in the settings; default: its class name).
 
     The corpus and the queries are embedded once; the controlled part embeds only perturbed documents.
     Raises ValueError when no query has a relevant document in the corpus.
@@ -237,6 +176,7 @@ def audit_retrieval(
     )  # fmt: skip
     controlled["pairs_available"] = int(pairs.shape[1])
     settings = {**asdict(config), "window": window, "position_length": config.position_length or window}
+    settings["encoder"] = encoder_note or type(encoder).__name__
     section = RetrievalBias(
         settings=settings,
         data=dict(data.describe()),

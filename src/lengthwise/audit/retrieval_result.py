@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
-from lengthwise.audit.retrieval_stats import Correlation, PairedShift
-
 __all__ = [
     "Controlled",
+    "Correlation",
     "Natural",
+    "PairedShift",
     "PositionUnit",
     "RetrievalBias",
     "Setting",
@@ -21,6 +21,28 @@ __all__ = [
     "format_p",
     "verdicts",
 ]
+
+
+class Correlation(TypedDict):
+    """A rank correlation, its two-sided p-value and the number of items."""
+
+    rho: float
+    p_value: float
+    n: int
+
+
+class PairedShift(TypedDict):
+    """One paired comparison (after − before): means, the mean difference with its 95 % bootstrap interval, the
+    median difference, the Wilcoxon signed-rank p-value and how many pairs changed at all."""
+
+    n: int
+    mean_before: float
+    mean_after: float
+    mean_delta: float
+    ci95: list[float]
+    median_delta: float
+    p_value: float
+    n_changed: int
 
 
 class Setting(TypedDict):

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterable
-from typing import Any, TypedDict
+from typing import Any
 
 import numpy as np
 from scipy import stats
+
+from lengthwise.audit.retrieval_result import Correlation, PairedShift
 
 __all__ = [
     "Correlation",
@@ -26,28 +28,6 @@ __all__ = [
     "two_sample_ks",
     "wilcoxon_p",
 ]
-
-
-class Correlation(TypedDict):
-    """A rank correlation, its two-sided p-value and the number of items."""
-
-    rho: float
-    p_value: float
-    n: int
-
-
-class PairedShift(TypedDict):
-    """One paired comparison (after − before): means, the mean difference with its 95 % bootstrap interval, the
-    median difference, the Wilcoxon signed-rank p-value and how many pairs changed at all."""
-
-    n: int
-    mean_before: float
-    mean_after: float
-    mean_delta: float
-    ci95: list[float]
-    median_delta: float
-    p_value: float
-    n_changed: int
 
 
 def spearman(x: np.ndarray, y: np.ndarray) -> Correlation:
