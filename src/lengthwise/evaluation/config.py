@@ -12,9 +12,31 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
 
-from lengthwise.evaluation.tasks import Task
+__all__ = [
+    "ClassificationConfig",
+    "Classifier",
+    "EvalConfig",
+    "FewShotSampler",
+    "RetrievalConfig",
+    "SelfHits",
+    "Task",
+]
 
-__all__ = ["ClassificationConfig", "Classifier", "EvalConfig", "FewShotSampler", "RetrievalConfig", "SelfHits"]
+
+class Task(str, Enum):
+    """An evaluation task; its value is the name used on the command line and in ``results.json``."""
+
+    sts = "sts"
+    retrieval = "retrieval"
+    classification = "classification"
+
+    @property
+    def metric(self) -> str:
+        """The headline metric (×100): Spearman for STS, nDCG@10 for retrieval, accuracy for classification."""
+        return _METRICS[self]
+
+
+_METRICS = {Task.sts: "spearman", Task.retrieval: "ndcg@10", Task.classification: "accuracy"}
 
 
 class Classifier(str, Enum):

@@ -1,24 +1,27 @@
-"""The evaluation tasks — one `Task` enum — and their dispatch: headline metric, data loader and evaluator.
+"""The evaluation tasks' dispatch: for each `Task`, its data loader, its evaluator and MTEB's self-hit rule.
 
-Everything that chooses by task (`lengthwise eval`, `lengthwise tempscale tune`, the experiments) reads it from here,
-so a new task is added in one place. Importing this module loads neither torch nor sentence-transformers.
+`Task` itself (with its headline metric) is defined with the other settings in `lengthwise.evaluation.config`, so
+that the configs need not import this module, and is re-exported here. Everything that chooses by task
+(`lengthwise eval`, `lengthwise tempscale tune`, the experiments) reads it from here, so a new task is added in one
+place. Importing this module loads neither torch nor sentence-transformers.
 """
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, TypeVar
+
+from lengthwise.evaluation.config import SelfHits, Task
 
 if TYPE_CHECKING:
     from lengthwise.core.bins import LengthBins
     from lengthwise.core.data import PairSet
     from lengthwise.core.embed import TokenView
     from lengthwise.core.encoder import TextEncoder
-    from lengthwise.evaluation.classification import ClassificationConfig, ClassificationResult
-    from lengthwise.evaluation.config import SelfHits
+    from lengthwise.evaluation.classification import ClassificationResult
+    from lengthwise.evaluation.config import ClassificationConfig, RetrievalConfig
     from lengthwise.evaluation.data import LabelledTexts, RetrievalData
-    from lengthwise.evaluation.retrieval import RetrievalConfig, RetrievalResult
+    from lengthwise.evaluation.retrieval import RetrievalResult
     from lengthwise.evaluation.sts import STSResult
 
 __all__ = [
@@ -35,22 +38,6 @@ __all__ = [
 ]
 
 HF_PREFIX = "hf:"  # `--data hf:NAME` reads a dataset from the Hugging Face hub (online only)
-
-
-class Task(str, Enum):
-    """An evaluation task; its value is the name used on the command line and in ``results.json``."""
-
-    sts = "sts"
-    retrieval = "retrieval"
-    classification = "classification"
-
-    @property
-    def metric(self) -> str:
-        """The headline metric (×100): Spearman for STS, nDCG@10 for retrieval, accuracy for classification."""
-        return _METRICS[self]
-
-
-_METRICS = {Task.sts: "spearman", Task.retrieval: "ndcg@10", Task.classification: "accuracy"}
 
 
 # The retrieval data sets whose MTEB task sets ``ignore_identical_ids = True`` (mteb 2.26: 51 tasks), by the last
@@ -87,7 +74,6 @@ def drops_self_hits(mode: SelfHits | str, data: str | Path) -> bool:
     ``keep``/``drop`` say so outright; ``auto`` follows the task as MTEB does: drop for the data sets whose MTEB
     task sets ``ignore_identical_ids`` (`MTEB_DROPS_SELF_HITS`, matched by `data_name`), keep for all others.
     """
-    from lengthwise.evaluation.config import SelfHits
 
     chosen = SelfHits(mode)
     if chosen is SelfHits.auto:
