@@ -69,7 +69,8 @@ def test_a_model_without_an_mlm_head_says_so(tiny_model, caplog: pytest.LogCaptu
 
 def test_masking_is_the_transformers_collator_per_row(tiny_model) -> None:
     view = TokenView(tiny_model)
-    rows = [{"row": i, "sentences": [f"Sentence {i} is here with words.", "And a second one follows it."]} for i in range(64)]
+    sentences = ["Sentence {} is here with words.", "And a second one follows it."]
+    rows = [{"row": i, "sentences": [sentences[0].format(i), sentences[1]]} for i in range(64)]
     masker = DataCollatorForLanguageModeling(view.tokenizer, mlm_probability=0.15)
     batch = ViewCollator(Method.SIMDE, view, seed=0, mlm=masker)(rows)
     ids, mask, masked, targets = (
@@ -96,20 +97,22 @@ class _Inspect(TrainerCallback):
         self.seen.append(len(heads) == 1)
 
 
-def test_simde_trains_its_head_inside_the_model_and_saves_the_encoder_alone(
-    tiny_model_dir: Path, tmp_path: Path
-) -> None:
-    docs = tmp_path / "docs.jsonl"
+def _docs(folder: Path) -> Path:
+    docs = folder / "docs.jsonl"
     docs.write_text(
         "".join(json.dumps({"text": f"Doc {i} starts here. It has a second sentence. And a third, {i}."}) + "\n"
                 for i in range(32)),
         encoding="utf-8",
     )  # fmt: skip
-    config = TrainConfig(
-        method="simde",  # type: ignore[arg-type]
+    return docs
+
+
+def _simde(model: Path, docs: Path, out: Path, **changes) -> TrainConfig:
+    values = dict(
+        method="simde",
         data=str(docs),
-        out=str(tmp_path / "run"),
-        model=str(tiny_model_dir),
+        out=str(out),
+        model=str(model),
         max_steps=2,
         batch_size=8,
         max_length=32,
@@ -118,8 +121,14 @@ def test_simde_trains_its_head_inside_the_model_and_saves_the_encoder_alone(
         logging_steps=1,
         device="cpu",
     )
+    return TrainConfig(**{**values, **changes})  # type: ignore[arg-type]
+
+
+def test_simde_trains_its_head_inside_the_model_and_saves_the_encoder_alone(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
     inspect = _Inspect()
-    train(config, callbacks=[inspect])
+    train(_simde(tiny_model_dir, _docs(tmp_path), tmp_path / "run"), callbacks=[inspect])
     assert inspect.seen == [True, True]  # the trainer's (DDP-wrappable) model holds the head
     record = json.loads((tmp_path / "run" / "train.json").read_text())
     assert record["config"]["mlm_weight"] == 0.1 and record["mlm_head"] == "new"
@@ -130,3 +139,28 @@ def test_simde_trains_its_head_inside_the_model_and_saves_the_encoder_alone(
     assert any(not torch.equal(before[k], after[k]) for k in before)  # the optimizer updates the head
     modules = json.loads((tmp_path / "run" / "model" / "modules.json").read_text())
     assert not any("MaskedLMHead" in entry["type"] for entry in modules)
+
+
+class _Stop(Exception):
+    pass
+
+
+class _StopAfter(TrainerCallback):
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == 3:
+            raise _Stop
+
+
+def test_a_resumed_simde_run_restores_its_head(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """The head is in every checkpoint, so stop-and-resume reaches the uninterrupted run's weights; a head
+    re-initialised on resume would not (the encoder's gradients depend on it)."""
+    docs = _docs(tmp_path)
+    whole = train(_simde(tiny_model_dir, docs, tmp_path / "whole", max_steps=4, save_steps=2))
+    config = _simde(tiny_model_dir, docs, tmp_path / "cut", max_steps=4, save_steps=2)
+    with pytest.raises(_Stop):
+        train(config, callbacks=[_StopAfter()])
+    resumed = train(config, resume=True)
+    expected = load_file(str(whole.model_dir / "model.safetensors"))
+    got = load_file(str(resumed.model_dir / "model.safetensors"))
+    for name in expected:
+        torch.testing.assert_close(got[name], expected[name], rtol=0, atol=1e-6, msg=name)

@@ -60,3 +60,20 @@ def test_bad_input_gets_a_one_line_error(
     assert result.exit_code == 2
     assert message in " ".join(result.output.split())
     assert result.output.count("error:") == 1
+
+
+def test_the_install_hint_keeps_its_brackets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """13.15: rich markup swallowed `[train]`, printing `pip install 'lengthwise'`."""
+    import lengthwise.training.run as run
+
+    def absent() -> None:  # what the check raises without the extras (sentence-transformers 6 itself needs them,
+        raise ImportError(f"training needs datasets and accelerate: {run.INSTALL_HINT}")  # so they can't be absent)
+
+    monkeypatch.setattr(run, "_require_training_extras", absent)
+    (tmp_path / "texts.txt").write_text("one text\nanother text\n", encoding="utf-8")
+    result = runner.invoke(
+        app, ["train", "--method", "simcse", "--data", str(tmp_path / "texts.txt"), "--out", str(tmp_path / "o")]
+    )
+    assert result.exit_code == 2
+    assert "pip install 'lengthwise[train]'" in " ".join(result.output.split())
+    assert not (tmp_path / "o").exists()

@@ -147,9 +147,11 @@ def _pretrained_state(source: str, trust_remote_code: bool) -> dict[str, Tensor]
     return found
 
 
-def masked_lm_head(model: SentenceTransformer, *, trust_remote_code: bool = False) -> tuple[MaskedLMHead, str]:
+def masked_lm_head(
+    model: SentenceTransformer, *, seed: int = 0, trust_remote_code: bool = False
+) -> tuple[MaskedLMHead, str]:
     """A head for `model`'s encoder, tied to its input embeddings: ("pretrained", from the checkpoint's own MLM
-    head) or ("new", random) — the second part of the result says which, and a warning is logged for "new"."""
+    head) or ("new", random from `seed`) — the second part of the result says which, and "new" logs a warning."""
     hf_model: Any = getattr(model[0], "auto_model", None)
     if hf_model is None:
         raise ValueError("the MLM loss needs a model whose first module is a Transformer")
@@ -157,7 +159,9 @@ def masked_lm_head(model: SentenceTransformer, *, trust_remote_code: bool = Fals
     embeddings = hf_model.get_input_embeddings()
     vocab, hidden = embeddings.weight.shape
     eps = float(getattr(config, "layer_norm_eps", getattr(config, "norm_eps", 1e-12)))
-    head = MaskedLMHead(hidden, vocab, _activation(config), eps)
+    with torch.random.fork_rng(devices=[]):  # the same seed gives the same head, whatever ran before
+        torch.manual_seed(seed)
+        head = MaskedLMHead(hidden, vocab, _activation(config), eps)
     source = str(getattr(config, "_name_or_path", "") or "")
     state = _pretrained_state(source, trust_remote_code) if source else None
     if state is not None and state["bias"].shape == head.bias.shape:

@@ -36,9 +36,10 @@ from lengthwise.training.guard import FiniteGuard
 from lengthwise.training.rows import check_kind, prepare_rows
 from lengthwise.training.schema import TrainRecord
 
-__all__ = ["TrainResult", "train"]
+__all__ = ["INSTALL_HINT", "TrainResult", "train"]
 
 logger = logging.getLogger(__name__)
+INSTALL_HINT = "pip install 'lengthwise[train]'"  # brackets included: the CLI prints messages as plain text
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ def _require_training_extras() -> None:
         import accelerate  # noqa: F401
         import datasets  # noqa: F401
     except ImportError:
-        raise ImportError("training needs datasets and accelerate: pip install 'lengthwise[train]'") from None
+        raise ImportError(f"training needs datasets and accelerate: {INSTALL_HINT}") from None
 
 
 def _set_pooling(model: SentenceTransformer, mode: Pooling | None) -> None:
@@ -176,7 +177,7 @@ def _build(
         if view.tokenizer.mask_token is None:
             raise SettingError("mlm_weight", config.mlm_weight, "the tokenizer has no mask token; set mlm_weight=0")
         masker = DataCollatorForLanguageModeling(view.tokenizer, mlm_probability=0.15)
-        head, start = masked_lm_head(model, trust_remote_code=config.trust_remote_code)
+        head, start = masked_lm_head(model, seed=config.seed, trust_remote_code=config.trust_remote_code)
         model.append(head)
         loss = MaskedLMAuxiliary(loss, model, config.mlm_loss_weight)
     collator = ViewCollator(config.method, view, config.seed, config.elongation, config.anchor, mlm=masker)
