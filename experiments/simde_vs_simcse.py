@@ -67,6 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-train", type=int, default=400, help="stratified train sample for the classifier")
     parser.add_argument("--max-test", type=int, default=400, help="stratified test sample")
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument(
+        "--mlm-weight",
+        type=float,
+        default=0.0,
+        help="SimDE's auxiliary MLM weight (the library default is the paper's 0.1; the recorded study ran without)",
+    )
     args, model, summary = start_study(parser, argv, "simde_vs_simcse")
     from lengthwise.evaluation import read_classification
     from lengthwise.training import TrainConfig
@@ -91,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             method=method, data=str(data / "train.jsonl.gz"), out=str(args.out / name), model=model,
             max_steps=args.steps, batch_size=args.batch_size, max_length=args.max_length, lr=args.lr, seed=args.seed,
             pooling=pooling, max_examples=args.steps * args.batch_size, save_steps=10**6, logging_steps=1,
+            **({"mlm_weight": args.mlm_weight} if method == "simde" else {}),
         )  # fmt: skip
         runs[name] = {"train": train_record(config)}
         summary.write()
