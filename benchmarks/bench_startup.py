@@ -5,7 +5,8 @@ Each run starts the installed `lengthwise` script (or ``python -m lengthwise.cli
 beside the interpreter) in a new process, as a user would, and times it to exit. The interpreter's own
 start-up (``python -c pass``, site-packages `.pth` files included) is measured the same way, so the share
 that lengthwise adds can be read off. Each run also records its CPU time (user + system), which moves far
-less than wall time on a busy machine, and the load average is written down with the figures.
+less than wall time on a busy machine; the load average and the CPU pressure are written down with the
+figures. Bytecode caching stays on, as for an installed package.
 
     python benchmarks/bench_startup.py                   # 21 runs each → docs/results/bench_startup.json
     python benchmarks/bench_startup.py --runs 51 --out /tmp/startup.json
@@ -41,15 +42,19 @@ def lengthwise_command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "lengthwise.cli"]
 
 
+# as installed: Python may cache bytecode (__pycache__), even where the caller's environment forbids it
+ENV = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+
+
 def time_runs(command: list[str], runs: int) -> dict[str, Any]:
-    """Run `command` `runs` times after one untimed warm-up (file cache); wall and CPU seconds per run."""
-    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    """Run `command` `runs` times after one untimed warm-up (file cache, bytecode); wall and CPU seconds per run."""
+    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, env=ENV)
     walls: list[float] = []
     cpus: list[float] = []
     for _ in range(runs):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, env=ENV)
         walls.append(time.perf_counter() - start)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
@@ -59,6 +64,15 @@ def time_runs(command: list[str], runs: int) -> dict[str, Any]:
         "cpu_median_s": statistics.median(cpus),
         "wall_s": [round(w, 4) for w in walls],
     }
+
+
+def _cpu_pressure() -> float | None:
+    """Linux PSI: the share of the last minute in which some runnable task waited for a CPU (percent)."""
+    try:
+        line = Path("/proc/pressure/cpu").read_text().splitlines()[0]
+    except (OSError, IndexError):
+        return None
+    return float(dict(part.split("=") for part in line.split()[1:])["avg60"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             name: results[name]["wall_median_s"] <= GOAL_S for name in ("lengthwise --version", "lengthwise --help")
         },
         "load_average_1m": {"before": round(load_before[0], 2), "after": round(load_after[0], 2)},
+        "cpu_pressure_some_avg60": _cpu_pressure(),
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
         "platform": platform.platform(),
