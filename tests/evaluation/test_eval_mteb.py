@@ -89,8 +89,8 @@ def _retrieval_task(data) -> Any:
     return LocalRetrieval()
 
 
-def test_sts_agrees_with_mteb_on_real_pairs(tiny_model, data_dir: Path) -> None:
-    pairs = read_sts(data_dir / "stsb" / "original" / "sts-test.csv.gz").sample(150, seed=0)
+def test_sts_agrees_with_mteb_on_real_pairs(tiny_model, data_slices: Path) -> None:
+    pairs = read_sts(data_slices / "stsb" / "sts-test.csv.gz").sample(150, seed=0)  # STS-B test rows, checked in
     result = mteb.evaluate(MtebEncoder(tiny_model), _sts_task(pairs), cache=None, show_progress_bar=False)
     theirs = result.task_results[0].scores["test"][0]
     ours = evaluate_sts(as_encoder(tiny_model), pairs).scores
@@ -99,21 +99,9 @@ def test_sts_agrees_with_mteb_on_real_pairs(tiny_model, data_dir: Path) -> None:
     assert ours["pearson"] == pytest.approx(100 * theirs["cosine_pearson"], abs=0.05)
 
 
-def test_retrieval_agrees_with_mteb_on_a_scifact_slice(tiny_model, data_dir: Path) -> None:
-    from lengthwise.evaluation.data import RetrievalData
-
-    full = read_beir(data_dir / "scifact")
-    queries = full.query_ids[:25]
-    wanted = {doc for q in queries for doc in full.qrels[q]}
-    keep = [i for i, doc in enumerate(full.doc_ids) if doc in wanted or i < 300]
-    data = RetrievalData(
-        doc_ids=tuple(full.doc_ids[i] for i in keep),
-        doc_texts=tuple(full.doc_texts[i] for i in keep),
-        query_ids=queries,
-        query_texts=full.query_texts[:25],
-        qrels={q: full.qrels[q] for q in queries},
-        source="scifact slice",
-    )
+def test_retrieval_agrees_with_mteb_on_a_scifact_slice(tiny_model, data_slices: Path) -> None:
+    # 25 SciFact test queries, their relevant abstracts and 175 others, checked in (tests/data/README.md)
+    data = read_beir(data_slices / "scifact")
     result = mteb.evaluate(MtebEncoder(tiny_model), _retrieval_task(data), cache=None, show_progress_bar=False)
     theirs = result.task_results[0].scores["test"][0]
     ours = evaluate_retrieval(as_encoder(tiny_model), data).scores
