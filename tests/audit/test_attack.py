@@ -194,3 +194,5 @@ def test_js_null_is_scipys_permutation_test() -> None:
     assert null.mean == pytest.approx(np.mean(reference.null_distribution))
     exact = js_distance_null(before[:4], after[:4], permutations=200)
     assert exact.permutations == 16  # 2**4 swap patterns, all enumerated
+    one = js_distance_null(before[:1], after[:1])  # one pair (a BEIR folder with two documents): no error
+    assert (one.permutations, one.p_value, one.mean) == (2, 1.0, one.observed)

@@ -98,6 +98,9 @@ def js_distance_null(
         values = np.array([js_distance(a, b, spec) for a, b in zip(x2, y2, strict=True)])
         return values if np.ndim(x) > 1 else values[0]
 
+    if before.size == 1:  # scipy needs two observations; the two swap patterns of one pair give the same JSD
+        observed = js_distance(before, after, spec)
+        return JSDNull(observed=observed, mean=observed, q95=observed, p_value=1.0, permutations=2)
     result = permutation_test(
         (before, after),
         statistic,
