@@ -82,7 +82,11 @@ def run(args: argparse.Namespace) -> None:
     if args.cache is not None:
         encoder = DiskCache(encoder, args.cache)
     data = read_beir(args.data, args.split)
-    config = RetrievalAuditConfig(max_pairs=args.max_pairs, seed=args.seed)
+    if args.corpus_first is not None:
+        data = _subcorpus(data, args.corpus_first)
+    config = RetrievalAuditConfig(
+        max_pairs=args.max_pairs, repetition=tuple(int(m) for m in args.repetition.split(",")), seed=args.seed
+    )
     last = [0.0]
 
     def progress(stage: str, done: int, total: int) -> None:
@@ -105,6 +109,25 @@ def run(args: argparse.Namespace) -> None:
     for verdict in section["verdicts"]:
         print(("* " if verdict["significant"] else "  ") + verdict["text"])
     print(f"wrote {args.out} in {record['wall_time_s']} s")
+
+
+def _subcorpus(data: Any, first: int) -> Any:
+    """The first `first` documents in file order plus every document judged in the split (file order kept, so
+    the audit's first chunks of 512 are those of the full corpus and hit the cache)."""
+    from lengthwise.evaluation.data import RetrievalData
+
+    judged = {doc for docs in data.qrels.values() for doc in docs}
+    keep = [i for i, doc in enumerate(data.doc_ids) if i < first] + [
+        i for i, doc in enumerate(data.doc_ids) if i >= first and doc in judged
+    ]
+    return RetrievalData(
+        doc_ids=tuple(data.doc_ids[i] for i in keep),
+        doc_texts=tuple(data.doc_texts[i] for i in keep),
+        query_ids=data.query_ids,
+        query_texts=data.query_texts,
+        qrels=data.qrels,
+        source=f"{data.source}, corpus: the first {first} documents + every judged one ({len(keep)})",
+    )
 
 
 def _default_model() -> str:
@@ -144,6 +167,10 @@ def main(argv: list[str] | None = None) -> None:
     run_parser.add_argument("--split", default="test")
     run_parser.add_argument("--max-length", type=int, default=None)
     run_parser.add_argument("--max-pairs", type=int, default=1000)
+    run_parser.add_argument("--repetition", default="2,4", help="copies m, comma-separated")
+    run_parser.add_argument(
+        "--corpus-first", type=int, default=None, help="corpus = the first N documents + every judged one"
+    )
     run_parser.add_argument("--seed", type=int, default=0)
     run_parser.add_argument("--threads", type=int, default=1)
     run_parser.add_argument("--cache", type=Path, default=None, help="keep embeddings here (a killed run resumes)")

@@ -1,0 +1,107 @@
+"""Bad inputs for `lengthwise audit --retrieval DIR` (issue 17): each must end in one clear line (exit 2) before
+any model work, or in a complete audit.
+
+Cases that must fail before computing name a model that does not exist (`NO_MODEL`): were the model loaded
+first, the error would be about the model instead, and the case would fail on its expected message.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from reliability_cases import Case, Context
+
+NO_MODEL = "/nonexistent/lengthwise-model"
+
+
+def _jsonl(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+
+
+def _beir(tmp: Path, qrels: str = "query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n") -> None:
+    words = ["river", "mountain", "engine", "garden", "violin", "harbour", "planet", "lantern"]
+    docs = [
+        {
+            "_id": f"d{i}",
+            "title": "",
+            "text": f"A note on the {words[i % 8]}. It has {i} parts and one {words[(i + 3) % 8]}.",
+        }
+        for i in range(1, 25)
+    ]
+    _jsonl(tmp / "beir" / "corpus.jsonl", docs)
+    _jsonl(tmp / "beir" / "queries.jsonl", [{"_id": "q1", "text": "mountain parts"}, {"_id": "q2", "text": "garden"}])
+    (tmp / "beir" / "qrels").mkdir(parents=True, exist_ok=True)
+    (tmp / "beir" / "qrels" / "test.tsv").write_text(qrels, encoding="utf-8")
+
+
+def _beir_ok(tmp: Path, _: Context) -> None:
+    _beir(tmp)
+
+
+def _beir_judges_nothing_in_the_corpus(tmp: Path, _: Context) -> None:
+    _beir(tmp, qrels="q1\td99\t1\nq2\td98\t1\n")
+
+
+def _complete(tmp: Path, _: str) -> str | None:
+    payload = json.loads((tmp / "out" / "audit.json").read_text(encoding="utf-8"))
+    section = payload.get("retrieval_bias") or {}
+    if section.get("controlled", {}).get("n_pairs") != 2 or not section.get("verdicts"):
+        return "audit.json has no complete retrieval_bias section"
+    return None
+
+
+_QUICK = ["--elongate", "2", "--no-curve", "--no-shuffle", "--null-permutations", "0", "--max-pairs", "8"]
+
+CASES = [
+    Case(
+        "retrieval: folder missing",
+        "17",
+        ["audit", "-m", NO_MODEL, "--retrieval", "{tmp}/nowhere", "--out", "{tmp}/out"],
+        2,
+        "nowhere",
+    ),
+    Case(
+        "retrieval: split without qrels",
+        "17",
+        ["audit", "-m", NO_MODEL, "--retrieval", "{tmp}/beir", "--retrieval-split", "dev", "--out", "{tmp}/out"],
+        2,
+        "qrels/dev.tsv",
+        setup=_beir_ok,
+    ),
+    Case(
+        "retrieval: --retrieval-pairs 0",
+        "17",
+        ["audit", "-m", NO_MODEL, "--retrieval", "{tmp}/beir", "--retrieval-pairs", "0", "--out", "{tmp}/out"],
+        2,
+        "--retrieval-pairs",
+        setup=_beir_ok,
+    ),
+    Case(
+        "retrieval: --tempscale 0",
+        "17",
+        ["audit", "-m", NO_MODEL, "--retrieval", "{tmp}/beir", "--tempscale", "0", "--out", "{tmp}/out"],
+        2,
+        "--tempscale 0",
+        setup=_beir_ok,
+    ),
+    Case(
+        "retrieval: no relevant document in the corpus",
+        "17",
+        ["audit", "-m", "{tiny}", *_QUICK, "--retrieval", "{tmp}/beir", "--out", "{tmp}/out"],
+        2,
+        "no query has a relevant document in the corpus",
+        setup=_beir_judges_nothing_in_the_corpus,
+    ),
+    Case(
+        "retrieval: a small BEIR folder gives a complete section",
+        "17",
+        ["audit", "-m", "{tiny}", *_QUICK, "--retrieval", "{tmp}/beir", "--out", "{tmp}/out"],
+        0,
+        "wrote",
+        setup=_beir_ok,
+        check=_complete,
+        timeout=600.0,
+    ),
+]
