@@ -166,3 +166,17 @@ def on_config(config: Any) -> Any:
             ]
     config["nav"] = _drop_missing_optional(config["nav"] or [], Path(config["docs_dir"]))
     return config
+
+
+# --- "METHODS §N" in any page (docstrings included) links to that section of methods.md ---------------------
+
+CITATION = re.compile(r"(?<![>\w/#])METHODS §(\d+)")
+
+
+def on_page_content(html: str, page: Any, config: Any, files: Files) -> str:
+    """Link each "METHODS §N" that is not already inside a link to docs/methods.md#sN."""
+    methods = files.get_file_from_path("methods.md")
+    if methods is None:
+        return html
+    target = "" if page.file.src_uri == "methods.md" else methods.url_relative_to(page.file)
+    return CITATION.sub(lambda m: f'<a href="{target}#s{m[1]}">METHODS §{m[1]}</a>', html)

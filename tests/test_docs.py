@@ -72,3 +72,13 @@ def test_api_pages_cover_every_public_module_of_each_room(hooks) -> None:
     assert "::: lengthwise.core.tokens" in core and "::: lengthwise.core.lazy" in core
     assert "_compat" not in "".join(pages.values())
     assert "| `load_model` | `lengthwise.facade` |" in pages["api/index.md"]
+
+
+def test_methods_citations_become_links_once(hooks) -> None:
+    methods = SimpleNamespace(url_relative_to=lambda other: "../../methods/")
+    files = SimpleNamespace(get_file_from_path=lambda path: methods if path == "methods.md" else None)
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="api/core.md"))
+    html = '<p>(METHODS §2) and <a href="x">METHODS §1</a></p>'
+    assert hooks.on_page_content(html, page, {}, files) == (
+        '<p>(<a href="../../methods/#s2">METHODS §2</a>) and <a href="x">METHODS §1</a></p>'
+    )
