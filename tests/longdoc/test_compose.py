@@ -20,7 +20,7 @@ def test_every_strategy_reads_query_and_document_temperatures(tiny_model, strate
 
     encoder = LongEncoder(tiny_model, strategy=strategy)
     plain = encoder.encode_documents(TEXTS)
-    config = TempScaleConfig(t=1.0, t_query=0.5, t_doc=2.0)
+    config = TempScaleConfig(t=1.0, t_query=0.05, t_doc=20.0)  # far apart: random attention is nearly flat
     with tempscale(tiny_model, config):
         expected_q = tiny_model.encode_query(TEXTS, convert_to_numpy=True)
         expected_d = tiny_model.encode_document(TEXTS, convert_to_numpy=True)
@@ -30,7 +30,7 @@ def test_every_strategy_reads_query_and_document_temperatures(tiny_model, strate
     np.testing.assert_allclose(queries, expected_q, atol=1e-5)
     np.testing.assert_allclose(documents, expected_d, atol=1e-5)
     np.testing.assert_allclose(symmetric, plain, atol=1e-5)  # t = 1 for symmetric use
-    assert np.abs(queries - documents).max() > 1e-3  # the two roles really differ
+    assert np.abs(queries - documents).max() > 1e-4  # the two roles really differ (float noise ~1e-7)
     np.testing.assert_allclose(encoder.encode_documents(TEXTS), plain, atol=1e-6)  # no stale cached vectors
 
 
