@@ -25,6 +25,7 @@ from lengthwise.audit.report.histograms import (
     rebin_counts,
 )
 from lengthwise.audit.report.html import cells, escape_html, html_image, html_kv_table, html_table
+from lengthwise.audit.schema import AttackSection, AuditPayload, ShiftSection
 from lengthwise.core.plotting import finish_axes, new_figure, png_bytes
 
 __all__ = [
@@ -43,12 +44,12 @@ _MOVED = (ELONGATED_COLOR, ORIGINAL_COLOR, SHUFFLED_COLOR, escape_html, finish_a
 PNG_NAMES = dict(attack="attack_hist.png", first_k_curve="first_k_curve.png", word_shuffle="word_shuffle.png")
 
 
-def _jsd_and_shift(stats: Mapping[str, Any]) -> str:
+def _jsd_and_shift(stats: ShiftSection) -> str:
     """Plot-title numbers, with a typographic minus as matplotlib's tick labels have."""
     return f"JSD {stats['js_distance']:.3f}, mean shift {stats['mean_shift']:+.3f}".replace("-", "\u2212")
 
 
-def _copies(payload: Mapping[str, Any]) -> str:
+def _copies(payload: AuditPayload) -> str:
     """The requested number of copies m, and the m actually used when the length cap changed it."""
     wanted = str(payload["attack"].get("elongation", "?"))
     used_min, used_max = ((payload.get("tokens") or {}).get(key) for key in ("m_min", "m_max"))
@@ -57,7 +58,7 @@ def _copies(payload: Mapping[str, Any]) -> str:
     return f"m={wanted}, used {used_min}" + ("" if used_min == used_max else f"–{used_max}")
 
 
-def plot_attack(payload: Mapping[str, Any]) -> Figure:
+def plot_attack(payload: AuditPayload) -> Figure:
     """Cosine similarity of the original vs the elongated pairs, as two overlaid density histograms."""
     attack, histogram = payload["attack"], payload["attack"]["histogram"]
     figure = new_figure()
@@ -69,7 +70,7 @@ def plot_attack(payload: Mapping[str, Any]) -> Figure:
     return figure
 
 
-def plot_first_k_curve(payload: Mapping[str, Any]) -> Figure | None:
+def plot_first_k_curve(payload: AuditPayload) -> Figure | None:
     """Similarity distribution of the pairs cut to their first k tokens, per k; None without a curve."""
     rows = sorted(payload.get("first_k_curve") or [], key=lambda row: row["k"])
     if not rows:
@@ -107,7 +108,7 @@ def plot_first_k_curve(payload: Mapping[str, Any]) -> Figure | None:
     return figure
 
 
-def plot_word_shuffle(payload: Mapping[str, Any]) -> Figure | None:
+def plot_word_shuffle(payload: AuditPayload) -> Figure | None:
     """Cosine similarity of the original vs the word-shuffled pairs; None when the probe was not run."""
     shuffle = payload.get("word_shuffle")
     if not shuffle or "histogram" not in shuffle:
@@ -121,7 +122,7 @@ def plot_word_shuffle(payload: Mapping[str, Any]) -> Figure | None:
     return figure
 
 
-def _shift_rows(stats: Mapping[str, Any], after_name: str) -> list[tuple[str, str]]:
+def _shift_rows(stats: ShiftSection, after_name: str) -> list[tuple[str, str]]:
     """Key-value rows for one similarity shift (the attack, or the word shuffle)."""
     before, after, shift = cells(stats, "mean_before:.3f", "mean_after:.3f", "mean_shift:+.3f")
     return [
@@ -134,7 +135,7 @@ def _shift_rows(stats: Mapping[str, Any], after_name: str) -> list[tuple[str, st
     ]
 
 
-def _null_note(stats: Mapping[str, Any]) -> str:
+def _null_note(stats: ShiftSection) -> str:
     """' (noise level …, p = …)' from the permutation null, when the audit computed one."""
     null = stats.get("js_null")
     if not null:
@@ -142,7 +143,7 @@ def _null_note(stats: Mapping[str, Any]) -> str:
     return f" (same-distribution level {null['mean']:.3f}, 95% {null['q95']:.3f}; p = {null['p_value']:.3f})"
 
 
-def _verdict(attack: Mapping[str, Any]) -> str:
+def _verdict(attack: AttackSection) -> str:
     """One plain-language sentence on what elongation did."""
     before, after, jsd = cells(attack, "mean_before:.3f", "mean_after:.3f", "js_distance:.3f")
     rose = f"{attack['frac_increased']:.0%}"
@@ -163,7 +164,7 @@ _TOKEN_LABELS = {
 # fmt: on
 
 
-def _first_k_section(payload: Mapping[str, Any], png: bytes | None) -> list[str]:
+def _first_k_section(payload: AuditPayload, png: bytes | None) -> list[str]:
     curve = sorted(payload.get("first_k_curve") or [], key=lambda row: row["k"])
     if not curve:
         return ['<p class="note">Not in this audit.</p>']
@@ -174,7 +175,7 @@ def _first_k_section(payload: Mapping[str, Any], png: bytes | None) -> list[str]
     return [html_image(png, "similarity histograms per k", caption), html_table(header, rows)]
 
 
-def _word_shuffle_section(payload: Mapping[str, Any], png: bytes | None) -> list[str]:
+def _word_shuffle_section(payload: AuditPayload, png: bytes | None) -> list[str]:
     shuffle = payload.get("word_shuffle")
     if not shuffle:
         return ['<p class="note">Not run in this audit.</p>']
@@ -187,7 +188,7 @@ def _word_shuffle_section(payload: Mapping[str, Any], png: bytes | None) -> list
     ]
 
 
-def _by_kind_section(payload: Mapping[str, Any]) -> list[str]:
+def _by_kind_section(payload: AuditPayload) -> list[str]:
     by_kind = payload.get("attack_by_kind") or {}
     if not by_kind:
         return []
@@ -197,17 +198,17 @@ def _by_kind_section(payload: Mapping[str, Any]) -> list[str]:
     return ["<h2>Length attack by kind</h2>", html_table(header, rows)]
 
 
-def figures(payload: Mapping[str, Any]) -> dict[str, Figure | None]:
+def figures(payload: AuditPayload) -> dict[str, Figure | None]:
     """The attack's plots (keys of `PNG_NAMES`); None where the audit has no data for one."""
     return {"attack": plot_attack(payload), "first_k_curve": plot_first_k_curve(payload),
             "word_shuffle": plot_word_shuffle(payload)}  # fmt: skip
 
 
-def _warnings(payload: Mapping[str, Any]) -> list[str]:
+def _warnings(payload: AuditPayload) -> list[str]:
     return [f'<p class="warning">Warning: {escape_html(text)}.</p>' for text in payload.get("warnings") or []]
 
 
-def html_sections(payload: Mapping[str, Any], images: Mapping[str, bytes]) -> list[str]:
+def html_sections(payload: AuditPayload, images: Mapping[str, bytes]) -> list[str]:
     """The verdict, any warnings, and the length attack, first-k curve, word shuffle and by-kind sections."""
     attack = payload["attack"]
     attack_caption = "Cosine similarity of each pair, original vs both texts elongated; dashed lines are means."
@@ -225,7 +226,7 @@ def html_sections(payload: Mapping[str, Any], images: Mapping[str, bytes]) -> li
     ]
 
 
-def token_rows(payload: Mapping[str, Any]) -> list[tuple[str, Any]]:
+def token_rows(payload: AuditPayload) -> list[tuple[str, Any]]:
     """The ``tokens`` section as labelled rows for the report's Tokens table."""
     tokens = payload.get("tokens") or {}
     return [(_TOKEN_LABELS.get(k, k), f"{v:.2f}" if isinstance(v, float) else v) for k, v in tokens.items()]

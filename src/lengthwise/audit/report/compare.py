@@ -18,6 +18,7 @@ from lengthwise.audit.report import doc_plots as report_docs
 from lengthwise.audit.report import retrieval as report_retrieval
 from lengthwise.audit.report.histograms import histogram_density, histogram_edges, mass_limits, rebin_counts
 from lengthwise.audit.report.html import escape_html, html_image, html_page, html_table, lengthwise_version
+from lengthwise.audit.schema import AuditPayload
 from lengthwise.core.plotting import finish_axes, new_figure, png_bytes
 
 __all__ = [
@@ -38,7 +39,7 @@ PNG_NAMES = {
 OUTPUT_NAMES = frozenset({"compare.html", *PNG_NAMES.values()})  # what a comparison may replace in its folder
 
 
-def comparison_labels(payloads: Sequence[Mapping[str, Any]], labels: Sequence[str] | None = None) -> list[str]:
+def comparison_labels(payloads: Sequence[AuditPayload], labels: Sequence[str] | None = None) -> list[str]:
     """One distinct label per audit: `labels` when given (one per audit), else model names (``#2`` on repeats)."""
     if labels:
         if len(labels) != len(payloads):
@@ -50,7 +51,7 @@ def comparison_labels(payloads: Sequence[Mapping[str, Any]], labels: Sequence[st
     ]
 
 
-def plot_attack_overlay(payloads: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> Figure:
+def plot_attack_overlay(payloads: Sequence[AuditPayload], labels: Sequence[str]) -> Figure:
     """Length-attack similarity densities of every audit: original dotted, elongated solid, one colour each.
 
     The x axis is zoomed to where there is mass and bins are merged to about 32 visible steps.
@@ -59,12 +60,12 @@ def plot_attack_overlay(payloads: Sequence[Mapping[str, Any]], labels: Sequence[
     ax = figure.add_subplot()
     histograms = [payload["attack"]["histogram"] for payload in payloads]
     edges = histogram_edges(payloads[0])
-    low, high = mass_limits(edges, [h[key] for h in histograms for key in ("before", "after")])
+    low, high = mass_limits(edges, [counts for h in histograms for counts in (h["before"], h["after"])])
     group = max(1, round((high - low) / (edges[1] - edges[0]) / 32))
     for index, (payload, label, histogram) in enumerate(zip(payloads, labels, histograms, strict=True)):
         color, edges = colormaps["tab10"](index % 10), histogram_edges(payload)
-        for key, style, name in (("before", ":", "original"), ("after", "-", "elongated")):
-            counts, coarse = rebin_counts(histogram[key], edges, group)
+        for counts_of, style, name in ((histogram["before"], ":", "original"), (histogram["after"], "-", "elongated")):
+            counts, coarse = rebin_counts(counts_of, edges, group)
             ax.stairs(
                 histogram_density(counts, coarse), coarse, color=color, ls=style, lw=1.5, label=f"{label}, {name}"
             )
@@ -91,9 +92,7 @@ def _get(section: Mapping[str, Any] | None, *path: str | int) -> Any:
     return value
 
 
-def _cell(
-    payload: Mapping[str, Any], before: tuple[str | int, ...], after: tuple[str | int, ...] | None, spec: str
-) -> str:
+def _cell(payload: AuditPayload, before: tuple[str | int, ...], after: tuple[str | int, ...] | None, spec: str) -> str:
     """One table cell: a value, or ``before → after``; "—" where a value is missing."""
     values = [_get(payload, *path) for path in (before, after) if path is not None]
     if any(value is None for value in values):
@@ -150,7 +149,7 @@ _ROWS: list[tuple[str, tuple[str | int, ...], tuple[str | int, ...] | None, str]
 ]
 
 
-def headline_rows(payloads: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+def headline_rows(payloads: Sequence[AuditPayload]) -> list[list[str]]:
     """The comparison table: one row per measure, one column per audit ("—" where it was not measured)."""
     rows = [
         [name, *(_cell(payload, before, after, spec) for payload in payloads)]
@@ -159,7 +158,7 @@ def headline_rows(payloads: Sequence[Mapping[str, Any]]) -> list[list[str]]:
     return [row for row in rows if any(value != "—" for value in row[1:])]
 
 
-def _provenance(payloads: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> tuple[str, str]:
+def _provenance(payloads: Sequence[AuditPayload], labels: Sequence[str]) -> tuple[str, str]:
     """A table of what each audit ran on, and a warning when the audits saw different data."""
     rows, data_hashes = [], set()
     for payload, label in zip(payloads, labels, strict=True):
@@ -183,7 +182,7 @@ def _provenance(payloads: Sequence[Mapping[str, Any]], labels: Sequence[str]) ->
     return html_table(header, rows), warning
 
 
-def render_comparison(payloads: Sequence[Mapping[str, Any]], labels: Sequence[str], images: Mapping[str, bytes]) -> str:
+def render_comparison(payloads: Sequence[AuditPayload], labels: Sequence[str], images: Mapping[str, bytes]) -> str:
     """The self-contained comparison page; `images` maps keys of `PNG_NAMES` to PNG bytes."""
     title = "lengthwise comparison — " + " vs ".join(labels)
     provenance, warning = _provenance(payloads, labels)
@@ -209,7 +208,7 @@ def render_comparison(payloads: Sequence[Mapping[str, Any]], labels: Sequence[st
 
 
 def comparison_files(
-    payloads: Sequence[Mapping[str, Any]], labels: Sequence[str] | None = None
+    payloads: Sequence[AuditPayload], labels: Sequence[str] | None = None
 ) -> dict[str, tuple[str, bytes]]:
     """The comparison's output set: {what: (file name, bytes)}, overlaid PNGs and ``compare.html``."""
     if len(payloads) < 2:
@@ -226,7 +225,7 @@ def comparison_files(
 
 
 def write_comparison(
-    payloads: Sequence[Mapping[str, Any]], out_dir: str | Path, *, labels: Sequence[str] | None = None
+    payloads: Sequence[AuditPayload], out_dir: str | Path, *, labels: Sequence[str] | None = None
 ) -> dict[str, Path]:
     """Write overlaid PNGs and ``compare.html`` into `out_dir` as one set (all or nothing); return {what: path}.
     Needs two or more audits."""

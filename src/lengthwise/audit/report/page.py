@@ -54,7 +54,7 @@ def load_payload(path: str | Path) -> AuditPayload:
     return check_payload(payload, str(file))
 
 
-def render_html(payload: Mapping[str, Any], images: Mapping[str, bytes]) -> str:
+def render_html(payload: AuditPayload, images: Mapping[str, bytes]) -> str:
     """The self-contained report page; `images` maps keys of `PNG_NAMES` to PNG bytes (missing: no image)."""
     model, meta = payload.get("model") or {}, payload.get("meta") or {}
     name = str(model.get("name") or "unknown model")
@@ -73,7 +73,7 @@ def render_html(payload: Mapping[str, Any], images: Mapping[str, bytes]) -> str:
     return html_page(f"lengthwise audit — {name}", parts)
 
 
-def report_files(payload: Mapping[str, Any], *, with_json: bool = True) -> dict[str, tuple[str, bytes]]:
+def report_files(payload: AuditPayload, *, with_json: bool = True) -> dict[str, tuple[str, bytes]]:
     """The output set of one audit: {what: (file name, bytes)} for every plot the audit has data for (keys of
     `PNG_NAMES`), ``html`` (report.html) and ``json`` (audit.json, unless `with_json` is False)."""
     figures: dict[str, Any] = {}
@@ -88,7 +88,7 @@ def report_files(payload: Mapping[str, Any], *, with_json: bool = True) -> dict[
     return files
 
 
-def write_report(payload: Mapping[str, Any], out_dir: str | Path) -> dict[str, Path]:
+def write_report(payload: AuditPayload, out_dir: str | Path) -> dict[str, Path]:
     """Write ``audit.json``, the PNG plots and ``report.html`` into `out_dir` as one set (a plot an earlier
     report left there and this audit has no data for is gone); return {what: path written}, keys as in
     `report_files`."""
