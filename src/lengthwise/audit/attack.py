@@ -89,9 +89,9 @@ def _check_elongation(lengths: np.ndarray, factors: np.ndarray, view: TokenView,
     can_double = lengths * 2 <= view.max_content
     if not can_double.any():
         raise NothingElongatedError(
-            f"elongation changes no text: at N = {view.max_length} every text has more than "
-            f"{view.max_content // 2} content tokens, so m is capped at 1 and the attack would compare each pair "
-            "with itself; raise --max-length, cut the texts first with --first-k, or audit shorter texts"
+            f"elongation changes no text: at N = {view.max_length} the window holds {view.max_content} content "
+            "tokens and no text is short enough for two copies (m is capped at 1), so the attack would compare each "
+            "pair with itself; raise --max-length, cut the texts first with --first-k, or audit shorter texts"
         )
     if not (factors >= 2).any():
         raise NothingElongatedError(
