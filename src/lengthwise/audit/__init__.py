@@ -1,7 +1,8 @@
 """Length-bias diagnostics (METHODS §1): the elongation attack, the document diagnostics and their report.
 
-`shift` and `metrics` are pure maths; `attack` and `documents` run a model over pairs or documents;
-`report` renders `audit.json` as plots and one HTML file.
+`config` holds the settings (light to import), `schema` the shape of `audit.json`; `shift`, `metrics` and `probe`
+are pure maths; `attack` and `documents` run a model over pairs or documents; `run` is the whole pipeline and
+`output` writes its output set as one unit; `report` renders `audit.json` as plots and one HTML file.
 """
 
 from __future__ import annotations
@@ -9,15 +10,22 @@ from __future__ import annotations
 from lengthwise.core.lazy import lazy_exports
 
 _EXPORTS = {
-    "AuditConfig": "attack",
+    "AuditConfig": "config",
+    "AuditJob": "config",
+    "AttentionLayers": "config",
+    "Diagnostic": "config",
+    "DocAuditConfig": "config",
+    "HistogramSpec": "config",
+    "SettingError": "config",
     "AuditResult": "attack",
     "run_audit": "attack",
-    "DocAuditConfig": "documents",
-    "read_docs": "documents",
+    "read_docs": "corpus",
     "run_doc_audit": "documents",
-    "HistogramSpec": "shift",
+    "read_inputs": "run",
+    "run_full_audit": "run",
     "js_distance": "shift",
     "similarity_shift": "shift",
+    "AuditPayload": "schema",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
