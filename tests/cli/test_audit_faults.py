@@ -283,3 +283,26 @@ def test_ctrl_c_of_a_real_audit_never_mixes_sets(tmp_path: Path, pairs: Path, ti
         if (out / "audit.json").read_bytes() != old:
             old = (out / "audit.json").read_bytes()
             assert proc.returncode == 0  # a run that swapped in its set finished
+
+
+def test_hidden_files_and_folders_count_as_the_users(tmp_path: Path) -> None:
+    """A `.git` or `.env` inside --out is the user's: the folder is refused, nothing is moved or deleted."""
+    from lengthwise.audit.output import write_output_set
+
+    for name, make in ((".git", Path.mkdir), (".env", lambda p: p.write_text("SECRET=1", encoding="utf-8"))):
+        out = tmp_path / f"out{name}"
+        out.mkdir()
+        make(out / name)
+        with pytest.raises(ValueError, match=rf"holds files that are not part of an audit's output \({name}\)"):
+            write_output_set(out, {"audit.json": b"{}"}, {"audit.json"})
+        assert (out / name).exists()
+
+
+def test_the_current_directory_is_never_swapped(tmp_path: Path, monkeypatch) -> None:
+    from lengthwise.audit.output import check_output_target
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="current directory"):
+        check_output_target(Path("."), {"audit.json"})
+    with pytest.raises(ValueError, match="current directory"):
+        check_output_target(tmp_path.parent, {"audit.json"})

@@ -36,8 +36,11 @@ def check_output_target(out: Path, replaceable: Collection[str]) -> None:
     files named in `replaceable` (an earlier output set), inside a folder we may write to."""
     if out.exists() and not out.is_dir():
         raise ValueError(f"{out}: exists and is not a directory; pass a directory path")
+    here = Path.cwd().resolve()
+    if out.resolve() == here or out.resolve() in here.parents:
+        raise ValueError(f"{out}: is the current directory (or holds it); pass a sub-directory for the output")
     if out.is_dir():
-        foreign = sorted(p.name for p in out.iterdir() if p.name not in replaceable and not p.name.startswith("."))
+        foreign = sorted(p.name for p in out.iterdir() if not _ours(p, replaceable))
         if foreign:
             more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
             raise ValueError(
@@ -47,6 +50,13 @@ def check_output_target(out: Path, replaceable: Collection[str]) -> None:
     parent = out.resolve().parent
     if not os.access(parent, os.W_OK | os.X_OK):
         raise ValueError(f"{out}: its parent {parent} is not writable; the output is staged beside it")
+
+
+def _ours(path: Path, replaceable: Collection[str]) -> bool:
+    """A file of an earlier output set, or a temporary file an interrupted atomic write of one left behind."""
+    if path.name in replaceable:
+        return path.is_file()
+    return path.is_file() and path.name.startswith(".") and path.name.endswith(".tmp")
 
 
 def _exchange(a: Path, b: Path) -> bool:
