@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-__all__ = ["console", "escape", "fail"]
+__all__ = ["console", "escape", "fail", "say"]
 
 console = Console(stderr=True)
 
@@ -21,3 +21,8 @@ def fail(message: str) -> NoReturn:
     """Print ``error: message`` on one line (escaped: brackets stay) and exit with status 2 (bad input or settings)."""
     console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code=2)
+
+
+def say(message: str, style: str | None = None) -> None:
+    """Print one plain line on stderr: no markup, no highlighting, so paths and ``[extras]`` print as they are."""
+    console.print(message, style=style, markup=False, highlight=False, soft_wrap=True)

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from lengthwise.cli.app import app
-from lengthwise.cli.console import console, fail
+from lengthwise.cli.console import fail, say
 
 
 @app.command()
@@ -52,4 +52,4 @@ def report(
         from lengthwise.audit.report.page import write_report
 
         written = write_report(payloads[0], target)
-    console.print(f"wrote {written['html']}", markup=False, highlight=False)
+    say(f"wrote {written['html']}")
