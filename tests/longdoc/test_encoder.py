@@ -127,3 +127,15 @@ def test_config_round_trips_through_a_dict() -> None:
     config = LongDocConfig(strategy=Strategy.multi_vector, window=128, stride=96, top_k=2)
     assert LongDocConfig.from_dict(config.to_dict()) == config
     assert config.describe() == "multi-vector w128 s96 top2"
+
+
+def test_the_cache_counts_keys_and_overhead_not_only_arrays() -> None:
+    # keys were the full id bytes and uncounted: a long corpus of unique windows grew the cache past its cap
+    from lengthwise.longdoc.cache import WindowCache, window_key
+
+    cache = WindowCache(max_bytes=10_000)
+    for i in range(1000):
+        cache.put(window_key(range(i, i + 256)), np.zeros(2, dtype=np.float32))
+    assert len(cache) <= 10_000 // 200
+    assert len(window_key(range(256))) == 16
+    assert window_key([1, 2], b"query") != window_key([1, 2], b"document")

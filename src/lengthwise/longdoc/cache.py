@@ -2,11 +2,13 @@
 
 Corpora repeat themselves (boilerplate headers, shared haystacks in LongEmbed's synthetic tasks): a window whose
 ids were already embedded is not embedded again. The cache holds numpy arrays and evicts the least recently used
-once `max_bytes` is reached, so memory stays bounded however long the corpus is.
+once `max_bytes` is reached (arrays, keys and per-entry overhead counted), so memory stays bounded however long
+the corpus is. Keys are 16-byte BLAKE2b digests of the ids.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
 
@@ -15,9 +17,9 @@ import numpy as np
 __all__ = ["WindowCache", "window_key"]
 
 
-def window_key(ids: Sequence[int]) -> bytes:
-    """A compact hashable key for a token-id sequence."""
-    return np.asarray(ids, dtype=np.int64).tobytes()
+def window_key(ids: Sequence[int], head: bytes = b"") -> bytes:
+    """A 16-byte key for a token-id sequence (BLAKE2b of `head` and the ids), so keys stay small in the cache."""
+    return hashlib.blake2b(head + np.asarray(ids, dtype=np.int64).tobytes(), digest_size=16).digest()
 
 
 class WindowCache:
@@ -40,13 +42,14 @@ class WindowCache:
         return value
 
     def put(self, key: bytes, value: np.ndarray) -> None:
-        if self.max_bytes <= 0 or value.nbytes > self.max_bytes or key in self._items:
+        size = _size(key, value)
+        if self.max_bytes <= 0 or size > self.max_bytes or key in self._items:
             return
         self._items[key] = value
-        self._bytes += value.nbytes
+        self._bytes += size
         while self._bytes > self.max_bytes:
-            _, dropped = self._items.popitem(last=False)
-            self._bytes -= dropped.nbytes
+            dropped_key, dropped = self._items.popitem(last=False)
+            self._bytes -= _size(dropped_key, dropped)
 
     def clear(self) -> None:
         self._items.clear()
@@ -54,3 +57,8 @@ class WindowCache:
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+def _size(key: bytes, value: np.ndarray) -> int:
+    """What an entry costs: the array, the key and the objects around them (about 200 bytes)."""
+    return value.nbytes + len(key) + 200

@@ -231,7 +231,7 @@ class LongEncoder:
         patch = getattr(self.model, PATCH_ATTRIBUTE, None)
         state = repr(patch.config) if patch is not None else ""
         head = f"{'tokens' if tokens else 'vector'}|{role}|{state}|".encode()
-        return [[head + window_key(ids[s:e]) for s, e in spans] for ids, spans in zip(docs, plans, strict=True)]
+        return [[window_key(ids[s:e], head) for s, e in spans] for ids, spans in zip(docs, plans, strict=True)]
 
     def _embed_unique(
         self,
