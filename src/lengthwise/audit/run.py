@@ -63,7 +63,8 @@ def run_full_audit(
     on_progress: Progress | None = None,
     retrieval: RetrievalRequest | None = None,
 ) -> AuditPayload:
-    """Run the attack (and the document diagnostics when `job.diagnostics` is set) and write the output set into
+    """Run the attack (the document diagnostics when `job.diagnostics` is set, the retrieval length-bias audit
+    when `retrieval` is given) and write the output set into
     `job.out` at once; return the payload written as ``audit.json``.
 
     A Ctrl-C stops the run and leaves the earlier output set as it was; it is never swallowed.
