@@ -85,6 +85,16 @@ def _config(t: float, t_query: float | None, t_doc: float | None, schedule: str 
     return config
 
 
+def _checked_config(t: float, t_query: float | None, t_doc: float | None, schedule: str | None) -> TempScaleConfig:
+    """`_config`, or a one-line error naming the flag."""
+    from lengthwise.tempscale.config import TempScaleError
+
+    try:
+        return _config(t, t_query, t_doc, schedule)
+    except TempScaleError as err:
+        _fail(_message(err))
+
+
 def _load(
     model: str, device: str | None, max_length: int | None = None, trust_remote_code: bool = False
 ) -> SentenceTransformer:
@@ -143,13 +153,13 @@ def bake(
     plain sentence-transformers. Length schedules and query ≠ document temperatures cannot be baked; --out must
     not be the model itself, and an already-baked model needs --rebake.
     """
+    config = _checked_config(t, t_query, t_doc, schedule)  # before anything heavy is imported
     from lengthwise.cli.options import check_device, check_out_dir
     from lengthwise.core.models import ModelLoadError, resolve_model_path
     from lengthwise.tempscale import TempScaleError, bake_tempscale
     from lengthwise.tempscale.persist import bake_plan
 
     try:
-        config = _config(t, t_query, t_doc, schedule)
         check_device(device)
         source = Path(resolve_model_path(model))
         total, steps = bake_plan(config, out, source if source.is_dir() else None, stack=rebake)
@@ -202,12 +212,12 @@ def save(
     Any configuration can be saved, schedules and query/document temperatures included. The weights are the
     original ones, so a plain sentence-transformers load gives the untouched model.
     """
+    config = _checked_config(t, t_query, t_doc, schedule)
     from lengthwise.cli.options import check_device, check_out_dir
     from lengthwise.core.models import ModelLoadError
     from lengthwise.tempscale import TempScaleError, save_tempscale, tempscale
 
     try:
-        config = _config(t, t_query, t_doc, schedule)
         check_device(device)
         check_out_dir(out)
         loaded = _load(model, device, trust_remote_code=trust_remote_code)
@@ -298,20 +308,24 @@ def tune(
     import io
     import time
 
-    from lengthwise.cli.options import check_device, check_out_dir
-    from lengthwise.core.models import ModelLoadError, model_fingerprint
-    from lengthwise.core.results import provenance, write_bytes_atomic, write_json_atomic
-    from lengthwise.tempscale import TempScaleError
-    from lengthwise.tempscale.schema import TuneRecord
-    from lengthwise.tempscale.tune import plot_tune_curve, tune_temperature
+    from lengthwise.tempscale.config import TempScaleError
 
     started = time.perf_counter()
     try:
         values = tuple(float(x) for x in grid.split(",") if x.strip())
     except ValueError:
         _fail(f"--grid {grid!r} is not comma-separated temperatures, e.g. --grid 0.6,0.8,1.0")
-    try:
+    try:  # the settings first: a bad one costs no import of torch
         spec = TuneSpec(grid=values, search=search, bounds=bounds, xatol=xatol, max_evals=max_evals, side=side)
+    except TempScaleError as err:
+        _fail(_message(err))
+    from lengthwise.cli.options import check_device, check_out_dir
+    from lengthwise.core.models import ModelLoadError, model_fingerprint
+    from lengthwise.core.results import provenance, write_bytes_atomic, write_json_atomic
+    from lengthwise.tempscale.schema import TuneRecord
+    from lengthwise.tempscale.tune import plot_tune_curve, tune_temperature
+
+    try:
         check_device(device)
         check_out_dir(out)  # before the model loads and the dev data is scored: nothing is lost to a bad --out
         loaded = _load(model, device, max_length, trust_remote_code)

@@ -92,15 +92,8 @@ def train(
     ] = None,
 ) -> None:
     """Train an embedding model with a length-aware objective; writes OUT/model and OUT/train.json."""
-    from transformers.utils import logging as hf_logging
-
-    from lengthwise.cli.options import check_device
-    from lengthwise.core.data import DataFormatError
-    from lengthwise.core.models import ModelLoadError
-    from lengthwise.facade import train as run_training
     from lengthwise.training.config import SettingError, config_from_mapping
 
-    hf_logging.set_verbosity_warning()
     flags = {
         "method": method,
         "data": data,
@@ -124,13 +117,25 @@ def train(
         "device": device,
         "trust_remote_code": trust_remote_code or None,
     }
-    try:
+    try:  # the settings first: a bad one costs no import of torch or the trainer
         settings = config_from_mapping(_settings(config, flags, set_ or []))
+    except SettingError as err:
+        _fail(_flag_message(err, set(flags)))
+    except ValueError as err:
+        _fail(str(err))
+    from transformers.utils import logging as hf_logging
+
+    from lengthwise.cli.options import check_device
+    from lengthwise.core.models import ModelLoadError
+    from lengthwise.facade import train as run_training
+
+    hf_logging.set_verbosity_warning()
+    try:
         check_device(settings.device)
         result = run_training(settings, resume=resume)
     except SettingError as err:
         _fail(_flag_message(err, set(flags)))
-    except (ValueError, DataFormatError, ModelLoadError, FileExistsError, ImportError) as err:
+    except (ValueError, ModelLoadError, FileExistsError, ImportError) as err:  # DataFormatError is a ValueError
         _fail(str(err))
     if result.already_finished:
         console.print(

@@ -13,10 +13,12 @@ the run (`TrainingDiverged`) before anything non-finite is saved.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import shutil
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -98,14 +100,27 @@ def _device(config: TrainConfig) -> str:
 
 
 def _check_writable(out: Path) -> None:
-    """Refuse an `out` that cannot become a writable directory, without creating anything yet."""
+    """Refuse an `out` that cannot become a writable directory; leaves nothing behind (folders it had to make to
+    find out are removed again), so a run refused later for its data does not leave an empty --out."""
     if out.exists() and not out.is_dir():
         raise SettingError("out", str(out), "exists and is not a directory; pass a directory path")
+    missing = []
     root = out
     while not root.exists() and root != root.parent:
+        missing.append(root)
         root = root.parent
-    if not root.is_dir() or not os.access(root, os.W_OK | os.X_OK):
-        raise SettingError("out", str(out), f"{root} is not writable; pass a directory you can write to")
+    if not root.is_dir():
+        raise SettingError("out", str(out), f"{root} is not a directory; pass a directory you can write to")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as err:
+        raise SettingError("out", str(out), f"cannot write there ({err.strerror or err}); pass another") from None
+    finally:
+        for folder in missing:  # deepest first
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 def _half_precision(precision: Precision, device: str) -> str | None:
