@@ -250,7 +250,9 @@ def train(
         raise SettingError("batch_size", config.batch_size, f"not divisible by the {world} processes")
     device = _device(config)
     out = Path(config.out)
-    _check_writable(out)
+    is_main = int(os.environ.get("RANK", "0")) == 0
+    if is_main:  # one process probes (and tidies up after itself), so no two race on the same folders
+        _check_writable(out)
     state = inspect_run(out)
     checkpoint = _start_from(config, resume, state)
     if resume and state.finished:
@@ -261,7 +263,6 @@ def train(
     set_max_length(model, config.max_length)
     _set_pooling(model, config.effective_pooling)
     view = TokenView(model)
-    is_main = int(os.environ.get("RANK", "0")) == 0
     rows = prepare_rows(config, data, view.tokenizer, view.max_content, progress=is_main)  # all of it, now
     if len(rows) < 2:
         raise ValueError(f"--data {config.data}: {len(rows)} usable example(s); in-batch negatives need at least 2")
