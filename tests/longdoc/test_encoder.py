@@ -139,3 +139,12 @@ def test_the_cache_counts_keys_and_overhead_not_only_arrays() -> None:
     assert len(cache) <= 10_000 // 200
     assert len(window_key(range(256))) == 16
     assert window_key([1, 2], b"query") != window_key([1, 2], b"document")
+
+
+@pytest.mark.parametrize("strategy", ["chunk-mean", "late-chunking"])
+def test_cached_outputs_own_their_memory(tiny_model, strategy: str) -> None:
+    # cached rows were views of the whole batch array, so the cache held far more memory than it counted
+    encoder = LongEncoder(tiny_model, strategy=strategy, window=32)
+    encoder.encode([_long_text(200), _long_text(120)])
+    assert len(encoder.cache) > 0
+    assert all(value.base is None for value in encoder.cache._items.values())

@@ -282,11 +282,11 @@ class LongEncoder:
                 if tokens:
                     states = out["token_embeddings"].float().cpu().numpy()  # (B, T, D)
                     for row, index in enumerate(rows):
-                        results[index] = states[row, : len(sequences[index])]
+                        results[index] = states[row, : len(sequences[index])].copy()  # own memory: cached
                 else:
                     vectors = out["sentence_embedding"].float().cpu().numpy()  # (B, D)
                     for row, index in enumerate(rows):
-                        results[index] = vectors[row]
+                        results[index] = vectors[row].copy()  # a view would keep the whole batch alive
         return results
 
     # --- late chunking ---------------------------------------------------------------------------------------
