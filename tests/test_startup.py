@@ -12,7 +12,8 @@ import pytest
 
 HEAVY = ("torch", "sentence_transformers", "transformers", "numpy", "scipy", "matplotlib", "sklearn", "datasets")
 # typer's rich help formatter (rich.markdown + markdown-it) and the progress bar: 0.1–0.25 s each to import
-SLOW_RICH = ("rich.markdown", "markdown_it", "rich.progress", "rich.table", "typer.rich_utils")
+# and the stderr console, made on first use (lengthwise.cli.console)
+SLOW_RICH = ("rich", "markdown_it", "typer.rich_utils")
 
 PROBE = textwrap.dedent(
     """
@@ -60,7 +61,7 @@ def test_help_and_version_import_nothing_heavy(argv: list[str]) -> None:
     assert result["code"] == 0
     assert "lengthwise" in result["out"]
     assert _loaded(result["modules"], HEAVY) == [], "a heavy import at CLI start-up: move it inside the command"
-    assert _loaded(result["modules"], SLOW_RICH) == [], "import rich's progress/table inside the command function"
+    assert _loaded(result["modules"], SLOW_RICH) == [], "import rich inside the command function"
 
 
 def test_every_command_help_imports_nothing_heavy() -> None:
@@ -94,3 +95,23 @@ def test_import_lengthwise_loads_no_torch_and_reads_its_version_statically() -> 
     from importlib import metadata
 
     assert run.stdout.split() == [metadata.version("lengthwise"), "False"]  # _version.py agrees with the metadata
+
+
+def test_the_lazy_console_serves_status_progress_and_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    import typer
+    from rich.progress import BarColumn, Progress
+
+    from lengthwise.cli.console import _StderrConsole, escape, fail
+
+    console = _StderrConsole()
+    with console.status("loading"):
+        pass
+    with Progress(BarColumn(), console=console, transient=True) as progress:  # rich enters the console
+        progress.update(progress.add_task("x", total=2), completed=2)
+    console.print("done [x]", markup=False)
+    assert escape("[train]") == "\\[train]"
+    with pytest.raises(typer.Exit) as stop:
+        fail("bad [thing]")
+    assert stop.value.exit_code == 2
+    said = capsys.readouterr().err
+    assert "done [x]" in said and "error: bad [thing]" in said
