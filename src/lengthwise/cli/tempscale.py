@@ -49,20 +49,12 @@ _FLAGS = {
 _USUAL_T = (0.25, 4.0)  # outside it a temperature is allowed but unusual: the command says so
 
 
-def _help(config: type, name: str) -> str:
-    default = field_default(config, name)
-    shown = getattr(default, "value", default)
-    if isinstance(shown, tuple):
-        shown = ",".join(f"{x:g}" for x in shown)
-    return field_help(config, name) + (f"  [default: {shown}]" if shown not in (None, True, False) else "")
-
-
 ModelOption = Annotated[str, typer.Option("--model", "-m", help="Model directory or Hugging Face id.")]
 DeviceOption = Annotated[str | None, typer.Option("--device", help="cpu, cuda, cuda:N, mps… Default: best available.")]
 TrustOption = Annotated[bool, typer.Option("--trust-remote-code", help="Allow the model repository's own code to run.")]
-TQueryOption = Annotated[float | None, typer.Option("--t-query", help=_help(TempScaleConfig, "t_query"))]
-TDocOption = Annotated[float | None, typer.Option("--t-doc", help=_help(TempScaleConfig, "t_doc"))]
-ScheduleOption = Annotated[str | None, typer.Option("--schedule", help=_help(TempScaleConfig, "schedule"))]
+TQueryOption = Annotated[float | None, typer.Option("--t-query", help=field_help(TempScaleConfig, "t_query"))]
+TDocOption = Annotated[float | None, typer.Option("--t-doc", help=field_help(TempScaleConfig, "t_doc"))]
+ScheduleOption = Annotated[str | None, typer.Option("--schedule", help=field_help(TempScaleConfig, "schedule"))]
 
 
 def _message(err: TempScaleError) -> str:
@@ -199,7 +191,7 @@ def _verify_bake(model: SentenceTransformer, config: TempScaleConfig, out: Path)
 @app.command()
 def save(
     out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the model and its TempScale settings.")],
-    t: Annotated[float, typer.Option("--t", help=_help(TempScaleConfig, "t"))],
+    t: Annotated[float, typer.Option("--t", help=field_help(TempScaleConfig, "t"))],
     model: ModelOption = DEFAULT_MODEL,
     t_query: TQueryOption = None,
     t_doc: TDocOption = None,
@@ -280,16 +272,18 @@ def tune(
     model: ModelOption = DEFAULT_MODEL,
     out: Annotated[Path, typer.Option("--out", "-o", help="Output directory.")] = Path("lengthwise-tempscale"),
     split: Annotated[str, typer.Option("--split", help="Retrieval: qrels split to tune on (train/dev).")] = "dev",
-    grid: Annotated[str, typer.Option("--grid", help=_help(TuneSpec, "grid") + " Comma-separated; '' for none.")] = (
-        ",".join(f"{x:g}" for x in field_default(TuneSpec, "grid"))
-    ),
+    grid: Annotated[
+        str, typer.Option("--grid", help=field_help(TuneSpec, "grid") + " Comma-separated; '' for none.")
+    ] = (",".join(f"{x:g}" for x in field_default(TuneSpec, "grid"))),
     search: Annotated[bool, typer.Option(help=field_help(TuneSpec, "search"))] = field_default(TuneSpec, "search"),
     bounds: Annotated[tuple[float, float] | None, typer.Option("--bounds", help=field_help(TuneSpec, "bounds"))] = None,
-    xatol: Annotated[float, typer.Option("--xatol", help=_help(TuneSpec, "xatol"))] = field_default(TuneSpec, "xatol"),
-    max_evals: Annotated[int, typer.Option("--max-evals", help=_help(TuneSpec, "max_evals"))] = field_default(
+    xatol: Annotated[float, typer.Option("--xatol", help=field_help(TuneSpec, "xatol"))] = field_default(
+        TuneSpec, "xatol"
+    ),
+    max_evals: Annotated[int, typer.Option("--max-evals", help=field_help(TuneSpec, "max_evals"))] = field_default(
         TuneSpec, "max_evals"
     ),
-    side: Annotated[Side, typer.Option("--side", help=_help(TuneSpec, "side"))] = field_default(TuneSpec, "side"),
+    side: Annotated[Side, typer.Option("--side", help=field_help(TuneSpec, "side"))] = field_default(TuneSpec, "side"),
     max_items: Annotated[
         int | None, typer.Option("--max-items", help="Seeded sample of STS pairs / classification texts.")
     ] = None,
