@@ -16,6 +16,7 @@ from reliability_cases import Case, Context
 
 NO_MODEL = "/nonexistent/lengthwise-model"
 FAST = ["--null-permutations", "20", "--no-curve"]
+LOADED = 600.0  # seconds for a case that loads a model: a tiny audit takes 1–3 minutes on a busy 2-core machine
 
 
 # --- inputs ----------------------------------------------------------------------------------------------------
@@ -192,26 +193,27 @@ CASES = [
     # 13.1 / 13.2: BEIR folders that hung or audited one random pair
     Case("audit-beir-two-docs-one-query", "13.1", [*A, "-m", "{tiny}", "--pairs", "{tmp}/beir", *FAST], 0,
          "wrote", _beir(2, "q\td0\t1\nq\td1\t1\n"), _expect(("data", "kinds"), lambda k: k == {"same_topic": 1},
-                                                            "one same-topic pair and no random pair"), timeout=120),
+                                                            "one same-topic pair and no random pair"), timeout=LOADED),
     Case("audit-beir-one-relevant-each", "13.2", [*A, "-m", NO_MODEL, "--pairs", "{tmp}/beir"], 2,
          "no two documents share a topic", _beir(6, "".join(f"q{i}\td{i}\t1\n" for i in range(6)))),
     Case("audit-beir-group-field", "13.2", [*A, "-m", "{tiny}", "--pairs", "{tmp}/beir", *FAST], 0, "wrote",
          _beir(6, "".join(f"q{i}\td{i}\t1\n" for i in range(6)), group=True),
-         _expect(("data", "kinds"), lambda k: k == {"same_group": 3, "random": 3}, "3 same-group + 3 random")),
+         _expect(("data", "kinds"), lambda k: k == {"same_group": 3, "random": 3}, "3 same-group + 3 random"),
+         timeout=LOADED),
     # 13.4 and issue 12 item 6: a collection cut at the window
     Case("audit-docs-mostly-cut", "13.4", [*A, "-m", "{tiny}", "--docs", "{tmp}/docs.txt", "--probe", *FAST], 0,
-         "wrote", _long_docs, _mostly_cut_probe),
+         "wrote", _long_docs, _mostly_cut_probe, timeout=LOADED),
     # 13.5
     Case("audit-csv-unbalanced-quote", "13.5", [*A, "-m", NO_MODEL, "--pairs", "{tmp}/pairs.csv"], 2,
          "pairs.csv:7: malformed CSV", _unbalanced_quote),
     # 13.6
     Case("audit-max-length-3", "13.6", [*A, "-m", "{tiny}", *P, "--max-length", "3"], 2,
-         "elongation changes no text", _file("pairs.tsv", _lines())),
+         "elongation changes no text", _file("pairs.tsv", _lines()), timeout=LOADED),
     Case("audit-elongate-1", "new", [*A, "-m", "{tiny}", *P, "--elongate", "1"], 2, "m = 1 to every text",
-         _file("pairs.tsv", _lines())),
+         _file("pairs.tsv", _lines()), timeout=LOADED),
     # 13.10
     Case("audit-exactly-n-minus-2-tokens", "13.10", [*A, "-m", "{tiny}", *P, *FAST, "--no-shuffle"], 0, "wrote",
-         _EXACT, _expect(("tokens", "truncated_texts"), lambda n: n == 0, "0 (62 tokens fit N = 64)")),
+         _EXACT, _expect(("tokens", "truncated_texts"), lambda n: n == 0, "0 (62 tokens fit N = 64)"), timeout=LOADED),
     # 13.12 / 13.13: the output folder
     Case("audit-out-is-a-file", "13.12", ["audit", "-m", NO_MODEL, *P, "-o", "{tmp}/taken"], 2,
          "exists and is not a directory", _taken, _kept("taken", "keep me\n")),
@@ -220,7 +222,7 @@ CASES = [
     Case("audit-out-holds-other-files", "13.13", [*A, "-m", NO_MODEL, *P], 2, "notes.txt", _out_with_notes,
          _kept("out/notes.txt", "my notes\n")),
     Case("audit-rerun-replaces-the-set", "13.13", [*A, "-m", "{tiny}", *P, *FAST, "--no-shuffle"], 0, "wrote",
-         _old_set, _complete_set),
+         _old_set, _complete_set, timeout=LOADED),
     # 13.14 and more for `lengthwise report`
     Case("report-missing-field", "13.14", ["report", "{tmp}/run"], 2, "field attack.mean_shift is missing",
          _audit_json(lambda p: p["attack"].pop("mean_shift"))),
@@ -262,7 +264,8 @@ CASES = [
     Case("audit-first-k-2", "new", [*A, "-m", NO_MODEL, "--first-k", "2"], 2, "--first-k 2: leaves no content"),
     Case("audit-elongate-negative", "new", [*A, "-m", NO_MODEL, "--elongate", "-3"], 2, "--elongate '-3'"),
     Case("audit-elongate-huge", "new", [*A, "-m", "{tiny}", *P, *FAST, "--elongate", "1" + "0" * 30], 0, "wrote",
-         _file("pairs.tsv", _lines()), _expect(("tokens", "m_max"), lambda m: m <= 62, "m capped by N")),
+         _file("pairs.tsv", _lines()), _expect(("tokens", "m_max"), lambda m: m <= 62, "m capped by N"),
+         timeout=LOADED),
     Case("audit-max-pairs-zero", "new", [*A, "-m", NO_MODEL, "--max-pairs", "0"], 2, "--max-pairs 0"),
     # more hostile inputs
     Case("audit-pairs-missing", "new", [*A, "-m", NO_MODEL, "--pairs", "{tmp}/nope.tsv"], 2, "no such file"),
@@ -279,6 +282,7 @@ CASES = [
          _file("docs.txt", b"\n\n")),
     Case("audit-switch-without-docs", "new", [*A, "-m", NO_MODEL, "--probe"], 2, "--probe needs documents"),
     # the main job still works
-    Case("audit-tiny-default-probe-set", "new", [*A, "-m", "{tiny}", *FAST], 0, "wrote", None, _complete_set),
+    Case("audit-tiny-default-probe-set", "new", [*A, "-m", "{tiny}", *FAST], 0, "wrote", None, _complete_set,
+         timeout=LOADED),
 ]
 # fmt: on
