@@ -192,3 +192,28 @@ def test_comparison_shows_retrieval_rows_and_overlay(payload, tmp_path: Path) ->
     assert float(second) == pytest.approx(float(first) + 5.0, abs=0.06)
     written = write_comparison([payload, other], tmp_path, labels=["a", "b"])
     assert "retrieval" in written and "Retrieval length bias" in written["html"].read_text(encoding="utf-8")
+
+
+def test_verdict_follows_the_direction_most_pairs_moved_when_the_mean_disagrees() -> None:
+    """Regression: 20 pairs moved down 1 rank and one moved up 40; Wilcoxon says "down" (p < 0.05) while the mean
+    is negative, and the verdict said the documents *gain* ranks."""
+    from lengthwise.audit.retrieval_result import _shift_verdict, signed_rank_balance
+
+    before = np.full(21, 50.0)
+    delta = np.array([1.0] * 20 + [-40.0])
+    shift = paired_shift(before, before + delta, resamples=300)
+    assert shift["p_value"] < 0.05 and shift["mean_delta"] < 0 and signed_rank_balance(delta) > 0
+    setting = {
+        "label": "m=2",
+        "n": 21,
+        "n_cut": 0,
+        "tokens_before_mean": 10.0,
+        "tokens_mean": 20.0,
+        "rank": shift,
+        "score": shift,
+        "recall_before": 0.5,
+        "recall_after": 0.4,
+        "delta_rank": delta.astype(int).tolist(),
+    }
+    text = _shift_verdict("repetition_relevant", "Relevant documents", "when repeated", setting, 0.05, 10)["text"]
+    assert "tend to move down" in text and "gain" not in text and "not clear" in text

@@ -6,8 +6,10 @@ audit cheaply. The verdicts are computed from the stored numbers, so a re-render
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
+
+import numpy as np
 
 __all__ = [
     "Controlled",
@@ -19,6 +21,7 @@ __all__ = [
     "Setting",
     "Verdict",
     "format_p",
+    "signed_rank_balance",
     "verdicts",
 ]
 
@@ -185,15 +188,44 @@ def _natural_verdicts(natural: Mapping[str, Any], alpha: float, top_k: int) -> l
     return out
 
 
+def signed_rank_balance(delta: Sequence[float]) -> float:
+    """The matched-pairs rank-biserial correlation of paired differences, in [-1, 1]: (R+ − R−) / (R+ + R−) over
+    the Wilcoxon signed ranks of the non-zero differences (ties share their average rank). Its sign is the
+    direction the Wilcoxon test sees, which the mean can contradict when a few pairs move far; 0 if none moved."""
+    values = np.asarray(delta, dtype=np.float64)
+    values = values[values != 0]
+    if not len(values):
+        return 0.0
+    magnitude = np.abs(values)
+    order = np.argsort(magnitude, kind="mergesort")
+    _, inverse, counts = np.unique(magnitude[order], return_inverse=True, return_counts=True)
+    average = np.cumsum(counts) - (counts - 1) / 2.0  # the average rank of each tie group, 1-based
+    ranks = np.empty(len(values))
+    ranks[order] = average[inverse]
+    return float((ranks[values > 0].sum() - ranks[values < 0].sum()) / ranks.sum())
+
+
 def _shift_verdict(bias: str, subject: str, what: str, setting: Setting, alpha: float, top_k: int) -> Verdict:
+    """The sentence for one paired setting. The mean is stated as the size only when it agrees with the
+    direction the Wilcoxon test sees and its interval excludes 0; otherwise the sentence says which way most
+    pairs moved and that the mean change is not clear."""
     rank = setting["rank"]
     significant = rank["p_value"] < alpha
     tail = (
         f"({format_p(rank['p_value'])}, {setting['n']} pairs; recall@{top_k} "
         f"{100 * setting['recall_before']:.0f} % → {100 * setting['recall_after']:.0f} %)"
     )
-    if significant:
+    balance = signed_rank_balance(setting["delta_rank"])
+    low, high = rank["ci95"]
+    mean_is_clear = (low > 0 or high < 0) and np.sign(rank["mean_delta"]) == np.sign(balance)
+    if significant and mean_is_clear:
         text = f"{subject} {_move(rank)} {what} {tail}."
+    elif significant:
+        way = "down" if balance > 0 else "up"
+        text = (
+            f"{subject} tend to move {way} {what} (rank-biserial r = {balance:+.2f}), but the mean change is not "
+            f"clear: {rank['mean_delta']:+.1f} ranks, 95 % CI {low:+.1f} to {high:+.1f} {tail}."
+        )
     else:
         text = f"{subject} keep their rank {what} (mean Δ {rank['mean_delta']:+.1f} ranks; {tail[1:]}."
     return Verdict(bias=bias, text=text, significant=significant)
