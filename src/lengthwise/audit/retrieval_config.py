@@ -60,7 +60,7 @@ class RetrievalAuditConfig:
     bin_width: int = field(default=100, metadata={"help": "Length-bin width (tokens) of the rank table."})
     max_pairs: int | None = field(
         default=1000,
-        metadata={"help": "(Query, relevant document) pairs perturbed, a seeded sample; none = all of them."},
+        metadata={"help": "At most this many (query, relevant document) pairs are perturbed (a seeded sample)."},
     )
     max_negatives: int | None = field(
         default=10000, metadata={"help": "Non-relevant documents per query in the score–length correlation."}
