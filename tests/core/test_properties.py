@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from lengthwise.audit.corpus import read_docs
@@ -86,6 +86,9 @@ def test_documents_reader_raises_only_data_format_errors(content: bytes, gz: boo
     groups=st.one_of(st.none(), st.lists(st.integers(0, 3), min_size=12, max_size=12)),
     seed=st.integers(0, 5),
 )
+@example(
+    n_docs=2, judgements=[(0, 0, 1), (0, 1, 1), (1, 0, 1), (1, 1, 1)], groups=None, seed=0
+)  # two queries, one pair
 def test_beir_reader_ends_never_repeats_and_keeps_groups_apart(
     n_docs: int, judgements: list[tuple[int, int, int]], groups: list[int] | None, seed: int
 ) -> None:

@@ -316,7 +316,8 @@ def _grouped_pairs(
     """Up to ``max_pairs // 2`` pairs of documents from one group (seeded) and as many random pairs of documents
     from no common group. A collection where no group holds two documents is an error, not an empty audit."""
     rng = random.Random(seed)
-    same = [pair for group in groups for pair in combinations(sorted(set(group)), 2)]
+    # two queries (or groups) can share the same two documents: keep each pair once, in first-seen order
+    same = list(dict.fromkeys(pair for group in groups for pair in combinations(sorted(set(group)), 2)))
     if not same:
         shape = "every query has one relevant document" if kind == "same_topic" else "every group has one document"
         what = kind.removeprefix("same_")
