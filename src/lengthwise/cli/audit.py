@@ -21,8 +21,9 @@ from lengthwise.audit.config import (
     SettingError,
 )
 from lengthwise.audit.presets import Preset
+from lengthwise.audit.retrieval_config import RetrievalAuditConfig
 from lengthwise.cli.app import app
-from lengthwise.cli.console import console, escape, fail
+from lengthwise.cli.console import console, escape, fail, say
 from lengthwise.cli.options import field_default, field_option
 from lengthwise.core.defaults import DEFAULT_MODEL
 
@@ -150,6 +151,38 @@ def _job(flags: dict[str, Any]) -> AuditJob:
     )
 
 
+def _retrieval_request(flags: dict[str, Any]) -> Any:
+    """``--retrieval DIR`` → a `RetrievalRequest` (the BEIR folder read and checked now, before the model loads)."""
+    if flags["tempscale_t"] is not None:
+        from lengthwise.tempscale.config import TempScaleConfig, TempScaleError
+
+        try:
+            TempScaleConfig(t=flags["tempscale_t"])
+        except TempScaleError as error:
+            raise ValueError(f"--tempscale {flags['tempscale_t']}: {error}") from None
+    if flags["retrieval"] is None:
+        return None
+    from lengthwise.audit.retrieval_config import RetrievalRequest
+    from lengthwise.evaluation.data import read_beir  # the command line joins the evaluation and audit rooms
+
+    config = RetrievalAuditConfig(max_pairs=flags["retrieval_pairs"], window=flags["retrieval_window"],
+                                  batch_size=flags["batch_size"], seed=flags["seed"])  # fmt: skip
+    note = None if flags["tempscale_t"] is None else f"TempScale t={flags['tempscale_t']:g}"
+    return RetrievalRequest(read_beir(flags["retrieval"], flags["retrieval_split"]), config, encoder_note=note)
+
+
+def _tempscale(model: Any, t: float | None) -> Any:
+    """TempScale at `t` on `model` for the run (the attack, the diagnostics and retrieval all see it)."""
+    from contextlib import nullcontext
+
+    if t is None:
+        return nullcontext()
+    from lengthwise.tempscale.apply import tempscale
+    from lengthwise.tempscale.config import TempScaleConfig
+
+    return tempscale(model, TempScaleConfig(t=t))
+
+
 @app.command()
 def audit(
     model: Annotated[str, typer.Option("--model", "-m", help="Model directory or Hugging Face id.")] = DEFAULT_MODEL,
@@ -216,6 +249,24 @@ def audit(
     ),
     max_docs: Annotated[int, field_option(AuditJob, "max_docs")] = field_default(AuditJob, "max_docs"),
     bin_width: Annotated[int | None, field_option(DocAuditConfig, "bin_width")] = None,
+    retrieval: Annotated[
+        Path | None,
+        typer.Option(
+            "--retrieval",
+            help="A BEIR folder (corpus, queries, qrels/SPLIT.tsv): also audit retrieval length bias (METHODS §6).",
+        ),
+    ] = None,
+    retrieval_split: Annotated[str, typer.Option("--retrieval-split", help="The qrels split of --retrieval.")] = "test",
+    retrieval_pairs: Annotated[
+        int, field_option(RetrievalAuditConfig, "max_pairs", "--retrieval-pairs", min=1)
+    ] = field_default(RetrievalAuditConfig, "max_pairs"),
+    retrieval_window: Annotated[
+        int | None, field_option(RetrievalAuditConfig, "window", "--retrieval-window", min=8)
+    ] = None,
+    tempscale_t: Annotated[
+        float | None,
+        typer.Option("--tempscale", help="Audit the model under TempScale at this attention temperature t."),
+    ] = None,
 ) -> None:
     """Audit a model with the elongation attack: similarity before/after copying texts m times (METHODS §1).
 
@@ -240,6 +291,7 @@ def audit(
         from lengthwise.audit.run import check_output, read_inputs
 
         inputs = read_inputs(job)
+        retrieval_request = _retrieval_request(flags)
         check_out_dir(job.out)
         check_output(job.out)
         check_device(device)
@@ -247,11 +299,12 @@ def audit(
         fail(_setting_message(error))
     except (ValueError, DataFormatError) as error:
         fail(str(error))
-    _run(job, inputs, model=model, device=device, trust_remote_code=trust_remote_code, max_length=flags["max_length"])
+    _run(job, inputs, model=model, device=device, trust_remote_code=trust_remote_code, max_length=flags["max_length"],
+         retrieval=retrieval_request, tempscale_t=tempscale_t)  # fmt: skip
 
 
 def _run(job: AuditJob, inputs: Any, *, model: str, device: str | None, trust_remote_code: bool,
-         max_length: int | None) -> None:  # fmt: skip
+         max_length: int | None, retrieval: Any = None, tempscale_t: float | None = None) -> None:  # fmt: skip
     """Load the model, run the pipeline under a progress bar, print the summary."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from transformers.utils import logging as hf_logging
@@ -272,12 +325,20 @@ def _run(job: AuditJob, inputs: Any, *, model: str, device: str | None, trust_re
             def on_progress(stage: str, done: int, total: int) -> None:
                 progress.update(task, description=escape(stage), completed=done, total=total)
 
-            payload = run_full_audit(encoder, job, inputs, model_name=model, on_progress=on_progress)
+            with _tempscale(encoder, tempscale_t):
+                name = model if tempscale_t is None else f"{model} (TempScale t={tempscale_t:g})"
+                payload = run_full_audit(
+                    encoder, job, inputs, model_name=name, on_progress=on_progress, retrieval=retrieval
+                )
     except (ValueError, ModelLoadError, NothingElongatedError) as error:
         fail(str(error))
     console.print(_summary_table(payload))
     if "diagnostics" in payload:
         console.print(_diagnostics_table(payload["diagnostics"]))
+    if "retrieval_bias" in payload:
+        for verdict in payload["retrieval_bias"]["verdicts"]:
+            mark = "retrieval bias: " if verdict["significant"] else "retrieval: "
+            console.print(mark + verdict["text"], markup=False, highlight=False)
     for warning in payload.get("warnings") or []:
-        console.print(f"warning: {warning}", style="yellow", markup=False, highlight=False)
-    console.print(f"wrote {job.out / 'audit.json'} and {job.out / 'report.html'}", markup=False, highlight=False)
+        say(f"warning: {warning}", style="yellow")
+    say(f"wrote {job.out / 'audit.json'} and {job.out / 'report.html'}")
