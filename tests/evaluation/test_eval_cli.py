@@ -55,7 +55,7 @@ def test_retrieval_end_to_end(tmp_path: Path, tiny_model_dir: Path, beir_folder:
 
 
 def test_classification_end_to_end(tmp_path: Path, tiny_model_dir: Path, labelled_folder: Path) -> None:
-    out = tmp_path / "cls"
+    out = tmp_path / "cls-out"  # not the data folder (labelled_folder is tmp_path / "cls"): --out is replaced whole
     result = _run(
         "-m", str(tiny_model_dir), "-t", "classification", "-d", str(labelled_folder), "-o", str(out),
         "--classifier", "logreg", "--classifier", "mlp", "--few-shot", "2", "--repeats", "2", "--max-train", "8",

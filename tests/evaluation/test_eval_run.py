@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import get_type_hints
 
 import pytest
 
-from lengthwise.evaluation import run as run_module
 from lengthwise.evaluation.config import ClassificationConfig, EvalConfig, SelfHits
 from lengthwise.evaluation.run import evaluate_task, resolve, write_record
 from lengthwise.evaluation.schema import ClassificationEvalRecord, RetrievalEvalRecord, STSEvalRecord
@@ -45,21 +45,76 @@ def test_record_has_the_typed_keys_and_is_written(
     assert written == json.loads(json.dumps(record))
     assert list(written)[:5] == ["task", "scores", "bins", "bin_spec", "result"]  # the headline first
     assert written["created"] and written["wall_time_s"] >= 0 and "sha256" in json.dumps(written["data"])
-    assert list(out.glob("*.png")) and not list(out.glob(".lengthwise-eval-*"))  # plots in, staging gone
+    assert list(out.glob("*.png")) and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging
 
 
-def test_an_interrupted_write_keeps_the_previous_record(tmp_path: Path, tiny_model, sts_file: Path, monkeypatch):
+def _contents(folder: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
+
+
+@pytest.mark.parametrize("exchange", [True, False], ids=["renameat2", "two-renames"])
+def test_a_fault_at_any_step_of_the_write_leaves_one_whole_set(
+    tmp_path: Path, tiny_model, sts_file: Path, beir_folder: Path, monkeypatch, exchange: bool
+) -> None:
+    """Issue 13 item 13, for `eval`: the plots were renamed in one by one, then ``results.json``; a kill between
+    two renames left the new plots beside the old record (and a plot of an earlier task stayed for good).
+
+    A Ctrl-C is injected at the k-th file-system rename of the write, for every k; each time the folder must
+    hold the whole previous set or the whole new one.
+    """
+    from lengthwise.core import output_set
+
     out = tmp_path / "out"
-    first = evaluate_task(_config("sts", sts_file), tiny_model, model_name="tiny", out=out, encoder=TableEncoder())
-    before = {path.name: path.read_bytes() for path in out.iterdir()}
+    retrieval = evaluate_task(_config("retrieval", beir_folder), tiny_model, model_name="tiny", encoder=TableEncoder())
+    sts = evaluate_task(_config("sts", sts_file), tiny_model, model_name="tiny", encoder=TableEncoder())
+    write_record(retrieval, out)
+    old = _contents(out)
+    write_record(sts, out)
+    new = _contents(out)
+    assert set(old) == {"results.json", "retrieval_query_bins.png"}
+    assert set(new) == {"results.json", "sts_bins.png"}  # the old task's plots went with the old set
+    beside = sorted(p.name for p in tmp_path.iterdir())
+    if not exchange:
+        monkeypatch.setattr(output_set, "_exchange", lambda a, b: False)
+    real = {name: getattr(output_set, name) for name in ("_exchange",)} | {"replace": os.replace, "rename": os.rename}
+    calls: list[str] = []
 
-    def interrupted(*args: object, **kwargs: object) -> None:
-        raise KeyboardInterrupt
+    def faulty(name: str, k: int):
+        def step(*args: object) -> object:
+            calls.append(name)
+            if len(calls) == k:
+                raise KeyboardInterrupt  # a Ctrl-C (or a kill) at this very step
+            return real[name](*args)
 
-    monkeypatch.setattr(run_module, "write_json_atomic", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        write_record(first, out)  # the plots are drawn, then the JSON write is interrupted
-    assert {path.name: path.read_bytes() for path in out.iterdir()} == before
+        return step
+
+    for k in range(1, 20):
+        write_record(retrieval, out)
+        calls.clear()
+        with monkeypatch.context() as patch:
+            patch.setattr(os, "replace", faulty("replace", k))
+            patch.setattr(os, "rename", faulty("rename", k))
+            patch.setattr(output_set, "_exchange", faulty("_exchange", k))
+            try:
+                write_record(sts, out)
+            except KeyboardInterrupt:
+                assert _contents(out) in (old, new), f"a mixed set after a fault at step {k} ({calls[-1]})"
+                assert sorted(p.name for p in tmp_path.iterdir()) == beside, "a staging folder was left behind"
+                continue
+        assert _contents(out) == new
+        break
+    assert k > 1  # at least one step was faulted
+
+
+def test_eval_refuses_a_folder_holding_other_files(tmp_path: Path, tiny_model, sts_file: Path) -> None:
+    """The folder is swapped as a whole, so a user's own file in it is refused before anything is written."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine", encoding="utf-8")
+    config = _config("sts", sts_file)
+    with pytest.raises(ValueError, match=r"not part of an evaluation's output \(notes.txt\)"):
+        evaluate_task(config, tiny_model, model_name="tiny", out=out, encoder=TableEncoder())
+    assert _contents(out) == {"notes.txt": b"mine"}
 
 
 def test_self_hit_rule_is_resolved_from_the_data_name(tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
 """Length-bias diagnostics (METHODS §1): the elongation attack, the document diagnostics and their report.
 
 `config` holds the settings (light to import), `schema` the shape of `audit.json`; `shift`, `metrics` and `probe`
-are pure maths; `attack` and `documents` run a model over pairs or documents; `run` is the whole pipeline and
-`output` writes its output set as one unit; `report` renders `audit.json` as plots and one HTML file.
+are pure maths; `attack` and `documents` run a model over pairs or documents; `run` is the whole pipeline, whose
+output set is written as one unit (`lengthwise.core.output_set`); `report` renders `audit.json` as plots and one
+HTML file.
 """
 
 from __future__ import annotations

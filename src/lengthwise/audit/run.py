@@ -20,11 +20,11 @@ from lengthwise.audit.attack import run_audit
 from lengthwise.audit.config import AuditJob
 from lengthwise.audit.corpus import DocSet, read_docs
 from lengthwise.audit.documents import run_doc_audit
-from lengthwise.audit.output import InterruptGuard, check_output_target, write_output_set
 from lengthwise.audit.report.page import OUTPUT_NAMES, report_files
 from lengthwise.audit.retrieval_config import RetrievalRequest
 from lengthwise.audit.schema import AuditPayload, check_payload
 from lengthwise.core.data import PairSet, default_probe_pairs, read_pairs
+from lengthwise.core.output_set import InterruptGuard, check_output_target, write_output_set
 
 __all__ = ["AuditInputs", "check_output", "read_inputs", "run_full_audit"]
 
@@ -50,8 +50,8 @@ def read_inputs(job: AuditJob) -> AuditInputs:
 
 
 def check_output(out: Path) -> None:
-    """ValueError unless `out` can take an audit's output set (see `lengthwise.audit.output`)."""
-    check_output_target(Path(out), OUTPUT_NAMES)
+    """ValueError unless `out` can take an audit's output set (see `lengthwise.core.output_set`)."""
+    check_output_target(Path(out), OUTPUT_NAMES, what="an audit")
 
 
 def run_full_audit(
@@ -95,7 +95,7 @@ def run_full_audit(
             payload["retrieval_bias"] = _retrieval_bias(model, retrieval, report)
         check_payload(payload, "the audit")  # what is written can be read back
         guard.check()
-        write_output_set(job.out, dict(report_files(payload).values()), OUTPUT_NAMES)
+        write_output_set(job.out, dict(report_files(payload).values()), OUTPUT_NAMES, what="an audit")
     return payload
 
 

@@ -79,7 +79,14 @@ def evaluate(
     task: Annotated[Task, field_option(EvalConfig, "task", "--task", "-t")],
     data: Annotated[str, field_option(EvalConfig, "data", "--data", "-d")],
     model: Annotated[str, typer.Option("--model", "-m", help="Model directory or Hugging Face id.")] = DEFAULT_MODEL,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output directory.")] = Path("lengthwise-eval"),
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Output directory; it is replaced as one unit, so it must be new, empty or an earlier eval's.",
+        ),
+    ] = Path("lengthwise-eval"),
     split: Annotated[str, field_option(EvalConfig, "split")] = field_default(EvalConfig, "split"),
     train: Annotated[Path | None, field_option(EvalConfig, "train")] = None,
     bin_width: Annotated[int, field_option(EvalConfig, "bin_width")] = field_default(EvalConfig, "bin_width"),
@@ -181,13 +188,14 @@ def _run(
     from lengthwise.core.data import DataFormatError
     from lengthwise.core.encoder import TextEncoder
     from lengthwise.core.models import ModelLoadError
-    from lengthwise.evaluation.run import evaluate_task, load_data, resolve, write_record
+    from lengthwise.evaluation.run import check_output, evaluate_task, load_data, resolve, write_record
     from lengthwise.facade import load_model
 
     hf_logging.disable_progress_bar()
     try:
         check_device(device)
         check_out_dir(out)
+        check_output(out)  # a folder holding other files is refused now, not after the compute
         ts_config = None
         if tempscale is not None:
             from lengthwise.tempscale import TempScaleConfig

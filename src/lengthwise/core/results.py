@@ -13,7 +13,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, TypedDict
 
-__all__ = ["Provenance", "environment", "provenance", "write_bytes_atomic", "write_json_atomic"]
+__all__ = ["Provenance", "environment", "json_bytes", "provenance", "write_bytes_atomic", "write_json_atomic"]
 
 _PACKAGES = ("lengthwise", "torch", "transformers", "sentence-transformers", "numpy", "scipy", "tokenizers")
 
@@ -42,10 +42,14 @@ def _umask() -> int:
     return current
 
 
+def json_bytes(payload: Any) -> bytes:
+    """`payload` as the indented UTF-8 JSON every result file holds (NaN and infinity refused: not JSON)."""
+    return (json.dumps(payload, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+
+
 def write_json_atomic(path: str | Path, payload: Any) -> Path:
     """Write `payload` as indented UTF-8 JSON, atomically."""
-    text = json.dumps(payload, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-    return write_bytes_atomic(path, text.encode("utf-8"))
+    return write_bytes_atomic(path, json_bytes(payload))
 
 
 def environment() -> dict[str, Any]:

@@ -12,7 +12,17 @@ from typing import Any
 
 from lengthwise.evaluation.schema import EvalRecord
 
-__all__ = ["plot_bins", "write_plots"]
+__all__ = ["PLOT_NAMES", "plot_bins", "write_plots"]
+
+PLOT_NAMES = frozenset(
+    {
+        "sts_bins.png",
+        "retrieval_query_bins.png",
+        "retrieval_document_bins.png",
+        "classification_accuracy_bins.png",
+        "classification_macro_f1_bins.png",
+    }
+)  # every file name `write_plots` may write
 
 
 def plot_bins(

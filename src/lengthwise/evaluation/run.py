@@ -7,7 +7,6 @@ with its saved TempScale settings, a TempScale encoder) is built by the caller a
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 from dataclasses import replace
@@ -18,10 +17,11 @@ from lengthwise.core.bins import LengthBins
 from lengthwise.core.embed import TokenView
 from lengthwise.core.encoder import TextEncoder, as_encoder
 from lengthwise.core.models import model_fingerprint
-from lengthwise.core.results import Provenance, provenance, write_json_atomic
+from lengthwise.core.output_set import check_output_target, write_output_set
+from lengthwise.core.results import Provenance, json_bytes, provenance
 from lengthwise.evaluation.classification import ClassificationResult
 from lengthwise.evaluation.config import EvalConfig
-from lengthwise.evaluation.plots import write_plots
+from lengthwise.evaluation.plots import PLOT_NAMES, write_plots
 from lengthwise.evaluation.retrieval import RetrievalResult
 from lengthwise.evaluation.schema import ClassificationEvalRecord, EvalRecord, RetrievalEvalRecord, STSEvalRecord
 from lengthwise.evaluation.sts import STSResult
@@ -30,9 +30,16 @@ from lengthwise.evaluation.tasks import Task, TaskData, TaskResult, drops_self_h
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-__all__ = ["evaluate_task", "load_data", "record_of", "resolve", "write_record"]
+__all__ = ["check_output", "evaluate_task", "load_data", "record_of", "resolve", "write_record"]
 
 RESULTS_NAME = "results.json"
+OUTPUT_NAMES = frozenset({RESULTS_NAME, *PLOT_NAMES})  # what an evaluation's --out folder may hold
+
+
+def check_output(out: str | Path) -> None:
+    """ValueError unless `out` can take an evaluation's output set (`lengthwise.core.output_set`): absent, empty,
+    or holding only an earlier evaluation's ``results.json`` and plots."""
+    check_output_target(Path(out), OUTPUT_NAMES, what="an evaluation")
 
 
 def resolve(config: EvalConfig) -> EvalConfig:
@@ -85,22 +92,21 @@ def record_of(result: TaskResult, bins: LengthBins, made: Provenance) -> EvalRec
 
 
 def write_record(record: EvalRecord, out: str | Path) -> list[Path]:
-    """Write ``results.json`` and its plots into folder `out` as one set; returns the plots' paths.
+    """Write ``results.json`` and its plots as the whole content of folder `out`, as one set; returns the plots'
+    paths.
 
-    Everything is written into a hidden staging folder inside `out` first and then renamed into place, the plots
-    before ``results.json``: an interruption never leaves a partial file, and a ``results.json`` is never older
-    than the plots beside it.
+    The set is drawn first, then swapped in at once (`lengthwise.core.output_set.write_output_set`): a crash, a
+    kill or a Ctrl-C leaves the complete previous set or the complete new one, never a mix, and no plot of an
+    earlier run survives beside a ``results.json`` it does not belong to. A folder holding other files is refused.
     """
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out, prefix=".lengthwise-eval-") as staging:
-        stage = Path(staging)
-        plots = write_plots(record, stage)
-        write_json_atomic(stage / RESULTS_NAME, record)
-        for plot in plots:
-            os.replace(plot, out / plot.name)
-        os.replace(stage / RESULTS_NAME, out / RESULTS_NAME)
-    return [out / plot.name for plot in plots]
+    check_output(out)
+    files = {RESULTS_NAME: json_bytes(record)}  # first: a record that is not JSON fails before any drawing
+    with tempfile.TemporaryDirectory(prefix="lengthwise-eval-plots-") as drawn:
+        names = [plot.name for plot in write_plots(record, drawn)]
+        files |= {name: (Path(drawn) / name).read_bytes() for name in names}
+    write_output_set(out, files, OUTPUT_NAMES, what="an evaluation")
+    return [out / name for name in names]
 
 
 def evaluate_task(
@@ -122,6 +128,8 @@ def evaluate_task(
     `time.perf_counter()` reading from before the caller's own work, so the wall time covers it.
     """
     started = time.perf_counter() if started is None else started
+    if out is not None:
+        check_output(out)  # before the compute, not after it
     config = resolve(config)
     data = load_data(config) if data is None else data
     view = TokenView(model)

@@ -13,12 +13,12 @@ from typing import Any
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from lengthwise.audit.output import write_output_set
 from lengthwise.audit.report import doc_plots as report_docs
 from lengthwise.audit.report import retrieval as report_retrieval
 from lengthwise.audit.report.histograms import histogram_density, histogram_edges, mass_limits, rebin_counts
 from lengthwise.audit.report.html import escape_html, html_image, html_page, html_table, lengthwise_version
 from lengthwise.audit.schema import AuditPayload
+from lengthwise.core.output_set import write_output_set
 from lengthwise.core.plotting import finish_axes, new_figure, png_bytes
 
 __all__ = [
@@ -230,5 +230,5 @@ def write_comparison(
     """Write overlaid PNGs and ``compare.html`` into `out_dir` as one set (all or nothing); return {what: path}.
     Needs two or more audits."""
     files = comparison_files(payloads, labels)
-    out = write_output_set(Path(out_dir), dict(files.values()), OUTPUT_NAMES)
+    out = write_output_set(Path(out_dir), dict(files.values()), OUTPUT_NAMES, what="a comparison")
     return {key: out / name for key, (name, _) in files.items()}

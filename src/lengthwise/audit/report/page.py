@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from lengthwise.audit.output import write_output_set
 from lengthwise.audit.report import attack, documents, retrieval
 from lengthwise.audit.report.attack import plot_attack, plot_first_k_curve, plot_word_shuffle
 from lengthwise.audit.report.html import escape_html, html_kv_table, html_page, lengthwise_version
 from lengthwise.audit.schema import AuditPayload, check_payload
+from lengthwise.core.output_set import write_output_set
 from lengthwise.core.plotting import png_bytes
 
 __all__ = [
@@ -94,5 +94,5 @@ def write_report(payload: AuditPayload, out_dir: str | Path) -> dict[str, Path]:
     `report_files`."""
     check_payload(payload, "payload")
     files = report_files(payload)
-    out = write_output_set(Path(out_dir), dict(files.values()), OUTPUT_NAMES)
+    out = write_output_set(Path(out_dir), dict(files.values()), OUTPUT_NAMES, what="an audit")
     return {key: out / name for key, (name, _) in files.items()}

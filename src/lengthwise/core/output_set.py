@@ -1,10 +1,11 @@
-"""Writing an audit's output set (``audit.json``, the PNGs, ``report.html``) as one unit: all or nothing.
+"""Writing a command's output set (an audit's ``audit.json``, PNGs and ``report.html``; an evaluation's
+``results.json`` and PNGs) as one unit: all or nothing.
 
 The files are written into a fresh folder beside the target and then swapped in with one atomic rename
-(Linux ``renameat2(RENAME_EXCHANGE)``; elsewhere two renames a few microseconds apart), so a reader, a crash
-or a Ctrl-C never sees a new ``audit.json`` beside an old report. Interrupts are deferred, not lost: a SIGINT
-that arrives while the set is swapped in is raised as soon as the swap is done, and one that a finaliser
-swallowed while computing is raised at the next checkpoint (`InterruptGuard`).
+(Linux ``renameat2(RENAME_EXCHANGE)``; elsewhere two renames a few microseconds apart, undone if the second
+fails), so a reader, a crash or a Ctrl-C never sees a new ``audit.json`` beside an old report. Interrupts are
+deferred, not lost: a SIGINT that arrives while the set is swapped in is raised as soon as the swap is done, and
+one that a finaliser swallowed while computing is raised at the next checkpoint (`InterruptGuard`).
 
 The target folder holds only an output set: a folder with other files is refused before any work
 (`check_output_target`), so nobody's files are ever moved aside.
@@ -25,15 +26,16 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-__all__ = ["InterruptGuard", "check_output_target", "write_output_set"]
+__all__ = ["InterruptGuard", "check_output_target", "deferred_interrupts", "write_output_set"]
 
 _STAGING = ".lengthwise-"  # prefix of our own staging folders beside the target
 _RENAME_EXCHANGE = 2
 
 
-def check_output_target(out: Path, replaceable: Collection[str]) -> None:
+def check_output_target(out: Path, replaceable: Collection[str], *, what: str) -> None:
     """Raise ValueError (naming `out`) unless `out` can receive an output set: absent, or a folder holding only
-    files named in `replaceable` (an earlier output set), inside a folder we may write to."""
+    files named in `replaceable` (an earlier output set), inside a folder we may write to. `what` names the
+    producer in the message ("an audit", "an evaluation")."""
     if out.exists() and not out.is_dir():
         raise ValueError(f"{out}: exists and is not a directory; pass a directory path")
     here = Path.cwd().resolve()
@@ -44,8 +46,8 @@ def check_output_target(out: Path, replaceable: Collection[str]) -> None:
         if foreign:
             more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
             raise ValueError(
-                f"{out}: holds files that are not part of an audit's output ({foreign[0]}{more}); the whole folder "
-                "is replaced as one unit, so pass a new or empty directory, or one an earlier audit wrote"
+                f"{out}: holds files that are not part of {what}'s output ({foreign[0]}{more}); the whole folder "
+                f"is replaced as one unit, so pass a new or empty directory, or one that {what} wrote earlier"
             )
     parent = out.resolve().parent
     if not os.access(parent, os.W_OK | os.X_OK):
@@ -82,13 +84,13 @@ def _fsync_dir(folder: Path) -> None:
             os.close(fd)
 
 
-def write_output_set(out: Path, files: Mapping[str, bytes], replaceable: Collection[str]) -> Path:
+def write_output_set(out: Path, files: Mapping[str, bytes], replaceable: Collection[str], *, what: str) -> Path:
     """Write `files` ({file name: bytes}) as the whole content of folder `out`, replacing an earlier set at once.
 
     `replaceable` names the files an earlier output set may hold (see `check_output_target`). Returns `out`.
     """
     out = Path(out)
-    check_output_target(out, replaceable)
+    check_output_target(out, replaceable, what=what)
     staging = Path(tempfile.mkdtemp(prefix=f"{_STAGING}{out.name}-new-", dir=out.resolve().parent))
     old: Path | None = None
     try:
@@ -106,9 +108,14 @@ def write_output_set(out: Path, files: Mapping[str, bytes], replaceable: Collect
                 if _exchange(staging, out):
                     old = staging  # after the exchange the staging path holds the old set
                 else:
-                    old = staging.with_name(staging.name.replace("-new-", "-old-"))
-                    os.rename(out, old)
-                    os.rename(staging, out)
+                    aside = staging.with_name(staging.name.replace("-new-", "-old-"))
+                    os.rename(out, aside)
+                    try:
+                        os.rename(staging, out)
+                    except BaseException:
+                        os.rename(aside, out)  # put the old set back: never leave `out` missing
+                        raise
+                    old = aside
             else:
                 os.rename(staging, out)
             _fsync_dir(out.resolve().parent)
