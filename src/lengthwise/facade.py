@@ -48,12 +48,21 @@ def load_model(
 def train(
     config: TrainConfig, *, resume: bool = False, callbacks: Sequence[Any] = (), evaluator: Any | None = None
 ) -> TrainResult:
-    """`lengthwise.training.run.train` with a length-binned STS dev evaluator built from ``config.eval_data``."""
+    """`lengthwise.training.run.train` with a length-binned STS dev evaluator built from ``config.eval_data`` and,
+    with ``config.eval_attack`` = m, the audit's attack-shift evaluator on the same pairs (``dev_attack_*``)."""
     from lengthwise.training.run import train as run_training
 
     if evaluator is None and config.eval_data:
         from lengthwise.evaluation.data import read_sts
         from lengthwise.evaluation.st_evaluators import BinnedSTSEvaluator
 
-        evaluator = BinnedSTSEvaluator(read_sts(config.eval_data), name="dev")
+        pairs = read_sts(config.eval_data)
+        evaluator = BinnedSTSEvaluator(pairs, name="dev")
+        if config.eval_attack:
+            from sentence_transformers.sentence_transformer.evaluation import SequentialEvaluator
+
+            from lengthwise.audit.evaluator import LengthAttackEvaluator
+
+            attack = LengthAttackEvaluator(pairs, config.eval_attack, name="dev_attack", seed=config.seed)
+            evaluator = SequentialEvaluator([evaluator, attack], main_score_function=lambda scores: scores[0])
     return run_training(config, resume=resume, callbacks=callbacks, evaluator=evaluator)

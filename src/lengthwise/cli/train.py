@@ -62,6 +62,7 @@ def _flag_message(err: SettingError, flags: set[str]) -> str:
 @app.callback(invoke_without_command=True, subcommand_metavar="")
 def train(
     method: Annotated[str | None, _option("method")] = None,
+    recipe: Annotated[str | None, _option("recipe")] = None,
     data: Annotated[str | None, _option("data")] = None,
     out: Annotated[str | None, _option("out")] = None,
     model: Annotated[str | None, _option("model")] = None,
@@ -79,6 +80,7 @@ def train(
     cache_batch: Annotated[int | None, _option("cache_batch")] = None,
     max_examples: Annotated[int | None, _option("max_examples")] = None,
     eval_data: Annotated[str | None, _option("eval_data")] = None,
+    eval_attack: Annotated[int | None, _option("eval_attack")] = None,
     save_steps: Annotated[int | None, _option("save_steps")] = None,
     precision: Annotated[str | None, _option("precision")] = None,
     device: Annotated[str | None, _option("device")] = None,
@@ -91,11 +93,16 @@ def train(
         typer.Option("--set", help="Any other setting, KEY=VALUE (repeatable): alpha, segment_length, anchor, …"),
     ] = None,
 ) -> None:
-    """Train an embedding model with a length-aware objective; writes OUT/model and OUT/train.json."""
+    """Train an embedding model with a length-aware objective; writes OUT/model and OUT/train.json.
+
+    `--recipe length-robust -d PAIRS.jsonl -o RUN` continues training a model with the measured length-robust
+    settings (copy-and-concat mixed with plain pairs); any flag given overrides the recipe's value.
+    """
     from lengthwise.training.config import SettingError, config_from_mapping
 
     flags = {
         "method": method,
+        "recipe": recipe,
         "data": data,
         "out": out,
         "model": model,
@@ -112,6 +119,7 @@ def train(
         "cache_batch": cache_batch,
         "max_examples": max_examples,
         "eval_data": eval_data,
+        "eval_attack": eval_attack,
         "save_steps": save_steps,
         "precision": precision,
         "device": device,

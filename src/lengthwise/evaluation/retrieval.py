@@ -122,6 +122,7 @@ class RetrievalResult:
     bin_spec: dict[str, Any] | None = None
     timings: dict[str, float] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
+    per_query: dict[str, dict[str, float]] = field(default_factory=dict, repr=False, compare=False)  # for paired tests
 
     def to_dict(self) -> RetrievalRecord:
         return {
@@ -236,4 +237,5 @@ def evaluate_retrieval(
             "bins": round(time.perf_counter() - searched, 3),
         },
         config=config.to_dict(),
+        per_query={qid: per_query[qid] for qid in judged},
     )

@@ -50,6 +50,7 @@ class STSResult:
     bins: list[dict[str, Any]] = field(default_factory=list)
     bin_spec: dict[str, Any] | None = None
     subsets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cosines: np.ndarray | None = field(default=None, repr=False, compare=False)  # (n,) per pair, for paired tests
 
     def to_dict(self) -> STSRecord:
         return {
@@ -102,4 +103,5 @@ def evaluate_sts(
         bins=rows,
         bin_spec=bins.describe() if (view is not None and bins is not None) else None,
         subsets=subsets,
+        cosines=cosine,
     )

@@ -51,14 +51,24 @@ class ViewCollator:
     elongation: Elongation = field(default_factory=lambda: Elongation("random"))
     anchor: AnchorChoice = AnchorChoice.FIRST
     mlm: Any | None = None  # a transformers DataCollatorForLanguageModeling: adds a masked copy of the anchors
+    copy_concat_share: float = 1.0  # copy-concat: share of batches elongated; the rest stay plain pairs
     valid_label_columns: list[str] = field(default_factory=list)  # read by the trainer's batch sampler
     tokens: int = 0  # encoder input tokens built so far, special tokens included
 
     def _content(self, texts: list[str]) -> list[list[int]]:
         return content_ids(self.view.tokenizer, texts, self.view.max_content)
 
-    def build(self, row: dict[str, Any]) -> View:
-        """The two content-id views of one row."""
+    def elongates(self, rows: list[dict[str, Any]]) -> bool:
+        """Whether copy-concat elongates this batch: a draw seeded by the run seed and the batch's first row
+        index, so the same batch gets the same answer in any process and after a resume. Whole batches are
+        elongated or plain, so a plain batch is not padded to an elongated row's length."""
+        if self.method is not Method.COPY_CONCAT or self.copy_concat_share >= 1.0:
+            return True
+        first = min(int(row["row"]) for row in rows)
+        return random.Random(f"lengthwise/{self.seed}/batch/{first}").random() < self.copy_concat_share
+
+    def build(self, row: dict[str, Any], elongate: bool = True) -> View:
+        """The two content-id views of one row (`elongate` False: copy-concat's plain pair)."""
         rng = row_rng(self.seed, int(row["row"]))
         budget = self.view.max_content
         method = self.method
@@ -66,7 +76,7 @@ class ViewCollator:
             return simcse_view(self._content([row["text"]])[0], budget)
         if method in (Method.PAIRS, Method.COPY_CONCAT):
             first, second = self._content([row["anchor"], row["positive"]])
-            if method is Method.PAIRS:
+            if method is Method.PAIRS or not elongate:
                 return View(first, second)
             return copy_concat_view(first, second, self.elongation, budget, rng)
         sentences = self._content(list(row["sentences"]))
@@ -81,7 +91,8 @@ class ViewCollator:
         raise ValueError(f"{method.value} is not a pair objective; use SegmentCollator for hicl")
 
     def __call__(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
-        views = [self.build(row) for row in rows]
+        elongate = self.elongates(rows)
+        views = [self.build(row, elongate) for row in rows]
         batch: dict[str, torch.Tensor] = {}
         for column, sequences in (("anchor", [v.anchor for v in views]), ("positive", [v.positive for v in views])):
             wrapped = [self.view.wrap(ids) for ids in sequences]

@@ -185,6 +185,13 @@ class TrainConfig:
     elongate: str = field(
         default="random", metadata={"help": "m for laser-*/copy-concat: random, twice or an integer."}
     )
+    copy_concat_share: float = field(
+        default=1.0,
+        metadata={
+            "help": "copy-concat: share of batches whose pairs are elongated, in (0, 1]; the other batches train on "
+            "the plain pairs (the length-robust recipe mixes them to keep quality)."
+        },
+    )
     anchor: AnchorChoice = field(
         default=AnchorChoice.FIRST, metadata={"help": "LA(SER)³ / COCO-DR anchor sentence: first or random."}
     )
@@ -212,6 +219,16 @@ class TrainConfig:
     logging_steps: int = field(default=10, metadata={"help": "Log the loss every N steps."})
     eval_data: str | None = field(default=None, metadata={"help": "An STS file for dev evaluation during training."})
     eval_steps: int | None = field(default=None, metadata={"help": "Evaluate every N steps (default: at every save)."})
+    eval_attack: int | None = field(
+        default=None,
+        metadata={
+            "help": "Also watch the elongation attack on eval_data's pairs, each text copied m times (e.g. 100): "
+            "mean similarity shift, share risen and JSD logged next to the dev score."
+        },
+    )
+    recipe: str | None = field(
+        default=None, metadata={"help": "A named recipe whose settings are the defaults (e.g. length-robust)."}
+    )
     precision: Precision = field(
         default=Precision.AUTO, metadata={"help": "auto (bf16/fp16 on GPU, fp32 on CPU), fp32, fp16 or bf16."}
     )
@@ -234,7 +251,7 @@ class TrainConfig:
             Elongation.parse(self.elongate)
         except ValueError:
             raise SettingError("elongate", self.elongate, "use a positive integer, random or twice") from None
-        for name in ("lr", "epochs", "alpha", "warmup_ratio", "mlm_weight"):
+        for name in ("lr", "epochs", "alpha", "warmup_ratio", "mlm_weight", "copy_concat_share"):
             if not math.isfinite(float(getattr(self, name))):
                 raise SettingError(name, getattr(self, name), "must be a finite number")
         checks = [
@@ -244,6 +261,14 @@ class TrainConfig:
             ("epochs", self.epochs > 0, "must be > 0"),
             ("lr", self.lr > 0, "must be > 0, e.g. 3e-5"),
             ("warmup_ratio", 0.0 <= self.warmup_ratio < 1.0, "must lie in [0, 1): a share of the steps"),
+            ("copy_concat_share", 0.0 < self.copy_concat_share <= 1.0, "must lie in (0, 1]: a share of the batches"),
+            (
+                "copy_concat_share",
+                self.copy_concat_share == 1.0 or self.method is Method.COPY_CONCAT,
+                "applies to copy-concat only",
+            ),
+            ("eval_attack", self.eval_attack is None or self.eval_attack >= 2, "copies m must be ≥ 2, e.g. 100"),
+            ("eval_attack", self.eval_attack is None or bool(self.eval_data), "needs eval_data (the pairs to attack)"),
             ("segment_length", self.segment_length >= 1, "must be ≥ 1"),
             ("alpha", 0.0 <= self.alpha <= 1.0, "must lie in [0, 1]"),
             ("mlm_weight", self.mlm_loss_weight >= 0.0, "must be ≥ 0"),
@@ -314,7 +339,11 @@ def _coerce(name: str, kind: Any, value: Any) -> Any:
 
 
 def config_from_mapping(values: dict[str, Any]) -> TrainConfig:
-    """A `TrainConfig` from a mapping (config file merged with flags); unknown keys get a one-line error."""
+    """A `TrainConfig` from a mapping (config file merged with flags) over the defaults of the recipe it names
+    (``recipe``, see `lengthwise.training.recipes`); unknown keys get a one-line error."""
+    from lengthwise.training.recipes import apply_recipe
+
+    values = apply_recipe(values)
     fields = {item.name: item for item in dataclasses.fields(TrainConfig)}
     hints = typing.get_type_hints(TrainConfig)
     unknown = sorted(set(values) - set(fields))

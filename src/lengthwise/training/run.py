@@ -195,7 +195,15 @@ def _build(
         head, start = masked_lm_head(model, seed=config.seed, trust_remote_code=config.trust_remote_code)
         model.append(head)
         loss = MaskedLMAuxiliary(loss, model, config.mlm_loss_weight)
-    collator = ViewCollator(config.method, view, config.seed, config.elongation, config.anchor, mlm=masker)
+    collator = ViewCollator(
+        config.method,
+        view,
+        config.seed,
+        config.elongation,
+        config.anchor,
+        mlm=masker,
+        copy_concat_share=config.copy_concat_share,
+    )
     return collator, loss, start
 
 
@@ -319,6 +327,8 @@ def train(
             log_history=history,
         )
         write_json_atomic(out / "train.json", record)
+        if config.recipe:
+            _write_recipe_card(config, record, model_dir)
     return TrainResult(
         out=out,
         model_dir=model_dir,
@@ -327,6 +337,26 @@ def train(
         train_runtime_s=runtime,
         tokens_per_second=tokens_per_second,
     )
+
+
+def _write_recipe_card(config: TrainConfig, record: TrainRecord, model_dir: Path) -> None:
+    """The recipe, its settings, the data and the last dev checks, as a section of ``OUT/model/README.md``."""
+    from lengthwise.training.card import recipe_section, write_card_section
+    from lengthwise.training.recipes import RECIPES
+
+    recipe = RECIPES.get(config.recipe or "")
+    if recipe is None:
+        return
+    evaluations = [entry for entry in record["log_history"] if any(key.startswith("eval_") for key in entry)]
+    last = evaluations[-1] if evaluations else {}
+    skip = ("runtime", "per_second")
+    metrics = {
+        key.removeprefix("eval_"): float(value)
+        for key, value in last.items()
+        if key.startswith("eval_") and isinstance(value, (int, float)) and not any(word in key for word in skip)
+    }
+    section = recipe_section(recipe, config.to_dict(), record["data"], record["global_step"], metrics)
+    write_card_section(model_dir, "recipe", section)
 
 
 def _step(checkpoint: Path) -> int:

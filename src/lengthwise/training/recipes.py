@@ -1,0 +1,64 @@
+"""Named recipes: tested sets of `TrainConfig` settings, picked with ``lengthwise train --recipe NAME``.
+
+A recipe only supplies defaults; a config file, a flag or ``--set`` given by the user still wins (`apply_recipe`).
+Each recipe says what data it was measured on and where its numbers are, so a user knows what to expect.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["RECIPES", "Recipe", "apply_recipe"]
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A name, what it is for, the settings it fixes, the data it was measured with and where the results are."""
+
+    name: str
+    summary: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    data: str = ""
+    results: str = ""
+
+
+LENGTH_ROBUST = Recipe(
+    name="length-robust",
+    summary=(
+        "Continue training a sentence-transformers model on positive pairs, half the batches copy-and-concat "
+        "elongated (each side copied m times, m random up to the window) and half plain, so that the length "
+        "attack's upward shift goes away while the short-text quality holds."
+    ),
+    settings={
+        "method": "copy-concat",
+        "copy_concat_share": 0.5,
+        "elongate": "random",
+        "lr": 5e-5,
+        "warmup_ratio": 0.1,
+        "batch_size": 16,
+        "max_length": 256,
+        "max_steps": 160,
+        "save_steps": 20,
+        "logging_steps": 10,
+    },
+    data=(
+        "Short positive pairs (anchor/positive JSONL): the measured run used an equal, seeded mix of MRPC train "
+        "paraphrases, Twitter URL paraphrases, SNLI entailment pairs and Flickr8k caption pairs "
+        "(`experiments/length_robust.py` writes it)."
+    ),
+    results="docs/results/README.md, study 1 at scale",
+)
+
+RECIPES = {recipe.name: recipe for recipe in (LENGTH_ROBUST,)}
+
+
+def apply_recipe(values: dict[str, Any]) -> dict[str, Any]:
+    """`values` over the defaults of the recipe it names (``values["recipe"]``); unchanged without one."""
+    name = values.get("recipe")
+    if not name:
+        return values
+    recipe = RECIPES.get(str(name).strip().lower())
+    if recipe is None:
+        raise ValueError(f"--recipe {name!r}: not known; use one of: {', '.join(RECIPES)}")
+    return {**recipe.settings, **values, "recipe": recipe.name}
