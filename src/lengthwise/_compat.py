@@ -1,7 +1,8 @@
 """Old import paths (lengthwise 0.1's flat modules) as aliases of their new homes, for one release.
 
 `import lengthwise.tokens` still works: it gives a thin module whose attributes are read from
-`lengthwise.core.tokens`, with a `DeprecationWarning` naming the new path. Removed in 0.3.
+`lengthwise.core.tokens`, with a `DeprecationWarning` naming the new path. Where an old module's names went to
+more than one place, `ALSO` names the other homes, searched in order after the main one. Removed in 0.3.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import warnings
 from collections.abc import Sequence
 from types import ModuleType
 
-__all__ = ["MOVED", "install"]
+__all__ = ["ALSO", "MOVED", "install"]
 
 MOVED = {
     "lengthwise.tokens": "lengthwise.core.tokens",
@@ -40,6 +41,18 @@ MOVED = {
     "lengthwise.train_cli": "lengthwise.cli.train",
 }
 
+ALSO = {  # names of an old module that live elsewhere than its main new home (tests/test_compat.py lists them)
+    "lengthwise.diagnostics": ("lengthwise.core.bins",),  # LengthBins
+    "lengthwise.report": (  # the plotting and HTML helpers the 0.1 report modules shared
+        "lengthwise.core.plotting",
+        "lengthwise.audit.report.html",
+        "lengthwise.audit.report.histograms",
+    ),
+    "lengthwise.report_docs": ("lengthwise.audit.report.doc_plots",),  # Series
+    "lengthwise.eval_cli": ("lengthwise.evaluation.tasks",),  # HF_PREFIX
+    "lengthwise.train_cli": ("lengthwise.training.config",),  # METHOD_HELP
+}
+
 
 class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Finds a moved module's old name and loads a module that forwards every attribute to the new one."""
@@ -55,9 +68,18 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return ModuleType(spec.name, f"Moved to {new}.")
 
     def exec_module(self, module: ModuleType) -> None:
-        target = importlib.import_module(MOVED[module.__name__])
-        module.__dict__["__getattr__"] = lambda name: getattr(target, name)
-        module.__dict__["__dir__"] = lambda: dir(target)
+        old = module.__name__
+        target = importlib.import_module(MOVED[old])
+        others = [importlib.import_module(name) for name in ALSO.get(old, ())]
+
+        def forward(name: str) -> object:
+            for home in (target, *others):
+                if hasattr(home, name):
+                    return getattr(home, name)
+            raise AttributeError(f"module {old!r} (now {MOVED[old]}) has no attribute {name!r}")
+
+        module.__dict__["__getattr__"] = forward
+        module.__dict__["__dir__"] = lambda: sorted({name for home in (target, *others) for name in dir(home)})
         module.__dict__["__all__"] = getattr(target, "__all__", [])
 
 
