@@ -29,6 +29,8 @@ def test_recipe_settings_are_defaults_that_the_user_overrides() -> None:
     assert config.lr == 1e-5  # the user's value wins over the recipe's
     with pytest.raises(ValueError, match="--recipe 'fast': not known; use one of: length-robust"):
         config_from_mapping({"recipe": "fast", "data": "d", "out": "o"})
+    with pytest.raises(ValueError, match="trains with --method copy-concat; drop --method hicl"):
+        config_from_mapping({"recipe": "length-robust", "method": "hicl", "data": "d", "out": "o"})
 
 
 @pytest.mark.parametrize(

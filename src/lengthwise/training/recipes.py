@@ -38,7 +38,7 @@ LENGTH_ROBUST = Recipe(
         "warmup_ratio": 0.1,
         "batch_size": 16,
         "max_length": 256,
-        "max_steps": 160,
+        "max_steps": 40,
         "save_steps": 20,
         "logging_steps": 10,
     },
@@ -61,4 +61,10 @@ def apply_recipe(values: dict[str, Any]) -> dict[str, Any]:
     recipe = RECIPES.get(str(name).strip().lower())
     if recipe is None:
         raise ValueError(f"--recipe {name!r}: not known; use one of: {', '.join(RECIPES)}")
+    method = values.get("method")
+    if method is not None and str(getattr(method, "value", method)).strip().lower() != recipe.settings["method"]:
+        raise ValueError(
+            f"--recipe {recipe.name} trains with --method {recipe.settings['method']}; drop --method {method} "
+            "(or drop --recipe to train that method on its own)"
+        )
     return {**recipe.settings, **values, "recipe": recipe.name}
