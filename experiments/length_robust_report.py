@@ -211,5 +211,15 @@ def report(out: Path) -> dict[str, Any]:
     payload = {"bootstrap": {"method": "percentile", "resamples": RESAMPLES, "confidence": 0.95, "paired": True},
                "fixes": rows}  # fmt: skip
     write_json_atomic(out / "report.json", payload)
+    if "recipe" in rows:  # the recipe model's card states what was measured, beside how it was made
+        from lengthwise.training.card import write_card_section
+
+        model_dir = Path(rows["recipe"]["headline"]["model"])
+        note = (
+            "## Measured (lengthwise study 1 at scale)\n\nEach fix starts from all-MiniLM-L6-v2; differences to the "
+            "unchanged model (`none`) are paired 95 % bootstrap intervals (scipy.stats.bootstrap, paired=True). "
+            "Commands, seeds and wall times: docs/results/README.md, study 1 at scale.\n\n" + markdown
+        )
+        write_card_section(model_dir, "measured", note)
     print(markdown)
     return payload
