@@ -64,7 +64,7 @@ def run_case(case: Case, context: Context) -> Outcome:
             return Outcome(case, None, "hang", f"no exit after {case.timeout:.0f} s", case.timeout)
         seconds = time.perf_counter() - started
         output = proc.stdout + proc.stderr
-        first = next((line for line in output.splitlines() if line.startswith("error:")), output.strip()[-160:])
+        first = _said(output, case.expect).replace(str(tmp), "{tmp}")
         if "Traceback (most recent call last)" in output:
             return Outcome(case, proc.returncode, "traceback", output.strip().splitlines()[-1][:160], seconds)
         if case.expect_exit != proc.returncode:
@@ -74,6 +74,18 @@ def run_case(case: Case, context: Context) -> Outcome:
         if case.check is not None and (reason := case.check(tmp, output)):
             return Outcome(case, proc.returncode, "bad result", reason, seconds)
         return Outcome(case, proc.returncode, "ok", first, seconds)
+
+
+def _said(output: str, expect: str | None) -> str:
+    """The line of `output` that shows what the command said: its error line, else the line holding the expected
+    text, else its last line; rich's table borders and rows are skipped, they say nothing in one cell."""
+    lines = [line.strip() for line in output.splitlines() if line.strip() and line.strip()[0] not in _BOX]
+    error = next((line for line in lines if line.startswith("error:")), None)
+    expected = next((line for line in lines if expect and expect in line), None)
+    return error or expected or (lines[-1][-160:] if lines else "")
+
+
+_BOX = "".join(chr(code) for code in range(0x2500, 0x2580))  # box-drawing characters: rich's table lines
 
 
 def markdown(outcomes: list[Outcome]) -> str:

@@ -92,6 +92,14 @@ def _out_with_notes(tmp: Path, _: Context) -> None:
     (tmp / "out" / "notes.txt").write_text("mine\n", encoding="utf-8")
 
 
+def _earlier_set(tmp: Path, _: Context) -> None:
+    """What an earlier retrieval eval left in --out: its record and a plot this STS run does not draw."""
+    _pairs(tmp)
+    (tmp / "out").mkdir()
+    (tmp / "out" / "results.json").write_text('{"task": "retrieval"}\n', encoding="utf-8")
+    (tmp / "out" / "retrieval_query_bins.png").write_bytes(b"an earlier plot")
+
+
 def _truncated_gz(tmp: Path, _: Context) -> None:
     text = "".join(f"sentence {i} one\tsentence {i} two\t{i % 5}\n" for i in range(3000)).encode()
     packed = gzip.compress(text)
@@ -114,12 +122,10 @@ def _kept(path: str, text: str):
 
 def _complete_set(tmp: Path, _: str) -> str | None:
     out = tmp / "out"
-    if list(out.glob(".lengthwise-eval-*")):
+    if [p.name for p in tmp.iterdir() if p.name.startswith(".")]:
         return "a staging folder was left behind"
-    if not (out / "sts_bins.png").is_file():
-        return "no sts_bins.png beside results.json"
-    if (out / "notes.txt").read_text(encoding="utf-8") != "mine\n":
-        return "a file the user kept in --out was lost"
+    if sorted(p.name for p in out.iterdir()) != ["results.json", "sts_bins.png"]:
+        return f"--out holds {sorted(p.name for p in out.iterdir())}, not this run's results.json and sts_bins.png"
     return None if _results(tmp)["result"]["n_pairs"] == 30 else "results.json does not count 30 pairs"
 
 
@@ -157,7 +163,9 @@ CASES: list[Case] = [
     Case("eval-out-unwritable-fs", "13.12",
          ["eval", "-m", NO_MODEL, "-t", "sts", "-d", "{tmp}/pairs.tsv", "-o", "/proc/lengthwise-eval-out"], 2,
          "--out /proc/lengthwise-eval-out", _pairs),
-    Case("eval-out-keeps-other-files", "13.13", [*_STS, "-m", "{tiny}"], 0, "wrote", _out_with_notes,
+    Case("eval-out-holds-other-files", "13.13", [*_STS, "-m", NO_MODEL], 2, "not part of an evaluation's output",
+         _out_with_notes, _kept("out/notes.txt", "mine\n")),
+    Case("eval-out-replaces-an-earlier-set", "13.13", [*_STS, "-m", "{tiny}"], 0, "wrote", _earlier_set,
          _complete_set),
     Case("eval-bin-width-zero", "13.21", [*_STS, "-m", NO_MODEL, "--bin-width", "0"], 2,
          "--bin-width 0 must be ≥ 1", _pairs),
