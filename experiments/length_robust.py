@@ -38,15 +38,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import SHARED, STS_TASKS, default_model, hardware, lengthwise_cli, read_json, set_threads
+from length_attack import write_pairs  # the same seeded four-source mix as study 1, larger
 
 FIXES = ("none", "tempscale", "recipe", "copy-concat", "laser-self", "hicl")
 TEMPSCALE_T = 0.876393  # tuned on SciFact train (docs/results/tempscale_tune_scifact_minilm.json)
-PAIR_SOURCES = {
-    "mrpc_train": "mrpc/msr_paraphrase_train.txt.gz",
-    "twitter_url": "twitter_url_corpus/test.jsonl.gz",
-    "snli_dev_entailment": "snli_senteval/dev.jsonl.gz",
-    "flickr8k_captions": "flickr8k_captions/captions_by_image.jsonl.gz",
-}
 QUALITY_STS = ("STS12", "STS13", "STS14", "STS15", "STS16")
 PAPER = {  # length-attack paper Table 1 (QQP → ArguAna, mean pooling, 1 epoch from a vanilla encoder)
     "default_jsd": 0.67,
@@ -54,26 +49,6 @@ PAPER = {  # length-attack paper Table 1 (QQP → ArguAna, mean pooling, 1 epoch
     "default_r2": 99.47,
     "copy_concat_r2": 98.87,
 }
-
-
-def write_pairs(out: Path, n: int, seed: int) -> dict[str, Any]:
-    """An equal, seeded mix of `n` short positive pairs from the four shared sources, as JSONL anchor/positive."""
-    from lengthwise.training.data import read_training_data
-
-    path = out / "pairs.jsonl"
-    share = -(-n // len(PAIR_SOURCES))
-    rows: list[tuple[str, str, str]] = []
-    counts = {}
-    for name, rel in PAIR_SOURCES.items():
-        data = read_training_data(SHARED / rel, max_examples=share, seed=seed)
-        rows += [(name, a, b) for a, b in data.pairs]
-        counts[name] = len(data.pairs)
-    random.Random(seed).shuffle(rows)
-    rows = rows[:n]
-    tmp = path.with_suffix(".partial")
-    tmp.write_text("".join(json.dumps({"anchor": a, "positive": b, "source": s}) + "\n" for s, a, b in rows))
-    tmp.replace(path)
-    return {"file": str(path), "n_pairs": len(rows), "drawn_per_source": counts, "seed": seed}
 
 
 def write_texts(out: Path, n: int, seed: int) -> dict[str, Any]:
