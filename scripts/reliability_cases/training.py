@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from reliability_cases import Case, Context
+from reliability_cases import Case, Context, write_remote_code_model
 
 NO_MODEL = "/nonexistent/lengthwise-model"
 _RUN = ["--batch-size", "8", "--max-length", "32", "--max-steps", "4", "--save-steps", "2", "--device", "cpu"]
@@ -107,13 +107,7 @@ def _file_kept(tmp: Path, output: str) -> str | None:
 
 def _remote_code(tmp: Path, context: Context) -> None:
     _texts(tmp)
-    folder = tmp / "remote"
-    shutil.copytree(context.tiny_model, folder)
-    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    config.update(model_type="lwcustom", auto_map={"AutoConfig": "conf.LwConfig", "AutoModel": "model.LwModel"})
-    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
-    (folder / "conf.py").write_text("from transformers import BertConfig\nclass LwConfig(BertConfig):\n    pass\n")
-    (folder / "model.py").write_text("from transformers import BertModel\nclass LwModel(BertModel):\n    pass\n")
+    write_remote_code_model(context.tiny_model, tmp / "remote")
 
 
 def _docs(tmp: Path, _: Context) -> None:
