@@ -124,8 +124,8 @@ def _minutes(seconds: float | None) -> str:
 def table(rows: dict[str, dict[str, Any]]) -> str:
     """Two markdown tables: robustness and quality, each fix's value and its paired interval against none."""
     lines = [
-        "| fix | training wall time | STS-B m=100: mean shift (Δ vs none [95 % CI]) | risen | JSD (null 95 %; p) "
-        "| first64x8 JSD (Δ [95 % CI]) | probe R²×100 ridge |",
+        "| fix | training wall time | STS-B m=100: mean shift (Δ vs none [95 % CI]) | risen "
+        "| JSD (null 95 %; p; Δ [95 % CI]) | first64x8 JSD (Δ [95 % CI]) | probe R²×100 ridge |",
         "|---|---|---|---|---|---|---|",
     ]
     for fix, row in rows.items():
@@ -134,9 +134,10 @@ def table(rows: dict[str, dict[str, Any]]) -> str:
         null, nan = a.get("js_null") or {}, float("nan")
         shift = f"{a['mean_shift']:+.4f}" + (f" ({_ci(d['stsb_attack']['mean_shift'], 4)})" if d else "")
         first = f"{f['js_distance']:.3f}" + (f" ({_ci(d['first64x8']['js_distance'], 3)})" if d else "")
+        jsd = f"; Δ {_ci(d['stsb_attack']['js_distance'], 3)}" if d else ""
         lines.append(
             f"| {fix} | {_minutes(row.get('train_wall_s'))} | {shift} | {100 * a['frac_increased']:.1f} % "
-            f"| {a['js_distance']:.3f} ({null.get('q95', nan):.3f}; p = {null.get('p_value', nan):.3f}) "
+            f"| {a['js_distance']:.3f} ({null.get('q95', nan):.3f}; p = {null.get('p_value', nan):.3f}){jsd} "
             f"| {first} | {h['probe_ridge_r2x100']:.1f} ± {h['probe_ridge_r2x100_std']:.1f} |"
         )
     lines += [
