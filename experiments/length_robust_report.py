@@ -174,8 +174,9 @@ def plot(rows: dict[str, dict[str, Any]], path: Path) -> Path:
             h = row["headline"]
             x, y = h["stsb_attack"]["mean_shift"], h[key]
             axis.scatter([x], [y], s=40)
-            axis.annotate(f"{fix}\n{_minutes(row.get('train_wall_s'))}", (x, y), fontsize=8, xytext=(4, 4),
-                          textcoords="offset points")  # fmt: skip
+            trained = row.get("train_wall_s")
+            tag = f"{fix}\n{_minutes(trained) if trained else 'no training'}"
+            axis.annotate(tag, (x, y), fontsize=8, xytext=(4, 4), textcoords="offset points")
         axis.axvline(0.0, color="grey", lw=0.8, ls=":")
         axis.set_xlabel("STS-B test attack m=100: mean similarity shift (0 = length-robust)")
         axis.set_ylabel(label)
