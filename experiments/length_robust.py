@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import json
 import os
 import random
 import shutil
@@ -38,7 +37,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import SHARED, STS_TASKS, default_model, hardware, lengthwise_cli, read_json, set_threads
-from length_attack import write_pairs  # the same seeded four-source mix as study 1, larger
+from length_attack import write_pairs, write_same_topic  # study 1's writers: the same pair mix (larger), pairs
 
 FIXES = ("none", "tempscale", "recipe", "copy-concat", "laser-self", "hicl")
 TEMPSCALE_T = 0.876393  # tuned on SciFact train (docs/results/tempscale_tune_scifact_minilm.json)
@@ -163,12 +162,10 @@ def _attack(model: str, pairs: Path, out: Path, preset: str) -> dict[str, Any]:
 
 
 def _same_topic(args: argparse.Namespace) -> Path:
-    from lengthwise.core.data import read_pairs
-
+    """Every distinct same-topic SciFact pair, written once by study 1's writer."""
     path = args.out / "same_topic.jsonl"
     if not path.exists():
-        pairs = [p for p in read_pairs(SHARED / "scifact", max_pairs=100_000, seed=0).pairs if p.kind == "same_topic"]
-        path.write_text("".join(json.dumps({"text1": p.text1, "text2": p.text2}) + "\n" for p in pairs))
+        write_same_topic(args.out, 0, 0)
     return path
 
 

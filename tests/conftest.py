@@ -8,9 +8,12 @@ Both models load offline: the tokenizer and the real weights come from the `gt-a
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))  # reliability_cases.tiny_bert
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -29,29 +32,13 @@ def minilm_path() -> str:
 
 
 @pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory, minilm_path: str) -> Path:
-    """A 2-layer, 32-wide random BERT with all-MiniLM's WordPiece tokenizer, saved as a sentence-transformer."""
-    import torch
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
-    from transformers import AutoTokenizer, BertConfig, BertModel
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 2-layer, 32-wide random BERT with all-MiniLM's WordPiece tokenizer, saved as a sentence-transformer
+    (`tiny_bert` from scripts/reliability_cases, so the tests and the reliability table use one builder)."""
+    from reliability_cases import tiny_bert
 
     folder = tmp_path_factory.mktemp("tiny-bert")
-    tokenizer = AutoTokenizer.from_pretrained(minilm_path)
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-    )
-    torch.manual_seed(0)
-    BertModel(config).save_pretrained(folder / "hf")
-    tokenizer.save_pretrained(folder / "hf")
-    transformer = Transformer(str(folder / "hf"), max_seq_length=64)
-    model = SentenceTransformer(modules=[transformer, Pooling(32, "mean"), Normalize()], device="cpu")
-    model.save(str(folder / "st"))
+    tiny_bert(folder / "hf", folder / "st", max_positions=128, max_seq_length=64)
     return folder / "st"
 
 
