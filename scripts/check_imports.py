@@ -6,13 +6,15 @@ lengthwise is laid out as one hall (`core/`) with rooms off it (`audit/`, `temps
 
 - the hall imports only itself;
 - a room imports only the hall and itself, never another room, the facade or the CLI;
-- the facade (`__init__.py`, `facade.py`, `_compat.py`) may join rooms, but never imports the CLI;
+- the facade (`__init__.py`, `facade.py`) may join rooms, but never imports the CLI;
 - nothing outside `cli/` imports `cli/`;
 - no cycle between modules.
 
 Every ``import`` statement counts, including those inside functions (a deferred import is still a
-dependency). Imports under ``if TYPE_CHECKING:`` count for the hall/room rules but not for cycles: a name
-used only in annotations is no load-time dependency. Names in strings (the lazy facade's tables) do not count.
+dependency), and so does a call that imports by a literal string (``importlib.import_module("pkg.cli.eval")``,
+``__import__(…)``): hiding an import in a string does not get round a rule. Imports under ``if TYPE_CHECKING:``
+count for the rules and for cycles too: two modules whose annotations name each other are one concept split in
+two. Names in plain strings (the lazy facade's export tables) do not count.
 
     python scripts/check_imports.py                 # group graph; exit 1 on a broken rule
     python scripts/check_imports.py --modules       # also every module-to-module edge
@@ -36,7 +38,7 @@ ROOMS = ("audit", "tempscale", "longdoc", "evaluation", "training")
 CLI = "cli"
 FACADE = "facade"
 # top-level modules/packages that belong to the facade or the hall without living under core/
-FACADE_MODULES = ("__init__", "facade", "_compat", "_version")
+FACADE_MODULES = ("__init__", "facade", "_version")
 HALL_EXTRAS = ("probes",)  # data files read through importlib.resources
 GROUP_ORDER = (HALL, *ROOMS, FACADE, CLI)
 
@@ -93,14 +95,29 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
+def _string_import(node: ast.AST) -> str | None:
+    """The module a call such as ``importlib.import_module("a.b")`` or ``__import__("a.b")`` names, else None."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    first = node.args[0]
+    if name in ("import_module", "__import__") and isinstance(first, ast.Constant) and isinstance(first.value, str):
+        return first.value
+    return None
+
+
 def _import_nodes(tree: ast.AST) -> list[tuple[ast.Import | ast.ImportFrom, bool]]:
-    """Every import node anywhere in the tree, with whether it sits under ``if TYPE_CHECKING:``."""
+    """Every import node anywhere in the tree, with whether it sits under ``if TYPE_CHECKING:``; a call importing
+    by a literal string comes back as the ``import`` statement it stands for."""
     found: list[tuple[ast.Import | ast.ImportFrom, bool]] = []
     stack: list[tuple[ast.AST, bool]] = [(tree, False)]
     while stack:
         node, typing_only = stack.pop()
         if isinstance(node, ast.Import | ast.ImportFrom):
             found.append((node, typing_only))
+        elif (named := _string_import(node)) is not None:
+            found.append((ast.Import(names=[ast.alias(name=named)], lineno=node.lineno), typing_only))
         if isinstance(node, ast.If) and _is_type_checking(node.test):
             stack.extend((child, True) for child in node.body)
             stack.extend((child, typing_only) for child in node.orelse)
@@ -160,10 +177,9 @@ def violations(modules: set[str], edges: list[Import], package: str) -> list[str
             problems.append(f"{where}: {edge.source} imports {edge.target} ({src} → {dst}): {why}")
     graph: dict[str, set[str]] = defaultdict(set)
     first_line: dict[tuple[str, str], str] = {}
-    for edge in edges:
-        if not edge.typing_only:
-            graph[edge.source].add(edge.target)
-            first_line.setdefault((edge.source, edge.target), f"{edge.path.name}:{edge.line}")
+    for edge in edges:  # annotation-only imports included: a TYPE_CHECKING cycle is still a cycle
+        graph[edge.source].add(edge.target)
+        first_line.setdefault((edge.source, edge.target), f"{edge.path.name}:{edge.line}")
     while True:
         try:
             TopologicalSorter(graph).prepare()

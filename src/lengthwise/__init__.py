@@ -6,11 +6,8 @@ Names load on first use (PEP 562), so `import lengthwise` costs no torch import 
 
 from __future__ import annotations
 
-from lengthwise import _compat
 from lengthwise._version import __version__ as __version__  # re-exported
 from lengthwise.core.lazy import lazy_exports
-
-_compat.install()
 
 _EXPORTS = {
     "DEFAULT_MODEL": "lengthwise.core.defaults",

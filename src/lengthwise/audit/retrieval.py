@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from lengthwise.audit.retrieval_config import RetrievalAuditConfig, RetrievalRequest, RetrievalSplit
-from lengthwise.audit.retrieval_controlled import controlled_bias, embed_side
+from lengthwise.audit.retrieval_controlled import controlled_bias
 from lengthwise.audit.retrieval_result import Natural, RetrievalBias, verdicts
 from lengthwise.audit.retrieval_stats import (
     length_percentiles,
@@ -33,7 +33,7 @@ from lengthwise.audit.retrieval_stats import (
     wilcoxon_p,
 )
 from lengthwise.core.bins import LengthBins, per_bin, token_lengths
-from lengthwise.core.embed import TokenView
+from lengthwise.core.embed import TokenView, embed_side
 from lengthwise.core.encoder import TextEncoder
 from lengthwise.core.search import exact_search, relevant_ranks
 

@@ -27,29 +27,18 @@ from lengthwise.audit.retrieval_perturb import (
 )
 from lengthwise.audit.retrieval_result import Controlled, PositionUnit, Setting
 from lengthwise.audit.retrieval_stats import friedman, paired_shift
-from lengthwise.core.embed import TokenView
+from lengthwise.core.embed import TokenView, embed_side
 from lengthwise.core.encoder import TextEncoder
 from lengthwise.core.search import exact_search, score_ranks
 from lengthwise.core.tokens import split_sentences
 
 if TYPE_CHECKING:
-    from lengthwise.audit.retrieval import RetrievalAuditConfig, RetrievalSplit
+    from lengthwise.audit.retrieval_config import RetrievalAuditConfig, RetrievalSplit
 
-__all__ = ["controlled_bias", "embed_side"]
+__all__ = ["controlled_bias"]
 
 Progress = Callable[[str, int, int], None]
 Ref = tuple[str, int]  # ("corpus", document row) or ("bank", perturbed sequence row)
-
-
-def embed_side(
-    encode: Callable[..., Any], texts: Sequence[str], stage: str, batch_size: int, progress: Progress
-) -> torch.Tensor:
-    """L2-normalised embeddings of `texts` through one encoder side, in chunks that report progress: (n, D)."""
-    chunks = []
-    for start in range(0, len(texts), 512):
-        chunks.append(np.asarray(encode(list(texts[start : start + 512]), batch_size=batch_size), dtype=np.float32))
-        progress(stage, min(start + 512, len(texts)), len(texts))
-    return torch.nn.functional.normalize(torch.as_tensor(np.concatenate(chunks)), dim=-1)
 
 
 class _Entry(NamedTuple):

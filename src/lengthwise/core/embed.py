@@ -21,6 +21,7 @@ __all__ = [
     "TokenView",
     "batch_features",
     "embed_ids",
+    "embed_side",
     "embed_texts",
     "forward_batches",
     "text_transformer",
@@ -178,3 +179,18 @@ def embed_texts(
     """Embed texts the way `SentenceTransformer.encode` does (truncation to N), through `embed_ids`."""
     view = TokenView(model)
     return embed_ids(model, [view.wrap(ids) for ids in view.content(texts)], batch_size=batch_size, on_batch=on_batch)
+
+
+def embed_side(
+    encode: Callable[..., Any],
+    texts: Sequence[str],
+    stage: str,
+    batch_size: int,
+    progress: Callable[[str, int, int], None],
+) -> torch.Tensor:
+    """L2-normalised embeddings of `texts` through one encoder side, in chunks that report progress: (n, D)."""
+    chunks = []
+    for start in range(0, len(texts), 512):
+        chunks.append(np.asarray(encode(list(texts[start : start + 512]), batch_size=batch_size), dtype=np.float32))
+        progress(stage, min(start + 512, len(texts)), len(texts))
+    return torch.nn.functional.normalize(torch.as_tensor(np.concatenate(chunks)), dim=-1)
