@@ -27,7 +27,7 @@ def test_few_shot_draws_k_per_class_seeded() -> None:
 
 
 def test_few_shot_needs_k_examples_in_every_class() -> None:
-    with pytest.raises(ValueError, match="class 1 has 2 training examples, fewer than k = 3"):
+    with pytest.raises(ValueError, match="few_shot=3: class 1 has 2 training examples, fewer than k"):
         few_shot_indices(np.asarray([0, 0, 0, 1, 1]), 3, seed=0)
 
 
@@ -38,11 +38,11 @@ def test_scores_known_values() -> None:
 
 
 def test_config_is_validated() -> None:
-    with pytest.raises(ValueError, match="classifiers must be one of logreg, mlp; got 'svm'"):
+    with pytest.raises(ValueError, match="classifiers='svm': use one of logreg, mlp"):
         ClassificationConfig(classifiers=("svm",))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="nothing to run"):
         ClassificationConfig(full=False, few_shot=())
-    with pytest.raises(ValueError, match="few_shot_sampler must be one of seeded, mteb; got 'numpy'"):
+    with pytest.raises(ValueError, match="few_shot_sampler='numpy': use one of seeded, mteb"):
         ClassificationConfig(few_shot_sampler="numpy")  # type: ignore[arg-type]
 
 

@@ -156,10 +156,10 @@ def test_unwritable_out_is_refused_before_any_computing(tmp_path: Path, beir_fol
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (("--bin-width", "0"), "--bin-width 0 must be ≥ 1"),
-        (("--top-k", "5"), "--top-k 5 must be ≥ every cut-off"),
-        (("--batch-size", "0"), "--batch-size 0 must be ≥ 1"),
-        (("--max-train", "0"), "--max-train 0 must be ≥ 1"),
+        (("--bin-width", "0"), "--bin-width 0: must be ≥ 1"),
+        (("--top-k", "5"), "--top-k 5: must be ≥ every cut-off"),
+        (("--batch-size", "0"), "--batch-size 0: must be ≥ 1"),
+        (("--max-train", "0"), "--max-train 0: must be ≥ 1"),
     ],
 )
 def test_bad_settings_name_the_flag(tmp_path: Path, beir_folder: Path, flags: tuple[str, ...], message: str) -> None:
@@ -216,4 +216,4 @@ def test_few_shot_k_above_a_class_size_names_the_flag(tmp_path: Path, tiny_model
     result = _run(
         "-m", str(tiny_model_dir), "-t", "classification", "-d", str(labelled_folder), "-o", out, "--few-shot", "50"
     )
-    assert result.exit_code == 2 and "fewer than k = 50; use a smaller --few-shot k" in _said(result)
+    assert result.exit_code == 2 and "--few-shot 50: class 0 has" in _said(result)

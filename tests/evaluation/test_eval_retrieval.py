@@ -82,7 +82,7 @@ def test_trec_scores_known_values() -> None:
 
 
 def test_config_is_validated() -> None:
-    with pytest.raises(ValueError, match="top_k 5 must be ≥ every cut-off"):
+    with pytest.raises(ValueError, match="top_k=5: must be ≥ every cut-off"):
         RetrievalConfig(top_k=5)
 
 

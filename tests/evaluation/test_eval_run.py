@@ -130,10 +130,10 @@ def test_self_hit_rule_is_resolved_from_the_data_name(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"bin_width": 0}, "bin_width 0 must be ≥ 1"),
-        ({"max_test": 0}, "max_test 0 must be ≥ 1"),
-        ({"task": "ranking"}, "task must be one of sts, retrieval, classification; got 'ranking'"),
-        ({"self_hits": "sometimes"}, "self_hits must be one of auto, keep, drop"),
+        ({"bin_width": 0}, "bin_width=0: must be ≥ 1"),
+        ({"max_test": 0}, "max_test=0: must be ≥ 1"),
+        ({"task": "ranking"}, "task='ranking': use one of sts, retrieval, classification"),
+        ({"self_hits": "sometimes"}, "self_hits='sometimes': use one of auto, keep, drop"),
     ],
 )
 def test_config_errors_name_the_field(fields: dict[str, object], message: str) -> None:

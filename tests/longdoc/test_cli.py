@@ -124,9 +124,9 @@ def test_encode_multi_vector_keeps_windows(tiny_model_dir: Path, tmp_path: Path)
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--long", "chunky"], "--long 'chunky' is not a strategy"),
-        (["--window", "32", "--stride", "40"], "--stride 40 ≥ --window 32"),
-        (["--window", "4096"], "--window 4096 is above the model's limit"),
+        (["--long", "chunky"], "--long 'chunky': not a strategy"),
+        (["--window", "32", "--stride", "40"], "--stride 40: not below the window (32)"),
+        (["--window", "4096"], "--window 4096: above the model's limit"),
     ],
 )
 def test_bad_flags_are_one_line_errors(tiny_model_dir: Path, tmp_path: Path, extra: list[str], message: str) -> None:

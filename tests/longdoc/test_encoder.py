@@ -94,9 +94,9 @@ def test_identical_windows_are_embedded_once(tiny_model) -> None:
 @pytest.mark.parametrize(
     ("settings", "flag"),
     [
-        ({"window": 4096}, "--window 4096 is above the model's limit of 128"),
-        ({"window": 32, "stride": 31}, "--stride 31 is larger than the 30 text tokens"),
-        ({"macro_window": 1000}, "--macro-window 1000 is above"),
+        ({"window": 4096}, "window=4096: above the model's limit of 128"),
+        ({"window": 32, "stride": 31}, "stride=31: larger than the 30 text tokens"),
+        ({"macro_window": 1000}, "macro_window=1000: above"),
     ],
 )
 def test_bad_settings_name_the_flag(tiny_model, settings: dict, flag: str) -> None:
@@ -107,10 +107,10 @@ def test_bad_settings_name_the_flag(tiny_model, settings: dict, flag: str) -> No
 @pytest.mark.parametrize(
     ("settings", "flag"),
     [
-        ({"window": 64, "stride": 64}, "--stride 64 ≥ --window 64"),
-        ({"strategy": "chunky"}, "--long 'chunky' is not a strategy"),
-        ({"window": 2}, "--window 2 is too small"),
-        ({"top_k": 0}, "--top-k 0"),
+        ({"window": 64, "stride": 64}, r"stride=64: not below the window \(64\)"),
+        ({"strategy": "chunky"}, "strategy='chunky': not a strategy"),
+        ({"window": 2}, "window=2: too small"),
+        ({"top_k": 0}, "top_k=0: must be"),
     ],
 )
 def test_config_errors_name_the_flag(settings: dict, flag: str) -> None:

@@ -58,9 +58,9 @@ def test_beir_folder_round_trip(tokenizer, tmp_path: Path) -> None:
 
 
 def test_bad_requests_are_errors(tokenizer, tmp_path: Path) -> None:
-    with pytest.raises(LongDocError, match="--per-length 500"):
+    with pytest.raises(LongDocError, match="per_length=500"):
         make_synthetic("passkey", HAYSTACK, tokenizer, lengths=(64,), per_length=500)
-    with pytest.raises(LongDocError, match="--task"):
+    with pytest.raises(LongDocError, match="task="):
         make_synthetic("haystack", HAYSTACK, tokenizer)  # type: ignore[arg-type]
     with pytest.raises(LongDocError, match="longdoc synth"):
         read_synthetic(tmp_path)

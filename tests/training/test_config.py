@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from lengthwise.core.errors import SettingError
 from lengthwise.training.config import (
     DataKind,
     Denominator,
     Method,
     Pooling,
     SameSequence,
-    SettingError,
     TrainConfig,
     config_from_mapping,
     parse_method,

@@ -13,7 +13,8 @@ from safetensors.torch import load_file
 from transformers import TrainerCallback
 
 from lengthwise.core.data import DataFormatError
-from lengthwise.training.config import SettingError, TrainConfig
+from lengthwise.core.errors import SettingError
+from lengthwise.training.config import TrainConfig
 from lengthwise.training.guard import TrainingDiverged
 from lengthwise.training.run import train
 

@@ -12,9 +12,10 @@ from typer.testing import CliRunner
 
 from lengthwise.cli import app
 from lengthwise.core.embed import TokenView
+from lengthwise.core.errors import SettingError
 from lengthwise.training.card import write_card_section
 from lengthwise.training.collate import ViewCollator
-from lengthwise.training.config import Method, SettingError, TrainConfig, config_from_mapping
+from lengthwise.training.config import Method, TrainConfig, config_from_mapping
 from lengthwise.training.recipes import RECIPES
 
 runner = CliRunner()

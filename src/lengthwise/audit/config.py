@@ -12,6 +12,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lengthwise.core.errors import SettingError
 from lengthwise.core.tokens import Elongation, ElongationMode
 
 if TYPE_CHECKING:
@@ -27,20 +28,11 @@ __all__ = [
     "Diagnostic",
     "DocAuditConfig",
     "HistogramSpec",
-    "SettingError",
 ]
 
 DEFAULT_CURVE_KS = (16, 32, 64, 128, 256, 512)
 MAX_BINS = 1000  # 1000 bins over [-1, 1] is 0.002 wide, below any cosine difference worth reading
 WORD_PAIRS = (("dog", "word"), ("apple", "theorem"), ("river", "keyboard"), ("music", "tax"))
-
-
-class SettingError(ValueError):
-    """An audit setting is invalid. `field` names the config field, so the CLI can name its flag."""
-
-    def __init__(self, field: str, value: Any, problem: str) -> None:
-        self.field, self.value, self.problem = field, value, problem
-        super().__init__(f"{field}={value!r}: {problem}")
 
 
 class Diagnostic(str, Enum):

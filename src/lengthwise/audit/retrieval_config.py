@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from lengthwise.audit.config import SettingError
+from lengthwise.core.errors import SettingError
 
 if TYPE_CHECKING:
     from lengthwise.core.encoder import TextEncoder

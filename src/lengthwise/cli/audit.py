@@ -11,45 +11,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from lengthwise.audit.config import (
-    AttentionLayers,
-    AuditConfig,
-    AuditJob,
-    Diagnostic,
-    DocAuditConfig,
-    HistogramSpec,
-    SettingError,
-)
+from lengthwise.audit.config import AttentionLayers, AuditConfig, AuditJob, Diagnostic, DocAuditConfig, HistogramSpec
 from lengthwise.audit.presets import Preset
 from lengthwise.audit.retrieval_config import RetrievalAuditConfig
 from lengthwise.cli.app import app
 from lengthwise.cli.console import console, escape, fail, say
-from lengthwise.cli.options import field_default, field_option
+from lengthwise.cli.options import field_default, field_option, setting_message
 from lengthwise.core.defaults import DEFAULT_MODEL
+from lengthwise.core.errors import SettingError
 
 if TYPE_CHECKING:  # rich.table loads when a command runs, not for `lengthwise --help`
     from rich.table import Table
-
-# config field → the flag that sets it (default: --field-name)
-_FLAGS = {
-    "elongation": "--elongate",
-    "bins": "--bins",
-    "histogram": "--bins",
-    "curve_ks": "--curve-k",
-    "diagnostics": "--all",
-    "docs": "--docs",
-    "out": "--out",
-}
-
-
-def _flag(field: str) -> str:
-    return _FLAGS.get(field, f"--{field.replace('_', '-')}")
-
-
-def _setting_message(error: SettingError) -> str:
-    value = error.value
-    shown = ", ".join(map(str, value)) if isinstance(value, list) else repr(value) if isinstance(value, str) else value
-    return f"{_flag(error.field)} {shown}: {error.problem}"
 
 
 def _summary_table(payload: Any) -> Table:
@@ -296,9 +268,9 @@ def audit(
         check_output(job.out)
         check_device(device)
     except SettingError as error:
-        fail(_setting_message(error))
+        fail(setting_message(error))
     except (ValueError, DataFormatError) as error:
-        fail(str(error))
+        fail(setting_message(error))
     _run(job, inputs, model=model, device=device, trust_remote_code=trust_remote_code, max_length=flags["max_length"],
          retrieval=retrieval_request, tempscale_t=tempscale_t)  # fmt: skip
 
@@ -331,7 +303,7 @@ def _run(job: AuditJob, inputs: Any, *, model: str, device: str | None, trust_re
                     encoder, job, inputs, model_name=name, on_progress=on_progress, retrieval=retrieval
                 )
     except (ValueError, ModelLoadError, NothingElongatedError) as error:
-        fail(str(error))
+        fail(setting_message(error))
     console.print(_summary_table(payload))
     if "diagnostics" in payload:
         console.print(_diagnostics_table(payload["diagnostics"]))

@@ -22,7 +22,7 @@ from lengthwise.cli.longdoc import (
     WindowOption,
     long_config,
 )
-from lengthwise.cli.options import check_device, check_out_dir
+from lengthwise.cli.options import check_device, check_out_dir, setting_message
 from lengthwise.core.defaults import DEFAULT_MODEL
 from lengthwise.longdoc.config import LongDocConfig
 
@@ -115,5 +115,5 @@ def encode(
                 args = [(model, device, config, data, out, job) for device, job in zip(targets, jobs, strict=True)]
                 written = sum(pool.starmap(_worker, args))
     except (ValueError, ModelLoadError) as err:  # LongDocError and DataFormatError are ValueErrors naming the fix
-        _fail(str(err))
+        _fail(setting_message(err))
     console.print(f"embedded {written} new documents into {out} ({config.describe()})", highlight=False)

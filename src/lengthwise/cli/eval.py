@@ -7,7 +7,6 @@ settings, `--device`, `--out`, the data) is checked before the model loads; heav
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -15,7 +14,7 @@ import typer
 
 from lengthwise.cli.console import console
 from lengthwise.cli.console import fail as _fail
-from lengthwise.cli.options import check_device, check_out_dir, field_default, field_option
+from lengthwise.cli.options import check_device, check_out_dir, field_default, field_option, setting_message
 from lengthwise.core.defaults import DEFAULT_MODEL
 from lengthwise.evaluation.config import (
     ClassificationConfig,
@@ -33,25 +32,6 @@ if TYPE_CHECKING:  # rich.table loads when a command prints, not for `lengthwise
     from lengthwise.evaluation.schema import EvalRecord
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-
-# config field → the flag that sets it, so a library error naming a field reaches the user as the flag
-_FLAGS = {
-    "bin_width": "--bin-width",
-    "batch_size": "--batch-size",
-    "max_train": "--max-train",
-    "max_test": "--max-test",
-    "self_hits": "--self-hits",
-    "top_k": "--top-k",
-    "classifiers": "--classifier",
-    "few_shot_sampler": "--few-shot-sampler",
-    "few_shot": "--few-shot",
-    "repeats": "--repeats",
-}
-
-
-def _as_flags(message: str) -> str:
-    """A config error message with each field name replaced by its flag."""
-    return re.sub(r"\b(" + "|".join(_FLAGS) + r")\b", lambda match: _FLAGS[match.group(1)], message)
 
 
 def _headline_table(record: EvalRecord) -> Table:
@@ -167,7 +147,7 @@ def evaluate(
             ),
         )
     except ValueError as err:
-        _fail(_as_flags(str(err)))
+        _fail(setting_message(err))
     _run(config, model, out, device, max_length, trust_remote_code, tempscale, started, (long, window, stride))
 
 
@@ -228,9 +208,9 @@ def _run(
         )
         plots = write_record(record, out)
     except (ModelLoadError, DataFormatError) as err:
-        _fail(str(err))
+        _fail(setting_message(err))
     except ValueError as err:  # a setting the data cannot satisfy, e.g. a few-shot k above a class's size
-        _fail(_as_flags(str(err)))
+        _fail(setting_message(err))
     except OSError as err:
         _fail(f"--out {out}: could not write the results ({err.strerror or err}); pass a writable directory")
     console.print(_headline_table(record))

@@ -13,7 +13,7 @@ import typer
 
 from lengthwise.cli.console import console
 from lengthwise.cli.console import fail as _fail
-from lengthwise.cli.options import check_device, check_out_dir, field_option
+from lengthwise.cli.options import check_device, check_out_dir, field_option, setting_message
 from lengthwise.core.defaults import DEFAULT_MODEL
 from lengthwise.longdoc.config import LongDocConfig
 
@@ -101,7 +101,7 @@ def synth(
         data = make_synthetic(task, sentences, tokenizer, lengths=sizes, per_length=per_length, seed=seed)  # type: ignore[arg-type]
         write_synthetic(data, out)
     except (ValueError, ModelLoadError, DataFormatError) as err:
-        _fail(str(err))
+        _fail(setting_message(err))
     console.print(f"wrote {len(data.items)} documents in {len(sizes)} length groups to {out}", highlight=False)
 
 
@@ -138,7 +138,7 @@ def evaluate(
         encoder = LongEncoder(loaded, config)
         result = evaluate_synthetic(encoder, dataset, batch_size=batch_size, show_progress=console.is_terminal)
     except (ValueError, ModelLoadError) as err:
-        _fail(str(err))
+        _fail(setting_message(err))
     payload = {
         "result": result.to_dict(),
         "provenance": provenance(
@@ -233,7 +233,7 @@ def tune(
 
             save_longdoc(loaded, result.best, save)
     except (ValueError, ModelLoadError, DataFormatError) as err:
-        _fail(str(err))
+        _fail(setting_message(err))
     settings = {"strategies": strategies, "windows": windows, "overlaps": overlaps, "split": split, "top_k": top_k}
     payload = {
         "metric": metric,
@@ -274,5 +274,5 @@ def save(
         LongEncoder(loaded, config).spans([1] * 8)  # checks the window and stride against this model
         save_longdoc(loaded, config, out)
     except (ValueError, ModelLoadError) as err:
-        _fail(str(err))
+        _fail(setting_message(err))
     console.print(f"wrote {out} with {config.describe()}", highlight=False)

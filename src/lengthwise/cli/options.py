@@ -9,12 +9,34 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
 import typer
 
-__all__ = ["check_device", "check_out_dir", "field_default", "field_help", "field_option"]
+__all__ = [
+    "FLAGS",
+    "check_device",
+    "check_out_dir",
+    "field_default",
+    "field_help",
+    "field_option",
+    "flag_for",
+    "setting_message",
+]
+
+# The one field → flag table: a library `SettingError` names a config field; the user reads the flag that sets
+# it. Only fields whose flag is not ``--field-name`` are listed.
+FLAGS = {
+    "elongation": "--elongate",
+    "histogram": "--bins",
+    "curve_ks": "--curve-k",
+    "diagnostics": "--all",
+    "classifiers": "--classifier",
+    "strategy": "--long",
+    "grid/bounds": "--grid/--bounds",
+}
 
 
 def _field(config: type, name: str) -> dataclasses.Field[Any]:
@@ -45,6 +67,28 @@ def field_default(config: type, name: str) -> Any:
 def field_option(config: type, name: str, *flags: str, **kwargs: Any) -> Any:
     """A `typer.Option` for `config.name`: flags default to ``--name-with-dashes``, help from the field."""
     return typer.Option(*(flags or (f"--{name.replace('_', '-')}",)), help=field_help(config, name), **kwargs)
+
+
+def flag_for(field: str) -> str:
+    """The flag that sets a config field: ``FLAGS`` where it differs, else ``--field-name``."""
+    return FLAGS.get(field, f"--{field.replace('_', '-')}")
+
+
+def setting_message(error: Exception, *, flags: Collection[str] | None = None) -> str:
+    """A library error as the user should read it: a `SettingError`'s field as its flag, ``--flag value: problem``.
+
+    `flags`: the fields this command has a flag for; another field is set with ``--set field=value``
+    (``lengthwise train``). Any other error is its own message.
+    """
+    from lengthwise.core.errors import SettingError
+
+    if not isinstance(error, SettingError) or not error.field:
+        return str(error)
+    value = error.value
+    shown = ", ".join(map(str, value)) if isinstance(value, list) else repr(value) if isinstance(value, str) else value
+    if flags is not None and error.field not in flags:
+        return f"--set {error.field}={error.value} (or `{error.field}:` in --config): {error.problem}"
+    return f"{flag_for(error.field)} {shown}: {error.problem}"
 
 
 def check_out_dir(path: Path, flag: str = "--out") -> None:

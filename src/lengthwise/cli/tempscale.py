@@ -15,7 +15,7 @@ import typer
 
 from lengthwise.cli.console import console
 from lengthwise.cli.console import fail as _fail
-from lengthwise.cli.options import field_default, field_help
+from lengthwise.cli.options import field_default, field_help, setting_message
 from lengthwise.core.defaults import DEFAULT_MODEL
 from lengthwise.evaluation.tasks import Task
 from lengthwise.tempscale.config import TempScaleConfig
@@ -24,7 +24,6 @@ from lengthwise.tempscale.tune import Side, TuneSpec
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-    from lengthwise.tempscale.config import TempScaleError
 
 app = typer.Typer(
     help="TempScale: divide attention logits by a temperature t (METHODS §2) — tune, bake or save it.",
@@ -33,19 +32,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-_FLAGS = {
-    "t": "--t",
-    "t_query": "--t-query",
-    "t_doc": "--t-doc",
-    "schedule": "--schedule",
-    "grid": "--grid",
-    "bounds": "--bounds",
-    "grid/bounds": "--grid/--bounds",
-    "xatol": "--xatol",
-    "max_evals": "--max-evals",
-    "side": "--side",
-    "out": "--out",
-}
 _USUAL_T = (0.25, 4.0)  # outside it a temperature is allowed but unusual: the command says so
 
 
@@ -55,13 +41,6 @@ TrustOption = Annotated[bool, typer.Option("--trust-remote-code", help="Allow th
 TQueryOption = Annotated[float | None, typer.Option("--t-query", help=field_help(TempScaleConfig, "t_query"))]
 TDocOption = Annotated[float | None, typer.Option("--t-doc", help=field_help(TempScaleConfig, "t_doc"))]
 ScheduleOption = Annotated[str | None, typer.Option("--schedule", help=field_help(TempScaleConfig, "schedule"))]
-
-
-def _message(err: TempScaleError) -> str:
-    """The library's field-named error with the flag that sets the field."""
-    if err.field in _FLAGS:
-        return f"{_FLAGS[err.field]} {err.value}: {err.problem}"
-    return str(err)
 
 
 def _config(t: float, t_query: float | None, t_doc: float | None, schedule: str | None) -> TempScaleConfig:
@@ -84,7 +63,7 @@ def _checked_config(t: float, t_query: float | None, t_doc: float | None, schedu
     try:
         return _config(t, t_query, t_doc, schedule)
     except TempScaleError as err:
-        _fail(_message(err))
+        _fail(setting_message(err))
 
 
 def _load(
@@ -164,9 +143,9 @@ def bake(
             if diff > 1e-5:
                 _fail(f"baked weights differ from the run-time patch by {diff:.2e} (> 1e-5); do not use {out}")
     except TempScaleError as err:
-        _fail(_message(err))
+        _fail(setting_message(err))
     except (ValueError, ModelLoadError) as err:
-        _fail(str(err))
+        _fail(setting_message(err))
     product = " × ".join(f"{x:g}" for x in steps)
     recorded = f"t = {total.t:g}" + (f" (= {product})" if len(steps) > 1 else "")
     console.print(
@@ -216,9 +195,9 @@ def save(
         with tempscale(loaded, config):
             save_tempscale(loaded, out)
     except TempScaleError as err:
-        _fail(_message(err))
+        _fail(setting_message(err))
     except (ValueError, ModelLoadError) as err:
-        _fail(str(err))
+        _fail(setting_message(err))
     console.print(f"wrote {out} with {config}", highlight=False, markup=False)
 
 
@@ -312,7 +291,7 @@ def tune(
     try:  # the settings first: a bad one costs no import of torch
         spec = TuneSpec(grid=values, search=search, bounds=bounds, xatol=xatol, max_evals=max_evals, side=side)
     except TempScaleError as err:
-        _fail(_message(err))
+        _fail(setting_message(err))
     from lengthwise.cli.options import check_device, check_out_dir
     from lengthwise.core.models import ModelLoadError, model_fingerprint
     from lengthwise.core.results import provenance, write_bytes_atomic, write_json_atomic
@@ -333,9 +312,9 @@ def tune(
 
             result = tune_temperature(objective, spec, on_eval=report)
     except TempScaleError as err:
-        _fail(_message(err))
+        _fail(setting_message(err))
     except (ValueError, ModelLoadError) as err:  # DataFormatError is a ValueError naming the file and the fix
-        _fail(str(err))
+        _fail(setting_message(err))
     settings = {
         "grid": list(spec.grid),
         "search": search,

@@ -15,11 +15,11 @@ import typer
 
 from lengthwise.cli.console import console
 from lengthwise.cli.console import fail as _fail
-from lengthwise.cli.options import field_default, field_help
+from lengthwise.cli.options import field_default, field_help, setting_message
 from lengthwise.training.config import TrainConfig
 
 if TYPE_CHECKING:
-    from lengthwise.training.config import SettingError
+    pass
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
@@ -49,14 +49,6 @@ def _settings(config_file: Path | None, flags: dict[str, Any], assignments: list
             raise ValueError(f"--set {assignment!r}: use KEY=VALUE, e.g. --set alpha=0.15")
         values[key.strip().replace("-", "_")] = value.strip()
     return values
-
-
-def _flag_message(err: SettingError, flags: set[str]) -> str:
-    """The library's field-named error with the flag that sets the field."""
-    shown = repr(err.value) if isinstance(err.value, str) else err.value
-    if err.field in flags:
-        return f"--{err.field.replace('_', '-')} {shown}: {err.problem}"
-    return f"--set {err.field}={err.value} (or `{err.field}:` in --config): {err.problem}"
 
 
 @app.callback(invoke_without_command=True, subcommand_metavar="")
@@ -98,7 +90,8 @@ def train(
     `--recipe length-robust -d PAIRS.jsonl -o RUN` continues training a model with the measured length-robust
     settings (copy-and-concat mixed with plain pairs); any flag given overrides the recipe's value.
     """
-    from lengthwise.training.config import SettingError, config_from_mapping
+    from lengthwise.core.errors import SettingError
+    from lengthwise.training.config import config_from_mapping
 
     flags = {
         "method": method,
@@ -128,9 +121,9 @@ def train(
     try:  # the settings first: a bad one costs no import of torch or the trainer
         settings = config_from_mapping(_settings(config, flags, set_ or []))
     except SettingError as err:
-        _fail(_flag_message(err, set(flags)))
+        _fail(setting_message(err, flags=flags))
     except ValueError as err:
-        _fail(str(err))
+        _fail(setting_message(err))
     from transformers.utils import logging as hf_logging
 
     from lengthwise.cli.options import check_device
@@ -142,9 +135,9 @@ def train(
         check_device(settings.device)
         result = run_training(settings, resume=resume)
     except SettingError as err:
-        _fail(_flag_message(err, set(flags)))
+        _fail(setting_message(err, flags=flags))
     except (ValueError, ModelLoadError, FileExistsError, ImportError) as err:  # DataFormatError is a ValueError
-        _fail(str(err))
+        _fail(setting_message(err))
     if result.already_finished:
         console.print(
             f"nothing to do: the run in {result.out} has finished ({result.global_step} steps; model in "

@@ -20,6 +20,7 @@ import numpy as np
 from lengthwise.core.bins import LengthBins, per_bin, token_lengths
 from lengthwise.core.embed import TokenView
 from lengthwise.core.encoder import TextEncoder
+from lengthwise.core.errors import SettingError
 from lengthwise.evaluation.config import ClassificationConfig, Classifier, FewShotSampler
 from lengthwise.evaluation.data import LabelledTexts
 from lengthwise.evaluation.schema import ClassificationRecord, ClassificationRun
@@ -49,8 +50,8 @@ def few_shot_indices(labels: np.ndarray, k: int, seed: int) -> np.ndarray:
     for label in np.unique(labels):
         members = np.flatnonzero(labels == label)
         if len(members) < k:
-            raise ValueError(
-                f"class {label} has {len(members)} training examples, fewer than k = {k}; use a smaller few_shot k"
+            raise SettingError(
+                "few_shot", k, f"class {label} has {len(members)} training examples, fewer than k; use a smaller k"
             )
         chosen.append(rng.choice(members, size=k, replace=False))
     return np.sort(np.concatenate(chosen))

@@ -12,6 +12,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
 
+from lengthwise.core.errors import SettingError
+
 __all__ = [
     "ClassificationConfig",
     "Classifier",
@@ -65,12 +67,12 @@ _E = TypeVar("_E", bound=Enum)
 
 
 def _member(kind: type[_E], value: object, name: str) -> _E:
-    """`value` as a member of `kind`, or a ValueError naming the field and the allowed values."""
+    """`value` as a member of `kind`, or a `SettingError` naming the field and the allowed values."""
     try:
         return kind(value)
     except ValueError:
         allowed = ", ".join(str(member.value) for member in kind)
-        raise ValueError(f"{name} must be one of {allowed}; got {value!r}") from None
+        raise SettingError(name, value, f"use one of {allowed}") from None
 
 
 @dataclass(frozen=True)
@@ -91,10 +93,11 @@ class RetrievalConfig:
 
     def __post_init__(self) -> None:
         cutoffs = (self.ndcg_k, self.mrr_k, self.recall_k, self.map_k)
-        if min(cutoffs) < 1 or self.query_chunk < 1 or self.corpus_chunk < 1:
-            raise ValueError("cut-offs and chunk sizes must be ≥ 1")
+        for name in ("ndcg_k", "mrr_k", "recall_k", "map_k", "query_chunk", "corpus_chunk"):
+            if getattr(self, name) < 1:
+                raise SettingError(name, getattr(self, name), "must be ≥ 1")
         if self.top_k < max(cutoffs):
-            raise ValueError(f"top_k {self.top_k} must be ≥ every cut-off (largest: {max(cutoffs)})")
+            raise SettingError("top_k", self.top_k, f"must be ≥ every cut-off (largest: {max(cutoffs)})")
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -123,16 +126,19 @@ class ClassificationConfig:
 
     def __post_init__(self) -> None:
         if not self.classifiers:
-            raise ValueError("classifiers must name at least one of logreg, mlp")
+            raise SettingError("classifiers", [], "name at least one of logreg, mlp")
         chosen = tuple(_member(Classifier, name, "classifiers") for name in self.classifiers)
         object.__setattr__(self, "classifiers", chosen)
         object.__setattr__(self, "few_shot", tuple(self.few_shot))
         sampler = _member(FewShotSampler, self.few_shot_sampler, "few_shot_sampler")
         object.__setattr__(self, "few_shot_sampler", sampler)
         if not self.full and not self.few_shot:
-            raise ValueError("nothing to run: enable the full setting or give a few-shot k")
-        if any(k < 1 for k in self.few_shot) or self.repeats < 1 or self.max_iter < 1:
-            raise ValueError("few-shot k, repeats and max_iter must be ≥ 1")
+            raise SettingError("few_shot", [], "nothing to run: enable the full setting or give a few-shot k")
+        if any(k < 1 for k in self.few_shot):
+            raise SettingError("few_shot", list(self.few_shot), "every k must be ≥ 1")
+        for name in ("repeats", "max_iter"):
+            if getattr(self, name) < 1:
+                raise SettingError(name, getattr(self, name), "must be ≥ 1")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON values (enum members as their names)."""
@@ -175,14 +181,14 @@ class EvalConfig:
         object.__setattr__(self, "task", _member(Task, self.task, "task"))
         object.__setattr__(self, "self_hits", _member(SelfHits, self.self_hits, "self_hits"))
         if not str(self.data).strip():
-            raise ValueError("data must name a file, a folder or hf:NAME")
+            raise SettingError("data", self.data, "name a file, a folder or hf:NAME")
         for name in ("bin_width", "batch_size"):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name} {getattr(self, name)} must be ≥ 1")
+                raise SettingError(name, getattr(self, name), "must be ≥ 1")
         for name in ("max_train", "max_test"):
             value = getattr(self, name)
             if value is not None and value < 1:
-                raise ValueError(f"{name} {value} must be ≥ 1")
+                raise SettingError(name, value, "must be ≥ 1")
 
     def settings(self) -> dict[str, Any]:
         """The record's ``settings``: what `results.json` has always held, plus the task's own section."""

@@ -10,11 +10,17 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+from lengthwise.core.errors import SettingError
+
 __all__ = ["LongDocConfig", "LongDocError", "Strategy"]
 
 
-class LongDocError(ValueError):
-    """A long-document setting or input cannot be used; the message names the flag or the text and the fix."""
+class LongDocError(SettingError):
+    """A long-document setting or input cannot be used. `field` names the setting at fault when there is one
+    (the message then reads ``field=value: problem``); otherwise the message names the input and the fix."""
+
+    def __init__(self, problem: str, *, field: str | None = None, value: Any = None) -> None:
+        super().__init__(field, value, problem)
 
 
 class Strategy(str, Enum):
@@ -28,14 +34,14 @@ class Strategy(str, Enum):
 
     @classmethod
     def parse(cls, value: str | Strategy) -> Strategy:
-        """`value` as a strategy; raises `LongDocError` naming ``--long`` and the choices."""
+        """`value` as a strategy; raises `LongDocError` naming the ``strategy`` field and the choices."""
         if isinstance(value, Strategy):
             return value
         try:
             return cls(str(value).strip().lower().replace("_", "-"))
         except ValueError:
             choices = ", ".join(s.value for s in cls)
-            raise LongDocError(f"--long {value!r} is not a strategy; use one of {choices}") from None
+            raise LongDocError(f"not a strategy; use one of {choices}", field="strategy", value=value) from None
 
 
 @dataclass(frozen=True)
@@ -69,19 +75,23 @@ class LongDocConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "strategy", Strategy.parse(self.strategy))
         if self.window is not None and self.window < 3:
-            raise LongDocError(f"--window {self.window} is too small; use at least 3 tokens (special tokens included)")
+            raise LongDocError(
+                "too small; use at least 3 tokens (special tokens included)", field="window", value=self.window
+            )
         if self.stride is not None:
             if self.stride < 1:
-                raise LongDocError(f"--stride {self.stride} must be ≥ 1")
+                raise LongDocError("must be ≥ 1", field="stride", value=self.stride)
             if self.window is not None and self.stride >= self.window:
                 raise LongDocError(
-                    f"--stride {self.stride} ≥ --window {self.window}: windows would skip tokens; "
-                    "use a stride below the window (omit it for no overlap)"
+                    f"not below the window ({self.window}): windows would skip tokens; use a stride below the "
+                    "window (omit it for no overlap)",
+                    field="stride",
+                    value=self.stride,
                 )
         if self.top_k < 1:
-            raise LongDocError(f"--top-k {self.top_k} must be ≥ 1")
+            raise LongDocError("must be ≥ 1", field="top_k", value=self.top_k)
         if self.macro_window is not None and self.window is not None and self.macro_window < self.window:
-            raise LongDocError(f"--macro-window {self.macro_window} must be ≥ --window {self.window}")
+            raise LongDocError(f"must be ≥ the window ({self.window})", field="macro_window", value=self.macro_window)
 
     def describe(self) -> str:
         """A short label, e.g. ``chunk-mean w128 s64``."""

@@ -71,18 +71,19 @@ class LongEncoder:
         self.tokenizer = model.tokenizer
         self.specials = special_tokens(self.tokenizer)
         if model.max_seq_length is None:
-            raise LongDocError("the model has no max sequence length; pass --window")
+            raise LongDocError("the model has no max sequence length; set a window", field="window", value=None)
         self.limit = position_limit(model) or int(model.max_seq_length)
         self.window = self.config.window or int(model.max_seq_length)
         self.macro_window = self.config.macro_window or self.limit
-        for flag, value in (("--window", self.window), ("--macro-window", self.macro_window)):
+        for name, value in (("window", self.window), ("macro_window", self.macro_window)):
             if value > self.limit:
                 raise LongDocError(
-                    f"{flag} {value} is above the model's limit of {self.limit} tokens (its position table); "
-                    f"use {flag} ≤ {self.limit}"
+                    f"above the model's limit of {self.limit} tokens (its position table); use ≤ {self.limit}",
+                    field=name,
+                    value=value,
                 )
         if self.window <= self.specials.count:
-            raise LongDocError(f"--window {self.window} leaves no room for text beside the special tokens")
+            raise LongDocError("leaves no room for text beside the special tokens", field="window", value=self.window)
         self.cache = cache if cache is not None else WindowCache(cache_bytes)
         self.block_chars = block_chars
         self.normalizes = any(type(module).__name__ == "Normalize" for module in model)
@@ -188,14 +189,16 @@ class LongEncoder:
         """Text tokens per window: the window less the special tokens and the role's prompt."""
         budget = (window or self.window) - self.specials.count - len(self._prompt(role))
         if budget < 1:
-            raise LongDocError(f"--window {window or self.window} leaves no room for text beside the prompt")
+            raise LongDocError("leaves no room for text beside the prompt", field="window", value=window or self.window)
         return budget
 
     def _stride(self, budget: int) -> int:
         stride = self.config.stride or budget
         if stride > budget:
             raise LongDocError(
-                f"--stride {stride} is larger than the {budget} text tokens a window holds; use --stride ≤ {budget}"
+                f"larger than the {budget} text tokens a window holds; use a stride ≤ {budget}",
+                field="stride",
+                value=stride,
             )
         return stride
 

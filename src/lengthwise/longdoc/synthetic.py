@@ -249,10 +249,12 @@ def make_synthetic(
     the tokenizer's decoding of its ids; ``meta["round_trip_exact"]`` counts those that re-tokenize to the same ids.
     """
     if task not in ("passkey", "needle"):
-        raise LongDocError(f"--task {task!r}: use passkey or needle")
+        raise LongDocError("use passkey or needle", field="task", value=task)
     entities = _NAMES if task == "passkey" else _CITIES
     if not 1 <= per_length <= len(entities):
-        raise LongDocError(f"--per-length {per_length}: use 1 to {len(entities)} (distinct needles per length)")
+        raise LongDocError(
+            f"use 1 to {len(entities)} (distinct needles per length)", field="per_length", value=per_length
+        )
     rng = random.Random(seed)
     ids, starts = _haystack_ids(tokenizer, haystack)
     base = len(ids)
@@ -263,7 +265,7 @@ def make_synthetic(
     exact = 0
     for length in sorted(set(lengths)):
         if length < 32:
-            raise LongDocError(f"--lengths {length}: documents need at least 32 tokens to hold a needle")
+            raise LongDocError("documents need at least 32 tokens to hold a needle", field="lengths", value=length)
         origin = rng.choice([s for s in starts if s + length <= len(ids)])
         stretch = ids[origin : origin + length]
         local_starts = [s - origin for s in starts if origin <= s < origin + length]
@@ -272,7 +274,7 @@ def make_synthetic(
             needle, query = _needle(task, entity_index, rng, entities)
             needle_ids = tokenizer(needle, add_special_tokens=False)["input_ids"]
             if len(needle_ids) >= length:
-                raise LongDocError(f"--lengths {length} is shorter than the needle ({len(needle_ids)} tokens)")
+                raise LongDocError(f"shorter than the needle ({len(needle_ids)} tokens)", field="lengths", value=length)
             room = length - len(needle_ids)
             target = rng.random() * room
             position = min((s for s in local_starts if s <= room), key=lambda s: abs(s - target), default=0)

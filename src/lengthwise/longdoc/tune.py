@@ -34,10 +34,10 @@ def candidates(
     """Every (strategy, window, overlap) combination as configs; overlap 0.5 gives stride = window / 2.
 
     Truncation ignores the stride, so it appears once per window. Raises `LongDocError` for an overlap outside
-    [0, 1) (it names ``--overlaps``).
+    [0, 1) (it names the ``overlaps`` field).
     """
     if any(not 0 <= overlap < 1 for overlap in overlaps):
-        raise LongDocError(f"--overlaps {list(overlaps)}: each overlap must be in [0, 1), e.g. 0,0.5")
+        raise LongDocError("each overlap must be in [0, 1), e.g. 0,0.5", field="overlaps", value=list(overlaps))
     configs: list[LongDocConfig] = []
     for strategy, window, overlap in itertools.product(strategies, windows, overlaps):
         strategy = Strategy.parse(strategy)

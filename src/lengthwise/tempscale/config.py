@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
+from lengthwise.core.errors import SettingError
+
 __all__ = ["T_RANGE", "LengthSchedule", "Role", "TempScaleConfig", "TempScaleError"]
 
 T_RANGE = (0.01, 100.0)  # beyond it attention is argmax or uniform, and baked weights lose their precision
@@ -28,16 +30,15 @@ class Role(str, Enum):
     DOCUMENT = "document"
 
 
-class TempScaleError(ValueError):
+class TempScaleError(SettingError):
     """TempScale cannot be applied or baked as asked; the message says why and what to do.
 
-    `field` names the setting at fault (``t``, ``t_query``, ``grid``…) when there is one, so the CLI can name
-    its flag; the message then reads ``field=value: problem``.
+    `field` names the setting at fault (``t``, ``t_query``, ``grid``…) when there is one; the message then reads
+    ``field=value: problem``, and the command line names the flag that sets the field.
     """
 
     def __init__(self, problem: str, *, field: str | None = None, value: Any = None) -> None:
-        self.problem, self.field, self.value = problem, field, value
-        super().__init__(f"{field}={value}: {problem}" if field else problem)
+        super().__init__(field, value, problem)
 
 
 def _positive(name: str, value: float) -> float:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from lengthwise.core.defaults import DEFAULT_MODEL
+from lengthwise.core.errors import SettingError
 from lengthwise.core.tokens import Elongation
 
 __all__ = [
@@ -28,7 +29,6 @@ __all__ = [
     "Pooling",
     "Precision",
     "SameSequence",
-    "SettingError",
     "TrainConfig",
     "config_from_mapping",
     "parse_method",
@@ -94,14 +94,6 @@ class Precision(str, Enum):
     FP32 = "fp32"
     FP16 = "fp16"
     BF16 = "bf16"
-
-
-class SettingError(ValueError):
-    """A training setting is invalid. `field` is the `TrainConfig` field, so the CLI can name its flag."""
-
-    def __init__(self, field: str, value: Any, problem: str) -> None:
-        self.field, self.value, self.problem = field, value, problem
-        super().__init__(f"{field}={value!r}: {problem}")
 
 
 DATA_KIND = {

@@ -29,10 +29,11 @@ import torch
 from sentence_transformers import SentenceTransformer
 
 from lengthwise.core.embed import TokenView
+from lengthwise.core.errors import SettingError
 from lengthwise.core.models import load_model, model_fingerprint, set_max_length
 from lengthwise.core.results import provenance, write_json_atomic
 from lengthwise.training.checkpoints import RunState, complete_checkpoint_step, inspect_run, remove_incomplete
-from lengthwise.training.config import Method, Pooling, Precision, SettingError, TrainConfig
+from lengthwise.training.config import Method, Pooling, Precision, TrainConfig
 from lengthwise.training.data import read_training_data
 from lengthwise.training.guard import FiniteGuard
 from lengthwise.training.rows import check_kind, prepare_rows

@@ -1,0 +1,31 @@
+"""The one error type for a setting that cannot be used, shared by every room.
+
+A `SettingError` names the *field* (the config dataclass field, e.g. ``window`` or ``t_query``), the value and
+the problem with its fix. It never names a command-line flag: the CLI maps field → flag in one place
+(`lengthwise.cli.options.setting_message`). Rooms raise it directly or subclass it (`TempScaleError`,
+`LongDocError`) where a caller wants to tell their errors apart.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["SettingError"]
+
+
+class SettingError(ValueError):
+    """A setting is invalid: ``field=value: problem``. `field` is None for a problem with no single setting.
+
+    Args:
+        field: The config field at fault (``None`` when the problem is not one setting's).
+        value: The value it was given.
+        problem: What is wrong and what to use instead, e.g. ``"use a positive integer"``.
+
+    Example:
+        >>> str(SettingError("window", 2, "too small; use at least 3 tokens"))
+        'window=2: too small; use at least 3 tokens'
+    """
+
+    def __init__(self, field: str | None, value: Any, problem: str) -> None:
+        self.field, self.value, self.problem = field, value, problem
+        super().__init__(f"{field}={value!r}: {problem}" if field else problem)
