@@ -269,3 +269,15 @@ def test_gradcache_matches_the_plain_loss_without_dropout(
         _config(tiny_model_dir, pairs, tmp_path / "dropout", method="copy-concat", max_steps=2, cache_batch=2)
     )
     assert all(loss > 0 for loss in _losses(with_dropout.out))
+
+
+def test_eval_data_without_an_evaluator_is_refused_not_ignored(
+    tiny_model_dir: Path, texts: Path, tmp_path: Path
+) -> None:
+    # training.run.train used to drop eval_data / eval_attack silently; only lengthwise.train builds the evaluator
+    from lengthwise.core.errors import SettingError
+
+    config = _config(tiny_model_dir, texts, tmp_path / "run", max_steps=1, eval_data=str(texts))
+    with pytest.raises(SettingError, match="eval_data=.*lengthwise.train"):
+        train(config)
+    assert not (tmp_path / "run" / "model").exists()

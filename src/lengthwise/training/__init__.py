@@ -6,7 +6,6 @@ from lengthwise.core.lazy import lazy_exports
 
 _EXPORTS = {
     "Method": "config",
-    "SettingError": "config",
     "TrainConfig": "config",
     "TrainResult": "run",
     "TrainingDiverged": "guard",

@@ -247,8 +247,16 @@ def train(
     With `resume`, continue from the newest complete checkpoint in ``OUT/checkpoints`` (same settings required):
     finished steps are not redone, and model, optimizer, scheduler, data order and RNG states are restored; a
     finished run is left as it is (`TrainResult.already_finished`). `evaluator` (a sentence-transformers
-    evaluator, e.g. built by `lengthwise.facade.train` from ``config.eval_data``) runs every ``eval_steps``.
+    evaluator, e.g. built by `lengthwise.facade.train` from ``config.eval_data``) runs every ``eval_steps``; a
+    config with ``eval_data`` or ``eval_attack`` and no evaluator is refused (`SettingError`), never ignored.
     """
+    if evaluator is None and (config.eval_data or config.eval_attack):
+        raise SettingError(
+            "eval_data",
+            config.eval_data,
+            "this call runs no evaluator of its own; pass evaluator=… or call lengthwise.train, which builds the "
+            "dev evaluator from eval_data (and eval_attack)",
+        )
     _require_training_extras()
     from datasets import Dataset
     from sentence_transformers import SentenceTransformerTrainer
