@@ -13,6 +13,8 @@ _EXPORTS = {
     "DEFAULT_MODEL": "lengthwise.core.defaults",
     "load_model": "lengthwise.facade",
     "train": "lengthwise.facade",
+    "build_encoder": "lengthwise.pipelines",
+    "evaluate": "lengthwise.pipelines",
     "AuditConfig": "lengthwise.audit.attack",
     "AuditResult": "lengthwise.audit.attack",
     "run_audit": "lengthwise.audit.attack",

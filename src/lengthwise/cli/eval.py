@@ -8,7 +8,7 @@ settings, `--device`, `--out`, the data) is checked before the model loads; heav
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -121,9 +121,6 @@ def evaluate(
     MTEB task drops it (ArguAna, Quora, …: `--self-hits auto`, the default, recognises them by name).
     `--tempscale T` runs every encode under `TempScaleConfig(t=T)` (replacing any TempScale saved with the model).
     """
-    import time
-
-    started = time.perf_counter()
     try:
         config = EvalConfig(
             task=task,
@@ -148,7 +145,7 @@ def evaluate(
         )
     except ValueError as err:
         _fail(setting_message(err))
-    _run(config, model, out, device, max_length, trust_remote_code, tempscale, started, (long, window, stride))
+    _run(config, model, out, device, max_length, trust_remote_code, tempscale, (long, window, stride))
 
 
 def _run(
@@ -159,84 +156,28 @@ def _run(
     max_length: int | None,
     trust_remote_code: bool,
     tempscale: float | None,
-    started: float,
     long: tuple[str | None, int | None, int | None] = (None, None, None),
 ) -> None:
-    """Check what can be checked cheaply, then load the data and the model, evaluate, write and print."""
+    """Check the device and `--out`, then make the one library call (`lengthwise.evaluate`) and print."""
     from transformers.utils import logging as hf_logging
 
     from lengthwise.core.data import DataFormatError
-    from lengthwise.core.encoder import TextEncoder
     from lengthwise.core.models import ModelLoadError
-    from lengthwise.evaluation.run import check_output, evaluate_task, load_data, resolve, write_record
-    from lengthwise.facade import load_model
+    from lengthwise.pipelines import evaluate
 
     hf_logging.disable_progress_bar()
+    strategy, window, stride = long
     try:
         check_device(device)
         check_out_dir(out)
-        check_output(out)  # a folder holding other files is refused now, not after the compute
-        ts_config = None
-        if tempscale is not None:
-            from lengthwise.tempscale import TempScaleConfig
-
-            ts_config = TempScaleConfig(t=tempscale)
-        config = resolve(config)
-        dataset = load_data(config)
-        with console.status(f"loading {model}"):
-            loaded = load_model(model, device=device, trust_remote_code=trust_remote_code, max_seq_length=max_length)
-        encoder: TextEncoder | None = None
-        extra: dict[str, object] = {}
-        if ts_config is not None:
-            from lengthwise.tempscale import TempScaleEncoder
-
-            encoder = TempScaleEncoder(loaded, ts_config)
-            extra["tempscale"] = ts_config.to_dict()
-        long_encoder = _long_encoder(loaded, long, ts_config)
-        if long_encoder is not None:
-            encoder = long_encoder
-            extra["long"] = long_encoder.config.to_dict()
-        record = evaluate_task(
-            config,
-            loaded,
-            model_name=model,
-            data=dataset,
-            encoder=encoder,
-            extra_settings=extra,
-            show_progress=console.is_terminal,
-            started=started,
-        )
-        plots = write_record(record, out)
-    except (ModelLoadError, DataFormatError) as err:
-        _fail(setting_message(err))
-    except ValueError as err:  # a setting the data cannot satisfy, e.g. a few-shot k above a class's size
+        with console.status(f"evaluating {model}"):
+            record = evaluate(config, model, out=out, device=device, max_length=max_length,
+                              trust_remote_code=trust_remote_code, tempscale=tempscale, long=strategy, window=window,
+                              stride=stride, show_progress=console.is_terminal)  # fmt: skip
+    except (ModelLoadError, DataFormatError, ValueError) as err:  # ValueError: a setting the data cannot satisfy
         _fail(setting_message(err))
     except OSError as err:
         _fail(f"--out {out}: could not write the results ({err.strerror or err}); pass a writable directory")
     console.print(_headline_table(record))
+    plots = sorted(out.glob("*.png"))
     console.print(f"wrote {out / 'results.json'} and {len(plots)} plot(s)", highlight=False)
-
-
-def _long_encoder(loaded: Any, long: tuple[str | None, int | None, int | None], ts_config: Any) -> Any:
-    """A `LongEncoder` for ``--long/--window/--stride`` (or the choice saved with the model), else None.
-
-    With ``--tempscale`` too, the model is patched for the rest of the process: the long encoder passes each
-    call's role to the model, so query and document temperatures apply window by window.
-    """
-    from lengthwise.longdoc import LongDocConfig, LongEncoder
-    from lengthwise.longdoc.persist import saved_longdoc
-
-    strategy, window, stride = long
-    if strategy is None and saved_longdoc(loaded) is None:
-        if window is not None or stride is not None:
-            raise ValueError("--window/--stride need --long STRATEGY (e.g. --long chunk-mean)")
-        return None
-    base = saved_longdoc(loaded) if strategy is None else LongDocConfig(strategy=strategy)
-    settings = {k: v for k, v in {"window": window, "stride": stride}.items() if v is not None}
-    config = LongDocConfig(**{**(base or LongDocConfig()).to_dict(), **settings})
-    if ts_config is not None:
-        from lengthwise.tempscale import apply_tempscale, remove_tempscale
-
-        remove_tempscale(loaded)
-        apply_tempscale(loaded, ts_config)
-    return LongEncoder(loaded, config)

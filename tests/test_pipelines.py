@@ -1,0 +1,61 @@
+"""A Python user gets what the CLI gets with one call: `lengthwise eval` and `lengthwise.evaluate` write the same
+record (timestamps and wall time aside), with TempScale and long documents together."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import lengthwise as lw
+from lengthwise.cli import app
+from lengthwise.core.errors import SettingError
+from lengthwise.evaluation.config import EvalConfig
+
+STSB = Path(__file__).parent / "data" / "stsb" / "sts-test.csv.gz"
+VARYING = ("created", "wall_time_s")
+
+
+def _record(folder: Path) -> dict:
+    record = json.loads((folder / "results.json").read_text())
+    for key in VARYING:
+        assert key in record, f"results.json lost {key}"
+        record.pop(key)
+    return record
+
+
+def test_eval_cli_and_python_write_the_same_record(tiny_model_dir: Path, tmp_path: Path) -> None:
+    flags = ["--tempscale", "0.8", "--long", "chunk-mean", "--window", "16", "--stride", "8"]
+    cli_out, py_out = tmp_path / "cli", tmp_path / "py"
+    run = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            "-m",
+            str(tiny_model_dir),
+            "-t",
+            "sts",
+            "-d",
+            str(STSB),
+            "--max-test",
+            "60",
+            "-o",
+            str(cli_out),
+            *flags,
+        ],
+    )
+    assert run.exit_code == 0, run.output
+    config = EvalConfig(task="sts", data=str(STSB), max_test=60)
+    lw.evaluate(config, tiny_model_dir, out=py_out, tempscale=0.8, long="chunk-mean", window=16, stride=8)
+    cli, py = _record(cli_out), _record(py_out)
+    assert cli["settings"]["tempscale"]["t"] == 0.8 and cli["settings"]["long"]["window"] == 16
+    assert cli == py
+    assert sorted(p.name for p in cli_out.iterdir()) == sorted(p.name for p in py_out.iterdir())
+
+
+def test_build_encoder_refuses_a_window_without_a_strategy(tiny_model) -> None:
+    with pytest.raises(SettingError, match="strategy=None: a window or stride needs"):
+        lw.build_encoder(tiny_model, window=64)
+    assert lw.build_encoder(tiny_model).encoder is None  # nothing asked, nothing saved: the plain model
