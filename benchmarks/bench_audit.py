@@ -45,7 +45,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 from sentence_transformers import SentenceTransformer  # noqa: E402
 
-from lengthwise.audit.attack import AuditConfig, AuditResult, run_audit  # noqa: E402
+from lengthwise.audit.pairs.attack import AuditConfig, AuditResult, run_audit  # noqa: E402
 from lengthwise.core.data import PairSet, default_probe_pairs, read_pairs  # noqa: E402
 from lengthwise.core.embed import TokenView  # noqa: E402
 from lengthwise.core.models import DEFAULT_MODEL, load_model  # noqa: E402
@@ -348,7 +348,7 @@ _PROFILE_PARTS = (
     ("dedup (_SequenceBank.add)", "lengthwise/audit.py", "add"),
     ("elongate / first_k / wrap", "lengthwise/tokens.py", ("elongate", "first_k", "wrap", "elongation_factor")),
     ("word shuffle", "lengthwise/tokens.py", "shuffle_words"),
-    ("statistics (lengthwise.audit.shift)", "lengthwise/shift.py", None),
+    ("statistics (lengthwise.audit.pairs.shift)", "lengthwise/shift.py", None),
     ("model_fingerprint (weight hash)", "lengthwise/models.py", "model_fingerprint"),
     ("environment()", "lengthwise/results.py", "environment"),
 )

@@ -90,7 +90,7 @@ def train_settings(fix: str, args: argparse.Namespace, pairs: str, texts: str) -
 
 
 def stage_train(fix: str, args: argparse.Namespace) -> None:
-    from lengthwise.audit.evaluator import LengthAttackEvaluator
+    from lengthwise.audit.pairs.evaluator import LengthAttackEvaluator
     from lengthwise.facade import train
     from lengthwise.training.config import config_from_mapping
 

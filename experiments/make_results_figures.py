@@ -137,7 +137,7 @@ def _jsd_difference_rows(run: Path, resamples: int = 1000) -> list[str]:
     (`scipy.stats.bootstrap`, percentile interval)."""
     from scipy.stats import bootstrap
 
-    from lengthwise.audit.shift import HistogramSpec, js_distance
+    from lengthwise.audit.pairs.shift import HistogramSpec, js_distance
 
     def sims(name: str) -> tuple[np.ndarray, np.ndarray] | None:
         path = run / f"audit_{name}" / "audit.json"

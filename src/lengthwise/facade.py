@@ -61,7 +61,7 @@ def train(
         if config.eval_attack:
             from sentence_transformers.sentence_transformer.evaluation import SequentialEvaluator
 
-            from lengthwise.audit.evaluator import LengthAttackEvaluator
+            from lengthwise.audit.pairs.evaluator import LengthAttackEvaluator
 
             attack = LengthAttackEvaluator(pairs, config.eval_attack, name="dev_attack", seed=config.seed)
             evaluator = SequentialEvaluator([evaluator, attack], main_score_function=lambda scores: scores[0])

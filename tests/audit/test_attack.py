@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lengthwise.audit.attack import AuditConfig, run_audit
-from lengthwise.audit.shift import js_distance_null, paired_cosine
+from lengthwise.audit.pairs.attack import AuditConfig, run_audit
+from lengthwise.audit.pairs.shift import js_distance_null, paired_cosine
 from lengthwise.core.data import PairSet, TextPair, default_probe_pairs, read_pairs
 from lengthwise.core.embed import TokenView, embed_ids
 from lengthwise.core.tokens import Elongation, elongate
@@ -124,7 +124,7 @@ def test_a_text_of_exactly_n_minus_2_tokens_is_not_counted_as_cut(tiny_model) ->
 
 def test_word_shuffle_shuffles_only_the_kept_tokens(tiny_model, monkeypatch) -> None:
     """13.3: on a text longer than the window both sides of the probe hold the same tokens, in another order."""
-    import lengthwise.audit.attack as attack
+    import lengthwise.audit.pairs.attack as attack
 
     view = TokenView(tiny_model)
     words = [f"w{i}" for i in range(200)]  # far more than the 62-token budget
@@ -148,7 +148,7 @@ def test_word_shuffle_shuffles_only_the_kept_tokens(tiny_model, monkeypatch) -> 
 
 def test_max_length_that_leaves_no_room_to_elongate_is_an_error(tiny_model_dir) -> None:
     """13.6: at N = 3 every text fills the window alone; the attack would be a silent no-op (JSD 0)."""
-    from lengthwise.audit.attack import NothingElongatedError
+    from lengthwise.audit.pairs.attack import NothingElongatedError
     from lengthwise.core.models import load_model
 
     model = load_model(tiny_model_dir, device="cpu", max_seq_length=3)
@@ -157,7 +157,7 @@ def test_max_length_that_leaves_no_room_to_elongate_is_an_error(tiny_model_dir) 
 
 
 def test_m_of_one_is_an_error_and_many_stuck_texts_warn(tiny_model) -> None:
-    from lengthwise.audit.attack import NothingElongatedError
+    from lengthwise.audit.pairs.attack import NothingElongatedError
 
     with pytest.raises(NothingElongatedError, match="gave m = 1 to every text"):
         run_audit(tiny_model, PAIRS, AuditConfig(elongation=Elongation("fixed", 1), curve_ks=()))
@@ -173,7 +173,7 @@ def test_js_null_is_scipys_permutation_test() -> None:
     """The JSD null comes from scipy.stats.permutation_test (paired, one-sided); exact for few pairs."""
     from scipy.stats import permutation_test
 
-    from lengthwise.audit.shift import js_distance
+    from lengthwise.audit.pairs.shift import js_distance
 
     rng = np.random.default_rng(3)
     before = rng.uniform(-1, 1, 40)

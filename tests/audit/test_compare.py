@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from lengthwise.audit.attack import AuditConfig, run_audit
-from lengthwise.audit.documents import DocAuditConfig, DocSet, run_doc_audit
+from lengthwise.audit.documents.documents import DocAuditConfig, DocSet, run_doc_audit
+from lengthwise.audit.pairs.attack import AuditConfig, run_audit
 from lengthwise.audit.report import doc_plots
 from lengthwise.audit.report import documents as report_docs
 from lengthwise.audit.report.compare import comparison_labels, headline_rows, write_comparison

@@ -12,8 +12,8 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from lengthwise.audit import metrics as dg
-from lengthwise.audit.documents import (
+from lengthwise.audit.documents import metrics as dg
+from lengthwise.audit.documents.documents import (
     DocAuditConfig,
     DocSet,
     _DocumentRun,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import spearmanr
 
-from lengthwise.audit.attack import run_audit
 from lengthwise.audit.config import AuditConfig
-from lengthwise.audit.evaluator import LengthAttackEvaluator
+from lengthwise.audit.pairs.attack import run_audit
+from lengthwise.audit.pairs.evaluator import LengthAttackEvaluator
 from lengthwise.core.data import PairSet, TextPair
 from lengthwise.core.tokens import Elongation
 

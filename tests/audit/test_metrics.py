@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from lengthwise.audit import metrics as dg
-from lengthwise.audit.shift import js_distance
+from lengthwise.audit.documents import metrics as dg
+from lengthwise.audit.pairs.shift import js_distance
 
 
 def _brute_mean_cosine(x: np.ndarray, groups: np.ndarray | None = None) -> float:

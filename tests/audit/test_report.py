@@ -13,6 +13,7 @@ import pytest
 from matplotlib.axes import Axes
 from matplotlib.patches import StepPatch
 
+from lengthwise.audit.pairs.shift import HistogramSpec, js_distance, similarity_histogram, similarity_shift
 from lengthwise.audit.report.page import (
     load_payload,
     plot_attack,
@@ -21,7 +22,6 @@ from lengthwise.audit.report.page import (
     render_html,
     write_report,
 )
-from lengthwise.audit.shift import HistogramSpec, js_distance, similarity_histogram, similarity_shift
 
 SPEC = HistogramSpec(bins=100, low=-1.0, high=1.0)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -12,8 +12,8 @@ import pytest
 from scipy import stats
 
 from lengthwise.audit.report.compare import headline_rows, write_comparison
-from lengthwise.audit.retrieval import RetrievalAuditConfig, audit_retrieval
-from lengthwise.audit.retrieval_perturb import (
+from lengthwise.audit.retrieval.natural import RetrievalAuditConfig, audit_retrieval
+from lengthwise.audit.retrieval.perturb import (
     WordIds,
     build_filler,
     cut_to_fit,
@@ -22,7 +22,7 @@ from lengthwise.audit.retrieval_perturb import (
     repeat,
     word_ids,
 )
-from lengthwise.audit.retrieval_stats import (
+from lengthwise.audit.retrieval.stats import (
     friedman,
     length_percentiles,
     paired_shift,
@@ -162,7 +162,7 @@ def test_the_same_seed_gives_the_same_audit(tiny_model, tiny_section) -> None:
 
 @pytest.fixture(scope="module")
 def payload(tiny_model, tiny_section) -> dict[str, Any]:
-    from lengthwise.audit.attack import AuditConfig, run_audit
+    from lengthwise.audit.pairs.attack import AuditConfig, run_audit
     from lengthwise.core.data import default_probe_pairs
 
     pairs = default_probe_pairs().sample(12, seed=0)
@@ -197,7 +197,7 @@ def test_comparison_shows_retrieval_rows_and_overlay(payload, tmp_path: Path) ->
 def test_verdict_follows_the_direction_most_pairs_moved_when_the_mean_disagrees() -> None:
     """Regression: 20 pairs moved down 1 rank and one moved up 40; Wilcoxon says "down" (p < 0.05) while the mean
     is negative, and the verdict said the documents *gain* ranks."""
-    from lengthwise.audit.retrieval_result import _shift_verdict, signed_rank_balance
+    from lengthwise.audit.retrieval.result import _shift_verdict, signed_rank_balance
 
     before = np.full(21, 50.0)
     delta = np.array([1.0] * 20 + [-40.0])

@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lengthwise.audit.shift import (
+from lengthwise.audit.pairs.shift import (
     HistogramSpec,
     js_distance,
     js_distance_null,

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from lengthwise.audit.corpus import read_docs
+from lengthwise.audit.documents.corpus import read_docs
 from lengthwise.core.data import DataFormatError, read_pairs
 from lengthwise.core.tokens import SpecialTokens, elongate, elongation_factor, first_k, segments, windows
 

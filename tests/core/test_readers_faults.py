@@ -172,7 +172,7 @@ def test_non_utf8_names_file_and_the_right_line(tmp_path: Path, name: str) -> No
 
 
 def test_docs_reader_reports_the_line_of_the_bad_byte(tmp_path: Path) -> None:
-    from lengthwise.audit.documents import read_docs
+    from lengthwise.audit.documents.documents import read_docs
 
     path = tmp_path / "docs.txt"
     path.write_bytes(("".join(f"document {i}\n" for i in range(4)) + "bad \xff byte\n").encode("latin-1"))
@@ -192,7 +192,7 @@ def test_zero_width_only_text_names_file_and_line(tmp_path: Path, text: str) -> 
 
 
 def test_zero_width_only_document_names_file_and_line(tmp_path: Path) -> None:
-    from lengthwise.audit.documents import read_docs
+    from lengthwise.audit.documents.documents import read_docs
 
     path = tmp_path / "docs.jsonl"
     path.write_text('{"text": "fine"}\n{"text": "\\u200b\\u200b"}\n', encoding="utf-8")

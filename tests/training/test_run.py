@@ -278,6 +278,6 @@ def test_eval_data_without_an_evaluator_is_refused_not_ignored(
     from lengthwise.core.errors import SettingError
 
     config = _config(tiny_model_dir, texts, tmp_path / "run", max_steps=1, eval_data=str(texts))
-    with pytest.raises(SettingError, match="eval_data=.*lengthwise.train"):
+    with pytest.raises(SettingError, match=r"eval_data=.*lengthwise\.train"):
         train(config)
     assert not (tmp_path / "run" / "model").exists()

@@ -1,9 +1,9 @@
 """Length-bias diagnostics (METHODS §1): the elongation attack, the document diagnostics and their report.
 
-`config` holds the settings (light to import), `schema` the shape of `audit.json`; `shift`, `metrics` and `probe`
-are pure maths; `attack` and `documents` run a model over pairs or documents; `run` is the whole pipeline, whose
-output set is written as one unit (`lengthwise.core.output_set`); `report` renders `audit.json` as plots and one
-HTML file.
+Three kinds of audit, one subpackage each: `pairs` (the elongation attack over text pairs), `documents` (the
+document diagnostics) and `retrieval` (the retrieval length-bias audit). `config` holds the settings shared by the
+job (light to import), `schema` the shape of `audit.json`, `run` the whole pipeline, whose output set is written as
+one unit (`lengthwise.core.output_set`); `report` renders `audit.json` as plots and one HTML file.
 """
 
 from __future__ import annotations
@@ -17,15 +17,14 @@ _EXPORTS = {
     "Diagnostic": "config",
     "DocAuditConfig": "config",
     "HistogramSpec": "config",
-    "SettingError": "config",
-    "AuditResult": "attack",
-    "run_audit": "attack",
-    "read_docs": "corpus",
-    "run_doc_audit": "documents",
+    "AuditResult": "pairs.attack",
+    "run_audit": "pairs.attack",
+    "read_docs": "documents.corpus",
+    "run_doc_audit": "documents.documents",
     "read_inputs": "run",
     "run_full_audit": "run",
-    "js_distance": "shift",
-    "similarity_shift": "shift",
+    "js_distance": "pairs.shift",
+    "similarity_shift": "pairs.shift",
     "AuditPayload": "schema",
 }
 __all__ = sorted(_EXPORTS)

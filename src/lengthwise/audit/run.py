@@ -16,12 +16,12 @@ from typing import Any
 
 from sentence_transformers import SentenceTransformer
 
-from lengthwise.audit.attack import run_audit
 from lengthwise.audit.config import AuditJob
-from lengthwise.audit.corpus import DocSet, read_docs
-from lengthwise.audit.documents import run_doc_audit
+from lengthwise.audit.documents.corpus import DocSet, read_docs
+from lengthwise.audit.documents.documents import run_doc_audit
+from lengthwise.audit.pairs.attack import run_audit
 from lengthwise.audit.report.page import OUTPUT_NAMES, report_files
-from lengthwise.audit.retrieval_config import RetrievalRequest
+from lengthwise.audit.retrieval.config import RetrievalRequest
 from lengthwise.audit.schema import AuditPayload, check_payload
 from lengthwise.core.data import PairSet, default_probe_pairs, read_pairs
 from lengthwise.core.output_set import InterruptGuard, check_output_target, write_output_set
@@ -101,7 +101,7 @@ def run_full_audit(
 
 def _retrieval_bias(model: SentenceTransformer, request: RetrievalRequest, report: Progress) -> Any:
     """The ``retrieval_bias`` section (METHODS §6) for `request`, with the model itself as the default encoder."""
-    from lengthwise.audit.retrieval import audit_retrieval
+    from lengthwise.audit.retrieval.natural import audit_retrieval
     from lengthwise.core.embed import TokenView
     from lengthwise.core.encoder import as_encoder
 

@@ -11,7 +11,7 @@ from typing import Any, Literal, Union, cast, get_args, get_origin
 
 from typing_extensions import NotRequired, TypedDict, get_type_hints, is_typeddict
 
-from lengthwise.audit.retrieval_result import RetrievalBias
+from lengthwise.audit.retrieval.result import RetrievalBias
 
 __all__ = [
     "AttackSection",
@@ -37,7 +37,7 @@ class JSNullSection(TypedDict):
 
 
 class ShiftSection(TypedDict):
-    """`lengthwise.audit.shift.ShiftStats` as a dict: paired similarities before → after."""
+    """`lengthwise.audit.pairs.shift.ShiftStats` as a dict: paired similarities before → after."""
 
     n: int
     mean_before: float

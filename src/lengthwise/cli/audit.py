@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from lengthwise.audit.config import AttentionLayers, AuditConfig, AuditJob, Diagnostic, DocAuditConfig, HistogramSpec
-from lengthwise.audit.presets import Preset
-from lengthwise.audit.retrieval_config import RetrievalAuditConfig
+from lengthwise.audit.pairs.presets import Preset
+from lengthwise.audit.retrieval.config import RetrievalAuditConfig
 from lengthwise.cli.app import app
 from lengthwise.cli.console import console, escape, fail, say
 from lengthwise.cli.options import field_default, field_option, setting_message
@@ -79,7 +79,7 @@ def _diagnostics(docs: Path | None, run_all: bool, switches: dict[Diagnostic, bo
 
 def _job(flags: dict[str, Any]) -> AuditJob:
     """Flags → the audit's settings (`SettingError` names the field)."""
-    from lengthwise.audit.presets import apply_preset
+    from lengthwise.audit.pairs.presets import apply_preset
     from lengthwise.core.tokens import Elongation
 
     doc_first_k = flags["first_k"] if flags["docs_first_k"] is None else (flags["docs_first_k"] or None)
@@ -134,7 +134,7 @@ def _retrieval_request(flags: dict[str, Any]) -> Any:
             raise ValueError(f"--tempscale {flags['tempscale_t']}: {error}") from None
     if flags["retrieval"] is None:
         return None
-    from lengthwise.audit.retrieval_config import RetrievalRequest
+    from lengthwise.audit.retrieval.config import RetrievalRequest
     from lengthwise.evaluation.data import read_beir  # the command line joins the evaluation and audit rooms
 
     config = RetrievalAuditConfig(max_pairs=flags["retrieval_pairs"], window=flags["retrieval_window"],
@@ -281,7 +281,7 @@ def _run(job: AuditJob, inputs: Any, *, model: str, device: str | None, trust_re
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from transformers.utils import logging as hf_logging
 
-    from lengthwise.audit.attack import NothingElongatedError
+    from lengthwise.audit.pairs.attack import NothingElongatedError
     from lengthwise.audit.run import run_full_audit
     from lengthwise.core.models import ModelLoadError
     from lengthwise.facade import load_model

@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 
 from lengthwise.audit.report.histograms import ELONGATED_COLOR, ORIGINAL_COLOR, SHUFFLED_COLOR
 from lengthwise.audit.report.html import escape_html, html_image, html_kv_table, html_table
-from lengthwise.audit.retrieval_result import format_p, verdicts
+from lengthwise.audit.retrieval.result import format_p, verdicts
 from lengthwise.core.plotting import finish_axes, new_figure
 
 __all__ = [

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from lengthwise.audit import metrics as dg
 from lengthwise.audit.config import DocAuditConfig
+from lengthwise.audit.documents import metrics as dg
 
 __all__ = ["MIN_RELATIVE_STD", "WARN_CUT_SHARE", "probe_section", "truncation_section"]
 

@@ -3,7 +3,7 @@
 For every sampled (query, relevant document) pair the perturbed sequences are built at the token level, the
 distinct ones are decoded to text and embedded once (only these; the corpus embedding is reused), and each is
 ranked against the cached corpus with its original left out (`lengthwise.core.search.score_ranks`). Every
-setting is then compared with its control on the same pairs (`lengthwise.audit.retrieval_stats`).
+setting is then compared with its control on the same pairs (`lengthwise.audit.retrieval.stats`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import torch
 
-from lengthwise.audit.retrieval_perturb import (
+from lengthwise.audit.retrieval.perturb import (
     build_filler,
     cut_to_fit,
     dilute,
@@ -25,15 +25,15 @@ from lengthwise.audit.retrieval_perturb import (
     shuffled_order,
     word_ids,
 )
-from lengthwise.audit.retrieval_result import Controlled, PositionUnit, Setting
-from lengthwise.audit.retrieval_stats import friedman, paired_shift
+from lengthwise.audit.retrieval.result import Controlled, PositionUnit, Setting
+from lengthwise.audit.retrieval.stats import friedman, paired_shift
 from lengthwise.core.embed import TokenView, embed_side
 from lengthwise.core.encoder import TextEncoder
 from lengthwise.core.search import exact_search, score_ranks
 from lengthwise.core.tokens import split_sentences
 
 if TYPE_CHECKING:
-    from lengthwise.audit.retrieval_config import RetrievalAuditConfig, RetrievalSplit
+    from lengthwise.audit.retrieval.config import RetrievalAuditConfig, RetrievalSplit
 
 __all__ = ["controlled_bias"]
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from lengthwise.audit.retrieval_result import Correlation, PairedShift
+from lengthwise.audit.retrieval.result import Correlation, PairedShift
 
 __all__ = [
     "Correlation",

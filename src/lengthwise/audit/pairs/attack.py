@@ -17,6 +17,13 @@ import numpy as np
 from sentence_transformers import SentenceTransformer
 
 from lengthwise.audit.config import AuditConfig, HistogramSpec
+from lengthwise.audit.pairs.shift import (
+    js_distance,
+    js_distance_null,
+    paired_cosine,
+    similarity_histogram,
+    similarity_shift,
+)
 from lengthwise.audit.schema import (
     AttackSection,
     AuditPayload,
@@ -26,7 +33,6 @@ from lengthwise.audit.schema import (
     TokensSection,
     WordShuffleSection,
 )
-from lengthwise.audit.shift import js_distance, js_distance_null, paired_cosine, similarity_histogram, similarity_shift
 from lengthwise.core.data import PairSet
 from lengthwise.core.embed import TokenView, embed_ids
 from lengthwise.core.models import model_fingerprint

@@ -22,8 +22,8 @@ import numpy as np
 from scipy.stats import spearmanr
 from sentence_transformers.base.evaluation.evaluator import BaseEvaluator
 
-from lengthwise.audit.attack import run_audit
 from lengthwise.audit.config import AuditConfig
+from lengthwise.audit.pairs.attack import run_audit
 from lengthwise.core.data import PairSet
 from lengthwise.core.results import write_json_atomic
 from lengthwise.core.tokens import Elongation

@@ -3,7 +3,7 @@
 `audit_retrieval` embeds the corpus and the queries once and measures the *natural* bias on the data as it is
 (rank of relevant documents against their length, the lengths of the top k, score against length among
 non-relevant documents). It then perturbs each sampled (query, relevant document) pair at the token level —
-dilution, repetition, position (`lengthwise.audit.retrieval_perturb`) — embeds only the perturbed documents and
+dilution, repetition, position (`lengthwise.audit.retrieval.perturb`) — embeds only the perturbed documents and
 ranks them against the cached corpus (`lengthwise.core.search.score_ranks`). Each pair is its own control.
 
 Any `TextEncoder` works (a plain model, TempScale, a long-document encoder). The token view gives the tokenizer;
@@ -21,10 +21,10 @@ from dataclasses import asdict
 import numpy as np
 import torch
 
-from lengthwise.audit.retrieval_config import RetrievalAuditConfig, RetrievalRequest, RetrievalSplit
-from lengthwise.audit.retrieval_controlled import controlled_bias
-from lengthwise.audit.retrieval_result import Natural, RetrievalBias, verdicts
-from lengthwise.audit.retrieval_stats import (
+from lengthwise.audit.retrieval.config import RetrievalAuditConfig, RetrievalRequest, RetrievalSplit
+from lengthwise.audit.retrieval.controlled import controlled_bias
+from lengthwise.audit.retrieval.result import Natural, RetrievalBias, verdicts
+from lengthwise.audit.retrieval.stats import (
     length_percentiles,
     mean_ci,
     partial_spearman,

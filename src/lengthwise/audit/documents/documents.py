@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 from sentence_transformers import SentenceTransformer
 
-from lengthwise.audit import metrics as dg
 from lengthwise.audit.config import WORD_PAIRS, AttentionLayers, Diagnostic, DocAuditConfig
-from lengthwise.audit.corpus import DocSet, read_docs
-from lengthwise.audit.probe import probe_section, truncation_section
-from lengthwise.audit.shift import paired_cosine
+from lengthwise.audit.documents import metrics as dg
+from lengthwise.audit.documents.corpus import DocSet, read_docs
+from lengthwise.audit.documents.probe import probe_section, truncation_section
+from lengthwise.audit.pairs.shift import paired_cosine
 from lengthwise.core.bins import LengthBins, token_lengths
 from lengthwise.core.embed import ForwardBatch, TokenView, embed_ids, forward_batches, text_transformer
 from lengthwise.core.tokens import elongate, elongation_factor, first_k
