@@ -18,8 +18,8 @@ STSB = Path(__file__).parent / "data" / "stsb" / "sts-test.csv.gz"
 VARYING = ("created", "wall_time_s")
 
 
-def _record(folder: Path) -> dict:
-    record = json.loads((folder / "results.json").read_text())
+def _record(folder: Path, name: str = "results.json") -> dict:
+    record = json.loads((folder / name).read_text())
     for key in VARYING:
         assert key in record, f"results.json lost {key}"
         record.pop(key)
@@ -59,3 +59,18 @@ def test_build_encoder_refuses_a_window_without_a_strategy(tiny_model) -> None:
     with pytest.raises(SettingError, match="strategy=None: a window or stride needs"):
         lw.build_encoder(tiny_model, window=64)
     assert lw.build_encoder(tiny_model).encoder is None  # nothing asked, nothing saved: the plain model
+
+
+def test_tempscale_tune_cli_and_python_write_the_same_record(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from lengthwise.pipelines import tune_tempscale
+    from lengthwise.tempscale.tune import TuneSpec
+
+    cli_out, py_out = tmp_path / "cli", tmp_path / "py"
+    args = ["tempscale", "tune", "-m", str(tiny_model_dir), "-t", "sts", "-d", str(STSB), "--max-items", "40"]
+    run = CliRunner().invoke(app, [*args, "--grid", "0.7,1.0", "--no-search", "-o", str(cli_out)])
+    assert run.exit_code == 0, run.output
+    tune_tempscale("sts", STSB, tiny_model_dir, spec=TuneSpec(grid=(0.7, 1.0), search=False), out=py_out, max_items=40)
+    cli, py = _record(cli_out, "tune.json"), _record(py_out, "tune.json")
+    assert [point["t"] for point in cli["result"]["curve"]] == [0.7, 1.0]
+    assert cli == py
+    assert sorted(p.name for p in py_out.iterdir()) == ["tune.json", "tune.png"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,10 +30,15 @@ if TYPE_CHECKING:
     from lengthwise.core.encoder import TextEncoder
     from lengthwise.evaluation.config import EvalConfig
     from lengthwise.evaluation.schema import EvalRecord
+    from lengthwise.evaluation.tasks import Task
     from lengthwise.longdoc.config import LongDocConfig
     from lengthwise.tempscale.config import TempScaleConfig
+    from lengthwise.tempscale.schema import TuneRecord
+    from lengthwise.tempscale.tune import TuneSpec
 
-__all__ = ["EncoderSetup", "build_encoder", "evaluate"]
+__all__ = ["EncoderSetup", "build_encoder", "evaluate", "tune_tempscale"]
+
+TUNE_FILES = ("tune.json", "tune.png")  # what `tune_tempscale` writes, as one output set
 
 
 @dataclass(frozen=True)
@@ -144,4 +150,127 @@ def evaluate(
     )
     if out is not None:
         write_record(record, out)
+    return record
+
+
+def _tune_objective(
+    task: Task, data: str | os.PathLike[str], split: str, model: SentenceTransformer, opts: dict[str, Any]
+) -> tuple[Callable[[TempScaleConfig], float], dict[str, Any]]:
+    """(objective, data description) for a task on its dev data, scored through `lengthwise.evaluation`.
+
+    STS: Spearman on the (sampled) pairs; retrieval: nDCG@10 on the BEIR `split`; classification: accuracy of a
+    classifier fit on one stratified half of train and scored on the other (the test split is never read).
+    """
+    from lengthwise import evaluation as ev
+    from lengthwise.evaluation.config import RetrievalConfig
+    from lengthwise.evaluation.tasks import Task, drops_self_hits
+    from lengthwise.tempscale import TempScaleEncoder
+
+    batch = opts["batch_size"]
+    if task is Task.sts:
+        pairs = ev.read_sts(data)
+        pairs = pairs.sample(opts["max_items"], opts["seed"]) if opts["max_items"] else pairs
+
+        def sts(config: TempScaleConfig) -> float:
+            score = ev.evaluate_sts(TempScaleEncoder(model, config), pairs, batch_size=batch).scores["spearman"]
+            return float("nan") if score is None else score
+
+        return sts, {"source": pairs.source, "n_pairs": len(pairs), "sha256": pairs.sha256}
+    if task is Task.retrieval:
+        beir = ev.read_beir(data, split)
+        settings = RetrievalConfig(drop_self_hits=drops_self_hits("auto", Path(data)))  # as MTEB does for this task
+
+        def retrieval(config: TempScaleConfig) -> float:
+            encoder = TempScaleEncoder(model, config)
+            return ev.evaluate_retrieval(encoder, beir, settings, batch_size=batch).scores["ndcg@10"]
+
+        return retrieval, beir.describe()
+    from sklearn.model_selection import train_test_split
+
+    train, _ = ev.read_classification(data)  # the test split is never looked at while tuning
+    train = train.stratified_sample(opts["max_items"], opts["seed"]) if opts["max_items"] else train
+    fit, dev = train_test_split(range(len(train)), test_size=0.5, random_state=opts["seed"], stratify=train.labels)
+    fit_set, dev_set = train.subset(sorted(fit), "tune: fit half"), train.subset(sorted(dev), "tune: dev half")
+    classifier = ev.ClassificationConfig(few_shot=(), seed=opts["seed"])
+
+    def classification(config: TempScaleConfig) -> float:
+        encoder = TempScaleEncoder(model, config)
+        return ev.evaluate_classification(encoder, fit_set, dev_set, classifier, batch_size=batch).scores["accuracy"]
+
+    return classification, {"train": train.describe(), "dev": "a stratified half of train (the other half fits)"}
+
+
+def tune_tempscale(
+    task: Task | str,
+    data: str | os.PathLike[str],
+    model: str | os.PathLike[str] = DEFAULT_MODEL,
+    *,
+    spec: TuneSpec | None = None,
+    out: str | os.PathLike[str] | None = None,
+    split: str = "dev",
+    max_items: int | None = None,
+    batch_size: int = 32,
+    seed: int = 0,
+    device: str | None = None,
+    max_length: int | None = None,
+    trust_remote_code: bool = False,
+    on_eval: Callable[[float, float], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
+) -> TuneRecord:
+    """`lengthwise tempscale tune` as one call: pick the attention temperature t on a dev split.
+
+    Args:
+        task: ``sts`` (Spearman), ``retrieval`` (nDCG@10 on `split`) or ``classification`` (accuracy on a
+            stratified half of train, fit on the other half).
+        data: STS dev file or SentEval folder; BEIR folder; folder with train/test JSONL.
+        model: A model folder, an installed model package's name or a Hugging Face id. TempScale settings saved
+            with it are set aside (`on_note` is told): tuning starts from the untouched model.
+        spec: The grid and the bounded 1-D search (`TuneSpec`; default: its defaults).
+        out: Where ``tune.json`` (curve, best t, settings, provenance) and ``tune.png`` are written as one set;
+            checked before any compute. None writes nothing.
+        split, max_items, batch_size, seed: The qrels split, a seeded sample size, texts per forward pass, seed.
+        device, max_length, trust_remote_code: As for `lengthwise.load_model`.
+        on_eval: Called with (t, score) after each evaluation.
+        on_note: Called with a one-line note the user should see.
+
+    Returns:
+        The record written to ``tune.json``.
+    """
+    import io
+
+    from lengthwise.core.models import model_fingerprint
+    from lengthwise.core.output_set import check_output_target, write_output_set
+    from lengthwise.core.results import json_bytes, provenance
+    from lengthwise.evaluation.tasks import Task
+    from lengthwise.facade import load_model
+    from lengthwise.tempscale import remove_tempscale
+    from lengthwise.tempscale.schema import TuneRecord
+    from lengthwise.tempscale.tune import TuneSpec, plot_tune_curve, tune_temperature
+
+    started = time.perf_counter()
+    task, spec = Task(task), spec or TuneSpec()
+    out = None if out is None else Path(out)
+    if out is not None:
+        check_output_target(out, TUNE_FILES, what="a TempScale tuning")  # before the model loads
+    loaded = load_model(model, device=device, max_seq_length=max_length, trust_remote_code=trust_remote_code)
+    previous = remove_tempscale(loaded)  # start from the untouched model
+    if previous is not None and on_note is not None:
+        on_note(f"note: ignoring the TempScale settings saved with {model} ({previous})")
+    opts: dict[str, Any] = {"batch_size": batch_size, "max_items": max_items, "seed": seed}
+    objective, described = _tune_objective(task, data, split, loaded, opts)
+    result = tune_temperature(objective, spec, on_eval=on_eval)
+    bounds = list(spec.bounds) if spec.bounds else None
+    settings = {"grid": list(spec.grid), "search": spec.search, "bounds": bounds, "xatol": spec.xatol,
+                "max_evals": spec.max_evals, "side": spec.side.value, "split": split} | opts  # fmt: skip
+    record = TuneRecord(
+        **provenance(model_fingerprint(loaded, model), described, settings, started=started),
+        task=task.value,
+        metric=task.metric,
+        result=result.to_dict(),
+    )
+    if out is not None:
+        figure = io.BytesIO()
+        plot_tune_curve(result, task.metric).savefig(figure, format="png", dpi=120)
+        files = {"tune.json": json_bytes(record), "tune.png": figure.getvalue()}
+        write_output_set(out, files, TUNE_FILES, what="a TempScale tuning")
     return record

@@ -9,7 +9,7 @@ and (for ``bake``) the source model are checked before any model is loaded.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -201,47 +201,6 @@ def save(
     console.print(f"wrote {out} with {config}", highlight=False, markup=False)
 
 
-def _objective(task: Task, data: Path, split: str, model: SentenceTransformer, opts: dict[str, Any]) -> tuple:
-    """(objective, data description) for a task on its dev data, scored through `lengthwise.evaluation`."""
-    from lengthwise import evaluation as ev
-    from lengthwise.evaluation.config import RetrievalConfig
-    from lengthwise.evaluation.tasks import drops_self_hits
-    from lengthwise.tempscale import TempScaleEncoder
-
-    batch = opts["batch_size"]
-    if task is Task.sts:
-        pairs = ev.read_sts(data)
-        pairs = pairs.sample(opts["max_items"], opts["seed"]) if opts["max_items"] else pairs
-
-        def sts(config: TempScaleConfig) -> float:
-            score = ev.evaluate_sts(TempScaleEncoder(model, config), pairs, batch_size=batch).scores["spearman"]
-            return float("nan") if score is None else score
-
-        return sts, {"source": pairs.source, "n_pairs": len(pairs), "sha256": pairs.sha256}
-    if task is Task.retrieval:
-        beir = ev.read_beir(data, split)
-        settings = RetrievalConfig(drop_self_hits=drops_self_hits("auto", data))  # as MTEB does for this task
-
-        def retrieval(config: TempScaleConfig) -> float:
-            encoder = TempScaleEncoder(model, config)
-            return ev.evaluate_retrieval(encoder, beir, settings, batch_size=batch).scores["ndcg@10"]
-
-        return retrieval, beir.describe()
-    from sklearn.model_selection import train_test_split
-
-    train, _ = ev.read_classification(data)  # the test split is never looked at while tuning
-    train = train.stratified_sample(opts["max_items"], opts["seed"]) if opts["max_items"] else train
-    fit, dev = train_test_split(range(len(train)), test_size=0.5, random_state=opts["seed"], stratify=train.labels)
-    fit_set, dev_set = train.subset(sorted(fit), "tune: fit half"), train.subset(sorted(dev), "tune: dev half")
-    classifier = ev.ClassificationConfig(few_shot=(), seed=opts["seed"])
-
-    def classification(config: TempScaleConfig) -> float:
-        encoder = TempScaleEncoder(model, config)
-        return ev.evaluate_classification(encoder, fit_set, dev_set, classifier, batch_size=batch).scores["accuracy"]
-
-    return classification, {"train": train.describe(), "dev": "a stratified half of train (the other half fits)"}
-
-
 @app.command()
 def tune(
     task: Annotated[Task, typer.Option("--task", "-t", help="sts, retrieval or classification.")],
@@ -278,12 +237,8 @@ def tune(
     stratified half of train, scored on the other). Writes OUT/tune.json (curve, best t, settings, model and
     data fingerprints, versions) and OUT/tune.png.
     """
-    import io
-    import time
-
     from lengthwise.tempscale.config import TempScaleError
 
-    started = time.perf_counter()
     try:
         values = tuple(float(x) for x in grid.split(",") if x.strip())
     except ValueError:
@@ -293,50 +248,28 @@ def tune(
     except TempScaleError as err:
         _fail(setting_message(err))
     from lengthwise.cli.options import check_device, check_out_dir
-    from lengthwise.core.models import ModelLoadError, model_fingerprint
-    from lengthwise.core.results import provenance, write_bytes_atomic, write_json_atomic
-    from lengthwise.tempscale.schema import TuneRecord
-    from lengthwise.tempscale.tune import plot_tune_curve, tune_temperature
+    from lengthwise.core.models import ModelLoadError
+    from lengthwise.pipelines import tune_tempscale
+
+    def note(line: str) -> None:
+        console.print(line, highlight=False, markup=False)
+
+    def report(t: float, score: float) -> None:
+        note(f"t = {t:.4f}  {task.metric} = {score:.3f}")
 
     try:
         check_device(device)
         check_out_dir(out)  # before the model loads and the dev data is scored: nothing is lost to a bad --out
-        loaded = _load(model, device, max_length, trust_remote_code)
-        opts = {"batch_size": batch_size, "max_items": max_items, "seed": seed}
-        objective, described = _objective(task, data, split, loaded, opts)
-        with console.status("tuning") as status:
-
-            def report(t: float, score: float) -> None:
-                console.print(f"t = {t:.4f}  {task.metric} = {score:.3f}", highlight=False)
-                status.update(f"tuning: {t:.4f} done")
-
-            result = tune_temperature(objective, spec, on_eval=report)
-    except TempScaleError as err:
+        with console.status("tuning"):
+            record = tune_tempscale(task, data, model, spec=spec, out=out, split=split, max_items=max_items,
+                                    batch_size=batch_size, seed=seed, device=device, max_length=max_length,
+                                    trust_remote_code=trust_remote_code, on_note=note, on_eval=report)  # fmt: skip
+    except (ValueError, ModelLoadError) as err:  # TempScaleError and DataFormatError are ValueErrors
         _fail(setting_message(err))
-    except (ValueError, ModelLoadError) as err:  # DataFormatError is a ValueError naming the file and the fix
-        _fail(setting_message(err))
-    settings = {
-        "grid": list(spec.grid),
-        "search": search,
-        "bounds": list(bounds) if bounds else None,
-        "xatol": xatol,
-        "max_evals": max_evals,
-        "side": spec.side.value,
-        "split": split,
-    } | opts
-    record = TuneRecord(
-        **provenance(model_fingerprint(loaded, model), described, settings, started=started),
-        task=task.value,
-        metric=task.metric,
-        result=result.to_dict(),
-    )
-    figure = io.BytesIO()
-    plot_tune_curve(result, task.metric).savefig(figure, format="png", dpi=120)
-    write_bytes_atomic(out / "tune.png", figure.getvalue())
-    write_json_atomic(out / "tune.json", record)
+    result = record["result"]
     console.print(
-        f"best t = {result.best_t:.4f}: {task.metric} {result.best_score:.3f} "
-        f"(t = 1: {result.baseline_score:.3f}); wrote {out / 'tune.json'} and {out / 'tune.png'}",
+        f"best t = {result['best_t']:.4f}: {task.metric} {result['best_score']:.3f} "
+        f"(t = 1: {result['baseline_score']:.3f}); wrote {out / 'tune.json'} and {out / 'tune.png'}",
         highlight=False,
         markup=False,
     )
