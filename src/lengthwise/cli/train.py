@@ -8,8 +8,11 @@ field, and this module names the flag that sets it. Works under
 
 from __future__ import annotations
 
+import inspect
+import typing
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
@@ -17,9 +20,6 @@ from lengthwise.cli.console import console
 from lengthwise.cli.console import fail as _fail
 from lengthwise.cli.options import field_default, field_help, setting_message
 from lengthwise.training.config import TrainConfig
-
-if TYPE_CHECKING:
-    pass
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
@@ -51,31 +51,46 @@ def _settings(config_file: Path | None, flags: dict[str, Any], assignments: list
     return values
 
 
+# The `TrainConfig` fields that get a flag of their own (any other field: --set KEY=VALUE or the config file).
+FLAG_FIELDS = (
+    "method", "recipe", "data", "out", "model", "max_steps", "epochs", "batch_size", "max_length", "lr",
+    "warmup_ratio", "seed", "elongate", "pooling", "mlm_weight", "cache_batch", "max_examples", "eval_data",
+    "eval_attack", "save_steps", "precision", "device",
+)  # fmt: skip
+_FLAG_TYPES = {int: int, float: float}  # an annotation naming one of these gives a typed flag; any other, a string
+
+
+def _flag_type(name: str) -> type:
+    """The Python type of a field's flag, read from the `TrainConfig` annotation (Enums and paths as strings)."""
+    hint = typing.get_type_hints(TrainConfig)[name]
+    members = typing.get_args(hint) or (hint,)
+    return next((_FLAG_TYPES[kind] for kind in members if kind in _FLAG_TYPES), str)
+
+
+def _generated(command: Callable[..., None]) -> Callable[..., None]:
+    """`command(flags, config, resume, trust_remote_code, set_)` with one keyword option per `FLAG_FIELDS` field,
+    its type, help and shown default generated from `TrainConfig`, so no flag is written by hand."""
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    fields = [
+        inspect.Parameter(name, keyword, default=None, annotation=Annotated[_flag_type(name) | None, _option(name)])
+        for name in FLAG_FIELDS
+    ]
+    hints = typing.get_type_hints(command, include_extras=True)  # the module's annotations are strings
+    fixed = [p.replace(kind=keyword, annotation=hints[p.name]) for p in inspect.signature(command).parameters.values()]
+
+    def run(**values: Any) -> None:
+        command({name: values.pop(name) for name in FLAG_FIELDS}, **values)
+
+    run.__signature__ = inspect.Signature([*fields, *fixed[1:]])  # type: ignore[attr-defined]
+    run.__doc__, run.__name__ = command.__doc__, command.__name__
+    return run
+
+
 @app.callback(invoke_without_command=True, subcommand_metavar="")
+@_generated
 def train(
-    method: Annotated[str | None, _option("method")] = None,
-    recipe: Annotated[str | None, _option("recipe")] = None,
-    data: Annotated[str | None, _option("data")] = None,
-    out: Annotated[str | None, _option("out")] = None,
-    model: Annotated[str | None, _option("model")] = None,
+    flags: dict[str, Any],
     config: Annotated[Path | None, typer.Option("--config", help="YAML or JSON file of settings.")] = None,
-    max_steps: Annotated[int | None, _option("max_steps")] = None,
-    epochs: Annotated[float | None, _option("epochs")] = None,
-    batch_size: Annotated[int | None, _option("batch_size")] = None,
-    max_length: Annotated[int | None, _option("max_length")] = None,
-    lr: Annotated[float | None, _option("lr")] = None,
-    warmup_ratio: Annotated[float | None, _option("warmup_ratio")] = None,
-    seed: Annotated[int | None, _option("seed")] = None,
-    elongate: Annotated[str | None, _option("elongate")] = None,
-    pooling: Annotated[str | None, _option("pooling")] = None,
-    mlm_weight: Annotated[float | None, _option("mlm_weight")] = None,
-    cache_batch: Annotated[int | None, _option("cache_batch")] = None,
-    max_examples: Annotated[int | None, _option("max_examples")] = None,
-    eval_data: Annotated[str | None, _option("eval_data")] = None,
-    eval_attack: Annotated[int | None, _option("eval_attack")] = None,
-    save_steps: Annotated[int | None, _option("save_steps")] = None,
-    precision: Annotated[str | None, _option("precision")] = None,
-    device: Annotated[str | None, _option("device")] = None,
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue the run in --out from its last complete checkpoint.")
     ] = False,
@@ -93,31 +108,7 @@ def train(
     from lengthwise.core.errors import SettingError
     from lengthwise.training.config import config_from_mapping
 
-    flags = {
-        "method": method,
-        "recipe": recipe,
-        "data": data,
-        "out": out,
-        "model": model,
-        "max_steps": max_steps,
-        "epochs": epochs,
-        "batch_size": batch_size,
-        "max_length": max_length,
-        "lr": lr,
-        "warmup_ratio": warmup_ratio,
-        "seed": seed,
-        "elongate": elongate,
-        "pooling": pooling,
-        "mlm_weight": mlm_weight,
-        "cache_batch": cache_batch,
-        "max_examples": max_examples,
-        "eval_data": eval_data,
-        "eval_attack": eval_attack,
-        "save_steps": save_steps,
-        "precision": precision,
-        "device": device,
-        "trust_remote_code": trust_remote_code or None,
-    }
+    flags = {**flags, "trust_remote_code": trust_remote_code or None}
     try:  # the settings first: a bad one costs no import of torch or the trainer
         settings = config_from_mapping(_settings(config, flags, set_ or []))
     except SettingError as err:
