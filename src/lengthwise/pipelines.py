@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,11 +32,12 @@ if TYPE_CHECKING:
     from lengthwise.evaluation.schema import EvalRecord
     from lengthwise.evaluation.tasks import Task
     from lengthwise.longdoc.config import LongDocConfig
+    from lengthwise.longdoc.tune import LongTuneResult
     from lengthwise.tempscale.config import TempScaleConfig
     from lengthwise.tempscale.schema import TuneRecord
     from lengthwise.tempscale.tune import TuneSpec
 
-__all__ = ["EncoderSetup", "build_encoder", "evaluate", "tune_tempscale"]
+__all__ = ["EncoderSetup", "build_encoder", "evaluate", "tune_long_documents", "tune_tempscale"]
 
 TUNE_FILES = ("tune.json", "tune.png")  # what `tune_tempscale` writes, as one output set
 
@@ -274,3 +275,97 @@ def tune_tempscale(
         files = {"tune.json": json_bytes(record), "tune.png": figure.getvalue()}
         write_output_set(out, files, TUNE_FILES, what="a TempScale tuning")
     return record
+
+
+def _long_objective(
+    data: Path, split: str, model: SentenceTransformer, batch_size: int
+) -> tuple[Callable[[LongDocConfig], float], str, dict[str, Any]]:
+    """(objective, metric, data description): a synthetic folder's mean Acc@1, else nDCG@10 on a BEIR split."""
+    from lengthwise.longdoc import LongEncoder
+    from lengthwise.longdoc.synthetic import META_FILE, read_synthetic
+
+    if (data / META_FILE).is_file():
+        from lengthwise.longdoc.scoring import evaluate_synthetic
+
+        synthetic = read_synthetic(data)
+
+        def accuracy(config: LongDocConfig) -> float:
+            return evaluate_synthetic(LongEncoder(model, config), synthetic, batch_size=batch_size).mean
+
+        return accuracy, "mean acc@1", synthetic.meta
+    from lengthwise.evaluation.data import read_beir
+    from lengthwise.evaluation.retrieval import evaluate_retrieval
+
+    beir = read_beir(data, split)
+
+    def ndcg(config: LongDocConfig) -> float:
+        return evaluate_retrieval(LongEncoder(model, config), beir, batch_size=batch_size).scores["ndcg@10"]
+
+    return ndcg, "ndcg@10", dict(beir.describe())
+
+
+def tune_long_documents(
+    data: str | os.PathLike[str],
+    model: str | os.PathLike[str] = DEFAULT_MODEL,
+    *,
+    strategies: Sequence[str] = ("chunk-mean", "chunk-weighted", "multi-vector", "late-chunking"),
+    windows: Sequence[int] = (64, 128, 256),
+    overlaps: Sequence[float] = (0.0, 0.5),
+    top_k: int = 1,
+    out: str | os.PathLike[str] | None = None,
+    split: str = "dev",
+    save: str | os.PathLike[str] | None = None,
+    batch_size: int = 32,
+    device: str | None = None,
+    on_eval: Callable[[LongDocConfig, float], None] | None = None,
+) -> tuple[LongTuneResult, dict[str, Any]]:
+    """`lengthwise longdoc tune` as one call: choose strategy, window and stride on a dev split.
+
+    Args:
+        data: A BEIR folder (tuned on `split`, nDCG@10) or a folder written by `lengthwise longdoc synth`
+            (mean Acc@1).
+        model: A model folder, an installed model package's name or a Hugging Face id.
+        strategies, windows, overlaps, top_k: The candidates (`lengthwise.longdoc.tune.candidates`); truncation
+            at the model's own window is always scored as the baseline.
+        out: Where ``tune.json`` and ``tune.png`` are written as one set (checked before any compute); None
+            writes nothing.
+        save: Also save the model with the best choice here; `lengthwise.load_model` then picks it up.
+        batch_size, device: Windows per forward pass; the torch device.
+        on_eval: Called with (config, score) after each candidate.
+
+    Returns:
+        The tuning result and the record written to ``tune.json``.
+    """
+    import io
+
+    from lengthwise.core.models import model_fingerprint
+    from lengthwise.core.output_set import check_output_target, write_output_set
+    from lengthwise.core.results import json_bytes, provenance
+    from lengthwise.facade import load_model
+    from lengthwise.longdoc.tune import candidates, plot_long_tune, tune_long
+
+    started = time.perf_counter()
+    out = None if out is None else Path(out)
+    if out is not None:
+        check_output_target(out, TUNE_FILES, what="a long-document tuning")  # before the model loads
+    configs = candidates(list(strategies), list(windows), list(overlaps), top_k=top_k)
+    loaded = load_model(model, device=device)
+    objective, metric, described = _long_objective(Path(data), split, loaded, batch_size)
+    result = tune_long(objective, configs, on_eval=on_eval)
+    if save is not None:
+        from lengthwise.longdoc.persist import save_longdoc
+
+        save_longdoc(loaded, result.best, Path(save))
+    settings = {"strategies": ",".join(strategies), "windows": ",".join(map(str, windows)),
+                "overlaps": ",".join(f"{x:g}" for x in overlaps), "split": split, "top_k": top_k}  # fmt: skip
+    record = {
+        "metric": metric,
+        "result": result.to_dict(),
+        "provenance": provenance(model_fingerprint(loaded, model), described, settings, started=started),
+    }
+    if out is not None:
+        figure = io.BytesIO()
+        plot_long_tune(result, metric).savefig(figure, format="png", dpi=120)
+        write_output_set(out, {"tune.json": json_bytes(record), "tune.png": figure.getvalue()}, TUNE_FILES,
+                         what="a long-document tuning")  # fmt: skip
+    return result, record

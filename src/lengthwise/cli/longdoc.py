@@ -7,7 +7,7 @@ happen inside the commands.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -151,31 +151,6 @@ def evaluate(
     console.print(f"wrote {out / 'results.json'}", highlight=False)
 
 
-def _objective(data: Path, split: str, model: SentenceTransformer, batch_size: int) -> tuple[Any, str, dict]:
-    """(objective, metric, data description): a synthetic folder's mean Acc@1, else nDCG@10 on a BEIR split."""
-    from lengthwise.longdoc import LongEncoder
-    from lengthwise.longdoc.synthetic import META_FILE, read_synthetic
-
-    if (data / META_FILE).is_file():
-        from lengthwise.longdoc.scoring import evaluate_synthetic
-
-        synthetic = read_synthetic(data)
-
-        def accuracy(config: LongDocConfig) -> float:
-            return evaluate_synthetic(LongEncoder(model, config), synthetic, batch_size=batch_size).mean
-
-        return accuracy, "mean acc@1", synthetic.meta
-    from lengthwise.evaluation.data import read_beir
-    from lengthwise.evaluation.retrieval import evaluate_retrieval
-
-    beir = read_beir(data, split)
-
-    def ndcg(config: LongDocConfig) -> float:
-        return evaluate_retrieval(LongEncoder(model, config), beir, batch_size=batch_size).scores["ndcg@10"]
-
-    return ndcg, "ndcg@10", beir.describe()
-
-
 @app.command()
 def tune(
     data: Annotated[Path, typer.Option("--data", "-d", help="BEIR folder (tuned on --split) or a synth folder.")],
@@ -201,14 +176,13 @@ def tune(
     Truncation at the model's own window is always scored as the baseline. With --save the model is written
     with the best choice, and `lengthwise.load_model` / `LongEncoder(model)` pick it up from there.
     """
-    import time
-
-    from lengthwise.core.models import ModelLoadError, model_fingerprint
-    from lengthwise.core.results import provenance, write_json_atomic
+    from lengthwise.core.models import ModelLoadError
     from lengthwise.core.textio import DataFormatError
-    from lengthwise.longdoc.tune import candidates, plot_long_tune, tune_long
+    from lengthwise.pipelines import tune_long_documents
 
-    started = time.perf_counter()
+    def report(config: LongDocConfig, score: float) -> None:
+        console.print(f"{config.describe():<32} {score:.3f}", highlight=False)
+
     try:
         check_device(device)
         check_out_dir(out)
@@ -218,34 +192,17 @@ def tune(
             shares = tuple(float(x) for x in overlaps.split(",") if x.strip())
         except ValueError:
             raise ValueError(f"--overlaps {overlaps!r} is not comma-separated fractions, e.g. 0,0.5") from None
-        configs = candidates(strategies.split(","), _ints(windows, "--windows"), shares, top_k=top_k)
-        loaded = _load(model, device)
-        objective, metric, described = _objective(data, split, loaded, batch_size)
-        with console.status("tuning") as status:
-
-            def report(config: LongDocConfig, score: float) -> None:
-                console.print(f"{config.describe():<32} {metric} = {score:.3f}", highlight=False)
-                status.update(f"tuning: {config.describe()} done")
-
-            result = tune_long(objective, configs, on_eval=report)
-        if save is not None:
-            from lengthwise.longdoc.persist import save_longdoc
-
-            save_longdoc(loaded, result.best, save)
+        with console.status("tuning"):
+            result, record = tune_long_documents(
+                data, model, strategies=strategies.split(","), windows=_ints(windows, "--windows"), overlaps=shares,
+                top_k=top_k, out=out, split=split, save=save, batch_size=batch_size, device=device, on_eval=report,
+            )  # fmt: skip
     except (ValueError, ModelLoadError, DataFormatError) as err:
         _fail(setting_message(err))
-    settings = {"strategies": strategies, "windows": windows, "overlaps": overlaps, "split": split, "top_k": top_k}
-    payload = {
-        "metric": metric,
-        "result": result.to_dict(),
-        "provenance": provenance(model_fingerprint(loaded, model), described, settings, started=started),
-    }
-    write_json_atomic(out / "tune.json", payload)
-    plot_long_tune(result, metric).savefig(out / "tune.png", dpi=120)
     saved = f"; saved the model with it to {save}" if save is not None else ""
     console.print(
-        f"best {result.best.describe()}: {metric} {result.best_score:.3f} (truncate: {result.baseline_score:.3f})"
-        f"{saved}; wrote {out / 'tune.json'}",
+        f"best {result.best.describe()}: {record['metric']} {result.best_score:.3f} "
+        f"(truncate: {result.baseline_score:.3f}){saved}; wrote {out / 'tune.json'}",
         highlight=False,
     )
 
