@@ -74,3 +74,21 @@ def test_tempscale_tune_cli_and_python_write_the_same_record(tiny_model_dir: Pat
     assert [point["t"] for point in cli["result"]["curve"]] == [0.7, 1.0]
     assert cli == py
     assert sorted(p.name for p in py_out.iterdir()) == ["tune.json", "tune.png"]
+
+
+def test_audit_cli_and_python_write_the_same_record(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from lengthwise.audit.config import AuditConfig, AuditJob, HistogramSpec
+
+    cli_out, py_out = tmp_path / "cli", tmp_path / "py"
+    flags = ["--max-pairs", "12", "--null-permutations", "20", "--bins", "50", "--tempscale", "0.9"]
+    run = CliRunner().invoke(app, ["audit", "-m", str(tiny_model_dir), *flags, "-o", str(cli_out)])
+    assert run.exit_code == 0, run.output
+    job = AuditJob(out=py_out, max_pairs=12, attack=AuditConfig(null_permutations=20, histogram=HistogramSpec(bins=50)))
+    lw.audit_model(job, tiny_model_dir, tempscale=0.9)
+    cli, py = (json.loads((folder / "audit.json").read_text()) for folder in (cli_out, py_out))
+    for record in (cli, py):
+        assert set(record["meta"]) >= {"created", "seconds"}
+        record["meta"].pop("created"), record["meta"].pop("seconds")
+    assert "TempScale t=0.9" in cli["model"]["name"]
+    assert cli == py
+    assert sorted(p.name for p in cli_out.iterdir()) == sorted(p.name for p in py_out.iterdir())

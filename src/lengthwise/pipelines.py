@@ -27,6 +27,9 @@ from lengthwise.core.errors import SettingError
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
+    from lengthwise.audit.config import AuditJob
+    from lengthwise.audit.retrieval.config import RetrievalRequest
+    from lengthwise.audit.schema import AuditPayload
     from lengthwise.core.encoder import TextEncoder
     from lengthwise.evaluation.config import EvalConfig
     from lengthwise.evaluation.schema import EvalRecord
@@ -37,9 +40,93 @@ if TYPE_CHECKING:
     from lengthwise.tempscale.schema import TuneRecord
     from lengthwise.tempscale.tune import TuneSpec
 
-__all__ = ["EncoderSetup", "build_encoder", "evaluate", "tune_long_documents", "tune_tempscale"]
+__all__ = ["EncoderSetup", "audit_model", "build_encoder", "evaluate", "tune_long_documents", "tune_tempscale"]
 
 TUNE_FILES = ("tune.json", "tune.png")  # what `tune_tempscale` writes, as one output set
+
+
+def _check_out(out: Path, check: Callable[[Path], None]) -> None:
+    """Make the folder an output set is staged in (the parent of `out`) and run the output set's own `check`; any
+    problem is a `SettingError` on ``out``, raised before the model loads."""
+    try:
+        Path(out).resolve().parent.mkdir(parents=True, exist_ok=True)
+        check(out)
+    except OSError as error:
+        raise SettingError(
+            "out", str(out), f"cannot create its parent ({error.strerror}); pass a writable path"
+        ) from None
+    except ValueError as error:
+        raise SettingError("out", str(out), str(error).removeprefix(f"{out}: ")) from None
+
+
+def _tempscale_config(value: float | TempScaleConfig | None) -> TempScaleConfig | None:
+    """A temperature as a `TempScaleConfig`; a bad one is a `SettingError` on the job's ``tempscale`` setting."""
+    from lengthwise.tempscale.config import TempScaleConfig, TempScaleError
+
+    if value is None or isinstance(value, TempScaleConfig):
+        return value
+    try:
+        return TempScaleConfig(t=value)
+    except TempScaleError as error:
+        raise SettingError("tempscale", value, error.problem) from None
+
+
+def _retrieval_request(job: AuditJob, tempscale: float | None) -> RetrievalRequest | None:
+    """The retrieval audit's request: `job.retrieval_data` read as BEIR (the evaluation room's reader)."""
+    if job.retrieval_data is None:
+        return None
+    from lengthwise.audit.retrieval.config import RetrievalRequest
+    from lengthwise.evaluation.data import read_beir
+
+    note = None if tempscale is None else f"TempScale t={tempscale:g}"
+    return RetrievalRequest(read_beir(job.retrieval_data, job.retrieval_split), job.retrieval, encoder_note=note)
+
+
+def audit_model(
+    job: AuditJob,
+    model: str | os.PathLike[str] = DEFAULT_MODEL,
+    *,
+    device: str | None = None,
+    max_length: int | None = None,
+    trust_remote_code: bool = False,
+    tempscale: float | None = None,
+    on_progress: Callable[[str, int, int], None] | None = None,
+) -> AuditPayload:
+    """`lengthwise audit` as one call: read and check every input, load the model, run the elongation attack (and
+    the document diagnostics and the retrieval length-bias audit the job asks for), write the output set.
+
+    Args:
+        job: What to read, what to measure and where to write (`AuditJob`).
+        model: A model folder, an installed model package's name or a Hugging Face id.
+        device, max_length, trust_remote_code: As for `lengthwise.load_model`.
+        tempscale: Audit the model under TempScale at this attention temperature t (every part sees it).
+        on_progress: Called with (stage, done, total) as the work goes on.
+
+    Returns:
+        The payload written as ``audit.json``.
+
+    Example:
+        >>> payload = lw.audit_model(AuditJob(out=Path("out/audit")))  # = lengthwise audit -o out/audit
+    """
+    from contextlib import nullcontext
+
+    from lengthwise.audit.run import check_output, read_inputs, run_full_audit
+    from lengthwise.facade import load_model
+
+    ts_config = _tempscale_config(tempscale)  # everything is checked before the model loads
+    inputs = read_inputs(job)
+    request = _retrieval_request(job, tempscale)
+    _check_out(job.out, check_output)
+    encoder = load_model(model, device=device, trust_remote_code=trust_remote_code, max_seq_length=max_length)
+    if ts_config is None:
+        patched: Any = nullcontext()
+    else:
+        from lengthwise.tempscale.apply import tempscale as tempscale_patch
+
+        patched = tempscale_patch(encoder, ts_config)
+    name = str(model) if tempscale is None else f"{model} (TempScale t={tempscale:g})"
+    with patched:
+        return run_full_audit(encoder, job, inputs, model_name=name, on_progress=on_progress, retrieval=request)
 
 
 @dataclass(frozen=True)
@@ -76,9 +163,9 @@ def build_encoder(
     """
     from lengthwise.longdoc import LongDocConfig, LongEncoder
     from lengthwise.longdoc.persist import saved_longdoc
-    from lengthwise.tempscale import TempScaleConfig, TempScaleEncoder, apply_tempscale, remove_tempscale
+    from lengthwise.tempscale import TempScaleEncoder, apply_tempscale, remove_tempscale
 
-    ts_config = TempScaleConfig(t=tempscale) if isinstance(tempscale, int | float) else tempscale
+    ts_config = _tempscale_config(tempscale)
     settings: dict[str, Any] = {}
     encoder: TextEncoder | None = None
     if ts_config is not None:

@@ -12,6 +12,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lengthwise.audit.retrieval.config import RetrievalAuditConfig
 from lengthwise.core.errors import SettingError
 from lengthwise.core.tokens import Elongation, ElongationMode
 
@@ -219,6 +220,14 @@ class AuditJob:
     )
     attack: AuditConfig = field(default_factory=AuditConfig)
     diagnostics: DocAuditConfig | None = None
+    retrieval_data: Path | None = field(
+        default=None,
+        metadata={
+            "help": "A BEIR folder (corpus, queries, qrels/SPLIT.tsv): also audit retrieval length bias (METHODS §6)."
+        },
+    )
+    retrieval_split: str = field(default="test", metadata={"help": "The qrels split of the retrieval data."})
+    retrieval: RetrievalAuditConfig = field(default_factory=RetrievalAuditConfig)
 
     def __post_init__(self) -> None:
         if self.max_pairs is not None and self.max_pairs < 1:

@@ -77,12 +77,29 @@ def _diagnostics(docs: Path | None, run_all: bool, switches: dict[Diagnostic, bo
     return chosen
 
 
+def _doc_config(flags: dict[str, Any], elongation: Any) -> DocAuditConfig | None:
+    """The document diagnostics' settings, or None when no diagnostic is asked for."""
+    chosen = _diagnostics(flags["docs"], flags["run_all"], flags["switches"])
+    if not chosen:
+        return None
+    doc_first_k = flags["first_k"] if flags["docs_first_k"] is None else (flags["docs_first_k"] or None)
+    return DocAuditConfig(
+        diagnostics=chosen,
+        bin_width=flags["bin_width"],
+        elongation=elongation,
+        first_k=doc_first_k,
+        attention_per_bin=flags["attention_per_bin"] or None,
+        attention_layers=AttentionLayers.ALL if flags["attention_all_layers"] else AttentionLayers.LAST,
+        batch_size=flags["batch_size"],
+        seed=flags["seed"],
+    )
+
+
 def _job(flags: dict[str, Any]) -> AuditJob:
     """Flags → the audit's settings (`SettingError` names the field)."""
     from lengthwise.audit.pairs.presets import apply_preset
     from lengthwise.core.tokens import Elongation
 
-    doc_first_k = flags["first_k"] if flags["docs_first_k"] is None else (flags["docs_first_k"] or None)
     elongate, first_k, max_length = apply_preset(flags["preset"], flags["elongate"], flags["first_k"], None)
     flags["max_length"] = flags["max_length"] or max_length
     try:
@@ -99,60 +116,12 @@ def _job(flags: dict[str, Any]) -> AuditJob:
         batch_size=flags["batch_size"],
         seed=flags["seed"],
     )
-    chosen = _diagnostics(flags["docs"], flags["run_all"], flags["switches"])
-    diagnostics = None
-    if chosen:
-        diagnostics = DocAuditConfig(
-            diagnostics=chosen,
-            bin_width=flags["bin_width"],
-            elongation=elongation,
-            first_k=doc_first_k,
-            attention_per_bin=flags["attention_per_bin"] or None,
-            attention_layers=AttentionLayers.ALL if flags["attention_all_layers"] else AttentionLayers.LAST,
-            batch_size=flags["batch_size"],
-            seed=flags["seed"],
-        )
-    return AuditJob(
-        out=flags["out"],
-        pairs=flags["pairs"],
-        max_pairs=flags["max_pairs"],
-        docs=flags["docs"],
-        max_docs=flags["max_docs"] or None,
-        attack=attack,
-        diagnostics=diagnostics,
-    )
-
-
-def _retrieval_request(flags: dict[str, Any]) -> Any:
-    """``--retrieval DIR`` → a `RetrievalRequest` (the BEIR folder read and checked now, before the model loads)."""
-    if flags["tempscale_t"] is not None:
-        from lengthwise.tempscale.config import TempScaleConfig, TempScaleError
-
-        try:
-            TempScaleConfig(t=flags["tempscale_t"])
-        except TempScaleError as error:
-            raise ValueError(f"--tempscale {flags['tempscale_t']}: {error}") from None
-    if flags["retrieval"] is None:
-        return None
-    from lengthwise.audit.retrieval.config import RetrievalRequest
-    from lengthwise.evaluation.data import read_beir  # the command line joins the evaluation and audit rooms
-
-    config = RetrievalAuditConfig(max_pairs=flags["retrieval_pairs"], window=flags["retrieval_window"],
-                                  batch_size=flags["batch_size"], seed=flags["seed"])  # fmt: skip
-    note = None if flags["tempscale_t"] is None else f"TempScale t={flags['tempscale_t']:g}"
-    return RetrievalRequest(read_beir(flags["retrieval"], flags["retrieval_split"]), config, encoder_note=note)
-
-
-def _tempscale(model: Any, t: float | None) -> Any:
-    """TempScale at `t` on `model` for the run (the attack, the diagnostics and retrieval all see it)."""
-    from contextlib import nullcontext
-
-    if t is None:
-        return nullcontext()
-    from lengthwise.tempscale.apply import tempscale
-    from lengthwise.tempscale.config import TempScaleConfig
-
-    return tempscale(model, TempScaleConfig(t=t))
+    retrieval = RetrievalAuditConfig(max_pairs=flags["retrieval_pairs"], window=flags["retrieval_window"],
+                                     batch_size=flags["batch_size"], seed=flags["seed"])  # fmt: skip
+    return AuditJob(out=flags["out"], pairs=flags["pairs"], max_pairs=flags["max_pairs"], docs=flags["docs"],
+                    max_docs=flags["max_docs"] or None, attack=attack, diagnostics=_doc_config(flags, elongation),
+                    retrieval_data=flags["retrieval"], retrieval_split=flags["retrieval_split"],
+                    retrieval=retrieval)  # fmt: skip
 
 
 @app.command()
@@ -246,7 +215,7 @@ def audit(
     collection. Writes OUT/audit.json (every figure, settings, model/data fingerprints, versions), PNG
     plots and a self-contained OUT/report.html as one set, and prints a summary table.
     """
-    from lengthwise.cli.options import check_device, check_out_dir
+    from lengthwise.cli.options import check_device
     from lengthwise.core.data import DataFormatError
 
     flags = dict(locals())
@@ -260,49 +229,36 @@ def audit(
     }
     try:
         job = _job(flags)
-        from lengthwise.audit.run import check_output, read_inputs
-
-        inputs = read_inputs(job)
-        retrieval_request = _retrieval_request(flags)
-        check_out_dir(job.out)
-        check_output(job.out)
         check_device(device)
-    except SettingError as error:
+    except (ValueError, DataFormatError) as error:  # SettingError is a ValueError
         fail(setting_message(error))
-    except (ValueError, DataFormatError) as error:
-        fail(setting_message(error))
-    _run(job, inputs, model=model, device=device, trust_remote_code=trust_remote_code, max_length=flags["max_length"],
-         retrieval=retrieval_request, tempscale_t=tempscale_t)  # fmt: skip
+    _run(job, model=model, device=device, trust_remote_code=trust_remote_code, max_length=flags["max_length"],
+         tempscale_t=tempscale_t)  # fmt: skip
 
 
-def _run(job: AuditJob, inputs: Any, *, model: str, device: str | None, trust_remote_code: bool,
-         max_length: int | None, retrieval: Any = None, tempscale_t: float | None = None) -> None:  # fmt: skip
-    """Load the model, run the pipeline under a progress bar, print the summary."""
+def _run(job: AuditJob, *, model: str, device: str | None, trust_remote_code: bool, max_length: int | None,
+         tempscale_t: float | None = None) -> None:  # fmt: skip
+    """Make the one library call (`lengthwise.audit_model`) under a progress bar, then print the summary."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from transformers.utils import logging as hf_logging
 
     from lengthwise.audit.pairs.attack import NothingElongatedError
-    from lengthwise.audit.run import run_full_audit
+    from lengthwise.core.data import DataFormatError
     from lengthwise.core.models import ModelLoadError
-    from lengthwise.facade import load_model
+    from lengthwise.pipelines import audit_model
 
     hf_logging.disable_progress_bar()  # our own progress bar covers the work; weight loading is instant
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     try:
-        with console.status(f"loading {escape(model)}"):
-            encoder = load_model(model, device=device, trust_remote_code=trust_remote_code, max_seq_length=max_length)
-        columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, console=console, transient=True) as progress:
-            task = progress.add_task(f"embedding {len(inputs.pairs)} pairs", total=None)
+            task = progress.add_task(f"loading {escape(model)}", total=None)
 
             def on_progress(stage: str, done: int, total: int) -> None:
                 progress.update(task, description=escape(stage), completed=done, total=total)
 
-            with _tempscale(encoder, tempscale_t):
-                name = model if tempscale_t is None else f"{model} (TempScale t={tempscale_t:g})"
-                payload = run_full_audit(
-                    encoder, job, inputs, model_name=name, on_progress=on_progress, retrieval=retrieval
-                )
-    except (ValueError, ModelLoadError, NothingElongatedError) as error:
+            payload = audit_model(job, model, device=device, max_length=max_length, trust_remote_code=trust_remote_code,
+                                  tempscale=tempscale_t, on_progress=on_progress)  # fmt: skip
+    except (ValueError, ModelLoadError, NothingElongatedError, DataFormatError) as error:
         fail(setting_message(error))
     console.print(_summary_table(payload))
     if "diagnostics" in payload:

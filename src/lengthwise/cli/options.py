@@ -35,6 +35,7 @@ FLAGS = {
     "diagnostics": "--all",
     "classifiers": "--classifier",
     "strategy": "--long",
+    "retrieval_data": "--retrieval",
     "grid/bounds": "--grid/--bounds",
 }
 
