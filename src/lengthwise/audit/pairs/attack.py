@@ -114,20 +114,23 @@ def _check_elongation(lengths: np.ndarray, factors: np.ndarray, view: TokenView,
     ]
 
 
-def run_audit(
-    model: SentenceTransformer,
-    pairs: PairSet,
-    config: AuditConfig = AuditConfig(),
-    *,
-    model_name: str | None = None,
-    on_progress: Callable[[int, int], None] | None = None,
-) -> AuditResult:
-    """Run the elongation attack, the first-k curve and the word-shuffle probe on `pairs`.
+@dataclass
+class _Plan:
+    """Every sequence one audit embeds, in one bank, and where each group of them sits (rows of the bank)."""
 
-    `model_name` is recorded in the result's model fingerprint. `on_progress(done, total)` is called after
-    each embedded batch (sequences done / to do). Raises `NothingElongatedError` when no text can be elongated.
-    """
-    started = time.perf_counter()
+    view: TokenView
+    lengths: np.ndarray  # (2n,) content tokens of text 1s then text 2s, after any first-k cut
+    factors: np.ndarray  # (2n,) elongation factor m of each text
+    cut: int  # texts longer than the window
+    bank: _SequenceBank
+    original: tuple[np.ndarray, np.ndarray]
+    elongated: tuple[np.ndarray, np.ndarray]
+    curve: dict[int, tuple[np.ndarray, np.ndarray]]
+    shuffled: np.ndarray | None
+
+
+def _plan(model: SentenceTransformer, pairs: PairSet, config: AuditConfig) -> _Plan:
+    """Tokenize once and build every sequence the audit embeds: originals, elongations, first-k cuts, shuffles."""
     rng = random.Random(config.seed)
     view = TokenView(model)
     max_content = view.max_content
@@ -141,25 +144,21 @@ def run_audit(
     cut = sum(len(ids) > view.max_content for ids in full1 + full2)
     ids1 = [ids[:max_content] for ids in full1]
     ids2 = [ids[:max_content] for ids in full2]
-    lengths = np.array([len(i) for i in ids1 + ids2])
     factors1 = [elongation_factor(len(ids), view.max_content, config.elongation, rng) for ids in ids1]
     factors2 = [elongation_factor(len(ids), view.max_content, config.elongation, rng) for ids in ids2]
-    factors = np.array(factors1 + factors2)
-    warnings = _check_elongation(lengths, factors, view, config)
-
     bank = _SequenceBank()
     original = (bank.add([view.wrap(i) for i in ids1]), bank.add([view.wrap(i) for i in ids2]))
     elongated = (
         bank.add([view.wrap(elongate(i, m, view.max_content)) for i, m in zip(ids1, factors1, strict=True)]),
         bank.add([view.wrap(elongate(i, m, view.max_content)) for i, m in zip(ids2, factors2, strict=True)]),
     )
-    curve_ks = [k for k in config.curve_ks if k <= view.max_length]
     curve = {
         k: (
             bank.add([view.wrap(first_k(i, k - view.specials.count)) for i in ids1]),
             bank.add([view.wrap(first_k(i, k - view.specials.count)) for i in ids2]),
         )
-        for k in curve_ks
+        for k in config.curve_ks
+        if k <= view.max_length
     }
     shuffled = None
     if config.word_shuffle:
@@ -169,24 +168,21 @@ def run_audit(
         shuffled_texts = [shuffle_words(text, shuffle_rng) for text in kept]
         shuffled_ids = [ids[:max_content] for ids in view.content(shuffled_texts, pairs.names(1))]
         shuffled = bank.add([view.wrap(i) for i in shuffled_ids])
+    lengths = np.array([len(i) for i in ids1 + ids2])
+    factors = np.array(factors1 + factors2)
+    return _Plan(view, lengths, factors, cut, bank, original, elongated, curve, shuffled)
 
-    sequences = bank.sequences()
-    done = 0
 
-    def advance(count: int) -> None:
-        nonlocal done
-        done += count
-        if on_progress is not None:
-            on_progress(done, len(sequences))
-
-    embeddings = embed_ids(model, sequences, batch_size=config.batch_size, on_batch=advance)
+def _attack_sections(
+    plan: _Plan, embeddings: np.ndarray, pairs: PairSet, config: AuditConfig
+) -> tuple[AttackSection, dict[str, ShiftSection], list[FirstKRow], WordShuffleSection | None, Similarities]:
+    """The attack, its split by pair kind, the first-k curve, the word shuffle and the raw similarities."""
     spec = config.histogram
 
     def cosines(side1: np.ndarray, side2: np.ndarray) -> np.ndarray:
         return paired_cosine(embeddings[side1], embeddings[side2])
 
-    before = cosines(*original)
-    after = cosines(*elongated)
+    before, after = cosines(*plan.original), cosines(*plan.elongated)
     histogram = {
         "bins": spec.bins,
         "range": [spec.low, spec.high],
@@ -202,43 +198,44 @@ def run_audit(
             "histogram": histogram,
         },
     )
-
-    by_kind: dict[str, ShiftSection] = {}
     kinds = sorted({p.kind for p in pairs.pairs if p.kind is not None})
+    by_kind: dict[str, ShiftSection] = {}
     for kind in kinds:
         mask = np.array([p.kind == kind for p in pairs.pairs])
         by_kind[kind] = _shift(before[mask], after[mask], spec)
-
     curve_rows: list[FirstKRow] = []
-    for k, (side1, side2) in curve.items():
+    for k, (side1, side2) in plan.curve.items():
         sims = cosines(side1, side2)
-        curve_rows.append(
-            {
-                "k": k,
-                "mean": float(sims.mean()),
-                "median": float(np.median(sims)),
-                "std": float(sims.std()),
-                "js_distance_vs_full": js_distance(before, sims, spec),
-                "histogram": _histogram_dict(sims, spec),
-            }
-        )
-
+        curve_rows.append({"k": k, "mean": float(sims.mean()), "median": float(np.median(sims)),
+                           "std": float(sims.std()), "js_distance_vs_full": js_distance(before, sims, spec),
+                           "histogram": _histogram_dict(sims, spec)})  # fmt: skip
     shuffle_section: WordShuffleSection | None = None
-    if shuffled is not None:
-        shuffled_sims = paired_cosine(embeddings[shuffled], embeddings[original[1]])
+    if plan.shuffled is not None:
+        shuffled_sims = paired_cosine(embeddings[plan.shuffled], embeddings[plan.original[1]])
         shuffle_section = cast(
             WordShuffleSection, {**_shift(before, shuffled_sims, spec), **_null(before, shuffled_sims, config)}
         )
         shuffle_section["histogram"] = _histogram_dict(shuffled_sims, spec)
+    similarities: Similarities = {
+        "before": [round(float(x), 6) for x in before],
+        "after": [round(float(x), 6) for x in after],
+    }
+    if kinds:
+        similarities["kind"] = [p.kind for p in pairs.pairs]
+    return attack, by_kind, curve_rows, shuffle_section, similarities
 
-    elongated_lengths = np.array([len(sequences[j]) for j in np.concatenate(elongated)])
-    tokens: TokensSection = {
-        "max_length": view.max_length,
-        "special_tokens": view.specials.count,
+
+def _tokens_section(plan: _Plan, sequences: Sequence[Sequence[int]]) -> TokensSection:
+    """What was embedded: lengths before and after elongation, the factors m, sequences and tokens."""
+    lengths, factors = plan.lengths, plan.factors
+    elongated_lengths = np.array([len(sequences[j]) for j in np.concatenate(plan.elongated)])
+    return {
+        "max_length": plan.view.max_length,
+        "special_tokens": plan.view.specials.count,
         "content_mean": float(lengths.mean()),
         "content_median": float(np.median(lengths)),
         "content_max": int(lengths.max()),
-        "truncated_texts": int(cut),
+        "truncated_texts": int(plan.cut),
         "elongated_mean": float(elongated_lengths.mean()),
         "m_mean": float(factors.mean()),
         "m_min": int(factors.min()),
@@ -247,15 +244,38 @@ def run_audit(
         "tokens_embedded": int(sum(len(s) for s in sequences)),
         "texts_elongated": int((factors >= 2).sum()),
     }
-    similarities: Similarities = {
-        "before": [round(float(x), 6) for x in before],
-        "after": [round(float(x), 6) for x in after],
-    }
-    if kinds:
-        similarities["kind"] = [p.kind for p in pairs.pairs]
+
+
+def run_audit(
+    model: SentenceTransformer,
+    pairs: PairSet,
+    config: AuditConfig = AuditConfig(),
+    *,
+    model_name: str | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> AuditResult:
+    """Run the elongation attack, the first-k curve and the word-shuffle probe on `pairs`.
+
+    `model_name` is recorded in the result's model fingerprint. `on_progress(done, total)` is called after
+    each embedded batch (sequences done / to do). Raises `NothingElongatedError` when no text can be elongated.
+    """
+    started = time.perf_counter()
+    plan = _plan(model, pairs, config)
+    warnings = _check_elongation(plan.lengths, plan.factors, plan.view, config)
+    sequences = plan.bank.sequences()
+    done = 0
+
+    def advance(count: int) -> None:
+        nonlocal done
+        done += count
+        if on_progress is not None:
+            on_progress(done, len(sequences))
+
+    embeddings = embed_ids(model, sequences, batch_size=config.batch_size, on_batch=advance)
+    attack, by_kind, curve_rows, shuffle_section, similarities = _attack_sections(plan, embeddings, pairs, config)
     return AuditResult(
         attack=attack,
-        tokens=tokens,
+        tokens=_tokens_section(plan, sequences),
         first_k_curve=curve_rows,
         word_shuffle=shuffle_section,
         attack_by_kind=by_kind,
