@@ -48,7 +48,7 @@ def make_payload(
         before = np.clip(rng.normal(0.45, 0.15, 200), -1.0, 1.0)
     if after is None:
         after = np.clip(before + rng.normal(0.08, 0.05, before.size), -1.0, 1.0)
-    attack: dict[str, Any] = dict(similarity_shift(before, after, SPEC).to_dict())
+    attack: dict[str, Any] = dict(similarity_shift(before, after, SPEC))
     attack.update(
         elongation="8",
         histogram={
@@ -74,12 +74,12 @@ def make_payload(
     shuffle_section: dict[str, Any] | None = None
     if shuffle:
         shuffled = np.clip(before - 0.05 + rng.normal(0.0, 0.04, before.size), -1.0, 1.0)
-        shuffle_section = {**similarity_shift(before, shuffled, SPEC).to_dict(), "histogram": _counts(shuffled)}
+        shuffle_section = {**similarity_shift(before, shuffled, SPEC), "histogram": _counts(shuffled)}
     half = before.size // 2
     by_kind = (
         {
-            "negation": similarity_shift(before[:half], after[:half], SPEC).to_dict(),
-            "paraphrase": similarity_shift(before[half:], after[half:], SPEC).to_dict(),
+            "negation": similarity_shift(before[:half], after[:half], SPEC),
+            "paraphrase": similarity_shift(before[half:], after[half:], SPEC),
         }
         if kinds
         else {}

@@ -50,12 +50,12 @@ def test_similarity_shift_summary() -> None:
     before = np.array([0.1, 0.2, 0.3, 0.4])
     after = np.array([0.2, 0.2, 0.5, 0.3])
     stats = similarity_shift(before, after)
-    assert stats.n == 4
-    assert stats.mean_before == pytest.approx(0.25)
-    assert stats.mean_after == pytest.approx(0.3)
-    assert stats.mean_shift == pytest.approx(0.05)
-    assert stats.frac_increased == pytest.approx(0.5)  # equal does not count as risen
-    assert 0.0 < stats.js_distance <= 1.0
+    assert stats["n"] == 4
+    assert stats["mean_before"] == pytest.approx(0.25)
+    assert stats["mean_after"] == pytest.approx(0.3)
+    assert stats["mean_shift"] == pytest.approx(0.05)
+    assert stats["frac_increased"] == pytest.approx(0.5)  # equal does not count as risen
+    assert 0.0 < stats["js_distance"] <= 1.0
 
 
 def test_histogram_spec_validation() -> None:

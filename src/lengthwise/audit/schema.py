@@ -37,7 +37,7 @@ class JSNullSection(TypedDict):
 
 
 class ShiftSection(TypedDict):
-    """`lengthwise.audit.pairs.shift.ShiftStats` as a dict: paired similarities before → after."""
+    """Paired similarities before → after (`lengthwise.audit.pairs.shift.similarity_shift`)."""
 
     n: int
     mean_before: float

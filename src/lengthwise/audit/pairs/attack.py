@@ -86,7 +86,7 @@ def _histogram_dict(values: np.ndarray, spec: HistogramSpec) -> list[int]:
 
 
 def _shift(before: np.ndarray, after: np.ndarray, spec: HistogramSpec) -> ShiftSection:
-    return cast(ShiftSection, similarity_shift(before, after, spec).to_dict())
+    return similarity_shift(before, after, spec)
 
 
 def _check_elongation(lengths: np.ndarray, factors: np.ndarray, view: TokenView, config: AuditConfig) -> list[str]:

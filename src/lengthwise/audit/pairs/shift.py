@@ -12,11 +12,11 @@ from scipy.spatial.distance import jensenshannon
 from scipy.stats import permutation_test
 
 from lengthwise.audit.config import HistogramSpec
+from lengthwise.audit.schema import ShiftSection
 
 __all__ = [
     "HistogramSpec",
     "JSDNull",
-    "ShiftStats",
     "js_distance",
     "js_distance_null",
     "paired_cosine",
@@ -120,25 +120,7 @@ def js_distance_null(
     )
 
 
-@dataclass(frozen=True)
-class ShiftStats:
-    """How a similarity distribution moved from `before` to `after` (paired, same order)."""
-
-    n: int
-    mean_before: float
-    mean_after: float
-    median_before: float
-    median_after: float
-    mean_shift: float
-    median_shift: float
-    frac_increased: float
-    js_distance: float
-
-    def to_dict(self) -> dict[str, float]:
-        return asdict(self)
-
-
-def similarity_shift(before: np.ndarray, after: np.ndarray, spec: HistogramSpec = HistogramSpec()) -> ShiftStats:
+def similarity_shift(before: np.ndarray, after: np.ndarray, spec: HistogramSpec = HistogramSpec()) -> ShiftSection:
     """Summarize paired similarities before/after a transformation (e.g. elongation).
 
     `median_shift` is the median of the per-pair differences; `frac_increased` counts pairs whose similarity
@@ -149,7 +131,7 @@ def similarity_shift(before: np.ndarray, after: np.ndarray, spec: HistogramSpec 
     if before.shape != after.shape or before.ndim != 1 or before.size == 0:
         raise ValueError(f"similarity_shift needs two equal-length 1-D samples, got {before.shape}, {after.shape}")
     diff = after - before
-    return ShiftStats(
+    return ShiftSection(
         n=int(before.size),
         mean_before=float(before.mean()),
         mean_after=float(after.mean()),
