@@ -223,7 +223,12 @@ def test_ctrl_c_of_a_real_audit_never_mixes_sets(tmp_path: Path, pairs: Path, ti
     assert subprocess.run([*base, "--elongate", "3"], capture_output=True, timeout=300).returncode == 0
     old = (out / "audit.json").read_bytes()
     for delay in (2.0, 4.0, 6.0, 8.0):
-        proc = subprocess.Popen([*base, "--elongate", "5"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(  # SIGINT at its default even when the suite itself inherited it as ignored
+            [*base, "--elongate", "5"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=300)

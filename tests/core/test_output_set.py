@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -14,6 +16,15 @@ import pytest
 
 from lengthwise.core import output_set
 from lengthwise.core.output_set import InterruptGuard, check_output_target, write_output_set
+
+
+@pytest.fixture
+def python_sigint():
+    """Python's own SIGINT handler (KeyboardInterrupt) for the test, whatever the test process inherited: a suite
+    launched in the background (`nohup … &` from a script) starts with SIGINT ignored. Restored afterwards."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 def test_a_failure_while_writing_keeps_the_old_set(tmp_path: Path, monkeypatch) -> None:
@@ -37,7 +48,7 @@ def test_a_failure_while_writing_keeps_the_old_set(tmp_path: Path, monkeypatch) 
     assert [p.name for p in tmp_path.iterdir()] == ["run"]  # the staging folder is cleaned up
 
 
-def test_sigint_during_the_swap_is_deferred_not_lost(tmp_path: Path, monkeypatch) -> None:
+def test_sigint_during_the_swap_is_deferred_not_lost(tmp_path: Path, monkeypatch, python_sigint) -> None:
     out = tmp_path / "run"
     real = output_set._exchange
 
@@ -52,7 +63,7 @@ def test_sigint_during_the_swap_is_deferred_not_lost(tmp_path: Path, monkeypatch
     assert (out / "audit.json").read_bytes() == b"new"  # the swap finished before the interrupt was raised
 
 
-def test_a_swallowed_sigint_is_raised_at_the_next_checkpoint() -> None:
+def test_a_swallowed_sigint_is_raised_at_the_next_checkpoint(python_sigint) -> None:
     with InterruptGuard() as guard:
         try:
             os.kill(os.getpid(), signal.SIGINT)
@@ -110,3 +121,55 @@ def test_the_message_names_what_wrote_the_folder(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("mine", encoding="utf-8")
     with pytest.raises(ValueError, match=r"not part of an evaluation's output \(notes.txt\).*that an evaluation wrote"):
         check_output_target(tmp_path, {"results.json"}, what="an evaluation")
+
+
+def _ignoring_sigint(code: str) -> subprocess.CompletedProcess[str]:
+    """Run `code` in a child Python that, like a background job, inherited SIGINT as ignored."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_an_inherited_ignore_of_sigint_is_honoured(tmp_path: Path) -> None:
+    # InterruptGuard used to install its handler over SIG_IGN: Ctrl-C sent to a nohup'd audit raised KeyboardInterrupt
+    code = f"""
+import os, signal, time
+from pathlib import Path
+from lengthwise.core import output_set
+from lengthwise.core.output_set import InterruptGuard, write_output_set
+assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+with InterruptGuard() as guard:
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(0.05)
+    guard.check()
+out = Path({str(tmp_path / "run")!r})
+write_output_set(out, {{"audit.json": b"old"}}, {{"audit.json"}}, what="an audit")
+real = output_set._exchange
+def exchange(a, b):
+    os.kill(os.getpid(), signal.SIGINT)
+    return real(a, b)
+output_set._exchange = exchange
+write_output_set(out, {{"audit.json": b"new"}}, {{"audit.json"}}, what="an audit")
+assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+print("ignored", (out / "audit.json").read_bytes().decode())
+"""
+    run = _ignoring_sigint(code)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["ignored", "new"]
+
+
+def test_the_signal_tests_pass_when_the_suite_inherits_an_ignored_sigint() -> None:
+    # README command 2 launched in the background: the suite's own signal tests must not depend on the default
+    tests = Path(__file__)
+    code = (
+        "import sys, pytest; sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', "
+        f"{str(tests)!r}, '-k', 'sigint and not inherit']))"
+    )
+    run = _ignoring_sigint(code)
+    assert run.returncode == 0, run.stdout[-2000:]
+    assert "2 passed" in run.stdout

@@ -135,7 +135,8 @@ def _umask() -> int:
 
 @contextlib.contextmanager
 def deferred_interrupts() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM while the block runs, then act on them: nothing is lost, nothing is half-done.
+    """Hold SIGINT/SIGTERM while the block runs, then act on them: nothing is lost, nothing is half-done. A
+    signal the process ignores stays ignored.
 
     Outside the main thread signals cannot be handled here, and the block runs as it is.
     """
@@ -143,7 +144,9 @@ def deferred_interrupts() -> Iterator[None]:
         yield
         return
     received: list[int] = []
+    # a signal the process ignores (e.g. SIGINT inherited as ignored by a job started with `nohup … &`) stays ignored
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: handler for sig, handler in previous.items() if handler is not signal.SIG_IGN}
 
     def hold(signum: int, frame: FrameType | None) -> None:
         received.append(signum)
@@ -162,14 +165,17 @@ def deferred_interrupts() -> Iterator[None]:
 class InterruptGuard:
     """Ctrl-C for a long computation that never gets lost: the first SIGINT raises `KeyboardInterrupt` as
     usual; if a finaliser swallows it ("Exception ignored in …"), `check()` raises it again at the next
-    checkpoint (the progress callbacks and before the output is written)."""
+    checkpoint (the progress callbacks and before the output is written). A process that ignores SIGINT keeps
+    ignoring it."""
 
     def __init__(self) -> None:
         self.pending = False
         self._previous: Any = None
 
     def __enter__(self) -> InterruptGuard:
-        if threading.current_thread() is threading.main_thread():
+        # an ignored SIGINT (inherited by a background job) stays ignored: never turned into a KeyboardInterrupt
+        main = threading.current_thread() is threading.main_thread()
+        if main and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
             self._previous = signal.signal(signal.SIGINT, self._handle)
         return self
 
