@@ -15,6 +15,7 @@ _EXPORTS = {
     "train": "lengthwise.facade",
     "audit_model": "lengthwise.pipelines",
     "build_encoder": "lengthwise.pipelines",
+    "encode": "lengthwise.pipelines",
     "evaluate": "lengthwise.pipelines",
     "AuditConfig": "lengthwise.audit.config",
     "AuditResult": "lengthwise.audit.pairs.attack",

@@ -40,7 +40,15 @@ if TYPE_CHECKING:
     from lengthwise.tempscale.schema import TuneRecord
     from lengthwise.tempscale.tune import TuneSpec
 
-__all__ = ["EncoderSetup", "audit_model", "build_encoder", "evaluate", "tune_long_documents", "tune_tempscale"]
+__all__ = [
+    "EncoderSetup",
+    "audit_model",
+    "build_encoder",
+    "encode",
+    "evaluate",
+    "tune_long_documents",
+    "tune_tempscale",
+]
 
 TUNE_FILES = ("tune.json", "tune.png")  # what `tune_tempscale` writes, as one output set
 
@@ -456,3 +464,79 @@ def tune_long_documents(
         write_output_set(out, {"tune.json": json_bytes(record), "tune.png": figure.getvalue()}, TUNE_FILES,
                          what="a long-document tuning")  # fmt: skip
     return result, record
+
+
+def _encode_worker(model: str, device: str | None, config: LongDocConfig, data: Path, out: Path, job: dict) -> int:
+    """Encode one worker's share (documents ``k, k + n, …``), in a spawned process or in this one."""
+    from transformers.utils import logging as hf_logging
+
+    from lengthwise.facade import load_model
+    from lengthwise.longdoc import LongEncoder
+    from lengthwise.longdoc.store import EmbeddingStore, encode_corpus
+
+    hf_logging.disable_progress_bar()
+    if job["threads"]:
+        import torch
+
+        torch.set_num_threads(job["threads"])
+    encoder = LongEncoder(load_model(model, device=device), config)
+    store = EmbeddingStore(out, job["settings"])
+    return encode_corpus(encoder, data, store, shard_docs=job["shard_docs"], batch_size=job["batch_size"],
+                         worker=(job["index"], job["count"]), show_progress=job["progress"],
+                         repair=False)  # fmt: skip
+
+
+def encode(
+    data: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    model: str | os.PathLike[str] = DEFAULT_MODEL,
+    *,
+    long: str | LongDocConfig = "chunk-mean",
+    devices: Sequence[str | None] = (None,),
+    shard_docs: int = 1000,
+    batch_size: int = 32,
+    threads: int | None = None,
+    show_progress: bool = False,
+    on_note: Callable[[str], None] | None = None,
+) -> int:
+    """`lengthwise encode` as one call: embed a corpus into `out` as resumable, checked shards.
+
+    Args:
+        data: ``corpus.jsonl`` (``_id``, ``text``, ``title``) or a ``.txt`` file, one document per line. Read once
+            before any compute: a row without text or a repeated id stops the run, naming the file and the line.
+        out: The shard folder; an existing one made with the same settings is resumed, and a damaged or unfinished
+            shard in it is removed and its documents embedded again (`on_note` is told).
+        model: A model folder, an installed model package's name or a Hugging Face id.
+        long: The long-document strategy (name or `LongDocConfig`).
+        devices: One process per entry (None = the best device), each taking documents k, k + n, … by position.
+        shard_docs, batch_size, threads: Documents per shard, windows per forward pass, torch threads per process.
+        show_progress: A progress bar (one process only).
+
+    Returns:
+        The number of documents embedded by this call.
+    """
+    from lengthwise.longdoc import LongDocConfig
+    from lengthwise.longdoc.store import EmbeddingStore, check_corpus
+
+    config = long if isinstance(long, LongDocConfig) else LongDocConfig(strategy=long)
+    if shard_docs < 1:
+        raise SettingError("shard_docs", shard_docs, "must be ≥ 1")
+    data, out = Path(data), Path(out)
+    check_corpus(data)  # every text and id before any compute
+    settings = {"model": str(model), "data": str(data.resolve()), "long": config.to_dict(), "workers": len(devices)}
+    store = EmbeddingStore(out, settings)
+    for line in store.repair()[1]:
+        if on_note is not None:
+            on_note(line)
+    jobs = [
+        {"index": k, "count": len(devices), "settings": settings, "shard_docs": shard_docs, "batch_size": batch_size,
+         "threads": threads, "progress": show_progress and len(devices) == 1}
+        for k in range(len(devices))
+    ]  # fmt: skip
+    if len(devices) == 1:
+        return _encode_worker(str(model), devices[0], config, data, out, jobs[0])
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(len(devices)) as pool:
+        args = [(str(model), device, config, data, out, job) for device, job in zip(devices, jobs, strict=True)]
+        return sum(pool.starmap(_encode_worker, args))

@@ -140,3 +140,71 @@ def test_a_corpus_line_without_text_names_the_file_and_line(tiny_model_dir: Path
     corpus.write_text('{"_id": "a", "text": "fine"}\n{"_id": "b", "title": "no text"}\n')
     message = _error(["encode", "--data", corpus, "--out", tmp_path / "o", "--model", tiny_model_dir])
     assert f"{corpus}:2" in message and "'text'" in message
+
+
+def _corpus(tmp_path: Path, count: int, ids: list[str] | None = None) -> Path:
+    lines = [line for line in HAYSTACK.read_text().splitlines() if line.strip()]
+    ids = ids or [f"d{i}" for i in range(count)]
+    texts = [" ".join(lines[(i + j) % len(lines)] for j in range(3)) for i in range(count)]
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps({"_id": ids[i], "text": texts[i]}) + "\n" for i in range(count)))
+    return corpus
+
+
+def test_a_damaged_shard_is_refused_by_the_reader_and_repaired_by_a_rerun(tiny_model_dir: Path, tmp_path: Path) -> None:
+    # issue 21 item 2: a shard truncated to 200 bytes was taken as done ("embedded 0 new documents") and
+    # read_embeddings then failed with numpy's own error
+    from lengthwise.longdoc.config import LongDocError
+    from lengthwise.longdoc.store import read_embeddings
+
+    out = tmp_path / "e"
+    args = ["encode", "--data", _corpus(tmp_path, 40), "--out", out, "--model", tiny_model_dir, "--window", "32"]
+    _ok([*args, "--shard-docs", "16"])
+    ids, full = read_embeddings(out)
+    shard = out / "w0-00000.npy"
+    shard.write_bytes(shard.read_bytes()[:200])  # a full disk or a partial copy
+    with pytest.raises(LongDocError, match=r"w0-00000\.npy: damaged or incomplete shard .*rerun `lengthwise encode`"):
+        read_embeddings(out)
+    output = _ok([*args, "--shard-docs", "16"])
+    assert "repair: w0-00000: w0-00000.npy has 200 bytes" in output and "embedded 16 new documents" in output
+    again_ids, again = read_embeddings(out)
+    order = [again_ids.index(doc_id) for doc_id in ids]
+    assert sorted(again_ids) == sorted(ids) and len(again_ids) == 40  # each document once
+    np.testing.assert_allclose(again[order], full, atol=1e-6)
+
+
+def test_a_changed_shard_of_the_right_size_is_caught_by_its_hash(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from lengthwise.longdoc.config import LongDocError
+    from lengthwise.longdoc.store import read_embeddings
+
+    out = tmp_path / "e"
+    _ok(["encode", "--data", _corpus(tmp_path, 5), "--out", out, "--model", tiny_model_dir, "--window", "32"])
+    shard = out / "w0-00000.npy"
+    data = bytearray(shard.read_bytes())
+    data[-1] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    with pytest.raises(LongDocError, match="does not match its sha256"):
+        read_embeddings(out)
+
+
+def test_duplicate_ids_are_refused_before_any_compute(tiny_model_dir: Path, tmp_path: Path) -> None:
+    # two documents with _id "a" gave two vectors both called "a"
+    corpus = _corpus(tmp_path, 4, ids=["a", "b", "a", "c"])
+    out = tmp_path / "e"
+    message = _error(["encode", "--data", corpus, "--out", out, "--model", tiny_model_dir])
+    assert f"{corpus}:3: duplicate _id 'a' (first at line 1)" in message
+    assert not (out / "manifest.json").exists()
+
+
+@pytest.mark.slow
+def test_two_local_processes_give_the_vectors_of_one(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from lengthwise.longdoc.store import read_embeddings
+
+    corpus = _corpus(tmp_path, 9)
+    base = ["encode", "--data", corpus, "--model", tiny_model_dir, "--window", "32", "--shard-docs", "2"]
+    _ok([*base, "--out", tmp_path / "one"])
+    _ok([*base, "--out", tmp_path / "two", "--devices", "cpu,cpu", "--threads", "1"])
+    ids1, one = read_embeddings(tmp_path / "one")
+    ids2, two = read_embeddings(tmp_path / "two")
+    assert sorted(ids2) == ids1 and len(ids2) == 9
+    np.testing.assert_allclose(two[[ids2.index(i) for i in ids1]], one, atol=1e-6)

@@ -1,7 +1,7 @@
-"""`lengthwise encode`: embeddings of a corpus with a long-document strategy, as resumable .npy shards plus ids.
+"""`lengthwise encode`: embeddings of a corpus with a long-document strategy, as resumable, checked .npy shards.
 
-A thin adapter from flags to `lengthwise.longdoc.store.encode_corpus`; heavy imports happen inside the command.
-Several processes (or devices) split the corpus by position, each writing its own shards into OUT.
+Flags → one call, `lengthwise.encode` (`lengthwise.pipelines.encode`) → a printed line; heavy imports happen
+inside the command. Several processes (or devices) split the corpus by position, each writing its own shards.
 """
 
 from __future__ import annotations
@@ -24,34 +24,8 @@ from lengthwise.cli.longdoc import (
 )
 from lengthwise.cli.options import check_device, check_out_dir, setting_message
 from lengthwise.core.defaults import DEFAULT_MODEL
-from lengthwise.longdoc.config import LongDocConfig
 
 __all__ = ["encode"]
-
-
-def _worker(model: str, device: str | None, config: LongDocConfig, data: Path, out: Path, job: dict) -> int:
-    """Encode one worker's share (documents ``k, k + n, …``); runs in a spawned process or in this one."""
-    import torch
-    from transformers.utils import logging as hf_logging
-
-    from lengthwise.facade import load_model
-    from lengthwise.longdoc import LongEncoder
-    from lengthwise.longdoc.store import EmbeddingStore, encode_corpus
-
-    hf_logging.disable_progress_bar()
-    if job["threads"]:
-        torch.set_num_threads(job["threads"])
-    encoder = LongEncoder(load_model(model, device=device), config)
-    store = EmbeddingStore(out, job["settings"])
-    return encode_corpus(
-        encoder,
-        data,
-        store,
-        shard_docs=job["shard_docs"],
-        batch_size=job["batch_size"],
-        worker=(job["index"], job["count"]),
-        show_progress=job["progress"],
-    )
 
 
 def encode(
@@ -80,9 +54,11 @@ def encode(
     `w{k}-{n}.ids.txt`; `lengthwise.longdoc.store.read_embeddings(OUT)` reads them back in one array. A document
     without text stops the run with its file and line (no vector is invented for an empty document).
     """
-    import multiprocessing
-
     from lengthwise.core.models import ModelLoadError
+    from lengthwise.pipelines import encode as encode_corpus
+
+    def note(line: str) -> None:
+        console.print(f"repair: {line}", highlight=False, markup=False)
 
     targets = [d.strip() for d in devices.split(",") if d.strip()] if devices else [None]
     try:
@@ -90,30 +66,9 @@ def encode(
         for device in targets:
             check_device(device)
         check_out_dir(out)
-        if shard_docs < 1:
-            raise ValueError(f"--shard-docs {shard_docs} must be ≥ 1")
-        if not data.is_file():
-            raise ValueError(f"--data {data}: no such file; pass a corpus.jsonl (or .txt, one document per line)")
-        settings = {"model": model, "data": str(data.resolve()), "long": config.to_dict(), "workers": len(targets)}
-        jobs = [
-            {
-                "index": k,
-                "count": len(targets),
-                "settings": settings,
-                "shard_docs": shard_docs,
-                "batch_size": batch_size,
-                "threads": threads,
-                "progress": console.is_terminal and len(targets) == 1,
-            }
-            for k in range(len(targets))
-        ]
-        if len(targets) == 1:
-            written = _worker(model, targets[0], config, data, out, jobs[0])
-        else:
-            context = multiprocessing.get_context("spawn")
-            with context.Pool(len(targets)) as pool:
-                args = [(model, device, config, data, out, job) for device, job in zip(targets, jobs, strict=True)]
-                written = sum(pool.starmap(_worker, args))
-    except (ValueError, ModelLoadError) as err:  # LongDocError and DataFormatError are ValueErrors naming the fix
+        written = encode_corpus(data, out, model, long=config, devices=targets, shard_docs=shard_docs,
+                                batch_size=batch_size, threads=threads, show_progress=console.is_terminal,
+                                on_note=note)  # fmt: skip
+    except (ValueError, ModelLoadError) as err:  # SettingError, LongDocError, DataFormatError: ValueErrors
         _fail(setting_message(err))
     console.print(f"embedded {written} new documents into {out} ({config.describe()})", highlight=False)

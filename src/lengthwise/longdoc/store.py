@@ -1,16 +1,20 @@
 """Embeddings of a corpus on disk, shard by shard, so a killed run resumes where it stopped.
 
 A folder holds ``manifest.json`` (the settings that made it) and shards ``{prefix}{n:05d}.npy`` with their ids
-``{prefix}{n:05d}.ids.txt`` (one id per line) and, for multi-vector output, ``{prefix}{n:05d}.offsets.npy``. A
-shard's ids file is written last, atomically, so a shard either counts whole or not at all. Several workers
-write their own prefixes into one folder.
+``{prefix}{n:05d}.ids.txt`` (one id per line) and, for multi-vector output, ``{prefix}{n:05d}.offsets.npy``. Each
+shard's record, ``{prefix}{n:05d}.shard.json`` (the byte size and sha256 of each of its files, and its id count), is
+written last and atomically: a shard counts only when its record is there and every file matches it. A resumed run
+re-embeds the documents of a damaged or missing shard; a reader refuses one. Several workers write their own
+prefixes into one folder, so no two processes ever write the same file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +24,81 @@ from lengthwise.core.encoder import MultiVectors
 from lengthwise.core.results import write_bytes_atomic, write_json_atomic
 from lengthwise.longdoc.config import LongDocError
 
-__all__ = ["EmbeddingStore", "corpus_rows", "encode_corpus", "read_embeddings"]
+__all__ = ["EmbeddingStore", "Shard", "check_corpus", "corpus_rows", "encode_corpus", "read_embeddings"]
 
 MANIFEST = "manifest.json"
+RECORD = ".shard.json"
+REPAIR = "rerun `lengthwise encode` with the same settings to repair it"
 
 
 def _npy_bytes(array: np.ndarray) -> bytes:
     buffer = io.BytesIO()
     np.save(buffer, array, allow_pickle=False)
     return buffer.getvalue()
+
+
+def _digest(data: bytes) -> dict[str, Any]:
+    return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def _file_digest(path: Path) -> dict[str, Any]:
+    hasher = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            hasher.update(block)
+    return {"bytes": path.stat().st_size, "sha256": hasher.hexdigest()}
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One shard on disk: its stem (``folder/w0-00003``) and its record, if any."""
+
+    stem: Path
+    record: dict[str, Any] | None
+
+    @property
+    def files(self) -> list[Path]:
+        """Every file of the shard that exists (data, offsets, ids, record)."""
+        suffixes = (".npy", ".offsets.npy", ".ids.txt", RECORD)
+        return [path for path in (Path(f"{self.stem}{suffix}") for suffix in suffixes) if path.exists()]
+
+    def problem(self, *, hashes: bool = True) -> str | None:
+        """Why the shard cannot be used (no record, a file missing, truncated or changed), or None when it is whole.
+        With `hashes` False only the sizes are compared (cheap)."""
+        if self.record is None:
+            return "no shard record (an interrupted write)"
+        for name, expected in self.record["files"].items():
+            path = self.stem.parent / name
+            if not path.is_file():
+                return f"{name} is missing"
+            if path.stat().st_size != expected["bytes"]:
+                return f"{name} has {path.stat().st_size} bytes, its record says {expected['bytes']}"
+            if hashes and _file_digest(path)["sha256"] != expected["sha256"]:
+                return f"{name} does not match its sha256"
+        return None
+
+    def ids(self) -> list[str]:
+        return Path(f"{self.stem}.ids.txt").read_text(encoding="utf-8").splitlines()
+
+
+def _shards(folder: Path) -> list[Shard]:
+    """Every shard stem in `folder` (from any of its files), with its record when there is one, in name order."""
+    stems: set[str] = set()
+    for path in folder.iterdir():
+        name = path.name
+        for suffix in (RECORD, ".ids.txt", ".offsets.npy", ".npy"):
+            if name.endswith(suffix) and not name.startswith("."):
+                stems.add(name[: -len(suffix)])
+                break
+    shards = []
+    for stem in sorted(stems):
+        record_path = folder / f"{stem}{RECORD}"
+        try:
+            record = json.loads(record_path.read_text(encoding="utf-8")) if record_path.is_file() else None
+        except (OSError, ValueError):
+            record = None
+        shards.append(Shard(folder / stem, record))
+    return shards
 
 
 class EmbeddingStore:
@@ -43,45 +113,77 @@ class EmbeddingStore:
             if saved != json.loads(json.dumps(settings)):
                 changed = sorted(k for k in set(saved) | set(settings) if saved.get(k) != settings.get(k))
                 raise LongDocError(
-                    f"--out {self.folder} holds embeddings made with other settings ({', '.join(changed)}); "
-                    "pass another --out, or delete the folder to start again"
+                    f"{self.folder} holds embeddings made with other settings ({', '.join(changed)}); "
+                    "write to another folder, or delete it to start again"
                 )
         else:
-            write_json_atomic(manifest, {"format": 1, "settings": settings})
+            self.folder.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(manifest, {"format": 2, "settings": settings})
 
-    def shards(self) -> list[Path]:
-        """The complete shards (their ids files), in name order."""
-        return sorted(self.folder.glob("*.ids.txt"))
+    def shards(self) -> list[Shard]:
+        """Every shard in the folder, whole or not, in name order."""
+        return _shards(self.folder)
 
     def done_ids(self) -> set[str]:
-        """Ids already embedded by any worker."""
-        return {line for path in self.shards() for line in path.read_text(encoding="utf-8").splitlines()}
+        """Ids of the whole shards (sizes checked; nothing is removed, so it is safe while other workers write)."""
+        return {doc_id for shard in self.shards() if shard.problem(hashes=False) is None for doc_id in shard.ids()}
+
+    def repair(self) -> tuple[set[str], list[str]]:
+        """(ids of the whole shards, one line per damaged or incomplete shard removed): a resumed run re-embeds the
+        documents of every removed shard."""
+        done: set[str] = set()
+        removed: list[str] = []
+        for shard in self.shards():
+            problem = shard.problem()
+            if problem is None:
+                done.update(shard.ids())
+                continue
+            if shard.record is not None:  # a shard that was complete and got damaged; an unfinished one is silent
+                removed.append(f"{shard.stem.name}: {problem}; its documents are embedded again")
+            for path in shard.files:
+                path.unlink()
+        return done, removed
 
     def next_index(self, prefix: str) -> int:
-        return len(list(self.folder.glob(f"{prefix}[0-9][0-9][0-9][0-9][0-9].ids.txt")))
+        """One past the highest shard number of `prefix` (numbers freed by a repair are not reused)."""
+        names = [shard.stem.name for shard in self.shards()]
+        numbers = [
+            int(name[len(prefix) :]) for name in names if name.startswith(prefix) and name[len(prefix) :].isdigit()
+        ]
+        return max(numbers, default=-1) + 1
 
     def write(self, prefix: str, ids: list[str], embeddings: np.ndarray | MultiVectors) -> Path:
-        """Write one shard: vectors (n, D), or all windows (W, D) with offsets (n + 1,); ids last."""
+        """Write one shard: vectors (n, D), or all windows (W, D) with offsets (n + 1,); ids; its record last."""
         stem = self.folder / f"{prefix}{self.next_index(prefix):05d}"
+        files: dict[str, bytes] = {}
         if isinstance(embeddings, MultiVectors):
-            write_bytes_atomic(stem.with_suffix(".npy"), _npy_bytes(embeddings.vectors))
-            write_bytes_atomic(stem.with_suffix(".offsets.npy"), _npy_bytes(embeddings.offsets))
+            files[f"{stem.name}.npy"] = _npy_bytes(embeddings.vectors)
+            files[f"{stem.name}.offsets.npy"] = _npy_bytes(embeddings.offsets)
         else:
-            write_bytes_atomic(stem.with_suffix(".npy"), _npy_bytes(embeddings))
-        return write_bytes_atomic(stem.with_suffix(".ids.txt"), "".join(f"{i}\n" for i in ids).encode("utf-8"))
+            files[f"{stem.name}.npy"] = _npy_bytes(embeddings)
+        files[f"{stem.name}.ids.txt"] = "".join(f"{i}\n" for i in ids).encode("utf-8")
+        for name, data in files.items():
+            write_bytes_atomic(self.folder / name, data)
+        record = {"ids": len(ids), "files": {name: _digest(data) for name, data in files.items()}}
+        return write_json_atomic(Path(f"{stem}{RECORD}"), record)
 
 
 def _shard_arrays(folder: Path) -> Iterator[tuple[list[str], np.ndarray, np.ndarray | None]]:
-    for ids_path in sorted(folder.glob("*.ids.txt")):
-        stem = str(ids_path)[: -len(".ids.txt")]
-        ids = ids_path.read_text(encoding="utf-8").splitlines()
-        offsets_path = Path(f"{stem}.offsets.npy")
-        offsets = np.load(offsets_path) if offsets_path.is_file() else None
-        yield ids, np.load(f"{stem}.npy"), offsets
+    for shard in _shards(folder):
+        problem = shard.problem()
+        if problem is not None:
+            where = shard.stem.parent / f"{shard.stem.name}.npy"
+            raise LongDocError(f"{where}: damaged or incomplete shard ({problem}); {REPAIR}")
+        offsets_path = Path(f"{shard.stem}.offsets.npy")
+        offsets = np.load(offsets_path, allow_pickle=False) if offsets_path.is_file() else None
+        yield shard.ids(), np.load(f"{shard.stem}.npy", allow_pickle=False), offsets
 
 
 def read_embeddings(folder: str | Path) -> tuple[list[str], np.ndarray | MultiVectors]:
-    """Every id and its embedding from a folder written by `lengthwise encode` (shards concatenated)."""
+    """Every id and its embedding from a folder written by `lengthwise encode` (shards concatenated).
+
+    Raises `LongDocError` naming the file for a damaged or incomplete shard (size or sha256 not as recorded).
+    """
     folder = Path(folder)
     if not (folder / MANIFEST).is_file():
         raise LongDocError(f"{folder}: no {MANIFEST}; is it a folder written by `lengthwise encode`?")
@@ -103,23 +205,45 @@ def read_embeddings(folder: str | Path) -> tuple[list[str], np.ndarray | MultiVe
     return ids, np.concatenate(arrays)
 
 
-def corpus_rows(path: str | Path) -> Iterator[tuple[str, str]]:
-    """(id, text) of each document of a JSONL corpus (``_id``/``id``, ``text``, optional ``title``) or a text
-    file (one document per line, id = line number), read lazily. A row without text raises naming file:line."""
+def _corpus_lines(path: str | Path) -> Iterator[tuple[int, str, str]]:
+    """(line, id, text) of each document of a JSONL corpus or a text file (see `corpus_rows`)."""
     from lengthwise.core.textio import checked_text, jsonl_objects, open_text
 
     path = Path(path)
     if not path.is_file():
-        raise LongDocError(f"--data {path}: no such file; pass a corpus.jsonl (or .txt, one document per line)")
+        raise LongDocError(f"{path}: no such file; pass a corpus.jsonl (or .txt, one document per line)")
     if path.name.endswith((".jsonl", ".jsonl.gz")):
         for line_no, row in jsonl_objects(path, "a JSON object with a 'text' field"):
             text = checked_text(path, line_no, row.get("text"), "'text'")
             title = str(row.get("title") or "").strip()
-            yield str(row.get("_id", row.get("id", line_no))), f"{title} {text}" if title else text
+            yield line_no, str(row.get("_id", row.get("id", line_no))), f"{title} {text}" if title else text
         return
     with open_text(path) as handle:
         for line_no, line in handle.lines():
-            yield str(line_no), checked_text(path, line_no, line, "the line")
+            yield line_no, str(line_no), checked_text(path, line_no, line, "the line")
+
+
+def corpus_rows(path: str | Path) -> Iterator[tuple[str, str]]:
+    """(id, text) of each document of a JSONL corpus (``_id``/``id``, ``text``, optional ``title``) or a text
+    file (one document per line, id = line number), read lazily. A row without text raises naming file:line."""
+    for _, doc_id, text in _corpus_lines(path):
+        yield doc_id, text
+
+
+def check_corpus(path: str | Path) -> int:
+    """Read the whole corpus once before any compute: every row must have text and a unique id. Returns the count.
+
+    Raises `LongDocError` naming the file and the line of a second occurrence of an id: two vectors under one id
+    could not be told apart by a search or an evaluation.
+    """
+    seen: dict[str, int] = {}
+    for line_no, doc_id, _ in _corpus_lines(path):
+        first = seen.setdefault(doc_id, line_no)
+        if first != line_no:
+            raise LongDocError(
+                f"{path}:{line_no}: duplicate _id {doc_id!r} (first at line {first}); give every document its own id"
+            )
+    return len(seen)
 
 
 def encode_corpus(
@@ -131,15 +255,26 @@ def encode_corpus(
     batch_size: int = 32,
     worker: tuple[int, int] = (0, 1),
     show_progress: bool = False,
+    repair: bool = True,
+    on_note: Callable[[str], None] | None = None,
 ) -> int:
     """Embed the documents of `path` not yet in `store` with a `LongEncoder`, `shard_docs` per shard.
 
     `worker` = (k, n): this process takes documents k, k + n, k + 2n, … (by position in the file). Multi-vector
-    strategies store every window. Returns the number of documents embedded in this call.
+    strategies store every window. With `repair`, a damaged or unfinished shard is removed first and its documents
+    are embedded again (`on_note` is told which); workers sharing a folder pass False after one `store.repair()`.
+    The corpus is checked first (`check_corpus`). Returns the number of documents embedded now.
     """
     from tqdm.auto import tqdm
 
-    done = store.done_ids()
+    total = check_corpus(path)
+    if repair:
+        done, removed = store.repair()
+        for line in removed:
+            if on_note is not None:
+                on_note(line)
+    else:
+        done = store.done_ids()
     prefix = f"w{worker[0]}-"
     written = 0
     pending: list[tuple[str, str]] = []
@@ -154,15 +289,19 @@ def encode_corpus(
         store.write(prefix, ids, embeddings)
         pending.clear()
 
-    with tqdm(unit="doc", disable=not show_progress, desc="encode") as bar:
+    mine = len(range(worker[0], total, worker[1]))
+    with tqdm(total=mine, unit="doc", disable=not show_progress, desc="encode") as bar:
         for position, (doc_id, text) in enumerate(corpus_rows(path)):
-            if position % worker[1] != worker[0] or doc_id in done:
+            if position % worker[1] != worker[0]:
+                continue
+            if doc_id in done:
+                bar.update(1)
                 continue
             pending.append((doc_id, text))
             if len(pending) >= shard_docs:
                 written += len(pending)
+                bar.update(len(pending))
                 flush()
-                bar.update(shard_docs)
         if pending:
             written += len(pending)
             bar.update(len(pending))
