@@ -27,18 +27,27 @@ def load_model(
     device: str | None = None,
     trust_remote_code: bool = False,
     max_seq_length: int | None = None,
+    precision: str = "fp32",
 ) -> SentenceTransformer:
     """`lengthwise.core.models.load_model`, then re-apply the TempScale settings saved in the model's folder and
     keep its saved long-document choice (`lengthwise longdoc tune --save`) for `LongEncoder(model)`.
 
     A folder written by `save_tempscale` reloads patched; a baked one (its weights already carry 1/t) does not.
+    `precision="int8"` quantizes the Linear layers at load on the CPU (`lengthwise.core.quantize`); a baked or
+    saved TempScale and a saved long-document choice work the same way on the int8 model.
     """
     from lengthwise.core.models import load_model as load_plain
     from lengthwise.core.models import resolve_model_path
     from lengthwise.longdoc.persist import attach_saved_longdoc
     from lengthwise.tempscale.persist import apply_saved_tempscale
 
-    model = load_plain(name_or_path, device=device, trust_remote_code=trust_remote_code, max_seq_length=max_seq_length)
+    model = load_plain(
+        name_or_path,
+        device=device,
+        trust_remote_code=trust_remote_code,
+        max_seq_length=max_seq_length,
+        precision=precision,
+    )
     folder = resolve_model_path(name_or_path)
     apply_saved_tempscale(model, folder)
     attach_saved_longdoc(model, folder)  # `LongEncoder(model)` then reads the saved long-document choice

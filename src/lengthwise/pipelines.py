@@ -97,6 +97,7 @@ def audit_model(
     device: str | None = None,
     max_length: int | None = None,
     trust_remote_code: bool = False,
+    precision: str = "fp32",
     tempscale: float | None = None,
     on_progress: Callable[[str, int, int], None] | None = None,
 ) -> AuditPayload:
@@ -106,7 +107,8 @@ def audit_model(
     Args:
         job: What to read, what to measure and where to write (`AuditJob`).
         model: A model folder, an installed model package's name or a Hugging Face id.
-        device, max_length, trust_remote_code: As for `lengthwise.load_model`.
+        device, max_length, trust_remote_code, precision: As for `lengthwise.load_model` (``"int8"``: int8 Linear
+            layers on the CPU).
         tempscale: Audit the model under TempScale at this attention temperature t (every part sees it).
         on_progress: Called with (stage, done, total) as the work goes on.
 
@@ -125,7 +127,8 @@ def audit_model(
     inputs = read_inputs(job)
     request = _retrieval_request(job, tempscale)
     _check_out(job.out, check_output)
-    encoder = load_model(model, device=device, trust_remote_code=trust_remote_code, max_seq_length=max_length)
+    encoder = load_model(model, device=device, trust_remote_code=trust_remote_code, max_seq_length=max_length,
+                         precision=precision)  # fmt: skip
     if ts_config is None:
         patched: Any = nullcontext()
     else:
@@ -203,6 +206,7 @@ def evaluate(
     device: str | None = None,
     max_length: int | None = None,
     trust_remote_code: bool = False,
+    precision: str = "fp32",
     tempscale: float | TempScaleConfig | None = None,
     long: str | LongDocConfig | None = None,
     window: int | None = None,
@@ -216,7 +220,7 @@ def evaluate(
         model: A model folder, an installed model package's name or a Hugging Face id.
         out: Where ``results.json`` and its plots are written as one set (new, empty, or an earlier eval's);
             checked before any compute. None writes nothing.
-        device, max_length, trust_remote_code: As for `lengthwise.load_model`.
+        device, max_length, trust_remote_code, precision: As for `lengthwise.load_model`.
         tempscale, long, window, stride: As for `build_encoder`.
         show_progress: Show progress bars while encoding.
 
@@ -232,7 +236,8 @@ def evaluate(
         check_output(out)  # a folder holding other files is refused now, not after the compute
     config = resolve(config)
     data = load_data(config)
-    loaded = load_model(model, device=device, trust_remote_code=trust_remote_code, max_seq_length=max_length)
+    loaded = load_model(model, device=device, trust_remote_code=trust_remote_code, max_seq_length=max_length,
+                        precision=precision)  # fmt: skip
     setup = build_encoder(loaded, tempscale=tempscale, long=long, window=window, stride=stride)
     record = evaluate_task(
         config,
@@ -310,6 +315,7 @@ def tune_tempscale(
     device: str | None = None,
     max_length: int | None = None,
     trust_remote_code: bool = False,
+    precision: str = "fp32",
     on_eval: Callable[[float, float], None] | None = None,
     on_note: Callable[[str], None] | None = None,
 ) -> TuneRecord:
@@ -325,7 +331,7 @@ def tune_tempscale(
         out: Where ``tune.json`` (curve, best t, settings, provenance) and ``tune.png`` are written as one set;
             checked before any compute. None writes nothing.
         split, max_items, batch_size, seed: The qrels split, a seeded sample size, texts per forward pass, seed.
-        device, max_length, trust_remote_code: As for `lengthwise.load_model`.
+        device, max_length, trust_remote_code, precision: As for `lengthwise.load_model`.
         on_eval: Called with (t, score) after each evaluation.
         on_note: Called with a one-line note the user should see.
 
@@ -348,7 +354,8 @@ def tune_tempscale(
     out = None if out is None else Path(out)
     if out is not None:
         check_output_target(out, TUNE_FILES, what="a TempScale tuning")  # before the model loads
-    loaded = load_model(model, device=device, max_seq_length=max_length, trust_remote_code=trust_remote_code)
+    loaded = load_model(model, device=device, max_seq_length=max_length, trust_remote_code=trust_remote_code,
+                        precision=precision)  # fmt: skip
     previous = remove_tempscale(loaded)  # start from the untouched model
     if previous is not None and on_note is not None:
         on_note(f"note: ignoring the TempScale settings saved with {model} ({previous})")
@@ -412,6 +419,7 @@ def tune_long_documents(
     save: str | os.PathLike[str] | None = None,
     batch_size: int = 32,
     device: str | None = None,
+    precision: str = "fp32",
     on_eval: Callable[[LongDocConfig, float], None] | None = None,
 ) -> tuple[LongTuneResult, dict[str, Any]]:
     """`lengthwise longdoc tune` as one call: choose strategy, window and stride on a dev split.
@@ -425,7 +433,7 @@ def tune_long_documents(
         out: Where ``tune.json`` and ``tune.png`` are written as one set (checked before any compute); None
             writes nothing.
         save: Also save the model with the best choice here; `lengthwise.load_model` then picks it up.
-        batch_size, device: Windows per forward pass; the torch device.
+        batch_size, device, precision: Windows per forward pass; the torch device; fp32 or int8 (CPU).
         on_eval: Called with (config, score) after each candidate.
 
     Returns:
@@ -444,7 +452,7 @@ def tune_long_documents(
     if out is not None:
         check_output_target(out, TUNE_FILES, what="a long-document tuning")  # before the model loads
     configs = candidates(list(strategies), list(windows), list(overlaps), top_k=top_k)
-    loaded = load_model(model, device=device)
+    loaded = load_model(model, device=device, precision=precision)
     objective, metric, described = _long_objective(Path(data), split, loaded, batch_size)
     result = tune_long(objective, configs, on_eval=on_eval)
     if save is not None:
@@ -479,7 +487,7 @@ def _encode_worker(model: str, device: str | None, config: LongDocConfig, data: 
         import torch
 
         torch.set_num_threads(job["threads"])
-    encoder = LongEncoder(load_model(model, device=device), config)
+    encoder = LongEncoder(load_model(model, device=device, precision=job["precision"]), config)
     store = EmbeddingStore(out, job["settings"])
     return encode_corpus(encoder, data, store, shard_docs=job["shard_docs"], batch_size=job["batch_size"],
                          worker=(job["index"], job["count"]), show_progress=job["progress"],
@@ -496,6 +504,7 @@ def encode(
     shard_docs: int = 1000,
     batch_size: int = 32,
     threads: int | None = None,
+    precision: str = "fp32",
     show_progress: bool = False,
     on_note: Callable[[str], None] | None = None,
 ) -> int:
@@ -510,6 +519,7 @@ def encode(
         long: The long-document strategy (name or `LongDocConfig`).
         devices: One process per entry (None = the best device), each taking documents k, k + n, … by position.
         shard_docs, batch_size, threads: Documents per shard, windows per forward pass, torch threads per process.
+        precision: fp32, or int8 Linear layers on the CPU (recorded in the folder's settings).
         show_progress: A progress bar (one process only).
 
     Returns:
@@ -523,14 +533,15 @@ def encode(
         raise SettingError("shard_docs", shard_docs, "must be ≥ 1")
     data, out = Path(data), Path(out)
     check_corpus(data)  # every text and id before any compute
-    settings = {"model": str(model), "data": str(data.resolve()), "long": config.to_dict(), "workers": len(devices)}
+    settings = {"model": str(model), "data": str(data.resolve()), "long": config.to_dict(), "workers": len(devices),
+                "precision": precision}  # fmt: skip
     store = EmbeddingStore(out, settings)
     for line in store.repair()[1]:
         if on_note is not None:
             on_note(line)
     jobs = [
         {"index": k, "count": len(devices), "settings": settings, "shard_docs": shard_docs, "batch_size": batch_size,
-         "threads": threads, "progress": show_progress and len(devices) == 1}
+         "threads": threads, "progress": show_progress and len(devices) == 1, "precision": precision}
         for k in range(len(devices))
     ]  # fmt: skip
     if len(devices) == 1:

@@ -16,7 +16,7 @@ from lengthwise.audit.pairs.presets import Preset
 from lengthwise.audit.retrieval.config import RetrievalAuditConfig
 from lengthwise.cli.app import app
 from lengthwise.cli.console import console, escape, fail, say
-from lengthwise.cli.options import field_default, field_option, setting_message
+from lengthwise.cli.options import PrecisionOption, field_default, field_option, setting_message
 from lengthwise.core.defaults import DEFAULT_MODEL
 from lengthwise.core.errors import SettingError
 
@@ -158,6 +158,7 @@ def audit(
     batch_size: Annotated[int, field_option(AuditConfig, "batch_size")] = field_default(AuditConfig, "batch_size"),
     seed: Annotated[int, field_option(AuditConfig, "seed")] = field_default(AuditConfig, "seed"),
     device: Annotated[str | None, typer.Option("--device", help="cpu, cuda, mps… Default: best available.")] = None,
+    precision: PrecisionOption = "fp32",
     trust_remote_code: Annotated[
         bool,
         typer.Option(
@@ -233,11 +234,11 @@ def audit(
     except (ValueError, DataFormatError) as error:  # SettingError is a ValueError
         fail(setting_message(error))
     _run(job, model=model, device=device, trust_remote_code=trust_remote_code, max_length=flags["max_length"],
-         tempscale_t=tempscale_t)  # fmt: skip
+         tempscale_t=tempscale_t, precision=precision)  # fmt: skip
 
 
 def _run(job: AuditJob, *, model: str, device: str | None, trust_remote_code: bool, max_length: int | None,
-         tempscale_t: float | None = None) -> None:  # fmt: skip
+         tempscale_t: float | None = None, precision: str = "fp32") -> None:  # fmt: skip
     """Make the one library call (`lengthwise.audit_model`) under a progress bar, then print the summary."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from transformers.utils import logging as hf_logging
@@ -257,7 +258,7 @@ def _run(job: AuditJob, *, model: str, device: str | None, trust_remote_code: bo
                 progress.update(task, description=escape(stage), completed=done, total=total)
 
             payload = audit_model(job, model, device=device, max_length=max_length, trust_remote_code=trust_remote_code,
-                                  tempscale=tempscale_t, on_progress=on_progress)  # fmt: skip
+                                  tempscale=tempscale_t, precision=precision, on_progress=on_progress)  # fmt: skip
     except (ValueError, ModelLoadError, NothingElongatedError, DataFormatError) as error:
         fail(setting_message(error))
     console.print(_summary_table(payload))

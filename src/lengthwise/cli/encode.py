@@ -22,7 +22,7 @@ from lengthwise.cli.longdoc import (
     WindowOption,
     long_config,
 )
-from lengthwise.cli.options import check_device, check_out_dir, setting_message
+from lengthwise.cli.options import PrecisionOption, check_device, check_out_dir, setting_message
 from lengthwise.core.defaults import DEFAULT_MODEL
 
 __all__ = ["encode"]
@@ -47,6 +47,7 @@ def encode(
         typer.Option("--devices", help="Comma-separated devices, one process each (e.g. cuda:0,cuda:1 or cpu,cpu)."),
     ] = None,
     threads: Annotated[int | None, typer.Option("--threads", help="Torch threads per process.")] = None,
+    precision: PrecisionOption = "fp32",
 ) -> None:
     """Embed every document of --data into OUT as .npy shards with their ids; a killed run resumes.
 
@@ -67,7 +68,8 @@ def encode(
             check_device(device)
         check_out_dir(out)
         written = encode_corpus(data, out, model, long=config, devices=targets, shard_docs=shard_docs,
-                                batch_size=batch_size, threads=threads, show_progress=console.is_terminal,
+                                batch_size=batch_size, threads=threads, precision=precision,
+                                show_progress=console.is_terminal,
                                 on_note=note)  # fmt: skip
     except (ValueError, ModelLoadError) as err:  # SettingError, LongDocError, DataFormatError: ValueErrors
         _fail(setting_message(err))

@@ -14,7 +14,14 @@ import typer
 
 from lengthwise.cli.console import console
 from lengthwise.cli.console import fail as _fail
-from lengthwise.cli.options import check_device, check_out_dir, field_default, field_option, setting_message
+from lengthwise.cli.options import (
+    PrecisionOption,
+    check_device,
+    check_out_dir,
+    field_default,
+    field_option,
+    setting_message,
+)
 from lengthwise.core.defaults import DEFAULT_MODEL
 from lengthwise.evaluation.config import (
     ClassificationConfig,
@@ -93,6 +100,7 @@ def evaluate(
     batch_size: Annotated[int, field_option(EvalConfig, "batch_size")] = field_default(EvalConfig, "batch_size"),
     seed: Annotated[int, field_option(EvalConfig, "seed")] = field_default(EvalConfig, "seed"),
     device: Annotated[str | None, typer.Option("--device", help="cpu, cuda, mps… Default: best available.")] = None,
+    precision: PrecisionOption = "fp32",
     trust_remote_code: Annotated[
         bool, typer.Option("--trust-remote-code", help="Allow the model repository's own code to run.")
     ] = False,
@@ -145,7 +153,7 @@ def evaluate(
         )
     except ValueError as err:
         _fail(setting_message(err))
-    _run(config, model, out, device, max_length, trust_remote_code, tempscale, (long, window, stride))
+    _run(config, model, out, device, max_length, trust_remote_code, tempscale, (long, window, stride), precision)
 
 
 def _run(
@@ -157,6 +165,7 @@ def _run(
     trust_remote_code: bool,
     tempscale: float | None,
     long: tuple[str | None, int | None, int | None] = (None, None, None),
+    precision: str = "fp32",
 ) -> None:
     """Check the device and `--out`, then make the one library call (`lengthwise.evaluate`) and print."""
     from transformers.utils import logging as hf_logging
@@ -172,8 +181,9 @@ def _run(
         check_out_dir(out)
         with console.status(f"evaluating {model}"):
             record = evaluate(config, model, out=out, device=device, max_length=max_length,
-                              trust_remote_code=trust_remote_code, tempscale=tempscale, long=strategy, window=window,
-                              stride=stride, show_progress=console.is_terminal)  # fmt: skip
+                              trust_remote_code=trust_remote_code, precision=precision, tempscale=tempscale,
+                              long=strategy, window=window, stride=stride,
+                              show_progress=console.is_terminal)  # fmt: skip
     except (ModelLoadError, DataFormatError, ValueError) as err:  # ValueError: a setting the data cannot satisfy
         _fail(setting_message(err))
     except OSError as err:

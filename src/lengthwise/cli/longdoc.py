@@ -13,7 +13,7 @@ import typer
 
 from lengthwise.cli.console import console
 from lengthwise.cli.console import fail as _fail
-from lengthwise.cli.options import check_device, check_out_dir, field_option, setting_message
+from lengthwise.cli.options import PrecisionOption, check_device, check_out_dir, field_option, setting_message
 from lengthwise.core.defaults import DEFAULT_MODEL
 from lengthwise.longdoc.config import LongDocConfig
 
@@ -61,14 +61,14 @@ def _ints(text: str, flag: str) -> tuple[int, ...]:
     return values
 
 
-def _load(model: str, device: str | None) -> SentenceTransformer:
+def _load(model: str, device: str | None, precision: str = "fp32") -> SentenceTransformer:
     from transformers.utils import logging as hf_logging
 
     from lengthwise.facade import load_model
 
     hf_logging.disable_progress_bar()
     with console.status(f"loading {model}"):
-        return load_model(model, device=device)
+        return load_model(model, device=device, precision=precision)
 
 
 @app.command()
@@ -118,6 +118,7 @@ def evaluate(
     out: Annotated[Path, typer.Option("--out", "-o", help="Output directory.")] = Path("lengthwise-longdoc"),
     batch_size: Annotated[int, typer.Option("--batch-size", help="Windows per forward pass.")] = 32,
     device: DeviceOption = None,
+    precision: PrecisionOption = "fp32",
 ) -> None:
     """Score a synthetic task LongEmbed-style: rank within each length group; Acc@1 per length, mean, by depth."""
     import time
@@ -134,7 +135,7 @@ def evaluate(
         check_device(device)
         check_out_dir(out)
         dataset = read_synthetic(data)
-        loaded = _load(model, device)
+        loaded = _load(model, device, precision)
         encoder = LongEncoder(loaded, config)
         result = evaluate_synthetic(encoder, dataset, batch_size=batch_size, show_progress=console.is_terminal)
     except (ValueError, ModelLoadError) as err:
@@ -170,6 +171,7 @@ def tune(
     ] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Windows per forward pass.")] = 32,
     device: DeviceOption = None,
+    precision: PrecisionOption = "fp32",
 ) -> None:
     """Choose strategy, window and stride on a dev split; write OUT/tune.json and OUT/tune.png.
 
@@ -195,7 +197,8 @@ def tune(
         with console.status("tuning"):
             result, record = tune_long_documents(
                 data, model, strategies=strategies.split(","), windows=_ints(windows, "--windows"), overlaps=shares,
-                top_k=top_k, out=out, split=split, save=save, batch_size=batch_size, device=device, on_eval=report,
+                top_k=top_k, out=out, split=split, save=save, batch_size=batch_size, device=device, precision=precision,
+                on_eval=report,
             )  # fmt: skip
     except (ValueError, ModelLoadError, DataFormatError) as err:
         _fail(setting_message(err))

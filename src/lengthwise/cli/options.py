@@ -11,12 +11,13 @@ import os
 import tempfile
 from collections.abc import Collection
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
 __all__ = [
     "FLAGS",
+    "PrecisionOption",
     "check_device",
     "check_out_dir",
     "field_default",
@@ -68,6 +69,15 @@ def field_default(config: type, name: str) -> Any:
 def field_option(config: type, name: str, *flags: str, **kwargs: Any) -> Any:
     """A `typer.Option` for `config.name`: flags default to ``--name-with-dashes``, help from the field."""
     return typer.Option(*(flags or (f"--{name.replace('_', '-')}",)), help=field_help(config, name), **kwargs)
+
+
+PrecisionOption = Annotated[
+    str,
+    typer.Option(
+        "--precision",
+        help="fp32, or int8: Linear layers quantized at load (CPU only; about 2x faster, see docs/benchmarks.md).",
+    ),
+]
 
 
 def flag_for(field: str) -> str:

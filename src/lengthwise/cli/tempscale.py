@@ -15,7 +15,7 @@ import typer
 
 from lengthwise.cli.console import console
 from lengthwise.cli.console import fail as _fail
-from lengthwise.cli.options import field_default, field_help, setting_message
+from lengthwise.cli.options import PrecisionOption, field_default, field_help, setting_message
 from lengthwise.core.defaults import DEFAULT_MODEL
 from lengthwise.evaluation.tasks import Task
 from lengthwise.tempscale.config import TempScaleConfig
@@ -230,6 +230,7 @@ def tune(
     seed: Annotated[int, typer.Option("--seed", help="Seed for sampling and splits.")] = 0,
     device: DeviceOption = None,
     trust_remote_code: TrustOption = False,
+    precision: PrecisionOption = "fp32",
 ) -> None:
     """Pick t on a dev split by grid and bounded 1-D search; write the curve and the best t.
 
@@ -263,7 +264,8 @@ def tune(
         with console.status("tuning"):
             record = tune_tempscale(task, data, model, spec=spec, out=out, split=split, max_items=max_items,
                                     batch_size=batch_size, seed=seed, device=device, max_length=max_length,
-                                    trust_remote_code=trust_remote_code, on_note=note, on_eval=report)  # fmt: skip
+                                    trust_remote_code=trust_remote_code, precision=precision, on_note=note,
+                                    on_eval=report)  # fmt: skip
     except (ValueError, ModelLoadError) as err:  # TempScaleError and DataFormatError are ValueErrors
         _fail(setting_message(err))
     result = record["result"]

@@ -12,12 +12,14 @@ import logging
 import os
 import socket
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import torch
 from sentence_transformers import SentenceTransformer
 
 from lengthwise.core.defaults import DEFAULT_MODEL
+from lengthwise.core.errors import SettingError
 
 __all__ = ["DEFAULT_MODEL", "ModelLoadError", "load_model", "model_fingerprint", "resolve_model_path"]
 
@@ -108,15 +110,24 @@ def load_model(
     device: str | None = None,
     trust_remote_code: bool = False,
     max_seq_length: int | None = None,
+    precision: str = "fp32",
 ) -> SentenceTransformer:
     """Load a `SentenceTransformer` from a directory or hub id, on `device` (default: cuda, mps, else cpu).
 
     `trust_remote_code` stays off unless asked for. `max_seq_length` overrides the model's N, bounded by
-    its position embeddings.
+    its position embeddings. `precision` ``"int8"`` quantizes the Linear layers at load (`core.quantize`; CPU
+    only, refused on a GPU with a `SettingError` naming fp16/bf16).
     """
+    from lengthwise.core.quantize import Precision, quantize_int8
+
+    wanted = Precision.parse(precision)
     path = resolve_model_path(name_or_path)
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+    if wanted is Precision.INT8 and torch.device(device).type != "cpu":
+        raise SettingError(
+            "precision", "int8", f"int8 runs on the CPU only, not {device}; on a GPU use fp16 or bf16 instead"
+        )
     try:
         model = SentenceTransformer(
             path,
@@ -128,6 +139,8 @@ def load_model(
         raise ModelLoadError(f"could not load model {str(name_or_path)!r}: {_load_failure(err)}") from err
     if max_seq_length is not None:
         set_max_length(model, max_seq_length)
+    if wanted is Precision.INT8:
+        quantize_int8(model)
     return model
 
 
@@ -177,11 +190,16 @@ def model_fingerprint(model: SentenceTransformer, name_or_path: str | os.PathLik
     The hash is SHA-256 over the parameter tensors' bytes in state-dict order (the first 16 hex digits), so
     the same weights give the same hash whatever file or hub revision they came from.
     """
+    from lengthwise.core.quantize import linear_precision
+
     digest = hashlib.sha256()
-    state: dict[str, torch.Tensor] = model.state_dict()
+    state: dict[str, Any] = model.state_dict()
     for key, tensor in state.items():
+        if not isinstance(tensor, torch.Tensor) or tensor.is_quantized:
+            continue  # an int8 layer's packed weights: the fp32 weights they came from are hashed by fp32 runs
         digest.update(key.encode())
-        digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    linear = linear_precision(model)
     transformer = getattr(model[0], "auto_model", None)
     config = getattr(transformer, "config", None)
     patch = getattr(model, PATCH_ATTRIBUTE, None)  # a live TempScale patch, set by lengthwise.tempscale
@@ -196,6 +214,8 @@ def model_fingerprint(model: SentenceTransformer, name_or_path: str | os.PathLik
         "weights_sha256_16": digest.hexdigest()[:16],
         "tempscale": patch.config.to_dict() if patch is not None else None,
         "device": str(model.device),
+        "precision": "int8" if linear["int8"] else "fp32",
+        "linear_layers": linear,
     }
 
 

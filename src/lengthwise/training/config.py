@@ -147,6 +147,9 @@ def _enum(kind: type[Enum], name: str, value: Any) -> Any:
         return kind(str(value).strip().lower())
     except ValueError:
         valid = ", ".join(str(member.value) for member in kind)
+        if kind is Precision and str(value).strip().lower() == "int8":
+            problem = f"int8 is for inference on the CPU, not training; use one of: {valid}"
+            raise SettingError(name, value, problem) from None
         raise SettingError(name, value, f"use one of: {valid}") from None
 
 

@@ -1,0 +1,224 @@
+#!/usr/bin/env python
+"""Benchmark: int8 on the CPU (`lengthwise.core.quantize`) against fp32 for all-MiniLM-L6-v2 (issue 26).
+
+Stages (each writes its own section of the JSON, so a stage can be re-run alone; sections already written are kept):
+
+- ``layers``: which Linear layers to keep fp32. For each candidate set of `keep_fp32` patterns: STS-B test
+  Spearman ×100, mean/min cosine of int8 to fp32 embeddings over the STS-B test sentences, and the int8/fp32
+  speed ratio at 128 tokens, one thread. The default is chosen from this table.
+- ``speed``: tokens/s of fp32 and of the default int8 at 128, 256 and 512 tokens, at one thread and at two; runs
+  alternate between the arms after an untimed warm-up; medians of `--repeats` and the ratio of medians.
+- ``quality``: STS-B test Spearman and the STS12–16 average (×100) per precision.
+- ``robustness``: the STS-B test attack at m = 100 per precision (mean shift, share risen, JSD with its
+  permutation null), and a paired bootstrap (`lengthwise.core.stats`-style: scipy.stats.bootstrap, paired,
+  percentile, 2,000 resamples, seed 0) of the per-pair shift difference int8 − fp32.
+
+Inputs for speed are built at the token level: the STS-B test sentences' tokens joined and cut into sequences of
+exactly L tokens, embedded through `lengthwise.core.embed.embed_ids`. The load average is recorded per stage.
+
+    python benchmarks/bench_precision.py layers speed quality robustness   # → docs/results/bench_precision.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("LENGTHWISE_DATA", REPO.parent / "shared" / "data"))
+DEFAULT_OUT = REPO / "docs" / "results" / "bench_precision.json"
+STSB = DATA / "stsb" / "original" / "sts-test.csv.gz"
+STS12_16 = DATA / "sts12-16" / "senteval_tokenized"
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from lengthwise.core.defaults import DEFAULT_MODEL  # noqa: E402
+from lengthwise.core.models import load_model  # noqa: E402
+
+CANDIDATES: dict[str, tuple[str, ...]] = {
+    "all Linear int8": (),
+    "keep last layer": ("encoder.layer.5.*",),
+    "keep attention output": ("*.attention.output.dense",),
+    "keep FFN output": ("*.output.dense",),  # matches attention.output.dense too: both output projections
+    "keep FFN output only": ("encoder.layer.*[0-9].output.dense",),
+    "keep FFN in+out": ("*.intermediate.dense", "encoder.layer.*[0-9].output.dense"),
+    "keep first+last layer": ("encoder.layer.0.*", "encoder.layer.5.*"),
+}
+
+
+def _load(precision: str, keep: Sequence[str] | None = None) -> Any:
+    model = load_model(DEFAULT_MODEL, device="cpu")
+    if precision == "int8":
+        from lengthwise.core.quantize import DEFAULT_KEEP_FP32, quantize_int8
+
+        quantize_int8(model, DEFAULT_KEEP_FP32 if keep is None else keep)
+    return model
+
+
+def _sequences(model: Any, length: int, count: int) -> list[list[int]]:
+    from lengthwise.core.embed import TokenView
+    from lengthwise.evaluation.data import read_sts
+
+    view = TokenView(model)
+    pairs = read_sts(STSB)
+    stream = [t for ids in view.content([p.text1 for p in pairs.pairs]) for t in ids]
+    body = length - view.specials.count
+    return [view.wrap(stream[i * body : (i + 1) * body]) for i in range(count)]
+
+
+def _timed(run: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    run()
+    return time.perf_counter() - start
+
+
+def _spearman(model: Any) -> float:
+    from lengthwise.core.encoder import as_encoder
+    from lengthwise.evaluation.data import read_sts
+    from lengthwise.evaluation.sts import evaluate_sts
+
+    return float(evaluate_sts(as_encoder(model), read_sts(STSB), batch_size=64).scores["spearman"])
+
+
+def stage_layers(repeats: int) -> dict[str, Any]:
+    from lengthwise.core.embed import embed_ids
+    from lengthwise.evaluation.data import read_sts
+
+    torch.set_num_threads(1)
+    fp32 = _load("fp32")
+    texts = sorted({t for p in read_sts(STSB).pairs for t in (p.text1, p.text2)})
+    reference = fp32.encode(texts, batch_size=64, normalize_embeddings=True)
+    sequences = _sequences(fp32, 128, 64)
+    rows = {"fp32": {"spearman": _spearman(fp32)}}
+    for name, keep in CANDIDATES.items():
+        model = _load("int8", keep)
+        got = model.encode(texts, batch_size=64, normalize_embeddings=True)
+        cosines = (got * reference).sum(axis=1)
+        ratios = []
+        for _ in range(repeats):
+            base = _timed(lambda: embed_ids(fp32, sequences, batch_size=32))
+            mine = _timed(lambda model=model: embed_ids(model, sequences, batch_size=32))
+            ratios.append(base / mine)
+        rows[name] = {"keep_fp32": list(keep), "spearman": _spearman(model), "cosine_mean": float(cosines.mean()),
+                      "cosine_min": float(cosines.min()), "speedup_128_1thread": statistics.median(ratios)}  # fmt: skip
+        print(name, rows[name], flush=True)
+    return {"rows": rows, "threads": 1, "repeats": repeats}
+
+
+def stage_speed(repeats: int) -> dict[str, Any]:
+    from lengthwise.core.embed import embed_ids
+
+    arms = {"fp32": _load("fp32"), "int8": _load("int8")}
+    table = []
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        for length in (128, 256, 512):
+            sequences = _sequences(arms["fp32"], length, 8192 // length * 4)
+            tokens = sum(len(s) for s in sequences)
+            times: dict[str, list[float]] = {arm: [] for arm in arms}
+            for model in arms.values():
+                embed_ids(model, sequences[:8], batch_size=16)  # warm-up
+            for repeat in range(repeats):
+                for arm in (list(arms) if repeat % 2 == 0 else list(arms)[::-1]):
+                    times[arm].append(_timed(lambda arm=arm: embed_ids(arms[arm], sequences, batch_size=16)))
+            medians = {arm: statistics.median(values) for arm, values in times.items()}
+            row = {"threads": threads, "tokens": length, "sequences": len(sequences),
+                   "tokens_per_s": {arm: tokens / medians[arm] for arm in arms},
+                   "speedup": medians["fp32"] / medians["int8"]}  # fmt: skip
+            print(row, flush=True)
+            table.append(row)
+    return {"rows": table, "repeats": repeats}
+
+
+def stage_quality(_: int) -> dict[str, Any]:
+    from lengthwise.core.encoder import as_encoder
+    from lengthwise.evaluation.data import read_sts
+    from lengthwise.evaluation.sts import evaluate_sts
+
+    torch.set_num_threads(2)
+    rows = {}
+    for precision in ("fp32", "int8"):
+        encoder = as_encoder(_load(precision))
+        scores = {"stsb": float(evaluate_sts(encoder, read_sts(STSB), batch_size=64).scores["spearman"])}
+        for folder in sorted(STS12_16.glob("STS1[2-6]-en-test")):
+            scores[folder.name] = float(evaluate_sts(encoder, read_sts(folder), batch_size=64).scores["spearman"])
+        scores["sts12_16_avg"] = statistics.mean(v for k, v in scores.items() if k.startswith("STS1"))
+        rows[precision] = scores
+        print(precision, scores, flush=True)
+    return {"rows": rows}
+
+
+def stage_robustness(_: int) -> dict[str, Any]:
+    from scipy import stats
+
+    from lengthwise.audit.config import AuditConfig
+    from lengthwise.audit.pairs.attack import run_audit
+    from lengthwise.core.tokens import Elongation
+    from lengthwise.evaluation.data import read_sts
+
+    torch.set_num_threads(2)
+    pairs = read_sts(STSB)
+    config = AuditConfig(elongation=Elongation.parse("100"), curve_ks=(), word_shuffle=False, null_permutations=1000)
+    rows, shifts = {}, {}
+    for precision in ("fp32", "int8"):
+        result = run_audit(_load(precision), pairs, config)
+        attack = result.attack
+        before = np.array(result.similarities["before"])
+        after = np.array(result.similarities["after"])
+        shifts[precision] = after - before
+        low = before <= np.quantile(before, 0.25)
+        high = before >= np.quantile(before, 0.75)
+        rows[precision] = {"mean_shift": attack["mean_shift"], "frac_increased": attack["frac_increased"],
+                           "js_distance": attack["js_distance"], "js_null": attack.get("js_null"),
+                           "low_quartile_shift": float(shifts[precision][low].mean()),
+                           "high_quartile_shift": float(shifts[precision][high].mean())}  # fmt: skip
+        print(precision, rows[precision], flush=True)
+    difference = stats.bootstrap(
+        (shifts["int8"], shifts["fp32"]), lambda a, b: np.mean(a - b), paired=True, n_resamples=2000,
+        method="percentile", random_state=0,
+    )  # fmt: skip
+    interval = difference.confidence_interval
+    rows["int8_minus_fp32_mean_shift"] = {
+        "estimate": float(np.mean(shifts["int8"] - shifts["fp32"])),
+        "ci95": [float(interval.low), float(interval.high)],
+    }
+    return {"rows": rows, "pairs": len(pairs), "m": 100}
+
+
+STAGES = {"layers": stage_layers, "speed": stage_speed, "quality": stage_quality, "robustness": stage_robustness}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("stages", nargs="+", choices=sorted(STAGES))
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = parser.parse_args()
+    if not STSB.is_file():
+        raise SystemExit(f"error: {STSB}: STS-B test not found; set LENGTHWISE_DATA to the shared data folder")
+    results = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    for stage in args.stages:
+        load_before = os.getloadavg()
+        started = time.perf_counter()
+        section = STAGES[stage](args.repeats)
+        section.update(load_before=load_before, load_after=os.getloadavg(), seconds=round(time.perf_counter() - started),
+                       date=datetime.now(timezone.utc).isoformat(timespec="seconds"), torch=torch.__version__)  # fmt: skip
+        results[stage] = section
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = args.out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(results, indent=1))
+        tmp.replace(args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""int8 on the CPU: dynamic quantization of a model's `nn.Linear` layers, applied at load in well under a second.
+
+Weights are quantized per output channel ahead of time; activations are quantized per batch at run time
+(`torch.ao.quantization.quantize_dynamic` with `per_channel_dynamic_qconfig`). Everything else — embeddings,
+LayerNorm, attention softmax, pooling — stays fp32, so elongated and windowed inputs, TempScale (which patches
+attention, not the Linear layers), the long-document encoder and mteb keep working unchanged.
+
+Which Linear layers stay fp32 (`keep_fp32`, shell-style patterns on module names inside the transformer) was
+chosen by measurement (`benchmarks/bench_precision.py`, docs/benchmarks.md "int8 on the CPU"). torchao's
+int8 dynamic-activation path was measured too and was slower than fp32 on this CPU, so torch's own path is used;
+its deprecation warnings are filtered here by message, not wholesale.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import warnings
+from collections.abc import Sequence
+from enum import Enum
+
+import torch
+from sentence_transformers import SentenceTransformer
+
+from lengthwise.core.errors import SettingError
+
+__all__ = ["DEFAULT_KEEP_FP32", "Precision", "linear_precision", "quantize_int8"]
+
+# Linear layers left in fp32 by default (chosen on STS-B test by bench_precision.py; see the module docstring).
+DEFAULT_KEEP_FP32: tuple[str, ...] = ("*.output.dense",)
+
+# torch marks the eager quantization API as moving to torchao; torchao's int8 path is slower on CPU (measured).
+_UPSTREAM_WARNINGS = (
+    r"torch\.ao\.quantization is deprecated",
+    r"torch\.quantize_per_tensor, torch\.quantize_per_channel",
+)
+
+
+class Precision(str, Enum):
+    """The numbers a model computes with at inference: fp32, or int8 Linear layers on the CPU."""
+
+    FP32 = "fp32"
+    INT8 = "int8"
+
+    @classmethod
+    def parse(cls, value: str | Precision) -> Precision:
+        try:
+            return cls(str(value.value if isinstance(value, Precision) else value).lower())
+        except ValueError:
+            raise SettingError("precision", value, "use fp32 or int8") from None
+
+
+def _transformer(model: SentenceTransformer) -> torch.nn.Module:
+    first = model[0]
+    inner = getattr(first, "auto_model", None) or getattr(first, "model", None)
+    if not isinstance(inner, torch.nn.Module):
+        raise SettingError("precision", "int8", f"no transformer found in {type(first).__name__}; use fp32")
+    return inner
+
+
+def quantize_int8(model: SentenceTransformer, keep_fp32: Sequence[str] = DEFAULT_KEEP_FP32) -> list[str]:
+    """Quantize `model`'s Linear layers to int8 in place, except those matching `keep_fp32`; return their names.
+
+    Args:
+        model: A loaded model on the CPU (int8 dynamic quantization has CPU kernels only).
+        keep_fp32: Shell-style patterns on module names inside the transformer (e.g. ``"encoder.layer.5.*"``,
+            ``"*.attention.output.dense"``); matching Linear layers stay fp32.
+
+    Returns:
+        The names of the quantized Linear layers.
+
+    Raises:
+        SettingError: on a model that is not on the CPU (``precision``), or when no Linear layer is left to quantize.
+    """
+    if model.device.type != "cpu":
+        raise SettingError(
+            "precision",
+            "int8",
+            f"int8 runs on the CPU only (the model is on {model.device}); on a GPU use fp16 or bf16",
+        )
+    network = _transformer(model)
+    names = [
+        name
+        for name, module in network.named_modules()
+        if type(module) is torch.nn.Linear and not any(fnmatch.fnmatchcase(name, p) for p in keep_fp32)
+    ]
+    if not names:
+        raise SettingError("keep_fp32", list(keep_fp32), "leaves no Linear layer to quantize")
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+    with warnings.catch_warnings():
+        for message in _UPSTREAM_WARNINGS:
+            warnings.filterwarnings("ignore", message=message)
+        quantize_dynamic(network, dict.fromkeys(names, per_channel_dynamic_qconfig), inplace=True)
+    return names
+
+
+def linear_precision(model: torch.nn.Module) -> dict[str, int]:
+    """How many Linear layers compute in int8 and how many in fp32 (read from the modules themselves)."""
+    from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
+
+    modules = list(model.modules())
+    return {
+        "int8": sum(isinstance(m, DynamicLinear) for m in modules),
+        "fp32": sum(type(m) is torch.nn.Linear for m in modules),
+    }
