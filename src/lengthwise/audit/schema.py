@@ -103,6 +103,7 @@ class ModelSection(TypedDict, total=False):
     architecture: str
     max_seq_length: int
     weights_sha256_16: str
+    precision: str  # fp32, or int8 (Linear layers quantized at load); absent in audits made before 0.2
 
 
 class DataSection(TypedDict, total=False):
