@@ -56,8 +56,8 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
 }
 
 
-def _load(precision: str, keep: Sequence[str] | None = None) -> Any:
-    model = load_model(DEFAULT_MODEL, device="cpu")
+def _load(precision: str, keep: Sequence[str] | None = None, max_length: int | None = None) -> Any:
+    model = load_model(DEFAULT_MODEL, device="cpu", max_seq_length=max_length)
     if precision == "int8":
         from lengthwise.core.quantize import DEFAULT_KEEP_FP32, quantize_int8
 
@@ -118,7 +118,7 @@ def stage_layers(repeats: int) -> dict[str, Any]:
 def stage_speed(repeats: int) -> dict[str, Any]:
     from lengthwise.core.embed import embed_ids
 
-    arms = {"fp32": _load("fp32"), "int8": _load("int8")}
+    arms = {"fp32": _load("fp32", max_length=512), "int8": _load("int8", max_length=512)}  # 512 = its positions
     table = []
     for threads in (1, 2):
         torch.set_num_threads(threads)

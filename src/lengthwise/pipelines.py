@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EncoderSetup",
+    "LongIndex",
     "audit_model",
     "build_encoder",
     "encode",
@@ -551,3 +552,100 @@ def encode(
     with multiprocessing.get_context("spawn").Pool(len(devices)) as pool:
         args = [(str(model), device, config, data, out, job) for device, job in zip(devices, jobs, strict=True)]
         return sum(pool.starmap(_encode_worker, args))
+
+
+class LongIndex:
+    """Document search over the window vectors `lengthwise encode` wrote, on a real ANN engine, with queries
+    embedded by the settings recorded in the index (model, long-document strategy, precision; a TempScale saved
+    with the model is applied by `lengthwise.load_model`).
+
+    Example:
+        >>> LongIndex.build("out/encoded", "out/index", quantize="int8")   # = lengthwise index build …
+        >>> hits = LongIndex.open("out/index").search(["who wrote the report?"], k=10)
+    """
+
+    def __init__(self, windows: Any, model: SentenceTransformer | None = None) -> None:
+        from lengthwise.longdoc.index import WindowIndex
+
+        self.windows: WindowIndex = windows
+        self._model = model
+        if model is not None:
+            self._check_model(model)
+
+    @classmethod
+    def build(
+        cls,
+        encoded: str | os.PathLike[str],
+        out: str | os.PathLike[str],
+        *,
+        quantize: str = "int8",
+        engine: str = "faiss",
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> LongIndex:
+        """`lengthwise index build`: index `encoded` into `out`, recording the query model's fingerprint."""
+        import json
+
+        from lengthwise.core.models import model_fingerprint
+        from lengthwise.longdoc.index import WindowIndex
+        from lengthwise.longdoc.store import MANIFEST
+
+        manifest_path = Path(encoded) / MANIFEST
+        if not manifest_path.is_file():
+            raise SettingError("encoded", str(encoded), f"no {MANIFEST}; pass a folder written by `lengthwise encode`")
+        made = json.loads(manifest_path.read_text(encoding="utf-8"))["settings"]
+        model = cls._load(made)
+        fingerprint = model_fingerprint(model, made["model"])
+        extra = {"model": {"name": made["model"], "weights_sha256_16": fingerprint["weights_sha256_16"]}}
+        windows = WindowIndex.build(
+            encoded, out, quantize=quantize, engine=engine, extra=extra, on_progress=on_progress
+        )
+        return cls(windows, model)
+
+    @classmethod
+    def open(cls, folder: str | os.PathLike[str], *, model: SentenceTransformer | None = None) -> LongIndex:
+        """Open an index; `model` (optional, else loaded from the recorded name on first search) must be the one
+        the index was built with, checked by its weight hash."""
+        from lengthwise.longdoc.index import WindowIndex
+
+        return cls(WindowIndex.open(folder), model)
+
+    @staticmethod
+    def _load(made: dict[str, Any]) -> SentenceTransformer:
+        from lengthwise.facade import load_model
+
+        return load_model(made["model"], precision=made.get("precision", "fp32"))
+
+    def _check_model(self, model: SentenceTransformer) -> None:
+        from lengthwise.core.models import model_fingerprint
+
+        recorded = self.windows.settings["model"]
+        found = model_fingerprint(model, recorded["name"])["weights_sha256_16"]
+        if found != recorded["weights_sha256_16"]:
+            raise SettingError(
+                "model", recorded["name"], f"the index was built with weights {recorded['weights_sha256_16']}, "
+                f"this model has {found}; query with the model the corpus was encoded with, or build the index again"
+            )  # fmt: skip
+
+    def embed_queries(self, queries: Sequence[str], batch_size: int = 32) -> Any:
+        """The queries as the index's documents were made: the recorded model and long-document settings."""
+        from lengthwise.longdoc import LongDocConfig, LongEncoder
+
+        made = self.windows.settings["encode_settings"]
+        if self._model is None:
+            self._model = self._load(made)
+            self._check_model(self._model)
+        encoder = LongEncoder(self._model, LongDocConfig.from_dict(made["long"]))
+        return encoder.encode_queries(list(queries), batch_size=batch_size)
+
+    def search(
+        self, queries: str | Sequence[str], k: int = 10, *, windows: int = 1000, probes: int = 32
+    ) -> list[list[tuple[str, float]]]:
+        """The `k` best documents (id, exact score) for each query, best first (see `WindowIndex.search_vectors`)."""
+        from lengthwise.longdoc import LongDocConfig
+
+        texts = [queries] if isinstance(queries, str) else list(queries)
+        if k < 1:
+            raise SettingError("k", k, "must be ≥ 1")
+        top_k = LongDocConfig.from_dict(self.windows.settings["encode_settings"]["long"]).top_k
+        vectors = self.embed_queries(texts)
+        return self.windows.search_vectors(vectors, k, top_k=top_k, windows=windows, probes=probes)

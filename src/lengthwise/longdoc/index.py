@@ -1,0 +1,310 @@
+"""An approximate-nearest-neighbour index over the window vectors `lengthwise encode` wrote, searched by document.
+
+The length-specific part is ours; the engines are not. Candidate windows come from FAISS (IVF over 8-bit scalar
+quantized vectors, or IVF over packed sign bits for ``ubinary``) or USearch (HNSW over i8 or b1 vectors). Their
+documents are then rescored *exactly*: every window of each candidate document, read from the fp32 vectors kept
+memory-mapped in the index folder (never loaded whole), scored with `lengthwise.core.encoder.multi_vector_scores`
+(max, or the mean of the best `top_k` windows) — so a document the candidate stage finds gets the same score as in
+an exact scan. This follows the rescoring scheme of sentence-transformers' ``semantic_search_faiss`` /
+``semantic_search_usearch`` (oversample candidates on quantized vectors, rescore), at document level.
+
+Folder layout: ``index.json`` (settings, counts, engine), ``vectors.npy`` (W, D) fp32, ``offsets.npy`` (n + 1,)
+window offsets per document, ``ids.txt`` (document ids) and ``engine.faiss`` or ``engine.usearch``. A build is
+written into a staging folder and renamed into place, so an interrupted build leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from lengthwise.core.encoder import MultiVectors, multi_vector_scores
+from lengthwise.core.errors import SettingError
+from lengthwise.longdoc.config import LongDocError
+from lengthwise.longdoc.store import MANIFEST, read_embeddings
+
+__all__ = ["Engine", "Quantize", "WindowIndex"]
+
+INDEX_FILE = "index.json"
+CHUNK = 65_536  # windows added to the engine at once
+REBUILD = "build it again with `lengthwise index build`"
+
+
+class Quantize(str, Enum):
+    """How the candidate stage stores the window vectors."""
+
+    NONE = "none"  # fp32 (exact inner product in the engine)
+    INT8 = "int8"  # 8-bit scalar quantization, 1 byte per dimension
+    UBINARY = "ubinary"  # the sign bit of each dimension, packed: D / 8 bytes
+
+
+class Engine(str, Enum):
+    """The ANN library behind the candidate stage."""
+
+    FAISS = "faiss"
+    USEARCH = "usearch"
+
+
+def _require(engine: Engine) -> Any:
+    module = {"faiss": "faiss", "usearch": "usearch.index"}[engine.value]
+    try:
+        return __import__(module, fromlist=["_"])
+    except ImportError:
+        package = {"faiss": "faiss-cpu", "usearch": "usearch"}[engine.value]
+        raise SettingError(
+            "engine", engine.value, f"{package} is not installed; pip install 'lengthwise[index]'"
+        ) from None
+
+
+def _packbits(vectors: np.ndarray) -> np.ndarray:
+    """Sign bits, packed (sentence-transformers' ``ubinary``): (n, D) float → (n, D / 8) uint8."""
+    return np.packbits(vectors > 0, axis=-1)
+
+
+def _nlist(windows: int) -> int:
+    """IVF lists: about 4·√W (FAISS's guideline is 4·√W to 16·√W), at least 1."""
+    return max(1, min(int(4 * np.sqrt(windows)), windows // 39 or 1))
+
+
+class _Faiss:
+    def __init__(self, quantize: Quantize, dim: int, windows: int) -> None:
+        faiss = _require(Engine.FAISS)
+        self.faiss, self.quantize, nlist = faiss, quantize, _nlist(windows)
+        if quantize is Quantize.UBINARY:
+            self.index = faiss.IndexBinaryIVF(faiss.IndexBinaryFlat(dim), dim, nlist)
+        else:
+            kind = faiss.ScalarQuantizer.QT_8bit if quantize is Quantize.INT8 else faiss.ScalarQuantizer.QT_fp16
+            if quantize is Quantize.NONE:
+                self.index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, nlist, faiss.METRIC_INNER_PRODUCT)
+            else:
+                self.index = faiss.IndexIVFScalarQuantizer(
+                    faiss.IndexFlatIP(dim), dim, nlist, kind, faiss.METRIC_INNER_PRODUCT
+                )
+
+    def _prepare(self, vectors: np.ndarray) -> np.ndarray:
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        return _packbits(vectors) if self.quantize is Quantize.UBINARY else vectors
+
+    def train(self, sample: np.ndarray) -> None:
+        self.index.train(self._prepare(sample))
+
+    def add(self, vectors: np.ndarray, first: int) -> None:
+        self.index.add(self._prepare(vectors))  # ids are the running window numbers
+
+    def set_probes(self, probes: int) -> None:
+        self.index.nprobe = probes
+
+    def search(self, queries: np.ndarray, count: int) -> np.ndarray:
+        _, found = self.index.search(self._prepare(queries), count)
+        return found  # (Q, count) window numbers, -1 where fewer exist
+
+    def save(self, path: Path) -> None:
+        write = self.faiss.write_index_binary if self.quantize is Quantize.UBINARY else self.faiss.write_index
+        write(self.index, str(path))
+
+    @classmethod
+    def load(cls, path: Path, quantize: Quantize) -> _Faiss:
+        engine = cls.__new__(cls)
+        engine.faiss, engine.quantize = _require(Engine.FAISS), quantize
+        read = engine.faiss.read_index_binary if quantize is Quantize.UBINARY else engine.faiss.read_index
+        engine.index = read(str(path))
+        return engine
+
+
+class _USearch:
+    def __init__(self, quantize: Quantize, dim: int, windows: int) -> None:
+        usearch = _require(Engine.USEARCH)
+        self.quantize = quantize
+        if quantize is Quantize.UBINARY:
+            self.index = usearch.Index(ndim=dim, metric="hamming", dtype="b1")
+        else:
+            self.index = usearch.Index(ndim=dim, metric="ip", dtype="i8" if quantize is Quantize.INT8 else "f32")
+
+    def _prepare(self, vectors: np.ndarray) -> np.ndarray:
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        return _packbits(vectors) if self.quantize is Quantize.UBINARY else vectors
+
+    def train(self, sample: np.ndarray) -> None:  # HNSW needs no training
+        pass
+
+    def add(self, vectors: np.ndarray, first: int) -> None:
+        self.index.add(np.arange(first, first + len(vectors), dtype=np.uint64), self._prepare(vectors))
+
+    def set_probes(self, probes: int) -> None:
+        self.index.expansion_search = max(probes, 16)
+
+    def search(self, queries: np.ndarray, count: int) -> np.ndarray:
+        found = self.index.search(self._prepare(queries), count)
+        keys = np.asarray(found.keys, dtype=np.int64).reshape(len(queries), -1)
+        counts = np.asarray(found.counts).reshape(-1)
+        for row, kept in enumerate(counts):
+            keys[row, kept:] = -1
+        return keys
+
+    def save(self, path: Path) -> None:
+        self.index.save(str(path))
+
+    @classmethod
+    def load(cls, path: Path, quantize: Quantize) -> _USearch:
+        engine = cls.__new__(cls)
+        engine.quantize = quantize
+        engine.index = _require(Engine.USEARCH).Index.restore(str(path), view=True)  # memory-mapped
+        return engine
+
+
+_ENGINES: dict[Engine, Any] = {Engine.FAISS: _Faiss, Engine.USEARCH: _USearch}
+
+
+@dataclass
+class WindowIndex:
+    """Window vectors indexed for document search (see the module docstring). Build with `build`, open with `open`."""
+
+    folder: Path
+    settings: dict[str, Any]
+    doc_ids: list[str]
+    offsets: np.ndarray  # (n + 1,) window offsets of each document in `vectors`
+    vectors: np.ndarray  # (W, D) fp32, memory-mapped
+    engine: Any
+
+    @classmethod
+    def build(
+        cls,
+        encoded: str | os.PathLike[str],
+        out: str | os.PathLike[str],
+        *,
+        quantize: Quantize | str = Quantize.INT8,
+        engine: Engine | str = Engine.FAISS,
+        extra: dict[str, Any] | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> WindowIndex:
+        """Index the folder `lengthwise encode` wrote (`encoded`) into `out` (new, or an earlier index: replaced).
+
+        Args:
+            encoded: The shard folder; every shard is checked (size and sha256) before anything is indexed.
+            out: The index folder; built in a staging folder beside it and renamed into place.
+            quantize: ``int8`` (default), ``ubinary`` or ``none`` for the candidate stage.
+            engine: ``faiss`` (IVF; default) or ``usearch`` (HNSW).
+            extra: More settings to record in ``index.json`` (the query model's fingerprint, …).
+            on_progress: Called with (windows added, windows) as the engine is filled.
+        """
+        quantize, engine = Quantize(quantize), Engine(engine)
+        encoded, out = Path(encoded), Path(out)
+        if out.exists() and not (out / INDEX_FILE).is_file():
+            raise SettingError("out", str(out), "exists and is not an index; pass a new folder or an earlier index")
+        if not (encoded / MANIFEST).is_file():
+            raise LongDocError(f"{encoded}: no {MANIFEST}; index a folder written by `lengthwise encode`")
+        manifest = json.loads((encoded / MANIFEST).read_text(encoding="utf-8"))
+        ids, embeddings = read_embeddings(encoded)  # checks every shard; a damaged one names its file
+        documents = embeddings if isinstance(embeddings, MultiVectors) else MultiVectors(
+            embeddings, np.arange(len(ids) + 1, dtype=np.int64)
+        )  # fmt: skip
+        vectors = torch.nn.functional.normalize(torch.as_tensor(documents.vectors, dtype=torch.float32), dim=-1)
+        windows, dim = vectors.shape
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-building-", dir=out.parent))
+        try:
+            np.save(staging / "vectors.npy", vectors.numpy())
+            np.save(staging / "offsets.npy", documents.offsets.astype(np.int64))
+            (staging / "ids.txt").write_text("".join(f"{i}\n" for i in ids), encoding="utf-8")
+            ann = _ENGINES[engine](quantize, dim, windows)
+            rng = np.random.default_rng(0)
+            sample = vectors.numpy()[np.sort(rng.choice(windows, size=min(windows, 100_000), replace=False))]
+            ann.train(sample)
+            for first in range(0, windows, CHUNK):
+                ann.add(vectors.numpy()[first : first + CHUNK], first)
+                if on_progress is not None:
+                    on_progress(min(first + CHUNK, windows), windows)
+            ann.save(staging / f"engine.{engine.value}")
+            nlist = _nlist(windows) if engine is Engine.FAISS else None
+            settings = {"format": 1, "quantize": quantize.value, "engine": engine.value, "windows": windows,
+                        "documents": len(ids), "dim": dim, "nlist": nlist, "encoded": str(encoded.resolve()),
+                        "encode_settings": manifest["settings"], **(extra or {})}  # fmt: skip
+            (staging / INDEX_FILE).write_text(json.dumps(settings, indent=1), encoding="utf-8")
+            if out.exists():
+                shutil.rmtree(out)
+            os.rename(staging, out)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        return cls.open(out)
+
+    @classmethod
+    def open(cls, folder: str | os.PathLike[str]) -> WindowIndex:
+        """Open an index folder; the fp32 vectors are memory-mapped, the engine's file loaded (USearch: mapped)."""
+        folder = Path(folder)
+        if not (folder / INDEX_FILE).is_file():
+            raise LongDocError(f"{folder}: no {INDEX_FILE}; build one with `lengthwise index build`")
+        try:
+            settings = json.loads((folder / INDEX_FILE).read_text(encoding="utf-8"))
+            engine = Engine(settings["engine"])
+            doc_ids = (folder / "ids.txt").read_text(encoding="utf-8").splitlines()
+            offsets = np.load(folder / "offsets.npy", allow_pickle=False)
+            vectors = np.load(folder / "vectors.npy", mmap_mode="r", allow_pickle=False)
+            ann = _ENGINES[engine].load(folder / f"engine.{engine.value}", Quantize(settings["quantize"]))
+        except (OSError, ValueError, KeyError, RuntimeError) as error:
+            raise LongDocError(
+                f"{folder}: unreadable index ({error}); build it again with `lengthwise index build`"
+            ) from None
+        if len(doc_ids) + 1 != len(offsets) or offsets[-1] != len(vectors) or len(vectors) != settings["windows"]:
+            raise LongDocError(
+                f"{folder}: the index files disagree in size; build it again with `lengthwise index build`"
+            )
+        return cls(folder, settings, doc_ids, offsets, vectors, ann)
+
+    def candidates(self, queries: np.ndarray, windows: int, probes: int) -> list[np.ndarray]:
+        """Per query, the distinct documents of its `windows` nearest windows in the engine (approximate)."""
+        self.engine.set_probes(probes)
+        found = self.engine.search(np.asarray(queries, dtype=np.float32), min(windows, len(self.vectors)))
+        owner = np.searchsorted(self.offsets, np.clip(found, 0, None), side="right") - 1
+        return [np.unique(row_owner[row >= 0]) for row, row_owner in zip(found, owner, strict=True)]
+
+    def search_vectors(
+        self, queries: np.ndarray, k: int = 10, *, top_k: int = 1, windows: int = 1000, probes: int = 32
+    ) -> list[list[tuple[str, float]]]:
+        """The `k` best documents per (normalised) query row: candidates from the engine, rescored exactly.
+
+        Args:
+            queries: (Q, D) query vectors.
+            k: Documents per query.
+            top_k: A document scores the max over its windows (1) or the mean of its `top_k` best.
+            windows: Candidate windows the engine returns per query (more: higher recall, slower).
+            probes: FAISS IVF lists visited (USearch: its search expansion).
+        """
+        units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries), dtype=torch.float32), dim=-1)
+        results: list[list[tuple[str, float]]] = []
+        for query, docs in zip(units, self.candidates(units.numpy(), windows, probes), strict=True):
+            if len(docs) == 0:
+                results.append([])
+                continue
+            starts, ends = self.offsets[docs], self.offsets[docs + 1]
+            rows = np.concatenate([np.arange(a, b) for a, b in zip(starts, ends, strict=True)])
+            subset = MultiVectors(np.asarray(self.vectors[rows]), np.concatenate([[0], np.cumsum(ends - starts)]))
+            scores = multi_vector_scores(query[None], subset, top_k=top_k)[0].numpy()  # (len(docs),)
+            best = np.argsort(-scores, kind="stable")[:k]
+            results.append([(self.doc_ids[docs[j]], float(scores[j])) for j in best])
+        return results
+
+    def exact_vectors(self, queries: np.ndarray, k: int = 10, *, top_k: int = 1) -> list[list[tuple[str, float]]]:
+        """The same ranking by an exact scan over every window (for checks and benchmarks, not for serving)."""
+        units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries), dtype=torch.float32), dim=-1)
+        scores = multi_vector_scores(units, MultiVectors(np.array(self.vectors), self.offsets), top_k=top_k)
+        results = []
+        for row in scores.numpy():
+            best = np.argsort(-row, kind="stable")[:k]
+            results.append([(self.doc_ids[j], float(row[j])) for j in best])
+        return results
+
+
+def hits_json(query_id: str, hits: Sequence[tuple[str, float]]) -> str:
+    """One search result as a JSON line: ``{"query_id": …, "hits": [{"id": …, "score": …}, …]}``, best first."""
+    return json.dumps({"query_id": query_id, "hits": [{"id": i, "score": round(s, 6)} for i, s in hits]})

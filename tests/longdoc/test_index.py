@@ -1,0 +1,106 @@
+"""Document search over encoded windows (`lengthwise.longdoc.index`, `lengthwise.LongIndex`, `lengthwise index
+build` / `lengthwise search`): the index ranks as the exact scan does, refuses what it cannot use in one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from lengthwise.cli import app
+from lengthwise.core.errors import SettingError
+from lengthwise.longdoc.config import LongDocError
+from lengthwise.longdoc.index import WindowIndex
+
+HAYSTACK = Path(__file__).with_name("haystack.txt")
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def encoded(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """30 documents of 3 to 12 sentences, encoded multi-vector in 24-token windows by the tiny BERT."""
+    folder = tmp_path_factory.mktemp("encoded")
+    lines = [line for line in HAYSTACK.read_text().splitlines() if line.strip()]
+    rows = [{"_id": f"doc{i}", "text": " ".join(lines[(i * 7 + j) % len(lines)] for j in range(3 + i % 10))}
+            for i in range(30)]  # fmt: skip
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    args = ["encode", "-d", folder / "corpus.jsonl", "-o", folder / "emb", "-m", tiny_model_dir]
+    run = runner.invoke(app, [str(a) for a in [*args, "--long", "multi-vector", "--window", "24", "--top-k", "2"]])
+    assert run.exit_code == 0, run.output
+    return folder / "emb"
+
+
+QUERIES = ["the river and the old bridge", "a keyboard with a broken key", "taxes are due in spring"]
+
+
+@pytest.mark.parametrize(("engine", "quantize"), [("faiss", "none"), ("faiss", "int8"), ("usearch", "int8")])
+def test_the_index_ranks_as_the_exact_scan(encoded: Path, tmp_path: Path, engine: str, quantize: str) -> None:
+    import lengthwise as lw
+
+    index = lw.LongIndex.build(encoded, tmp_path / "idx", quantize=quantize, engine=engine)
+    windows = index.windows.settings["windows"]
+    found = index.search(QUERIES, k=5, windows=windows, probes=10_000)  # every window a candidate
+    exact = index.windows.exact_vectors(index.embed_queries(QUERIES), k=5, top_k=2)
+    assert [[doc for doc, _ in row] for row in found] == [[doc for doc, _ in row] for row in exact]
+    np.testing.assert_allclose(
+        [[s for _, s in row] for row in found], [[s for _, s in row] for row in exact], atol=1e-5
+    )
+
+
+def test_ubinary_candidates_rescored_exactly(encoded: Path, tmp_path: Path) -> None:
+    import lengthwise as lw
+
+    index = lw.LongIndex.build(encoded, tmp_path / "idx", quantize="ubinary")
+    hits = index.search(QUERIES[0], k=3, windows=50)
+    exact = dict(index.windows.exact_vectors(index.embed_queries(QUERIES[:1]), k=30, top_k=2)[0])
+    for doc, score in hits[0]:
+        assert score == pytest.approx(exact[doc], abs=1e-5)  # a found document gets its exact score
+
+
+def test_cli_build_and_search_json(encoded: Path, tmp_path: Path) -> None:
+    run = runner.invoke(app, ["index", "build", str(encoded), "--out", str(tmp_path / "idx")])
+    assert run.exit_code == 0, run.output
+    assert "indexed" in run.output and "(faiss, int8)" in run.output
+    queries = tmp_path / "q.jsonl"
+    queries.write_text("".join(json.dumps({"_id": f"q{i}", "text": q}) + "\n" for i, q in enumerate(QUERIES)))
+    run = runner.invoke(app, ["search", str(tmp_path / "idx"), "--queries", str(queries), "--k", "4", "--json"])
+    assert run.exit_code == 0, run.output
+    lines = [json.loads(line) for line in run.output.splitlines()]
+    assert [line["query_id"] for line in lines] == ["q0", "q1", "q2"]
+    for line in lines:
+        scores = [hit["score"] for hit in line["hits"]]
+        assert len(scores) == 4 and scores == sorted(scores, reverse=True)
+
+
+def test_refusals_are_one_line(encoded: Path, tmp_path: Path, tiny_model_dir: Path) -> None:
+    import lengthwise as lw
+    from lengthwise.core.models import load_model
+
+    with pytest.raises(LongDocError, match=r"no manifest\.json"):
+        WindowIndex.build(tmp_path, tmp_path / "idx")
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "notes.txt").write_text("mine")
+    with pytest.raises(SettingError, match="exists and is not an index"):
+        WindowIndex.build(encoded, tmp_path / "taken")
+    with pytest.raises(LongDocError, match=r"no index\.json"):
+        WindowIndex.open(tmp_path)
+    index = lw.LongIndex.build(encoded, tmp_path / "idx")
+    other = load_model(tiny_model_dir, device="cpu")
+    with torch_no_grad():
+        next(other.parameters()).add_(0.01)  # another model
+    with pytest.raises(SettingError, match="the index was built with weights"):
+        lw.LongIndex.open(index.windows.folder, model=other)
+    (tmp_path / "idx" / "vectors.npy").write_bytes(b"broken")
+    with pytest.raises(LongDocError, match="unreadable index"):
+        WindowIndex.open(tmp_path / "idx")
+    run = runner.invoke(app, ["search", str(tmp_path), "--query", "x"])
+    assert run.exit_code == 2 and run.output.startswith("error:") and len(run.output.strip().splitlines()) == 1
+
+
+def torch_no_grad():
+    import torch
+
+    return torch.no_grad()
