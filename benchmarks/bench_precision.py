@@ -109,8 +109,13 @@ def stage_layers(repeats: int) -> dict[str, Any]:
             base = _timed(lambda: embed_ids(fp32, sequences, batch_size=32))
             mine = _timed(lambda model=model: embed_ids(model, sequences, batch_size=32))
             ratios.append(base / mine)
-        rows[name] = {"keep_fp32": list(keep), "spearman": _spearman(model), "cosine_mean": float(cosines.mean()),
-                      "cosine_min": float(cosines.min()), "speedup_128_1thread": statistics.median(ratios)}  # fmt: skip
+        rows[name] = {
+            "keep_fp32": list(keep),
+            "spearman": _spearman(model),
+            "cosine_mean": float(cosines.mean()),
+            "cosine_min": float(cosines.min()),
+            "speedup_128_1thread": statistics.median(ratios),
+        }
         print(name, rows[name], flush=True)
     return {"rows": rows, "threads": 1, "repeats": repeats}
 
@@ -129,12 +134,16 @@ def stage_speed(repeats: int) -> dict[str, Any]:
             for model in arms.values():
                 embed_ids(model, sequences[:8], batch_size=16)  # warm-up
             for repeat in range(repeats):
-                for arm in (list(arms) if repeat % 2 == 0 else list(arms)[::-1]):
-                    times[arm].append(_timed(lambda arm=arm: embed_ids(arms[arm], sequences, batch_size=16)))
+                for arm in list(arms) if repeat % 2 == 0 else list(arms)[::-1]:
+                    times[arm].append(_timed(lambda arm=arm, seqs=sequences: embed_ids(arms[arm], seqs, batch_size=16)))
             medians = {arm: statistics.median(values) for arm, values in times.items()}
-            row = {"threads": threads, "tokens": length, "sequences": len(sequences),
-                   "tokens_per_s": {arm: tokens / medians[arm] for arm in arms},
-                   "speedup": medians["fp32"] / medians["int8"]}  # fmt: skip
+            row = {
+                "threads": threads,
+                "tokens": length,
+                "sequences": len(sequences),
+                "tokens_per_s": {arm: tokens / medians[arm] for arm in arms},
+                "speedup": medians["fp32"] / medians["int8"],
+            }
             print(row, flush=True)
             table.append(row)
     return {"rows": table, "repeats": repeats}
@@ -178,15 +187,23 @@ def stage_robustness(_: int) -> dict[str, Any]:
         shifts[precision] = after - before
         low = before <= np.quantile(before, 0.25)
         high = before >= np.quantile(before, 0.75)
-        rows[precision] = {"mean_shift": attack["mean_shift"], "frac_increased": attack["frac_increased"],
-                           "js_distance": attack["js_distance"], "js_null": attack.get("js_null"),
-                           "low_quartile_shift": float(shifts[precision][low].mean()),
-                           "high_quartile_shift": float(shifts[precision][high].mean())}  # fmt: skip
+        rows[precision] = {
+            "mean_shift": attack["mean_shift"],
+            "frac_increased": attack["frac_increased"],
+            "js_distance": attack["js_distance"],
+            "js_null": attack.get("js_null"),
+            "low_quartile_shift": float(shifts[precision][low].mean()),
+            "high_quartile_shift": float(shifts[precision][high].mean()),
+        }
         print(precision, rows[precision], flush=True)
     difference = stats.bootstrap(
-        (shifts["int8"], shifts["fp32"]), lambda a, b: np.mean(a - b), paired=True, n_resamples=2000,
-        method="percentile", random_state=0,
-    )  # fmt: skip
+        (shifts["int8"], shifts["fp32"]),
+        lambda a, b: np.mean(a - b),
+        paired=True,
+        n_resamples=2000,
+        method="percentile",
+        random_state=0,
+    )
     interval = difference.confidence_interval
     rows["int8_minus_fp32_mean_shift"] = {
         "estimate": float(np.mean(shifts["int8"] - shifts["fp32"])),
@@ -211,8 +228,13 @@ def main() -> None:
         load_before = os.getloadavg()
         started = time.perf_counter()
         section = STAGES[stage](args.repeats)
-        section.update(load_before=load_before, load_after=os.getloadavg(), seconds=round(time.perf_counter() - started),
-                       date=datetime.now(timezone.utc).isoformat(timespec="seconds"), torch=torch.__version__)  # fmt: skip
+        section.update(
+            load_before=load_before,
+            load_after=os.getloadavg(),
+            seconds=round(time.perf_counter() - started),
+            date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            torch=torch.__version__,
+        )
         results[stage] = section
         args.out.parent.mkdir(parents=True, exist_ok=True)
         tmp = args.out.with_suffix(".tmp")

@@ -1,0 +1,241 @@
+#!/usr/bin/env python
+"""Benchmark: document search through `lengthwise.longdoc.index` against the exact scan of the same vectors (issue 23).
+
+Stages (each writes its own section of the JSON; earlier sections are kept, so a stage can be re-run alone):
+
+- ``quality``: SciFact (BEIR test split) encoded multi-vector (64-token windows, stride 32) by all-MiniLM-L6-v2
+  (``lengthwise encode``, cached in ``--cache``, resumable). For each engine × quantization: nDCG@10 through the
+  index and by the exact scan of the same window vectors (pytrec_eval, as `lengthwise eval` scores), the
+  candidate stage's document-level recall@100 against the exact top 100, and per-query latency. ubinary is
+  measured with rescoring (the default) and without it (documents ranked by their best candidate window's
+  Hamming similarity).
+- ``scale``: 1 million window vectors (``--windows``) of 384 dimensions: the SciFact window vectors repeated with
+  small seeded Gaussian noise (σ = 0.02, renormalised) to reach the count, 20 windows per document. For each
+  engine × quantization: engine file bytes per window against fp32 (1,536 bytes), build time, single-query
+  latency p50/p99 at k = 10 over 200 queries (SciFact queries), and peak RSS of a fresh process that opens the
+  index and runs the queries (the fp32 vectors stay memory-mapped).
+
+The load average is recorded before and after each stage.
+
+    python benchmarks/bench_index.py quality scale     # → docs/results/bench_index.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("LENGTHWISE_DATA", REPO.parent / "shared" / "data"))
+DEFAULT_OUT = REPO / "docs" / "results" / "bench_index.json"
+SCIFACT = DATA / "scifact"
+ARMS = (("faiss", "none"), ("faiss", "int8"), ("faiss", "ubinary"), ("usearch", "int8"), ("usearch", "ubinary"))
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+
+
+def _encoded(cache: Path) -> Path:
+    """SciFact's corpus encoded multi-vector by all-MiniLM-L6-v2 (resumable; reused when complete)."""
+    folder = cache / "scifact-mv64"
+    if not (folder / "manifest.json").is_file() or not any(folder.glob("*.shard.json")):
+        import lengthwise as lw
+
+        corpus = next(p for p in (SCIFACT / "corpus.jsonl", SCIFACT / "corpus.jsonl.gz") if p.is_file())
+        config = lw.LongDocConfig(strategy="multi-vector", window=64, stride=32)  # type: ignore[arg-type]
+        lw.encode(corpus, folder, long=config, shard_docs=500, batch_size=64, show_progress=True)
+    return folder
+
+
+def _queries() -> tuple[list[str], list[str], dict[str, dict[str, int]]]:
+    from lengthwise.evaluation.data import read_beir
+
+    beir = read_beir(SCIFACT, "test")
+    return list(beir.query_ids), list(beir.query_texts), beir.qrels
+
+
+def _ndcg(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]) -> float:
+    from lengthwise.evaluation.config import RetrievalConfig
+    from lengthwise.evaluation.retrieval import trec_scores
+
+    per_query = trec_scores(qrels, run, RetrievalConfig())
+    return 100 * statistics.mean(scores["ndcg@10"] for scores in per_query.values())
+
+
+def _run(query_ids: list[str], rows: list[list[tuple[str, float]]]) -> dict[str, dict[str, float]]:
+    return {qid: dict(row) for qid, row in zip(query_ids, rows, strict=True)}
+
+
+def stage_quality(cache: Path) -> dict[str, Any]:
+    import lengthwise as lw
+
+    encoded = _encoded(cache)
+    query_ids, texts, qrels = _queries()
+    rows: dict[str, Any] = {}
+    vectors = None
+    for engine, quantize in ARMS:
+        started = time.perf_counter()
+        index = lw.LongIndex.build(encoded, cache / f"idx-{engine}-{quantize}", quantize=quantize, engine=engine)
+        build_s = time.perf_counter() - started
+        if vectors is None:
+            vectors = index.embed_queries(texts)
+            exact = index.windows.exact_vectors(vectors, k=100)
+            rows["exact"] = {"ndcg@10": _ndcg(qrels, _run(query_ids, exact))}
+        started = time.perf_counter()
+        found = index.windows.search_vectors(vectors, k=100)
+        latency_ms = 1000 * (time.perf_counter() - started) / len(texts)
+        candidates = index.windows.candidates(np.asarray(vectors, dtype=np.float32), 1000, 32)
+        recall = statistics.mean(
+            len({index.windows.doc_ids[j] for j in docs} & {d for d, _ in ex}) / len(ex)
+            for docs, ex in zip(candidates, exact, strict=True)
+        )
+        row = {
+            "ndcg@10": _ndcg(qrels, _run(query_ids, [r[:10] for r in found])),
+            "candidate_recall@100": recall,
+            "ms_per_query": latency_ms,
+            "build_s": build_s,
+        }
+        if quantize == "ubinary":  # without rescoring: each candidate document at its best window's Hamming score
+            row["ndcg@10_without_rescoring"] = _ndcg(qrels, _run(query_ids, _unrescored(index.windows, vectors)))
+        rows[f"{engine}/{quantize}"] = row
+        print(engine, quantize, row, flush=True)
+    return {
+        "rows": rows,
+        "documents": index.windows.settings["documents"],
+        "windows": index.windows.settings["windows"],
+    }
+
+
+def _unrescored(windows: Any, vectors: Any, count: int = 1000) -> list[list[tuple[str, float]]]:
+    """Rank each query's candidate documents by the Hamming similarity of their best candidate window."""
+    bits = np.packbits(np.asarray(windows.vectors) > 0, axis=-1)
+    out = []
+    for query in np.asarray(vectors, dtype=np.float32):
+        found = windows.engine.search(query[None], count)[0]
+        found = found[found >= 0]
+        q = np.packbits(query > 0)
+        similarity = -np.unpackbits(bits[found] ^ q, axis=-1).sum(axis=1).astype(np.float64)
+        owner = np.searchsorted(windows.offsets, found, side="right") - 1
+        best: dict[int, float] = {}
+        for doc, score in zip(owner.tolist(), similarity.tolist(), strict=True):
+            best[doc] = max(best.get(doc, -1e9), score)
+        ranked = sorted(best.items(), key=lambda item: -item[1])[:100]
+        out.append([(windows.doc_ids[d], s) for d, s in ranked])
+    return out
+
+
+def _synthetic(cache: Path, windows: int) -> Path:
+    """A shard folder of `windows` vectors: SciFact windows repeated with seeded noise, 20 windows per document."""
+    from lengthwise.core.encoder import MultiVectors
+    from lengthwise.longdoc.store import EmbeddingStore, read_embeddings
+
+    folder = cache / f"synthetic-{windows}"
+    if (folder / "manifest.json").is_file() and any(folder.glob("*.shard.json")):
+        return folder
+    _, base = read_embeddings(_encoded(cache))
+    source = base.vectors if isinstance(base, MultiVectors) else base
+    manifest = json.loads((_encoded(cache) / "manifest.json").read_text())["settings"]
+    store = EmbeddingStore(folder, {**manifest, "synthetic_windows": windows})
+    rng = np.random.default_rng(0)
+    per_doc, chunk = 20, 100_000
+    for first in range(0, windows, chunk):
+        count = min(chunk, windows - first)
+        picked = source[rng.integers(0, len(source), size=count)] + rng.normal(0, 0.02, size=(count, source.shape[1]))
+        picked = (picked / np.linalg.norm(picked, axis=1, keepdims=True)).astype(np.float32)
+        docs = count // per_doc
+        ids = [f"s{(first // per_doc) + i}" for i in range(docs)]
+        offsets = np.arange(0, docs * per_doc + 1, per_doc, dtype=np.int64)
+        store.write("w0-", ids, MultiVectors(picked[: docs * per_doc], offsets))
+    return folder
+
+
+PROBE = """
+import json, resource, statistics, sys, time
+import numpy as np
+from lengthwise.longdoc.index import WindowIndex
+folder, queries = sys.argv[1], np.load(sys.argv[2])
+started = time.perf_counter()
+index = WindowIndex.open(folder)
+opened = time.perf_counter() - started
+times = []
+for query in queries:
+    t = time.perf_counter(); index.search_vectors(query[None], k=10); times.append(1000 * (time.perf_counter() - t))
+times.sort()
+print(json.dumps({"open_s": opened, "p50_ms": statistics.median(times), "p99_ms": times[int(0.99 * (len(times) - 1))],
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def stage_scale(cache: Path, windows: int) -> dict[str, Any]:
+    import lengthwise as lw
+    from lengthwise.longdoc.index import WindowIndex
+
+    encoded = _synthetic(cache, windows)
+    _, texts, _ = _queries()
+    base = lw.LongIndex.open(cache / "idx-faiss-int8")  # the quality stage's index: the same model and settings
+    queries = np.asarray(base.embed_queries(texts[:200]), dtype=np.float32)
+    np.save(cache / "queries.npy", queries)
+    rows = {}
+    for engine, quantize in (("faiss", "int8"), ("faiss", "ubinary"), ("usearch", "int8"), ("usearch", "ubinary")):
+        out = cache / f"scale-{windows}-{engine}-{quantize}"
+        started = time.perf_counter()
+        WindowIndex.build(encoded, out, quantize=quantize, engine=engine)
+        build_s = time.perf_counter() - started
+        engine_bytes = (out / f"engine.{engine}").stat().st_size
+        probe = subprocess.run(
+            [sys.executable, "-c", PROBE, str(out), str(cache / "queries.npy")],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        row = {
+            "build_s": build_s,
+            "engine_bytes_per_window": engine_bytes / windows,
+            "vs_fp32": engine_bytes / (windows * 384 * 4),
+            **json.loads(probe.stdout.strip().splitlines()[-1]),
+        }
+        rows[f"{engine}/{quantize}"] = row
+        print(engine, quantize, row, flush=True)
+    return {"rows": rows, "windows": windows, "dim": 384, "fp32_bytes_per_window": 1536}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("stages", nargs="+", choices=("quality", "scale"))
+    parser.add_argument("--windows", type=int, default=1_000_000)
+    parser.add_argument("--cache", type=Path, default=Path(os.environ.get("LENGTHWISE_CACHE", "/tmp/lengthwise-bench")))
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = parser.parse_args()
+    if not (SCIFACT / "qrels" / "test.tsv").is_file():
+        raise SystemExit(f"error: {SCIFACT}: SciFact not found; set LENGTHWISE_DATA to the shared data folder")
+    args.cache.mkdir(parents=True, exist_ok=True)
+    results = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    for stage in args.stages:
+        load_before, started = os.getloadavg(), time.perf_counter()
+        section = stage_quality(args.cache) if stage == "quality" else stage_scale(args.cache, args.windows)
+        section.update(
+            load_before=load_before,
+            load_after=os.getloadavg(),
+            seconds=round(time.perf_counter() - started),
+            date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            peak_rss_mb_of_this_process=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        )
+        results[stage] = section
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = args.out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(results, indent=1))
+        tmp.replace(args.out)
+
+
+if __name__ == "__main__":
+    main()
