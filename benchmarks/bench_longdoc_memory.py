@@ -23,9 +23,7 @@ import tempfile
 from pathlib import Path
 
 from lengthwise.core.results import environment, write_json_atomic
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))  # for the reliability cases' tiny BERT
-from reliability_cases import tiny_bert
+from lengthwise.testing import tiny_bert
 
 HAYSTACK = Path("../shared/data/wiki1m_simcse_head/wiki1m_for_simcse.head11914.txt.gz")
 

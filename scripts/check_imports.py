@@ -39,7 +39,7 @@ CLI = "cli"
 FACADE = "facade"
 # top-level modules/packages that belong to the facade or the hall without living under core/
 FACADE_MODULES = ("__init__", "facade", "pipelines", "_version")
-HALL_EXTRAS = ("probes",)  # data files read through importlib.resources
+HALL_EXTRAS = ("probes", "testing")  # data files read through importlib.resources; test models for users
 GROUP_ORDER = (HALL, *ROOMS, FACADE, CLI)
 
 

@@ -8,12 +8,9 @@ Both models load offline: the tokenizer and the real weights come from the `gt-a
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))  # reliability_cases.tiny_bert
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -34,8 +31,8 @@ def minilm_path() -> str:
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 2-layer, 32-wide random BERT with all-MiniLM's WordPiece tokenizer, saved as a sentence-transformer
-    (`tiny_bert` from scripts/reliability_cases, so the tests and the reliability table use one builder)."""
-    from reliability_cases import tiny_bert
+    (`lengthwise.testing.tiny_bert`, the one builder the tests, the reliability cases and the benchmarks use)."""
+    from lengthwise.testing import tiny_bert
 
     folder = tmp_path_factory.mktemp("tiny-bert")
     tiny_bert(folder / "hf", folder / "st", max_positions=128, max_seq_length=64)
