@@ -10,7 +10,7 @@ Stages (each writes its own section of the JSON, so a stage can be re-run alone;
   alternate between the arms after an untimed warm-up; medians of `--repeats` and the ratio of medians.
 - ``quality``: STS-B test Spearman and the STS12–16 average (×100) per precision.
 - ``robustness``: the STS-B test attack at m = 100 per precision (mean shift, share risen, JSD with its
-  permutation null), and a paired bootstrap (`lengthwise.core.stats`-style: scipy.stats.bootstrap, paired,
+  permutation null), and a paired bootstrap (`lengthwise.core.stats.paired_bootstrap`: paired,
   percentile, 2,000 resamples, seed 0) of the per-pair shift difference int8 − fp32.
 
 Inputs for speed are built at the token level: the STS-B test sentences' tokens joined and cut into sequences of
@@ -168,10 +168,9 @@ def stage_quality(_: int) -> dict[str, Any]:
 
 
 def stage_robustness(_: int) -> dict[str, Any]:
-    from scipy import stats
-
     from lengthwise.audit.config import AuditConfig
     from lengthwise.audit.pairs.attack import run_audit
+    from lengthwise.core.stats import paired_bootstrap
     from lengthwise.core.tokens import Elongation
     from lengthwise.evaluation.data import read_sts
 
@@ -196,19 +195,8 @@ def stage_robustness(_: int) -> dict[str, Any]:
             "high_quartile_shift": float(shifts[precision][high].mean()),
         }
         print(precision, rows[precision], flush=True)
-    difference = stats.bootstrap(
-        (shifts["int8"], shifts["fp32"]),
-        lambda a, b: np.mean(a - b),
-        paired=True,
-        n_resamples=2000,
-        method="percentile",
-        random_state=0,
-    )
-    interval = difference.confidence_interval
-    rows["int8_minus_fp32_mean_shift"] = {
-        "estimate": float(np.mean(shifts["int8"] - shifts["fp32"])),
-        "ci95": [float(interval.low), float(interval.high)],
-    }
+    estimate, low, high = paired_bootstrap((shifts["fp32"], shifts["int8"]))  # mean(int8 − fp32), 2,000, seed 0
+    rows["int8_minus_fp32_mean_shift"] = {"estimate": estimate, "ci95": [low, high]}
     return {"rows": rows, "pairs": len(pairs), "m": 100}
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -25,7 +26,11 @@ from lengthwise.core.results import environment, write_json_atomic
 from lengthwise.training.config import TrainConfig
 from lengthwise.training.run import train
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "imdb" / "test.jsonl.gz"
+DATA = (
+    Path(os.environ.get("LENGTHWISE_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+    / "imdb"
+    / "test.jsonl.gz"
+)
 
 
 class StepTimer(TrainerCallback):

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("LENGTHWISE_SHARED_DATA", REPO.parent / "shared" / "data"))
+SHARED = Path(os.environ.get("LENGTHWISE_DATA", REPO.parent / "shared" / "data"))
 START_NOTE = (
     "all-MiniLM-L6-v2 (the packaged copy of sentence-transformers/all-MiniLM-L6-v2): the papers start from vanilla "
     "encoders (BERT/RoBERTa), which are not available offline here, so every run continues training an already "

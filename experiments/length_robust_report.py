@@ -21,21 +21,10 @@ RESAMPLES = 2000
 
 
 def _interval(arrays: Sequence[np.ndarray], statistic: Callable[..., float]) -> dict[str, float]:
-    from scipy.stats import bootstrap
+    from lengthwise.core.stats import paired_bootstrap
 
-    point = float(statistic(*arrays))
-    result = bootstrap(
-        tuple(arrays),
-        statistic,
-        paired=True,
-        vectorized=False,
-        n_resamples=RESAMPLES,
-        confidence_level=0.95,
-        method="percentile",
-        random_state=0,
-    )
-    low, high = result.confidence_interval
-    return {"diff": point, "low": float(low), "high": float(high)}
+    point, low, high = paired_bootstrap(arrays, statistic, resamples=RESAMPLES, vectorized=False)
+    return {"diff": point, "low": low, "high": high}
 
 
 def _spearman(x: np.ndarray, y: np.ndarray) -> float:

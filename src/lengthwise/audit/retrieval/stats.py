@@ -15,6 +15,7 @@ import numpy as np
 from scipy import stats
 
 from lengthwise.audit.retrieval.result import Correlation, PairedShift
+from lengthwise.core.stats import mean_difference, paired_bootstrap
 
 __all__ = [
     "Correlation",
@@ -89,18 +90,10 @@ def paired_shift(before: np.ndarray, after: np.ndarray, *, seed: int = 0, resamp
     mean = float(delta.mean())
     ci = [mean, mean]
     if len(delta) > 2 and np.ptp(delta) > 0:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # BCa on a few distinct values warns about its acceleration estimate
-            result = stats.bootstrap(
-                (before, after),
-                lambda b, a, axis: np.mean(a - b, axis=axis),
-                paired=True,
-                vectorized=True,
-                n_resamples=resamples,
-                method="BCa",
-                rng=np.random.default_rng(seed),
-            )
-        ci = _interval(result, mean)
+        _, low, high = paired_bootstrap(
+            (before, after), mean_difference, resamples=resamples, method="BCa", seed=seed, vectorized=True
+        )
+        ci = [low, high]
     return PairedShift(
         n=len(delta),
         mean_before=float(before.mean()),
