@@ -239,6 +239,18 @@ def _arguments(config: TrainConfig, out: Path, device: str, world: int, evaluate
     )
 
 
+def _run_trainer(trainer: Any, checkpoint: Path | None, state: Any) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
+    """Train (from `checkpoint` when resuming): (metrics, log history, global step)."""
+    saved_state = state.trainer_state() if checkpoint else {}
+    if checkpoint and int(saved_state.get("max_steps", 0)) > 0 and _step(checkpoint) >= saved_state["max_steps"]:
+        # the last checkpoint is the final step (the run was stopped while writing OUT/model or train.json):
+        # training again would add a step past max_steps, so only the outputs are written
+        trainer._load_from_checkpoint(str(checkpoint))
+        return {}, list(saved_state.get("log_history", [])), _step(checkpoint)
+    output = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    return dict(output.metrics), trainer.state.log_history, trainer.state.global_step
+
+
 def train(
     config: TrainConfig, *, resume: bool = False, callbacks: Sequence[Any] = (), evaluator: Any | None = None
 ) -> TrainResult:
@@ -298,17 +310,7 @@ def train(
         evaluator=evaluator,
         callbacks=[FiniteGuard(config.lr), *callbacks],
     )
-    history: list[dict[str, Any]]
-    saved_state = state.trainer_state() if checkpoint else {}
-    if checkpoint and int(saved_state.get("max_steps", 0)) > 0 and _step(checkpoint) >= saved_state["max_steps"]:
-        # the last checkpoint is the final step (the run was stopped while writing OUT/model or train.json):
-        # training again would add a step past max_steps, so only the outputs are written
-        trainer._load_from_checkpoint(str(checkpoint))
-        metrics: dict[str, Any] = {}
-        history, global_step = list(saved_state.get("log_history", [])), _step(checkpoint)
-    else:
-        output = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-        metrics, history, global_step = dict(output.metrics), trainer.state.log_history, trainer.state.global_step
+    metrics, history, global_step = _run_trainer(trainer, checkpoint, state)
     runtime = float(metrics.get("train_runtime", time.perf_counter() - started))
     tokens_per_second = collator.tokens * world / runtime if runtime > 0 and collator.tokens else None
     model_dir = out / "model"
@@ -323,18 +325,10 @@ def train(
         settings = config.to_dict()
         record = TrainRecord(
             **provenance(final, {**data.describe(), "n_rows": len(rows)}, settings, started=started),
-            config=settings,
-            model_start=start_fingerprint,
-            model_final=final,
-            world_size=world,
-            device=device,
-            resumed_from=str(checkpoint) if checkpoint else None,
-            global_step=global_step,
-            train_metrics=metrics,
-            tokens_per_second=tokens_per_second,
-            mlm_head=mlm_start,
-            log_history=history,
-        )
+            config=settings, model_start=start_fingerprint, model_final=final, world_size=world, device=device,
+            resumed_from=str(checkpoint) if checkpoint else None, global_step=global_step, train_metrics=metrics,
+            tokens_per_second=tokens_per_second, mlm_head=mlm_start, log_history=history,
+        )  # fmt: skip
         write_json_atomic(out / "train.json", record)
         if config.recipe:
             _write_recipe_card(config, record, model_dir)
