@@ -24,6 +24,7 @@ from lengthwise.training.views import (
     copy_concat_view,
     laser_intra_view,
     laser_self_view,
+    length_invariant_view,
     simcse_view,
     simde_view,
 )
@@ -55,6 +56,10 @@ class ViewCollator:
     valid_label_columns: list[str] = field(default_factory=list)  # read by the trainer's batch sampler
     tokens: int = 0  # encoder input tokens built so far, special tokens included
 
+    def _rng(self, row: dict[str, Any]) -> random.Random:
+        """The row's generator for the elongation of its invariance views (apart from `build`'s own draws)."""
+        return row_rng(self.seed + 1_000_003, int(row["row"]))
+
     def _content(self, texts: list[str]) -> list[list[int]]:
         return content_ids(self.view.tokenizer, texts, self.view.max_content)
 
@@ -74,9 +79,9 @@ class ViewCollator:
         method = self.method
         if method is Method.SIMCSE:
             return simcse_view(self._content([row["text"]])[0], budget)
-        if method in (Method.PAIRS, Method.COPY_CONCAT):
+        if method in (Method.PAIRS, Method.COPY_CONCAT, Method.LENGTH_INVARIANT):
             first, second = self._content([row["anchor"], row["positive"]])
-            if method is Method.PAIRS or not elongate:
+            if method is not Method.COPY_CONCAT or not elongate:
                 return View(first, second)
             return copy_concat_view(first, second, self.elongation, budget, rng)
         sentences = self._content(list(row["sentences"]))
@@ -93,8 +98,14 @@ class ViewCollator:
     def __call__(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         elongate = self.elongates(rows)
         views = [self.build(row, elongate) for row in rows]
+        columns = [("anchor", [v.anchor for v in views]), ("positive", [v.positive for v in views])]
+        if self.method is Method.LENGTH_INVARIANT:  # each side elongated, m drawn from the row's own generator
+            budget = self.view.max_content
+            pairs = zip(views, rows, strict=True)
+            longs = [length_invariant_view(v, self.elongation, budget, self._rng(row)) for v, row in pairs]
+            columns += [("long_anchor", [v.anchor for v in longs]), ("long_positive", [v.positive for v in longs])]
         batch: dict[str, torch.Tensor] = {}
-        for column, sequences in (("anchor", [v.anchor for v in views]), ("positive", [v.positive for v in views])):
+        for column, sequences in columns:
             wrapped = [self.view.wrap(ids) for ids in sequences]
             self.tokens += sum(map(len, wrapped))
             for key, value in batch_features(self.view.tokenizer, wrapped, _CPU).items():

@@ -47,6 +47,7 @@ class Method(str, Enum):
     COPY_CONCAT = "copy-concat"
     HICL = "hicl"
     SIMDE = "simde"
+    LENGTH_INVARIANT = "length-invariant"
 
 
 class DataKind(str, Enum):
@@ -105,6 +106,7 @@ DATA_KIND = {
     Method.COPY_CONCAT: DataKind.PAIR,
     Method.HICL: DataKind.TEXT,
     Method.SIMDE: DataKind.DOCUMENT,
+    Method.LENGTH_INVARIANT: DataKind.PAIR,  # the plain pair, and each side elongated for the invariance term
 }
 
 # The compositions METHODS §3 names, by the objective that implements each.
@@ -119,7 +121,8 @@ ALIASES = {
 }
 METHOD_HELP = (
     "simcse, laser-self (SimCSE + LA(SER)³ self-ref), laser-intra (COCO-DR + LA(SER)³ intra-ref), coco-dr, "
-    "pairs (supervised InfoNCE), copy-concat, hicl (HiCL on SimCSE), simde."
+    "pairs (supervised InfoNCE), copy-concat, hicl (HiCL on SimCSE), simde, length-invariant (pairs + "
+    "self-distillation of elongated texts to the starting model)."
 )
 DATA_HELP = "Texts (one per line; JSONL `text`; BEIR folder) or positive pairs (JSONL, MRPC TSV); hf:NAME[:SPLIT]."
 SIMDE_MLM_WEIGHT = 0.1  # the SimDE paper's auxiliary MLM weight (METHODS §3)
@@ -199,6 +202,14 @@ class TrainConfig:
     denominator: Denominator = field(
         default=Denominator.SUMMATION, metadata={"help": "HiCL: summation or averaging denominator."}
     )
+    invariance_weight: float = field(
+        default=1.0,
+        metadata={"help": "length-invariant: weight of pulling each elongated text to the starting model's original."},
+    )
+    consistency_weight: float = field(
+        default=0.0,
+        metadata={"help": "length-invariant: weight of matching elongated pairs' cosines to the originals'."},
+    )
     mlm_weight: float | None = field(
         default=None, metadata={"help": "SimDE's auxiliary MLM loss weight (default: simde 0.1, the paper's)."}
     )
@@ -246,7 +257,8 @@ class TrainConfig:
             Elongation.parse(self.elongate)
         except ValueError:
             raise SettingError("elongate", self.elongate, "use a positive integer, random or twice") from None
-        for name in ("lr", "epochs", "alpha", "warmup_ratio", "mlm_weight", "copy_concat_share"):
+        for name in ("lr", "epochs", "alpha", "warmup_ratio", "mlm_weight", "copy_concat_share", "invariance_weight",
+                     "consistency_weight"):  # fmt: skip
             if not math.isfinite(float(getattr(self, name))):
                 raise SettingError(name, getattr(self, name), "must be a finite number")
         checks = [
@@ -264,6 +276,13 @@ class TrainConfig:
             ),
             ("eval_attack", self.eval_attack is None or self.eval_attack >= 2, "copies m must be ≥ 2, e.g. 100"),
             ("eval_attack", self.eval_attack is None or bool(self.eval_data), "needs eval_data (the pairs to attack)"),
+            ("invariance_weight", self.invariance_weight >= 0.0, "must be ≥ 0"),
+            ("consistency_weight", self.consistency_weight >= 0.0, "must be ≥ 0"),
+            (
+                "consistency_weight",
+                self.consistency_weight == 0.0 or self.method is Method.LENGTH_INVARIANT,
+                "applies to length-invariant only",
+            ),
             ("segment_length", self.segment_length >= 1, "must be ≥ 1"),
             ("alpha", 0.0 <= self.alpha <= 1.0, "must lie in [0, 1]"),
             ("mlm_weight", self.mlm_loss_weight >= 0.0, "must be ≥ 0"),

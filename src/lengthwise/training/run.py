@@ -196,6 +196,11 @@ def _build(
         head, start = masked_lm_head(model, seed=config.seed, trust_remote_code=config.trust_remote_code)
         model.append(head)
         loss = MaskedLMAuxiliary(loss, model, config.mlm_loss_weight)
+    if config.method is Method.LENGTH_INVARIANT:
+        from lengthwise.training.invariance import LengthInvariantLoss, frozen_teacher
+
+        teacher = frozen_teacher(model)  # the starting weights: built before any checkpoint is loaded
+        loss = LengthInvariantLoss(loss, model, teacher, config.invariance_weight, config.consistency_weight)
     collator = ViewCollator(
         config.method,
         view,

@@ -21,6 +21,7 @@ __all__ = [
     "copy_concat_view",
     "laser_intra_view",
     "laser_self_view",
+    "length_invariant_view",
     "simcse_view",
     "simde_view",
 ]
@@ -113,3 +114,11 @@ def simde_view(sentences: Sequence[Ids], max_content: int, rng: random.Random) -
     first = [token for ids, side in zip(sentences, sides, strict=True) if side for token in ids]
     second = [token for ids, side in zip(sentences, sides, strict=True) if not side for token in ids]
     return View(first[:max_content], second[:max_content])
+
+
+def length_invariant_view(pair: View, elongation: Elongation, max_content: int, rng: random.Random) -> View:
+    """Both sides of a plain pair elongated, f(a, m_a) and f(b, m_b), each m drawn for its own length: the
+    inputs the length-invariant loss ties back to the starting model's a and b (METHODS §3)."""
+    return View(
+        _elongated(pair.anchor, elongation, max_content, rng), _elongated(pair.positive, elongation, max_content, rng)
+    )

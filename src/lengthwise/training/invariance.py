@@ -1,0 +1,98 @@
+"""Length-invariant fine-tuning (METHODS §3, "length-invariant"): tie each elongated text to the place the
+*starting* model gave the original, so that copying a text m times moves it nowhere — not only on average.
+
+The study-1 recipes centre the length attack's mean shift but leave the distribution compressed: unrelated pairs,
+each padded with copies of itself, still gain similarity. Self-distillation pins every elongated text where it
+belongs: the student's embedding of f(S, m) is pulled to a frozen teacher's embedding of S, the teacher being the
+model training started from. An optional pairwise term asks cos(e(f(a)), e(f(b))) to equal the teacher's
+cos(e(a), e(b)), which is exactly the attack's per-pair shift. Both are added to the plain pair loss (InfoNCE on
+the unelongated pairs), which keeps quality, with weights.
+
+The maths are plain functions on tensors; `LengthInvariantLoss` adapts them to the sentence-transformers trainer.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+
+import torch
+from torch import Tensor, nn
+
+__all__ = ["LengthInvariantLoss", "consistency_loss", "distillation_loss", "frozen_teacher"]
+
+EMBEDDING = "sentence_embedding"
+COLUMNS = ("long_anchor", "long_positive")  # the collator's elongated copies of the anchor and positive columns
+
+
+def distillation_loss(student: Tensor, teacher: Tensor) -> Tensor:
+    """Mean ``1 − cos(student_i, teacher_i)`` over the rows: (B, D), (B, D) → scalar. No gradient to `teacher`."""
+    return (1.0 - nn.functional.cosine_similarity(student, teacher.detach(), dim=-1)).mean()
+
+
+def consistency_loss(long_a: Tensor, long_b: Tensor, short_a: Tensor, short_b: Tensor) -> Tensor:
+    """Mean squared gap between the elongated pairs' cosines and the reference pairs' cosines, (B, D) each →
+    scalar: the attack's per-pair similarity shift, squared. No gradient to the reference side."""
+    after = nn.functional.cosine_similarity(long_a, long_b, dim=-1)  # (B,)
+    before = nn.functional.cosine_similarity(short_a.detach(), short_b.detach(), dim=-1)  # (B,)
+    return ((after - before) ** 2).mean()
+
+
+def frozen_teacher(model: nn.Module) -> nn.Module:
+    """A frozen copy of `model` (eval mode, no gradients) to distil from; made before training moves the weights."""
+    teacher = copy.deepcopy(model)
+    teacher.eval()
+    for parameter in teacher.parameters():
+        parameter.requires_grad_(False)
+    return teacher
+
+
+class LengthInvariantLoss(nn.Module):
+    """``contrastive + weight · distillation + consistency_weight · consistency``.
+
+    | inputs | from |
+    |---|---|
+    | anchor, positive, ``long_anchor``, ``long_positive`` columns (the pair and each side elongated) | `ViewCollator` |
+
+    The teacher lives inside the loss (not in the trained model), so the saved model is the student alone, DDP
+    wraps only the student, and a resumed run rebuilds the same teacher from the starting model.
+
+    Example::
+
+        loss = LengthInvariantLoss(pair_loss(model), model, frozen_teacher(model), weight=1.0)
+    """
+
+    def __init__(
+        self,
+        contrastive: nn.Module,
+        model: nn.Module,
+        teacher: nn.Module,
+        weight: float = 1.0,
+        consistency_weight: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.contrastive = contrastive
+        self.model = model  # the trainer swaps in its DDP-wrapped model
+        self.teacher = teacher
+        self.weight = weight
+        self.consistency_weight = consistency_weight
+
+    def forward(
+        self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None
+    ) -> dict[str, Tensor]:
+        features = [dict(f) for f in sentence_features]
+        if len(features) != 4:
+            raise ValueError("the length-invariant loss needs four columns: anchor, positive and their elongations")
+        anchor, positive, long_anchor, long_positive = features
+        contrastive = self.contrastive([anchor, positive], labels)
+        student_a = self.model(long_anchor)[EMBEDDING]  # (B, D)
+        student_p = self.model(long_positive)[EMBEDDING]  # (B, D)
+        with torch.no_grad():
+            teacher_a = self.teacher(dict(anchor))[EMBEDDING]  # (B, D)
+            teacher_p = self.teacher(dict(positive))[EMBEDDING]  # (B, D)
+        distilled = (distillation_loss(student_a, teacher_a) + distillation_loss(student_p, teacher_p)) / 2
+        parts = {"contrastive": contrastive, "invariance": self.weight * distilled}
+        if self.consistency_weight > 0:
+            gap = consistency_loss(student_a, student_p, teacher_a, teacher_p)
+            parts["consistency"] = self.consistency_weight * gap
+        return parts

@@ -1,0 +1,79 @@
+"""Length-invariant fine-tuning (`lengthwise.training.invariance`, `--method length-invariant`): the maths on
+tensors, the frozen teacher inside the loss, and a run on the tiny BERT that resumes and saves the student alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from typer.testing import CliRunner
+
+from lengthwise.cli import app
+from lengthwise.core.errors import SettingError
+from lengthwise.training.config import TrainConfig
+from lengthwise.training.invariance import consistency_loss, distillation_loss, frozen_teacher
+
+runner = CliRunner()
+
+
+def test_distillation_is_zero_at_the_teacher_and_moves_only_the_student() -> None:
+    teacher = torch.randn(4, 8)
+    assert distillation_loss(teacher.clone(), teacher).item() == pytest.approx(0.0, abs=1e-6)
+    student = torch.randn(4, 8, requires_grad=True)
+    target = teacher.clone().requires_grad_(True)
+    distillation_loss(student, target).backward()
+    assert student.grad is not None and student.grad.abs().sum() > 0
+    assert target.grad is None  # no gradient to the reference side
+
+
+def test_consistency_is_the_squared_attack_shift_with_a_stopped_reference() -> None:
+    a, b = torch.randn(5, 8), torch.randn(5, 8)
+    assert consistency_loss(a, b, a, b).item() == pytest.approx(0.0, abs=1e-6)
+    long_a = torch.randn(5, 8, requires_grad=True)
+    short_a = a.clone().requires_grad_(True)
+    gap = consistency_loss(long_a, b, short_a, b)
+    shift = torch.nn.functional.cosine_similarity(long_a, b) - torch.nn.functional.cosine_similarity(a, b)
+    assert gap.item() == pytest.approx((shift**2).mean().item(), rel=1e-5)
+    gap.backward()
+    assert long_a.grad is not None and short_a.grad is None
+
+
+def test_the_teacher_is_a_frozen_copy(tiny_model) -> None:
+    teacher = frozen_teacher(tiny_model)
+    assert not teacher.training and all(not p.requires_grad for p in teacher.parameters())
+    with torch.no_grad():
+        next(tiny_model.parameters()).add_(1.0)  # training moves the student, never the teacher
+    assert not torch.equal(next(tiny_model.parameters()), next(teacher.parameters()))
+
+
+def test_consistency_weight_belongs_to_length_invariant() -> None:
+    with pytest.raises(SettingError, match=r"consistency_weight=0\.5: applies to length-invariant only"):
+        TrainConfig(method="pairs", data="x", out="y", consistency_weight=0.5)
+    with pytest.raises(SettingError, match=r"invariance_weight=-1\.0: must be ≥ 0"):
+        TrainConfig(method="length-invariant", data="x", out="y", invariance_weight=-1.0)
+
+
+def test_a_run_logs_its_parts_resumes_and_saves_the_student_alone(tiny_model_dir: Path, tmp_path: Path) -> None:
+    pairs = tmp_path / "pairs.jsonl"
+    rows = [{"anchor": f"a short sentence number {i}", "positive": f"the sentence with number {i}"} for i in range(24)]
+    pairs.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    out = tmp_path / "run"
+    args = ["train", "--method", "length-invariant", "-d", str(pairs), "-o", str(out), "-m", str(tiny_model_dir),
+            "--batch-size", "4", "--max-length", "32", "--save-steps", "2", "--device", "cpu",
+            "--set", "consistency_weight=0.5", "--set", "logging_steps=1"]  # fmt: skip
+    first = runner.invoke(app, [*args, "--max-steps", "2"])
+    assert first.exit_code == 0, first.output
+    again = runner.invoke(app, [*args, "--max-steps", "2", "--resume"])
+    assert again.exit_code == 0 and "nothing to do" in again.output, again.output
+    record = json.loads((out / "train.json").read_text())
+    logged = [entry for entry in record["log_history"] if "invariance" in entry]
+    assert logged and all(entry["invariance"] >= 0 and "consistency" in entry for entry in logged), record[
+        "log_history"
+    ]
+    saved = load_file(str(next((out / "model").rglob("model.safetensors"))))
+    start = load_file(str(next(tiny_model_dir.rglob("model.safetensors"))))
+    assert set(saved) == set(start)  # the teacher is not part of the saved model
+    assert any(not torch.equal(saved[key], start[key]) for key in start)  # and the student moved
