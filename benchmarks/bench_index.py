@@ -94,7 +94,9 @@ def stage_quality(cache: Path) -> dict[str, Any]:
         started = time.perf_counter()
         found = index.windows.search_vectors(vectors, k=100)
         latency_ms = 1000 * (time.perf_counter() - started) / len(texts)
-        candidates = index.windows.candidates(np.asarray(vectors, dtype=np.float32), 1000, 32)
+        candidates = index.windows.candidates(
+            np.asarray(vectors, dtype=np.float32), 1000, index.windows.default_probes()
+        )
         recall = statistics.mean(
             len({index.windows.doc_ids[j] for j in docs} & {d for d, _ in ex}) / len(ex)
             for docs, ex in zip(candidates, exact, strict=True)

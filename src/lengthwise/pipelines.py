@@ -579,7 +579,7 @@ class LongIndex:
         out: str | os.PathLike[str],
         *,
         quantize: str = "int8",
-        engine: str = "faiss",
+        engine: str = "usearch",
         on_progress: Callable[[int, int], None] | None = None,
     ) -> LongIndex:
         """`lengthwise index build`: index `encoded` into `out`, recording the query model's fingerprint."""
@@ -638,7 +638,7 @@ class LongIndex:
         return encoder.encode_queries(list(queries), batch_size=batch_size)
 
     def search(
-        self, queries: str | Sequence[str], k: int = 10, *, windows: int = 1000, probes: int = 32
+        self, queries: str | Sequence[str], k: int = 10, *, windows: int = 1000, probes: int | None = None
     ) -> list[list[tuple[str, float]]]:
         """The `k` best documents (id, exact score) for each query, best first (see `WindowIndex.search_vectors`)."""
         from lengthwise.longdoc import LongDocConfig

@@ -36,7 +36,9 @@ def encoded(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> P
 QUERIES = ["the river and the old bridge", "a keyboard with a broken key", "taxes are due in spring"]
 
 
-@pytest.mark.parametrize(("engine", "quantize"), [("faiss", "none"), ("faiss", "int8"), ("usearch", "int8")])
+@pytest.mark.parametrize(
+    ("engine", "quantize"), [("faiss", "none"), ("faiss", "int8"), ("usearch", "int8"), ("usearch", "none")]
+)
 def test_the_index_ranks_as_the_exact_scan(encoded: Path, tmp_path: Path, engine: str, quantize: str) -> None:
     import lengthwise as lw
 
@@ -53,17 +55,27 @@ def test_the_index_ranks_as_the_exact_scan(encoded: Path, tmp_path: Path, engine
 def test_ubinary_candidates_rescored_exactly(encoded: Path, tmp_path: Path) -> None:
     import lengthwise as lw
 
-    index = lw.LongIndex.build(encoded, tmp_path / "idx", quantize="ubinary")
-    hits = index.search(QUERIES[0], k=3, windows=50)
-    exact = dict(index.windows.exact_vectors(index.embed_queries(QUERIES[:1]), k=30, top_k=2)[0])
-    for doc, score in hits[0]:
-        assert score == pytest.approx(exact[doc], abs=1e-5)  # a found document gets its exact score
+    for engine in ("usearch", "faiss"):
+        index = lw.LongIndex.build(encoded, tmp_path / engine, quantize="ubinary", engine=engine)
+        hits = index.search(QUERIES[0], k=3, windows=50)
+        exact = dict(index.windows.exact_vectors(index.embed_queries(QUERIES[:1]), k=30, top_k=2)[0])
+        for doc, score in hits[0]:
+            assert score == pytest.approx(exact[doc], abs=1e-5)  # a found document gets its exact score
+
+
+def test_a_single_query_through_usearch(encoded: Path, tmp_path: Path) -> None:
+    # usearch answers one query with Matches, not BatchMatches (the benchmark found this)
+    import lengthwise as lw
+
+    index = lw.LongIndex.build(encoded, tmp_path / "idx", engine="usearch")
+    found = index.windows.engine.search(np.asarray(index.embed_queries(QUERIES[:1]), dtype=np.float32), 5)
+    assert found.shape == (1, 5) and (found >= 0).all()
 
 
 def test_cli_build_and_search_json(encoded: Path, tmp_path: Path) -> None:
     run = runner.invoke(app, ["index", "build", str(encoded), "--out", str(tmp_path / "idx")])
     assert run.exit_code == 0, run.output
-    assert "indexed" in run.output and "(faiss, int8)" in run.output
+    assert "indexed" in run.output and "(usearch, int8)" in run.output
     queries = tmp_path / "q.jsonl"
     queries.write_text("".join(json.dumps({"_id": f"q{i}", "text": q}) + "\n" for i, q in enumerate(QUERIES)))
     run = runner.invoke(app, ["search", str(tmp_path / "idx"), "--queries", str(queries), "--k", "4", "--json"])

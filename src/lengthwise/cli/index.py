@@ -29,7 +29,7 @@ def build(
     encoded: Annotated[Path, typer.Argument(help="A folder written by `lengthwise encode`.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="The index folder (new, or an earlier index: replaced).")],
     quantize: Annotated[str, typer.Option("--quantize", help="Candidate vectors: int8, ubinary or none.")] = "int8",
-    engine: Annotated[str, typer.Option("--engine", help="faiss (IVF) or usearch (HNSW).")] = "faiss",
+    engine: Annotated[str, typer.Option("--engine", help="usearch (HNSW) or faiss (IVF).")] = "usearch",
 ) -> None:
     """Index every window of ENCODED; documents are then found by their windows and rescored exactly in fp32."""
     from rich.progress import Progress
@@ -49,7 +49,7 @@ def build(
         _fail(setting_message(err))
     made = index.windows.settings
     console.print(f"indexed {made['windows']} windows of {made['documents']} documents into {out} "
-                  f"({made['engine']}, {made['quantize']})", highlight=False)  # fmt: skip
+                  f"({made['engine']}, {made['quantize']})", highlight=False, soft_wrap=True)  # fmt: skip
 
 
 def _queries(query: str | None, queries: Path | None) -> list[tuple[str, str]]:

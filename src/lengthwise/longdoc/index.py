@@ -145,10 +145,13 @@ class _USearch:
 
     def search(self, queries: np.ndarray, count: int) -> np.ndarray:
         found = self.index.search(self._prepare(queries), count)
-        keys = np.asarray(found.keys, dtype=np.int64).reshape(len(queries), -1)
-        counts = np.asarray(found.counts).reshape(-1)
-        for row, kept in enumerate(counts):
-            keys[row, kept:] = -1
+        keys = np.full((len(queries), count), -1, dtype=np.int64)
+        if hasattr(found, "counts"):  # BatchMatches: rows padded past each query's count
+            for row, (row_keys, kept) in enumerate(zip(np.asarray(found.keys), np.asarray(found.counts), strict=True)):
+                keys[row, :kept] = row_keys[:kept]
+        else:  # Matches: one query, only what was found
+            row_keys = np.asarray(found.keys, dtype=np.int64)
+            keys[0, : len(row_keys)] = row_keys
         return keys
 
     def save(self, path: Path) -> None:
@@ -183,7 +186,7 @@ class WindowIndex:
         out: str | os.PathLike[str],
         *,
         quantize: Quantize | str = Quantize.INT8,
-        engine: Engine | str = Engine.FAISS,
+        engine: Engine | str = Engine.USEARCH,
         extra: dict[str, Any] | None = None,
         on_progress: Callable[[int, int], None] | None = None,
     ) -> WindowIndex:
@@ -193,7 +196,8 @@ class WindowIndex:
             encoded: The shard folder; every shard is checked (size and sha256) before anything is indexed.
             out: The index folder; built in a staging folder beside it and renamed into place.
             quantize: ``int8`` (default), ``ubinary`` or ``none`` for the candidate stage.
-            engine: ``faiss`` (IVF; default) or ``usearch`` (HNSW).
+            engine: ``usearch`` (HNSW; default: it found ≥ 0.99 of the exact top-100 documents on SciFact at its
+                default search expansion) or ``faiss`` (IVF; needs about a quarter of its lists probed for that).
             extra: More settings to record in ``index.json`` (the query model's fingerprint, …).
             on_progress: Called with (windows added, windows) as the engine is filled.
         """
@@ -261,6 +265,11 @@ class WindowIndex:
             )
         return cls(folder, settings, doc_ids, offsets, vectors, ann)
 
+    def default_probes(self) -> int:
+        """FAISS: a quarter of the IVF lists (at least 32); USearch: a search expansion of 64."""
+        nlist = self.settings.get("nlist") or 0
+        return max(32, nlist // 4) if self.settings["engine"] == Engine.FAISS.value else 64
+
     def candidates(self, queries: np.ndarray, windows: int, probes: int) -> list[np.ndarray]:
         """Per query, the distinct documents of its `windows` nearest windows in the engine (approximate)."""
         self.engine.set_probes(probes)
@@ -269,7 +278,7 @@ class WindowIndex:
         return [np.unique(row_owner[row >= 0]) for row, row_owner in zip(found, owner, strict=True)]
 
     def search_vectors(
-        self, queries: np.ndarray, k: int = 10, *, top_k: int = 1, windows: int = 1000, probes: int = 32
+        self, queries: np.ndarray, k: int = 10, *, top_k: int = 1, windows: int = 1000, probes: int | None = None
     ) -> list[list[tuple[str, float]]]:
         """The `k` best documents per (normalised) query row: candidates from the engine, rescored exactly.
 
@@ -278,8 +287,10 @@ class WindowIndex:
             k: Documents per query.
             top_k: A document scores the max over its windows (1) or the mean of its `top_k` best.
             windows: Candidate windows the engine returns per query (more: higher recall, slower).
-            probes: FAISS IVF lists visited (USearch: its search expansion).
+            probes: FAISS IVF lists visited (default: a quarter of the lists, which found ≥ 0.98 of the exact top-100
+                documents on SciFact) or USearch's search expansion (default 64).
         """
+        probes = probes if probes is not None else self.default_probes()
         units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries), dtype=torch.float32), dim=-1)
         results: list[list[tuple[str, float]]] = []
         for query, docs in zip(units, self.candidates(units.numpy(), windows, probes), strict=True):
