@@ -123,19 +123,7 @@ def check_out_dir(path: Path, flag: str = "--out") -> None:
 
 
 def check_device(device: str | None) -> None:
-    """Raise `ValueError` naming `--device` when torch cannot use `device` here (None = best available)."""
-    if device is None:
-        return
-    import torch
+    """Raise a one-line `SettingError` on ``device`` (shown as ``--device``) when torch cannot use it here."""
+    from lengthwise.core.devices import check_device as check
 
-    try:
-        target = torch.device(device)
-    except (RuntimeError, ValueError):
-        raise ValueError(f"--device {device!r}: not a torch device; use cpu, cuda, cuda:N or mps") from None
-    available = {
-        "cpu": True,
-        "cuda": torch.cuda.is_available() and (target.index or 0) < torch.cuda.device_count(),
-        "mps": torch.backends.mps.is_available(),
-    }.get(target.type, False)
-    if not available:
-        raise ValueError(f"--device {device!r}: not available on this machine; use cpu, or omit --device")
+    check(device)

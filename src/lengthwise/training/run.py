@@ -28,6 +28,7 @@ from typing import Any
 import torch
 from sentence_transformers import SentenceTransformer
 
+from lengthwise.core.devices import check_device
 from lengthwise.core.embed import TokenView
 from lengthwise.core.errors import SettingError
 from lengthwise.core.models import load_model, model_fingerprint, set_max_length
@@ -86,17 +87,7 @@ def _device(config: TrainConfig) -> str:
     """The device to train on; an unknown or absent one is a `SettingError` on ``device``."""
     if config.device is None:
         return "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        target = torch.device(config.device)
-    except (RuntimeError, ValueError):
-        raise SettingError("device", config.device, "not a torch device; use cpu, cuda, cuda:N or mps") from None
-    available = {
-        "cpu": True,
-        "cuda": torch.cuda.is_available() and (target.index or 0) < torch.cuda.device_count(),
-        "mps": torch.backends.mps.is_available(),
-    }.get(target.type, False)
-    if not available:
-        raise SettingError("device", config.device, "not available on this machine; use cpu, or leave it unset")
+    check_device(config.device)
     return config.device
 
 
