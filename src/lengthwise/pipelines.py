@@ -443,7 +443,7 @@ def tune_long_documents(
     import io
 
     from lengthwise.core.models import model_fingerprint
-    from lengthwise.core.output_set import check_output_target, write_output_set
+    from lengthwise.core.output_set import check_model_target, check_output_target, write_output_set
     from lengthwise.core.results import json_bytes, provenance
     from lengthwise.facade import load_model
     from lengthwise.longdoc.tune import candidates, plot_long_tune, tune_long
@@ -452,6 +452,11 @@ def tune_long_documents(
     out = None if out is None else Path(out)
     if out is not None:
         check_output_target(out, TUNE_FILES, what="a long-document tuning")  # before the model loads
+    if save is not None:
+        try:
+            check_model_target(Path(save), beside=[out] if out is not None else [])
+        except ValueError as error:
+            raise SettingError("save", str(save), str(error).removeprefix(f"{save}: ")) from None
     configs = candidates(list(strategies), list(windows), list(overlaps), top_k=top_k)
     loaded = load_model(model, device=device, precision=precision)
     objective, metric, described = _long_objective(Path(data), split, loaded, batch_size)
@@ -512,7 +517,8 @@ def encode(
     """`lengthwise encode` as one call: embed a corpus into `out` as resumable, checked shards.
 
     Args:
-        data: ``corpus.jsonl`` (``_id``, ``text``, ``title``) or a ``.txt`` file, one document per line. Read once
+        data: ``corpus.jsonl`` (``_id``, ``text``, ``title``), a BEIR folder holding one, or a ``.txt`` file, one
+            document per line. Read once
             before any compute: a row without text or a repeated id stops the run, naming the file and the line.
         out: The shard folder; an existing one made with the same settings is resumed, and a damaged or unfinished
             shard in it is removed and its documents embedded again (`on_note` is told).
@@ -526,14 +532,18 @@ def encode(
     Returns:
         The number of documents embedded by this call.
     """
-    from lengthwise.longdoc import LongDocConfig
+    from lengthwise.longdoc import LongDocConfig, LongDocError
     from lengthwise.longdoc.store import EmbeddingStore, check_corpus
 
     config = long if isinstance(long, LongDocConfig) else LongDocConfig(strategy=long)
-    if shard_docs < 1:
-        raise SettingError("shard_docs", shard_docs, "must be ≥ 1")
-    data, out = Path(data), Path(out)
-    check_corpus(data)  # every text and id before any compute
+    for name, value in (("shard_docs", shard_docs), ("batch_size", batch_size), ("threads", threads or 1)):
+        if value < 1:
+            raise SettingError(name, value, "must be ≥ 1")
+    if not devices:
+        raise SettingError("devices", list(devices), "name at least one device, e.g. cpu or cuda:0,cuda:1")
+    data, out = _corpus_file(Path(data)), Path(out)
+    if check_corpus(data) == 0:  # every text and id before any compute
+        raise LongDocError(f"{data}: holds no documents; pass a corpus.jsonl with one _id and text per line")
     settings = {"model": str(model), "data": str(data.resolve()), "long": config.to_dict(), "workers": len(devices),
                 "precision": precision}  # fmt: skip
     store = EmbeddingStore(out, settings)
@@ -552,6 +562,17 @@ def encode(
     with multiprocessing.get_context("spawn").Pool(len(devices)) as pool:
         args = [(str(model), device, config, data, out, job) for device, job in zip(devices, jobs, strict=True)]
         return sum(pool.starmap(_encode_worker, args))
+
+
+def _corpus_file(data: Path) -> Path:
+    """A corpus file as given, or the ``corpus.jsonl`` of a BEIR folder."""
+    from lengthwise.longdoc import LongDocError
+
+    if not data.is_dir():
+        return data
+    if (data / "corpus.jsonl").is_file():
+        return data / "corpus.jsonl"
+    raise LongDocError(f"{data}: a folder without corpus.jsonl; pass a corpus.jsonl, a BEIR folder or a .txt file")
 
 
 class LongIndex:
@@ -646,6 +667,8 @@ class LongIndex:
         texts = [queries] if isinstance(queries, str) else list(queries)
         if k < 1:
             raise SettingError("k", k, "must be ≥ 1")
+        if not texts or any(not text.strip() for text in texts):
+            raise SettingError("query", queries, "a query is empty; give the text to search for")
         top_k = LongDocConfig.from_dict(self.windows.settings["encode_settings"]["long"]).top_k
         vectors = self.embed_queries(texts)
         return self.windows.search_vectors(vectors, k, top_k=top_k, windows=windows, probes=probes)

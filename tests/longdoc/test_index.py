@@ -21,11 +21,13 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def encoded(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """30 documents of 3 to 12 sentences, encoded multi-vector in 24-token windows by the tiny BERT."""
+    """30 different documents of 3 to 9 sentences, encoded multi-vector in 24-token windows by the tiny BERT (two
+    equal documents would tie, and a tie's order is not a ranking either search can be held to)."""
     folder = tmp_path_factory.mktemp("encoded")
     lines = [line for line in HAYSTACK.read_text().splitlines() if line.strip()]
-    rows = [{"_id": f"doc{i}", "text": " ".join(lines[(i * 7 + j) % len(lines)] for j in range(3 + i % 10))}
+    rows = [{"_id": f"doc{i}", "text": " ".join(lines[(i * 3 + j) % len(lines)] for j in range(3 + i % 7))}
             for i in range(30)]  # fmt: skip
+    assert len({row["text"] for row in rows}) == len(rows)
     (folder / "corpus.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     args = ["encode", "-d", folder / "corpus.jsonl", "-o", folder / "emb", "-m", tiny_model_dir]
     run = runner.invoke(app, [str(a) for a in [*args, "--long", "multi-vector", "--window", "24", "--top-k", "2"]])

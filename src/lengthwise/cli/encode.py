@@ -30,7 +30,8 @@ __all__ = ["encode"]
 
 def encode(
     data: Annotated[
-        Path, typer.Option("--data", "-d", help="corpus.jsonl (_id, text, title) or a .txt, one per line.")
+        Path,
+        typer.Option("--data", "-d", help="corpus.jsonl (_id, text, title), a BEIR folder, or a .txt, one per line."),
     ],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (resumed when it exists).")],
     long: LongOption = "chunk-mean",
@@ -61,11 +62,16 @@ def encode(
     def note(line: str) -> None:
         console.print(f"repair: {line}", highlight=False, markup=False)
 
-    targets = [d.strip() for d in devices.split(",") if d.strip()] if devices else [None]
+    from lengthwise.core.errors import SettingError
+
+    targets = [d.strip() for d in devices.split(",") if d.strip()] if devices is not None else [None]
     try:
         config = long_config(long, window, stride, top_k, sentence_cuts, macro_window)
         for device in targets:
-            check_device(device)
+            try:
+                check_device(device)
+            except SettingError as err:  # the flag here is --devices
+                raise SettingError("devices", devices, err.problem) from None
         check_out_dir(out)
         written = encode_corpus(data, out, model, long=config, devices=targets, shard_docs=shard_docs,
                                 batch_size=batch_size, threads=threads, precision=precision,

@@ -97,6 +97,8 @@ def synth(
             raise ValueError(f"--haystack {haystack}: no such file; pass a text file, one sentence per line")
         with open_text(haystack) as handle:
             sentences = [line for _, line in handle.lines()]
+        if not any(sentence.strip() for sentence in sentences):
+            raise ValueError(f"--haystack {haystack}: holds no text; pass a text file, one sentence per line")
         tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(model))
         data = make_synthetic(task, sentences, tokenizer, lengths=sizes, per_length=per_length, seed=seed)  # type: ignore[arg-type]
         write_synthetic(data, out)
@@ -188,8 +190,6 @@ def tune(
     try:
         check_device(device)
         check_out_dir(out)
-        if save is not None:
-            check_out_dir(save, "--save")
         try:
             shares = tuple(float(x) for x in overlaps.split(",") if x.strip())
         except ValueError:

@@ -26,7 +26,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-__all__ = ["InterruptGuard", "check_output_target", "deferred_interrupts", "write_output_set"]
+__all__ = ["InterruptGuard", "check_model_target", "check_output_target", "deferred_interrupts", "write_output_set"]
 
 _STAGING = ".lengthwise-"  # prefix of our own staging folders beside the target
 _RENAME_EXCHANGE = 2
@@ -52,6 +52,31 @@ def check_output_target(out: Path, replaceable: Collection[str], *, what: str) -
     parent = out.resolve().parent
     if not os.access(parent, os.W_OK | os.X_OK):
         raise ValueError(f"{out}: its parent {parent} is not writable; the output is staged beside it")
+
+
+def check_model_target(out: Path, *, beside: Collection[Path] = ()) -> None:
+    """Raise ValueError (naming `out`) unless a model may be saved there: absent, empty, or a saved
+    sentence-transformers model (it holds ``modules.json``) to overwrite; and not one of the folders in `beside`
+    (another output of the same command), nor inside one of them, nor holding one."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out}: exists and is not a directory; pass a directory path")
+    target = out.resolve()
+    for other in beside:
+        other = Path(other).resolve()
+        if target == other or other in target.parents or target in other.parents:
+            raise ValueError(f"{out}: is or shares a folder with {other}, this command's other output; pass another")
+    if out.is_dir() and any(out.iterdir()) and not (out / "modules.json").is_file():
+        name = sorted(p.name for p in out.iterdir())[0]
+        raise ValueError(
+            f"{out}: holds files that are not a saved model ({name}); pass a new or empty directory, or a model "
+            "folder to overwrite"
+        )
+    try:
+        out.mkdir(parents=True, exist_ok=True)  # now, so an unwritable place costs no computation
+    except OSError as error:
+        raise ValueError(f"{out}: cannot write there ({error.strerror}); pass a writable directory") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise ValueError(f"{out}: cannot write there (permission denied); pass a writable directory")
 
 
 def _ours(path: Path, replaceable: Collection[str]) -> bool:

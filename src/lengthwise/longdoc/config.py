@@ -90,6 +90,13 @@ class LongDocConfig:
                 )
         if self.top_k < 1:
             raise LongDocError("must be ≥ 1", field="top_k", value=self.top_k)
+        if self.top_k > 1 and self.strategy is not Strategy.multi_vector:
+            raise LongDocError(
+                f"scores multi-vector windows only; {self.strategy.value} keeps one vector per document, so use "
+                "--long multi-vector or leave it at 1",
+                field="top_k",
+                value=self.top_k,
+            )
         if self.macro_window is not None and self.window is not None and self.macro_window < self.window:
             raise LongDocError(f"must be ≥ the window ({self.window})", field="macro_window", value=self.macro_window)
 

@@ -142,6 +142,9 @@ class LongEncoder:
         """The window vectors of each text in order, block by block (bounded memory for any corpus size)."""
         from tqdm.auto import tqdm
 
+        if batch_size < 1:
+            raise LongDocError("must be ≥ 1", field="batch_size", value=batch_size)
+
         total = total if total is not None else (len(texts) if isinstance(texts, Sequence) else None)
         iterator = iter(texts)
         first = 0

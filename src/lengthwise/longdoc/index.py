@@ -55,6 +55,14 @@ class Engine(str, Enum):
     USEARCH = "usearch"
 
 
+def _choice(kind: Any, field: str, value: Any) -> Any:
+    """`value` as a member of the enum `kind`, or a `SettingError` on `field` listing the choices."""
+    try:
+        return kind(value)
+    except ValueError:
+        raise SettingError(field, value, f"use {' or '.join(m.value for m in kind)}") from None
+
+
 def _require(engine: Engine) -> Any:
     module = {"faiss": "faiss", "usearch": "usearch.index"}[engine.value]
     try:
@@ -201,7 +209,8 @@ class WindowIndex:
             extra: More settings to record in ``index.json`` (the query model's fingerprint, …).
             on_progress: Called with (windows added, windows) as the engine is filled.
         """
-        quantize, engine = Quantize(quantize), Engine(engine)
+        quantize = Quantize(_choice(Quantize, "quantize", quantize))
+        engine = Engine(_choice(Engine, "engine", engine))
         encoded, out = Path(encoded), Path(out)
         if out.exists() and not (out / INDEX_FILE).is_file():
             raise SettingError("out", str(out), "exists and is not an index; pass a new folder or an earlier index")

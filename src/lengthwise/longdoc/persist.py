@@ -30,7 +30,13 @@ ATTRIBUTE = "lengthwise_longdoc"
 
 def save_longdoc(model: SentenceTransformer, config: LongDocConfig, out_dir: str | Path) -> Path:
     """Save `model` to `out_dir` with `config`, so `lengthwise.load_model` brings the choice back."""
+    from lengthwise.core.output_set import check_model_target
+
     out = Path(out_dir)
+    try:
+        check_model_target(out)
+    except ValueError as error:
+        raise LongDocError(str(error).removeprefix(f"{out}: "), field="out", value=str(out)) from None
     model.save(str(out))
     write_settings(out, config)
     return out

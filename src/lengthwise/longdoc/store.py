@@ -117,6 +117,11 @@ class EmbeddingStore:
                     "write to another folder, or delete it to start again"
                 )
         else:
+            if self.folder.is_dir() and (files := sorted(p.name for p in self.folder.iterdir())):
+                raise LongDocError(
+                    f"{self.folder} holds files that are not embeddings written by lengthwise ({files[0]}); pass a "
+                    "new or empty directory, or one that `lengthwise encode` wrote"
+                )
             self.folder.mkdir(parents=True, exist_ok=True)
             write_json_atomic(manifest, {"format": 2, "settings": settings})
 

@@ -222,7 +222,8 @@ def _needle(task: Task, index: int, rng: random.Random, entities: Sequence[str])
 
 def _haystack_ids(tokenizer, sentences: Sequence[str]) -> tuple[list[int], list[int]]:
     """Token ids of the haystack (no special tokens) and the positions where its sentences start."""
-    encoded = tokenizer([s for s in sentences if s.strip()], add_special_tokens=False, verbose=False)["input_ids"]
+    texts = [s for s in sentences if s.strip()]
+    encoded = tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"] if texts else []
     ids: list[int] = []
     starts: list[int] = []
     for sentence in encoded:
@@ -315,6 +316,8 @@ def _jsonl(rows: list[dict[str, Any]]) -> bytes:
 def write_synthetic(data: SyntheticSet, folder: str | Path) -> Path:
     """Write `data` as a BEIR folder with length groups (see the module docstring); each file atomically."""
     folder = Path(folder)
+    _check_target(folder)
+    (folder / META_FILE).unlink(missing_ok=True)  # written last: a folder without it is refused as unfinished
     corpus = [{"_id": i.doc_id, "title": "", "text": i.text, "group": i.group} for i in data.items]
     queries = [{"_id": i.query_id, "text": i.query, "group": i.group, "depth": i.depth} for i in data.items]
     qrels = "query-id\tcorpus-id\tscore\n" + "".join(f"{i.query_id}\t{i.doc_id}\t1\n" for i in data.items)
@@ -323,6 +326,24 @@ def write_synthetic(data: SyntheticSet, folder: str | Path) -> Path:
     write_bytes_atomic(folder / "qrels" / "test.tsv", qrels.encode("utf-8"))
     write_json_atomic(folder / META_FILE, {**data.meta, "needles": [asdict(i) | {"text": None} for i in data.items]})
     return folder
+
+
+_SET_NAMES = frozenset({"corpus.jsonl", "queries.jsonl", "qrels", META_FILE})
+
+
+def _check_target(folder: Path) -> None:
+    """Refuse a folder that holds anything but an earlier synthetic task, before a file of it is written."""
+    if folder.exists() and not folder.is_dir():
+        raise LongDocError("exists and is not a directory; pass a directory path", field="out", value=str(folder))
+    if folder.is_dir():
+        foreign = sorted(p.name for p in folder.iterdir() if p.name not in _SET_NAMES and not p.name.endswith(".tmp"))
+        if foreign:
+            raise LongDocError(
+                f"holds files that are not part of a synthetic task ({', '.join(foreign[:3])}); pass a new or empty "
+                "directory, or one that `lengthwise longdoc synth` wrote",
+                field="out",
+                value=str(folder),
+            )
 
 
 def read_synthetic(folder: str | Path) -> SyntheticSet:

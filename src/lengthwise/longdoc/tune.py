@@ -44,7 +44,8 @@ def candidates(
         if strategy is Strategy.truncate and overlap:
             continue
         stride = None if not overlap or window is None else max(1, round(window * (1 - overlap)))
-        configs.append(LongDocConfig(strategy=strategy, window=window, stride=stride, top_k=top_k))
+        multi = strategy is Strategy.multi_vector
+        configs.append(LongDocConfig(strategy=strategy, window=window, stride=stride, top_k=top_k if multi else 1))
     return list(dict.fromkeys(configs))
 
 
