@@ -29,16 +29,44 @@ def test_distillation_is_zero_at_the_teacher_and_moves_only_the_student() -> Non
     assert target.grad is None  # no gradient to the reference side
 
 
-def test_consistency_is_the_squared_attack_shift_with_a_stopped_reference() -> None:
+def test_consistency_is_the_squared_attack_shift_over_every_pair_of_the_batch() -> None:
     a, b = torch.randn(5, 8), torch.randn(5, 8)
     assert consistency_loss(a, b, a, b).item() == pytest.approx(0.0, abs=1e-6)
     long_a = torch.randn(5, 8, requires_grad=True)
     short_a = a.clone().requires_grad_(True)
     gap = consistency_loss(long_a, b, short_a, b)
-    shift = torch.nn.functional.cosine_similarity(long_a, b) - torch.nn.functional.cosine_similarity(a, b)
-    assert gap.item() == pytest.approx((shift**2).mean().item(), rel=1e-5)
+    cos = torch.nn.functional.cosine_similarity
+    shift = torch.stack([torch.stack([cos(long_a[i], b[j], dim=0) - cos(a[i], b[j], dim=0) for j in range(5)])
+                         for i in range(5)])  # fmt: skip
+    assert gap.item() == pytest.approx((shift**2).mean().item(), rel=1e-5)  # matched and unrelated pairs alike
+    matched = (torch.diagonal(shift) ** 2).mean().item()
+    assert gap.item() != pytest.approx(matched, rel=1e-3)  # the unrelated pairs count, not only the matched ones
     gap.backward()
     assert long_a.grad is not None and short_a.grad is None
+
+
+def test_self_reference_is_the_students_own_original_without_gradient(tiny_model) -> None:
+    from lengthwise.training.invariance import LengthInvariantLoss
+
+    class Zero(torch.nn.Module):
+        def forward(self, features, labels=None):
+            return torch.zeros(())
+
+    loss = LengthInvariantLoss(Zero(), tiny_model, None, weight=1.0, consistency_weight=1.0)
+    texts = ["a cat sat on the mat", "the stock market fell"]
+    features = [tiny_model.preprocess(texts) for _ in range(4)]  # elongated = original: nothing to pull
+    tiny_model.eval()  # no dropout on the student's side, so its pass equals the reference pass
+    parts = loss(features)
+    assert parts["invariance"].item() == pytest.approx(0.0, abs=1e-5)
+    assert parts["consistency"].item() == pytest.approx(0.0, abs=1e-6)
+    tiny_model.train()
+    loss(features)
+    assert tiny_model.training  # the eval-mode reference pass gives the mode back
+    longer = [features[0], features[1], tiny_model.preprocess([t + " " + t for t in texts]), features[1]]
+    parts = loss(longer)
+    assert parts["invariance"].item() > 0
+    parts["invariance"].backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in tiny_model.parameters())
 
 
 def test_the_teacher_is_a_frozen_copy(tiny_model) -> None:

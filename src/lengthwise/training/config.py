@@ -28,6 +28,7 @@ __all__ = [
     "Method",
     "Pooling",
     "Precision",
+    "Reference",
     "SameSequence",
     "TrainConfig",
     "config_from_mapping",
@@ -86,6 +87,14 @@ class Denominator(str, Enum):
 
     SUMMATION = "summation"
     AVERAGING = "averaging"
+
+
+class Reference(str, Enum):
+    """length-invariant: where an elongated text is pulled to, the starting model's embedding of the original (a
+    frozen copy, "teacher") or the student's own, with the gradient stopped ("self", no copy)."""
+
+    TEACHER = "teacher"
+    SELF = "self"
 
 
 class Precision(str, Enum):
@@ -208,8 +217,13 @@ class TrainConfig:
     )
     consistency_weight: float = field(
         default=0.0,
-        metadata={"help": "length-invariant: weight of matching elongated pairs' cosines to the originals'."},
+        metadata={"help": "length-invariant: weight of matching the batch's elongated cosines to the originals'."},
     )
+    invariance_reference: Reference = field(
+        default=Reference.TEACHER,
+        metadata={"help": "length-invariant: the originals' embeddings from the starting model (teacher) or the "
+                  "student itself, gradient stopped (self)."},
+    )  # fmt: skip
     mlm_weight: float | None = field(
         default=None, metadata={"help": "SimDE's auxiliary MLM loss weight (default: simde 0.1, the paper's)."}
     )
@@ -247,6 +261,7 @@ class TrainConfig:
             ("anchor", AnchorChoice),
             ("same_sequence", SameSequence),
             ("denominator", Denominator),
+            ("invariance_reference", Reference),
             ("precision", Precision),
         ):
             object.__setattr__(self, name, _enum(kind, name, getattr(self, name)))
@@ -278,6 +293,11 @@ class TrainConfig:
             ("eval_attack", self.eval_attack is None or bool(self.eval_data), "needs eval_data (the pairs to attack)"),
             ("invariance_weight", self.invariance_weight >= 0.0, "must be ≥ 0"),
             ("consistency_weight", self.consistency_weight >= 0.0, "must be ≥ 0"),
+            (
+                "invariance_reference",
+                self.invariance_reference is Reference.TEACHER or self.method is Method.LENGTH_INVARIANT,
+                "applies to length-invariant only",
+            ),
             (
                 "consistency_weight",
                 self.consistency_weight == 0.0 or self.method is Method.LENGTH_INVARIANT,

@@ -5,8 +5,10 @@ The study-1 recipes centre the length attack's mean shift but leave the distribu
 each padded with copies of itself, still gain similarity. Self-distillation pins every elongated text where it
 belongs: the student's embedding of f(S, m) is pulled to a frozen teacher's embedding of S, the teacher being the
 model training started from. An optional pairwise term asks cos(e(f(a)), e(f(b))) to equal the teacher's
-cos(e(a), e(b)), which is exactly the attack's per-pair shift. Both are added to the plain pair loss (InfoNCE on
-the unelongated pairs), which keeps quality, with weights.
+cos(e(a), e(b)) for every a and b of the batch, matched or not, which is exactly the attack's per-pair shift.
+With ``invariance_reference="self"`` the originals' embeddings come from the student itself, gradient stopped,
+instead of a frozen copy: the attack compares a model with itself, so that is the reference it is judged by.
+Both terms are added to the plain pair loss (InfoNCE on the unelongated pairs), which keeps quality, with weights.
 
 The maths are plain functions on tensors; `LengthInvariantLoss` adapts them to the sentence-transformers trainer.
 """
@@ -31,10 +33,12 @@ def distillation_loss(student: Tensor, teacher: Tensor) -> Tensor:
 
 
 def consistency_loss(long_a: Tensor, long_b: Tensor, short_a: Tensor, short_b: Tensor) -> Tensor:
-    """Mean squared gap between the elongated pairs' cosines and the reference pairs' cosines, (B, D) each →
-    scalar: the attack's per-pair similarity shift, squared. No gradient to the reference side."""
-    after = nn.functional.cosine_similarity(long_a, long_b, dim=-1)  # (B,)
-    before = nn.functional.cosine_similarity(short_a.detach(), short_b.detach(), dim=-1)  # (B,)
+    """Mean squared gap between the elongated and the reference cosines over every (a_i, b_j) of the batch,
+    (B, D) each → scalar: the attack's per-pair similarity shift, squared, for the B matched pairs and the
+    B² − B unrelated ones (the low-similarity pairs the attack lifts most). No gradient to the reference side."""
+    normal = nn.functional.normalize
+    after = normal(long_a, dim=-1) @ normal(long_b, dim=-1).T  # (B, B)
+    before = normal(short_a.detach(), dim=-1) @ normal(short_b.detach(), dim=-1).T  # (B, B)
     return ((after - before) ** 2).mean()
 
 
@@ -66,7 +70,7 @@ class LengthInvariantLoss(nn.Module):
         self,
         contrastive: nn.Module,
         model: nn.Module,
-        teacher: nn.Module,
+        teacher: nn.Module | None,
         weight: float = 1.0,
         consistency_weight: float = 0.0,
     ) -> None:
@@ -87,12 +91,22 @@ class LengthInvariantLoss(nn.Module):
         contrastive = self.contrastive([anchor, positive], labels)
         student_a = self.model(long_anchor)[EMBEDDING]  # (B, D)
         student_p = self.model(long_positive)[EMBEDDING]  # (B, D)
-        with torch.no_grad():
-            teacher_a = self.teacher(dict(anchor))[EMBEDDING]  # (B, D)
-            teacher_p = self.teacher(dict(positive))[EMBEDDING]  # (B, D)
+        teacher_a, teacher_p = self._reference(anchor), self._reference(positive)  # (B, D) each
         distilled = (distillation_loss(student_a, teacher_a) + distillation_loss(student_p, teacher_p)) / 2
         parts = {"contrastive": contrastive, "invariance": self.weight * distilled}
         if self.consistency_weight > 0:
             gap = consistency_loss(student_a, student_p, teacher_a, teacher_p)
             parts["consistency"] = self.consistency_weight * gap
         return parts
+
+    @torch.no_grad()
+    def _reference(self, features: dict[str, Tensor]) -> Tensor:
+        """The originals' embeddings: the frozen teacher's, or (no teacher) the student's own in eval mode."""
+        if self.teacher is not None:
+            return self.teacher(dict(features))[EMBEDDING]
+        training = self.model.training
+        self.model.eval()
+        try:
+            return self.model(dict(features))[EMBEDDING].detach()
+        finally:
+            self.model.train(training)

@@ -188,9 +188,11 @@ def _build(
         model.append(head)
         loss = MaskedLMAuxiliary(loss, model, config.mlm_loss_weight)
     if config.method is Method.LENGTH_INVARIANT:
+        from lengthwise.training.config import Reference
         from lengthwise.training.invariance import LengthInvariantLoss, frozen_teacher
 
-        teacher = frozen_teacher(model)  # the starting weights: built before any checkpoint is loaded
+        # the teacher holds the starting weights: it is copied before any checkpoint is loaded
+        teacher = frozen_teacher(model) if config.invariance_reference is Reference.TEACHER else None
         loss = LengthInvariantLoss(loss, model, teacher, config.invariance_weight, config.consistency_weight)
     collator = ViewCollator(
         config.method,
