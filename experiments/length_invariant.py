@@ -6,7 +6,9 @@ length-robust recipe's schedule (40 steps × 16 pairs, lr 5e-5, warm-up 0.1, N =
 
 - ``none`` — the model as it is (evaluated here too, so every arm has per-pair values to pair with);
 - ``invariant-w1`` / ``invariant-w4`` — ``--method length-invariant`` with ``invariance_weight`` 1 and 4;
-- ``invariant-w1-c4`` — weight 1 plus the pairwise consistency term at weight 4;
+- ``invariant-w1-c4`` — weight 1 plus the pairwise consistency term (every pair of the batch) at weight 4;
+- ``self-w1-c4`` / ``self-c4`` — the same with the student's own originals as the reference (no teacher), and
+  consistency alone;
 - ``recipe`` and ``laser-self`` — study 1 at scale's arms, trained and evaluated by `length_robust.py` (their
   figures are read from docs/results/length_robust.json).
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -37,6 +40,8 @@ ARMS: dict[str, dict[str, float]] = {
     "invariant-w1": {"invariance_weight": 1.0},
     "invariant-w4": {"invariance_weight": 4.0},
     "invariant-w1-c4": {"invariance_weight": 1.0, "consistency_weight": 4.0},
+    "self-w1-c4": {"invariance_weight": 1.0, "consistency_weight": 4.0, "invariance_reference": "self"},
+    "self-c4": {"invariance_weight": 0.0, "consistency_weight": 4.0, "invariance_reference": "self"},
 }
 REPO = Path(__file__).resolve().parents[1]
 
@@ -116,7 +121,8 @@ def report(args: argparse.Namespace) -> None:
 
     none = read_json(args.out / "none" / "record.json") if (args.out / "none" / "record.json").exists() else None
     rows = {"none": _summary(none, None)} if none else {}
-    for folder in sorted(args.out.glob("invariant-*-s*")):
+    arm_seed = re.compile(rf"({'|'.join(map(re.escape, ARMS))})-s\d+")
+    for folder in sorted(p for p in args.out.iterdir() if arm_seed.fullmatch(p.name)):
         if (folder / "record.json").exists():
             record = read_json(folder / "record.json")
             train = read_json(folder / "train_record.json")
