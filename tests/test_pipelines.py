@@ -136,3 +136,25 @@ def test_train_cli_and_python_train_the_same_model(tiny_model_dir: Path, tmp_pat
     assert np.allclose(cli, py, atol=1e-6)
     start = lw.load_model(tiny_model_dir, device="cpu").encode(texts)
     assert not np.allclose(start, py, atol=1e-4)  # two steps moved the weights: the comparison can fail
+
+
+def test_longdoc_synth_and_eval_cli_and_python_agree(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from lengthwise.pipelines import score_long_task, synthesize
+
+    haystack = Path(__file__).parent / "longdoc" / "haystack.txt"
+    args = ["longdoc", "synth", "-t", "needle", "--haystack", str(haystack), "-m", str(tiny_model_dir),
+            "--lengths", "48,96", "--per-length", "3", "-o", str(tmp_path / "cli-task")]  # fmt: skip
+    assert CliRunner().invoke(app, args).exit_code == 0
+    synthesize("needle", haystack, tmp_path / "py-task", tiny_model_dir, lengths=(48, 96), per_length=3)
+    for name in ("corpus.jsonl", "queries.jsonl", "longdoc.json"):
+        assert (tmp_path / "cli-task" / name).read_bytes() == (tmp_path / "py-task" / name).read_bytes()
+    flags = ["--long", "multi-vector", "--window", "16", "--stride", "8", "--top-k", "2"]
+    run = CliRunner().invoke(app, ["longdoc", "eval", "-d", str(tmp_path / "cli-task"), "-m", str(tiny_model_dir),
+                                   *flags, "-o", str(tmp_path / "cli")])  # fmt: skip
+    assert run.exit_code == 0, run.output
+    config = lw.LongDocConfig(strategy="multi-vector", window=16, stride=8, top_k=2)
+    score_long_task(tmp_path / "cli-task", tiny_model_dir, long=config, out=tmp_path / "py")
+    cli, py = (json.loads((tmp_path / name / "results.json").read_text()) for name in ("cli", "py"))
+    for record in (cli, py):
+        record["provenance"].pop("created"), record["provenance"].pop("wall_time_s"), record["result"].pop("timings_s")
+    assert cli["result"]["by_length"] and cli == py

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from lengthwise.evaluation.schema import EvalRecord
     from lengthwise.evaluation.tasks import Task
     from lengthwise.longdoc.config import LongDocConfig
+    from lengthwise.longdoc.synthetic import SyntheticSet
     from lengthwise.longdoc.tune import LongTuneResult
     from lengthwise.tempscale.config import TempScaleConfig
     from lengthwise.tempscale.schema import TuneRecord
@@ -47,6 +48,8 @@ __all__ = [
     "build_encoder",
     "encode",
     "evaluate",
+    "score_long_task",
+    "synthesize",
     "tune_long_documents",
     "tune_tempscale",
 ]
@@ -66,6 +69,16 @@ def _check_out(out: Path, check: Callable[[Path], None]) -> None:
         ) from None
     except ValueError as error:
         raise SettingError("out", str(out), str(error).removeprefix(f"{out}: ")) from None
+
+
+def _writable_folder(out: Path) -> None:
+    """Make `out` a folder now (ValueError naming it if that fails), so nothing computed is lost at the end."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out}: exists and is not a directory; pass a directory path")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ValueError(f"{out}: cannot write there ({error.strerror}); pass a writable directory") from None
 
 
 def _tempscale_config(value: float | TempScaleConfig | None) -> TempScaleConfig | None:
@@ -477,6 +490,83 @@ def tune_long_documents(
         plot_long_tune(result, metric).savefig(figure, format="png", dpi=120)
         write_output_set(out, {"tune.json": json_bytes(record), "tune.png": figure.getvalue()}, TUNE_FILES,
                          what="a long-document tuning")  # fmt: skip
+    return result, record
+
+
+def synthesize(
+    task: str,
+    haystack: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    model: str | os.PathLike[str] = DEFAULT_MODEL,
+    *,
+    lengths: Sequence[int] = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768),
+    per_length: int = 50,
+    seed: int = 0,
+) -> SyntheticSet:
+    """`lengthwise longdoc synth` as one call: write a seeded passkey or needle task as a BEIR folder.
+
+    Args:
+        task: ``passkey`` or ``needle``.
+        haystack: A text file (plain or .gz), one sentence per line.
+        out: The folder to write (new, empty, or one this wrote earlier).
+        model: The model whose tokenizer measures the lengths (only the tokenizer is loaded).
+        lengths, per_length, seed: Document lengths in tokens, documents per length, the seed.
+    """
+    from transformers import AutoTokenizer
+
+    from lengthwise.core.models import resolve_model_path
+    from lengthwise.core.textio import open_text
+    from lengthwise.longdoc.synthetic import make_synthetic, write_synthetic
+
+    haystack = Path(haystack)
+    if not haystack.is_file():
+        raise SettingError("haystack", str(haystack), "no such file; pass a text file, one sentence per line")
+    with open_text(haystack) as handle:
+        sentences = [line for _, line in handle.lines()]
+    if not any(sentence.strip() for sentence in sentences):
+        raise SettingError("haystack", str(haystack), "holds no text; pass a text file, one sentence per line")
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(model))
+    data = make_synthetic(task, sentences, tokenizer, lengths=lengths, per_length=per_length, seed=seed)  # type: ignore[arg-type]
+    write_synthetic(data, Path(out))
+    return data
+
+
+def score_long_task(
+    data: str | os.PathLike[str],
+    model: str | os.PathLike[str] = DEFAULT_MODEL,
+    *,
+    long: str | LongDocConfig = "chunk-mean",
+    out: str | os.PathLike[str] | None = None,
+    batch_size: int = 32,
+    device: str | None = None,
+    precision: str = "fp32",
+    show_progress: bool = False,
+) -> tuple[Any, dict[str, Any]]:
+    """`lengthwise longdoc eval` as one call: score a synthetic task LongEmbed-style (Acc@1 per length group).
+
+    Returns the `SyntheticResult` and the record written to ``out/results.json`` (None writes nothing).
+    """
+    from lengthwise.core.models import model_fingerprint
+    from lengthwise.core.results import provenance, write_json_atomic
+    from lengthwise.facade import load_model
+    from lengthwise.longdoc import LongDocConfig, LongEncoder
+    from lengthwise.longdoc.scoring import evaluate_synthetic
+    from lengthwise.longdoc.synthetic import read_synthetic
+
+    started = time.perf_counter()
+    config = long if isinstance(long, LongDocConfig) else LongDocConfig(strategy=long)
+    if batch_size < 1:
+        raise SettingError("batch_size", batch_size, "must be ≥ 1")
+    if out is not None:
+        _check_out(Path(out), _writable_folder)  # before the model loads
+    dataset = read_synthetic(Path(data))
+    loaded = load_model(model, device=device, precision=precision)
+    result = evaluate_synthetic(LongEncoder(loaded, config), dataset, batch_size=batch_size,
+                                show_progress=show_progress)  # fmt: skip
+    made = provenance(model_fingerprint(loaded, model), dataset.meta, {"long": config.to_dict()}, started=started)
+    record = {"result": result.to_dict(), "provenance": made}
+    if out is not None:
+        write_json_atomic(Path(out) / "results.json", record)
     return result, record
 
 

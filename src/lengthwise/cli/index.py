@@ -12,7 +12,7 @@ import typer
 
 from lengthwise.cli.console import console
 from lengthwise.cli.console import fail as _fail
-from lengthwise.cli.options import setting_message
+from lengthwise.cli.options import quiet_loading, setting_message
 
 app = typer.Typer(
     help="Index the window vectors of `lengthwise encode` for document search (FAISS or USearch).",
@@ -78,6 +78,8 @@ def search(
     from lengthwise.core.models import ModelLoadError
     from lengthwise.longdoc.index import hits_json
     from lengthwise.pipelines import LongIndex
+
+    quiet_loading()
 
     try:
         asked = _queries(query, queries)

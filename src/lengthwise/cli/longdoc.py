@@ -13,7 +13,14 @@ import typer
 
 from lengthwise.cli.console import console
 from lengthwise.cli.console import fail as _fail
-from lengthwise.cli.options import PrecisionOption, check_device, check_out_dir, field_option, setting_message
+from lengthwise.cli.options import (
+    PrecisionOption,
+    check_device,
+    check_out_dir,
+    field_option,
+    quiet_loading,
+    setting_message,
+)
 from lengthwise.core.defaults import DEFAULT_MODEL
 from lengthwise.longdoc.config import LongDocConfig
 
@@ -84,27 +91,19 @@ def synth(
     seed: Annotated[int, typer.Option("--seed", help="Seed for stretches, needles and depths.")] = 0,
 ) -> None:
     """Write a seeded passkey or needle task as a BEIR folder with length groups (lengths in the model's tokens)."""
-    from transformers import AutoTokenizer
-
-    from lengthwise.core.models import ModelLoadError, resolve_model_path
-    from lengthwise.core.textio import DataFormatError, open_text
-    from lengthwise.longdoc.synthetic import make_synthetic, write_synthetic
+    from lengthwise.core.models import ModelLoadError
+    from lengthwise.core.textio import DataFormatError
+    from lengthwise.pipelines import synthesize
 
     try:
         check_out_dir(out)
         sizes = _ints(lengths, "--lengths")
-        if not haystack.is_file():
-            raise ValueError(f"--haystack {haystack}: no such file; pass a text file, one sentence per line")
-        with open_text(haystack) as handle:
-            sentences = [line for _, line in handle.lines()]
-        if not any(sentence.strip() for sentence in sentences):
-            raise ValueError(f"--haystack {haystack}: holds no text; pass a text file, one sentence per line")
-        tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(model))
-        data = make_synthetic(task, sentences, tokenizer, lengths=sizes, per_length=per_length, seed=seed)  # type: ignore[arg-type]
-        write_synthetic(data, out)
+        data = synthesize(task, haystack, out, model, lengths=sizes, per_length=per_length, seed=seed)
     except (ValueError, ModelLoadError, DataFormatError) as err:
         _fail(setting_message(err))
-    console.print(f"wrote {len(data.items)} documents in {len(sizes)} length groups to {out}", highlight=False)
+    groups = len(set(sizes))
+    console.print(f"wrote {len(data.items)} documents in {groups} length group{'s' * (groups != 1)} to {out}",
+                  highlight=False)  # fmt: skip
 
 
 @app.command("eval")
@@ -123,34 +122,22 @@ def evaluate(
     precision: PrecisionOption = "fp32",
 ) -> None:
     """Score a synthetic task LongEmbed-style: rank within each length group; Acc@1 per length, mean, by depth."""
-    import time
+    from lengthwise.core.models import ModelLoadError
+    from lengthwise.pipelines import score_long_task
 
-    from lengthwise.core.models import ModelLoadError, model_fingerprint
-    from lengthwise.core.results import provenance, write_json_atomic
-    from lengthwise.longdoc import LongEncoder
-    from lengthwise.longdoc.scoring import evaluate_synthetic
-    from lengthwise.longdoc.synthetic import read_synthetic
+    quiet_loading()
 
-    started = time.perf_counter()
     try:
         config = long_config(long, window, stride, top_k, sentence_cuts, macro_window)
         check_device(device)
         check_out_dir(out)
-        dataset = read_synthetic(data)
-        loaded = _load(model, device, precision)
-        encoder = LongEncoder(loaded, config)
-        result = evaluate_synthetic(encoder, dataset, batch_size=batch_size, show_progress=console.is_terminal)
+        result, record = score_long_task(data, model, long=config, out=out, batch_size=batch_size, device=device,
+                                         precision=precision, show_progress=console.is_terminal)  # fmt: skip
     except (ValueError, ModelLoadError) as err:
         _fail(setting_message(err))
-    payload = {
-        "result": result.to_dict(),
-        "provenance": provenance(
-            model_fingerprint(loaded, model), dataset.meta, {"long": config.to_dict()}, started=started
-        ),
-    }
-    write_json_atomic(out / "results.json", payload)
     lengths = "  ".join(f"{k}: {v:.1f}" for k, v in result.by_length.items())
-    console.print(f"{dataset.task} {config.describe()}: mean Acc@1 {result.mean:.2f}  ({lengths})", highlight=False)
+    task = record["provenance"]["data"].get("task", "task")
+    console.print(f"{task} {config.describe()}: mean Acc@1 {result.mean:.2f}  ({lengths})", highlight=False)
     console.print(f"wrote {out / 'results.json'}", highlight=False)
 
 

@@ -130,3 +130,10 @@ def check_device(device: str | None) -> None:
     from lengthwise.core.devices import check_device as check
 
     check(device)
+
+
+def quiet_loading() -> None:
+    """No progress bar for loading weights (instant here): a command's output is what it found, or one error line."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
