@@ -158,3 +158,12 @@ def test_longdoc_synth_and_eval_cli_and_python_agree(tiny_model_dir: Path, tmp_p
     for record in (cli, py):
         record["provenance"].pop("created"), record["provenance"].pop("wall_time_s"), record["result"].pop("timings_s")
     assert cli["result"]["by_length"] and cli == py
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc, a folder nobody can create in")
+def test_an_unwritable_out_is_refused_before_the_model_loads(tmp_path: Path) -> None:
+    # found by the reliability cases: after the move to one library call, `audit -o /proc/x` loaded the model first
+    from lengthwise.audit.config import AuditJob
+
+    with pytest.raises(SettingError, match=r"^out='/proc/lengthwise-x': cannot write there"):
+        lw.audit_model(AuditJob(out=Path("/proc/lengthwise-x")), "/nonexistent/model")

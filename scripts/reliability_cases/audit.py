@@ -218,7 +218,7 @@ CASES = [
     Case("audit-out-is-a-file", "13.12", ["audit", "-m", NO_MODEL, *P, "-o", "{tmp}/taken"], 2,
          "exists and is not a directory", _taken, _kept("taken", "keep me\n")),
     Case("audit-out-unwritable-fs", "13.12", ["audit", "-m", NO_MODEL, *P, "-o", "/proc/lengthwise-audit-out"], 2,
-         "--out /proc/lengthwise-audit-out", _file("pairs.tsv", _lines())),
+         "--out '/proc/lengthwise-audit-out': cannot write there", _file("pairs.tsv", _lines())),
     Case("audit-out-holds-other-files", "13.13", [*A, "-m", NO_MODEL, *P], 2, "notes.txt", _out_with_notes,
          _kept("out/notes.txt", "my notes\n")),
     Case("audit-rerun-replaces-the-set", "13.13", [*A, "-m", "{tiny}", *P, *FAST, "--no-shuffle"], 0, "wrote",

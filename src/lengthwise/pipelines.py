@@ -60,12 +60,16 @@ TUNE_FILES = ("tune.json", "tune.png")  # what `tune_tempscale` writes, as one o
 def _check_out(out: Path, check: Callable[[Path], None]) -> None:
     """Make the folder an output set is staged in (the parent of `out`) and run the output set's own `check`; any
     problem is a `SettingError` on ``out``, raised before the model loads."""
+    import tempfile
+
     try:
-        Path(out).resolve().parent.mkdir(parents=True, exist_ok=True)
+        parent = Path(out).resolve().parent
+        parent.mkdir(parents=True, exist_ok=True)
         check(out)
+        Path(tempfile.mkdtemp(prefix=".lengthwise-probe-", dir=parent)).rmdir()  # the set is staged there
     except OSError as error:
         raise SettingError(
-            "out", str(out), f"cannot create its parent ({error.strerror}); pass a writable path"
+            "out", str(out), f"cannot write there ({error.strerror}); pass a writable directory"
         ) from None
     except ValueError as error:
         raise SettingError("out", str(out), str(error).removeprefix(f"{out}: ")) from None
