@@ -9,6 +9,7 @@ failed check of what it left on disk (a silent wrong result, lost data). Cases l
     python scripts/reliability.py                # run all, print the table, exit 1 on any bad outcome
     python scripts/reliability.py --write-docs   # also rewrite the table in docs/reliability.md
     python scripts/reliability.py -k bake        # only cases whose name contains "bake"
+    python scripts/reliability.py -k bake --write-docs   # … and replace only their rows in the table
 """
 
 from __future__ import annotations
@@ -97,6 +98,16 @@ def markdown(outcomes: list[Outcome]) -> str:
     return "\n".join(rows)
 
 
+def _merged(old: str, new: str, order: list[str]) -> str:
+    """The table `old` with the rows of `new` in place of the same cases', in the cases' order."""
+    rows = {}
+    for table in (old, new):
+        for line in table.strip().splitlines()[2:]:
+            rows[line.split("|")[1].strip()] = line
+    head = new.strip().splitlines()[:2]
+    return "\n".join(head + [rows[name] for name in order if name in rows])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-k", default="", help="run only cases whose name contains this")
@@ -113,6 +124,8 @@ def main() -> int:
     if args.write_docs:
         text = DOC.read_text(encoding="utf-8")
         start, stop = text.index(BEGIN) + len(BEGIN), text.index(END)
+        if args.k:  # a partial run: its rows replace those cases' rows, every other row is kept as it was
+            table = _merged(text[start:stop], table, [case.name for case in load_cases()])
         DOC.write_text(text[:start] + "\n" + table + "\n" + text[stop:], encoding="utf-8")
     bad = [o for o in outcomes if o.verdict != "ok"]
     print(f"{len(outcomes) - len(bad)} passed, {len(bad)} failed")
