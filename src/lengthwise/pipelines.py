@@ -229,6 +229,7 @@ def evaluate(
     long: str | LongDocConfig | None = None,
     window: int | None = None,
     stride: int | None = None,
+    index: str | os.PathLike[str] | None = None,
     show_progress: bool = False,
 ) -> EvalRecord:
     """`lengthwise eval` as one call: read the data, load the model, build its encoder, score, write `out`.
@@ -240,6 +241,8 @@ def evaluate(
             checked before any compute. None writes nothing.
         device, max_length, trust_remote_code, precision: As for `lengthwise.load_model`.
         tempscale, long, window, stride: As for `build_encoder`.
+        index: Retrieval only: rank through this index (`lengthwise index build`) instead of encoding the corpus;
+            see `evaluate_through_index` (the model and settings are the index's own).
         show_progress: Show progress bars while encoding.
 
     Returns:
@@ -252,6 +255,8 @@ def evaluate(
     out = None if out is None else Path(out)
     if out is not None:
         check_output(out)  # a folder holding other files is refused now, not after the compute
+    if index is not None:
+        return evaluate_through_index(config, index, out=out)
     config = resolve(config)
     data = load_data(config)
     loaded = load_model(model, device=device, trust_remote_code=trust_remote_code, max_seq_length=max_length,
@@ -270,6 +275,74 @@ def evaluate(
     if out is not None:
         write_record(record, out)
     return record
+
+
+def evaluate_through_index(
+    config: EvalConfig, index: str | os.PathLike[str] | LongIndex, *, out: str | os.PathLike[str] | None = None
+) -> EvalRecord:
+    """`lengthwise eval --task retrieval --index INDEX`: the BEIR task ranked through the index (candidates from
+    its ANN engine, rescored exactly) and, on the same query vectors, by the exact scan of every window.
+
+    The record's ``scores`` are the index's; ``exact_scores`` the exact scan's; ``index.overlap`` the share of the
+    exact top-k documents the index also returns (k = ``config.retrieval.top_k``), averaged over the queries. The
+    corpus of `config.data` must be the one the index holds (same ids). Nothing is encoded but the queries.
+    """
+    import numpy as np
+
+    from lengthwise.core.output_set import write_output_set
+    from lengthwise.core.results import json_bytes, provenance
+    from lengthwise.evaluation.config import Task
+    from lengthwise.evaluation.data import read_beir
+    from lengthwise.evaluation.run import OUTPUT_NAMES, resolve
+    from lengthwise.longdoc import LongDocConfig
+
+    started = time.perf_counter()
+    if config.task is not Task.retrieval:
+        raise SettingError("index", str(index), f"ranks retrieval only, not {config.task.value}; use --task retrieval")
+    config = resolve(config)
+    opened = index if isinstance(index, LongIndex) else LongIndex.open(index)
+    data = read_beir(config.data, config.split)
+    held = set(opened.windows.doc_ids)
+    if held != set(data.doc_ids):
+        missing = len(set(data.doc_ids) - held)
+        raise SettingError("index", str(index), f"holds {len(held)} documents, {missing} of the {len(data.doc_ids)} "
+                           f"in {config.data} are not among them; build the index from this corpus")  # fmt: skip
+    settings = config.retrieval
+    k = settings.top_k + (1 if settings.drop_self_hits else 0)  # room for the self-hit that is dropped
+    top_k = LongDocConfig.from_dict(opened.windows.settings["encode_settings"]["long"]).top_k
+    vectors = np.asarray(opened.embed_queries(list(data.query_texts)), dtype=np.float32)
+    runs = {"index": opened.windows.search_vectors(vectors, k, top_k=top_k, windows=max(1000, 10 * k)),
+            "exact": opened.windows.exact_vectors(vectors, k, top_k=top_k)}  # fmt: skip
+    scores, overlap = _index_scores(runs, data, config.retrieval)
+    made = provenance(opened.windows.settings["model"], dict(data.describe()),
+                      {"retrieval": settings.to_dict(), "index": str(index)}, started=started)  # fmt: skip
+    record: dict[str, Any] = {
+        "task": "retrieval", "model": opened.windows.settings["model"], "scores": scores["index"],
+        "exact_scores": scores["exact"], "bins": {"queries": [], "documents": []},
+        "index": {"engine": opened.windows.settings["engine"], "quantize": opened.windows.settings["quantize"],
+                  "overlap": round(overlap, 4), "k": settings.top_k}, **made,
+    }  # fmt: skip
+    if out is not None:
+        write_output_set(Path(out), {"results.json": json_bytes(record)}, OUTPUT_NAMES, what="an evaluation")
+    return record  # type: ignore[return-value]
+
+
+def _index_scores(runs: dict[str, list], data: Any, settings: Any) -> tuple[dict[str, dict[str, float]], float]:
+    """Headline scores (×100) of each ranking in `runs` and the index's mean share of the exact top-k."""
+    import numpy as np
+
+    from lengthwise.evaluation.retrieval import trec_scores
+
+    scores, tops = {}, {}
+    for name, hits in runs.items():
+        run = {qid: {doc: score for doc, score in row if not (settings.drop_self_hits and doc == qid)}
+               for qid, row in zip(data.query_ids, hits, strict=True) if qid in data.qrels}  # fmt: skip
+        per_query = trec_scores({qid: data.qrels[qid] for qid in run}, run, settings)
+        names = list(next(iter(per_query.values())))
+        scores[name] = {m: round(100 * float(np.mean([row[m] for row in per_query.values()])), 4) for m in names}
+        tops[name] = {q: sorted(docs, key=docs.__getitem__, reverse=True)[: settings.top_k] for q, docs in run.items()}
+    shares = [len(set(tops["index"][q]) & set(top)) / max(1, len(top)) for q, top in tops["exact"].items()]
+    return scores, float(np.mean(shares))
 
 
 def _tune_objective(

@@ -118,3 +118,46 @@ def torch_no_grad():
     import torch
 
     return torch.no_grad()
+
+
+def _beir(encoded: Path, folder: Path, drop: int = 0) -> Path:
+    """The fixture's corpus as a BEIR folder (less its last `drop` documents), with three judged queries."""
+    rows = [json.loads(line) for line in (encoded.parent / "corpus.jsonl").read_text().splitlines()]
+    folder.mkdir()
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows[: len(rows) - drop]))
+    queries = [{"_id": f"q{i}", "text": text} for i, text in enumerate(QUERIES)]
+    (folder / "queries.jsonl").write_text("".join(json.dumps(row) + "\n" for row in queries))
+    (folder / "qrels").mkdir()
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq0\tdoc3\t1\nq1\tdoc11\t1\nq2\tdoc20\t1\n")
+    return folder
+
+
+def test_eval_through_the_index_scores_as_the_exact_evaluation(
+    encoded: Path, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    import lengthwise as lw
+    from lengthwise.evaluation.config import EvalConfig, RetrievalConfig
+
+    beir = _beir(encoded, tmp_path / "beir")
+    assert runner.invoke(app, ["index", "build", str(encoded), "--out", str(tmp_path / "idx"), "--quantize",
+                               "none"]).exit_code == 0  # fmt: skip
+    run = runner.invoke(app, ["eval", "-t", "retrieval", "-d", str(beir), "--index", str(tmp_path / "idx"),
+                              "--top-k", "100", "-o", str(tmp_path / "out")])  # fmt: skip
+    assert run.exit_code == 0, run.output
+    record = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert record["index"]["overlap"] == 1.0  # a small corpus: every window is a candidate
+    assert record["scores"] == record["exact_scores"]
+    config = EvalConfig(task="retrieval", data=str(beir), retrieval=RetrievalConfig(top_k=100))
+    long = lw.LongDocConfig(strategy="multi-vector", window=24, top_k=2)
+    exact = lw.evaluate(config, tiny_model_dir, long=long)  # the ordinary exact evaluation, corpus encoded anew
+    for name, value in exact["scores"].items():
+        assert record["exact_scores"][name] == pytest.approx(value, abs=1e-3), name
+
+
+def test_eval_through_an_index_of_another_corpus_is_refused(encoded: Path, tmp_path: Path) -> None:
+    beir = _beir(encoded, tmp_path / "beir", drop=2)
+    assert runner.invoke(app, ["index", "build", str(encoded), "--out", str(tmp_path / "idx")]).exit_code == 0
+    run = runner.invoke(app, ["eval", "-t", "retrieval", "-d", str(beir), "--index", str(tmp_path / "idx"),
+                              "-o", str(tmp_path / "out")])  # fmt: skip
+    assert run.exit_code == 2 and "build the index from this corpus" in run.output, run.output
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())

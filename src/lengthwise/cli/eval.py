@@ -8,7 +8,7 @@ settings, `--device`, `--out`, the data) is checked before the model loads; heav
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -120,6 +120,14 @@ def evaluate(
     ] = None,
     window: Annotated[int | None, typer.Option("--window", help="--long: tokens per window (specials incl.).")] = None,
     stride: Annotated[int | None, typer.Option("--stride", help="--long: step between windows (< window).")] = None,
+    index: Annotated[
+        Path | None,
+        typer.Option(
+            "--index",
+            help="Retrieval: rank through this index (`lengthwise index build`); the record "
+            "gives the exact scan's scores beside it (the index's model and settings are used).",
+        ),
+    ] = None,
 ) -> None:
     """Evaluate a model overall and per token-length bin; writes OUT/results.json and PNG plots.
 
@@ -153,7 +161,8 @@ def evaluate(
         )
     except ValueError as err:
         _fail(setting_message(err))
-    _run(config, model, out, device, max_length, trust_remote_code, tempscale, (long, window, stride), precision)
+    _run(config, model, out, device, max_length, trust_remote_code, tempscale, (long, window, stride), precision,
+         index)  # fmt: skip
 
 
 def _run(
@@ -166,6 +175,7 @@ def _run(
     tempscale: float | None,
     long: tuple[str | None, int | None, int | None] = (None, None, None),
     precision: str = "fp32",
+    index: Path | None = None,
 ) -> None:
     """Check the device and `--out`, then make the one library call (`lengthwise.evaluate`) and print."""
     from transformers.utils import logging as hf_logging
@@ -182,12 +192,17 @@ def _run(
         with console.status(f"evaluating {model}"):
             record = evaluate(config, model, out=out, device=device, max_length=max_length,
                               trust_remote_code=trust_remote_code, precision=precision, tempscale=tempscale,
-                              long=strategy, window=window, stride=stride,
+                              long=strategy, window=window, stride=stride, index=index,
                               show_progress=console.is_terminal)  # fmt: skip
     except (ModelLoadError, DataFormatError, ValueError) as err:  # ValueError: a setting the data cannot satisfy
         _fail(setting_message(err))
     except OSError as err:
         _fail(f"--out {out}: could not write the results ({err.strerror or err}); pass a writable directory")
     console.print(_headline_table(record))
+    if "exact_scores" in record:  # --index: the exact scan on the same query vectors
+        extra: dict[str, Any] = dict(record)
+        exact = "  ".join(f"{name} {value:.2f}" for name, value in extra["exact_scores"].items())
+        shared, k = extra["index"]["overlap"], extra["index"]["k"]
+        console.print(f"exact scan: {exact}; the index returns {shared:.1%} of its top {k}", highlight=False)
     plots = sorted(out.glob("*.png"))
     console.print(f"wrote {out / 'results.json'} and {len(plots)} plot(s)", highlight=False)
