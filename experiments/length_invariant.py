@@ -33,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import SHARED, STS_TASKS, default_model, hardware, read_json, set_threads
-from length_attack import write_pairs
+from length_attack import write_pairs, write_same_topic
 from length_robust import QUALITY_STS, _attack, _write
 
 ARMS: dict[str, dict[str, float]] = {
@@ -74,68 +74,144 @@ def stage_train(arm: str, args: argparse.Namespace) -> None:
 
 
 def stage_eval(arm: str, args: argparse.Namespace) -> None:
-    from lengthwise.core.encoder import as_encoder
-    from lengthwise.evaluation import evaluate_sts, read_sts
-    from lengthwise.facade import load_model
-
+    """The quick evaluation; with ``--full`` also the first64x8 attack on SciFact same-topic pairs, the m = 100
+    attack on two pair sets nobody here trained or tuned on (SICK test, Twitter URL test: news headlines) and
+    SciFact nDCG@10 (full corpus, per query). Each part is saved as soon as it is done."""
     folder = args.out / (arm if arm == "none" else f"{arm}-s{args.seed}")
     model = args.model if arm == "none" else read_json(folder / "train_record.json")["model_dir"]
     path = folder / "record.json"
     record: dict[str, Any] = read_json(path) if path.exists() else {"arm": arm, "model": model}
-    if "stsb_attack" not in record:
-        stsb = SHARED / "stsb" / "original" / "sts-test.csv.gz"
-        record["stsb_attack"] = _attack(model, stsb, folder / "audit_stsb_m100", "stsb")
-        _write(path, record)
-    if "sts" not in record:
-        encoder = as_encoder(load_model(model))
-        scores = {}
-        for name in ("STS-B", *QUALITY_STS):
-            scores[name] = evaluate_sts(encoder, read_sts(SHARED / STS_TASKS[name]), batch_size=64).scores["spearman"]
-        record["sts"] = scores
-        _write(path, record)
+    parts: dict[str, Any] = {
+        "stsb_attack": lambda: _attack(model, SHARED / "stsb" / "original" / "sts-test.csv.gz",
+                                       folder / "audit_stsb_m100", "stsb"),
+        "sts_pairs": lambda: _sts_pairs(model),
+    }  # fmt: skip
+    if args.full:
+        parts |= {
+            "first64x8": lambda: _attack(model, _same_topic(args), folder / "audit_first64x8", "first64x8"),
+            "sick_attack": lambda: _attack(model, SHARED / "sick" / "SICK_test_annotated.txt.gz",
+                                           folder / "audit_sick_m100", "stsb"),
+            "twitter_attack": lambda: _attack(model, SHARED / "twitter_url_corpus" / "test.jsonl.gz",
+                                              folder / "audit_twitter_m100", "stsb"),
+            "scifact": lambda: _scifact(model),
+        }  # fmt: skip
+    for name, compute in parts.items():
+        if name not in record:
+            started = time.perf_counter()
+            record[name] = compute()
+            record.setdefault("wall_s", {})[name] = round(time.perf_counter() - started, 1)
+            _write(path, record)
+
+
+def _sts_pairs(model: str) -> dict[str, Any]:
+    """STS-B test and STS12–16: Spearman ×100 with the per-pair cosines and gold scores (for paired intervals)."""
+    from lengthwise.core.encoder import as_encoder
+    from lengthwise.evaluation import evaluate_sts, read_sts
+    from lengthwise.facade import load_model
+
+    encoder = as_encoder(load_model(model))
+    out = {}
+    for name in ("STS-B", *QUALITY_STS):
+        pairs = read_sts(SHARED / STS_TASKS[name])
+        result = evaluate_sts(encoder, pairs, batch_size=64)
+        assert result.cosines is not None
+        out[name] = {"spearman": result.scores["spearman"], "cosines": [round(float(x), 6) for x in result.cosines],
+                     "gold": [pair.score for pair in pairs.pairs]}  # fmt: skip
+    return out
+
+
+def _scifact(model: str) -> dict[str, Any]:
+    from lengthwise.core.encoder import as_encoder
+    from lengthwise.evaluation import evaluate_retrieval, read_beir
+    from lengthwise.facade import load_model
+
+    result = evaluate_retrieval(as_encoder(load_model(model)), read_beir(SHARED / "scifact", "test"), batch_size=32)
+    per_query = {qid: scores["ndcg@10"] for qid, scores in result.per_query.items()}
+    return {"ndcg@10": result.scores["ndcg@10"], "per_query": per_query}
+
+
+def _same_topic(args: argparse.Namespace) -> Path:
+    """Every distinct same-topic SciFact pair, as study 1 writes them."""
+    path = args.out / "same_topic.jsonl"
+    if not path.exists():
+        write_same_topic(args.out, 0, 0)
+    return path
+
+
+def _attack_row(attack: dict[str, Any]) -> dict[str, Any]:
+    import numpy as np
+
+    before, after = np.array(attack["before"]), np.array(attack["after"])
+    low, high = before <= np.quantile(before, 0.25), before >= np.quantile(before, 0.75)
+    return {"mean_shift": attack["mean_shift"], "frac_increased": attack["frac_increased"],
+            "jsd": attack["js_distance"], "null_q95": attack["js_null"]["q95"], "p": attack["js_null"]["p_value"],
+            "low_quartile_shift": float((after - before)[low].mean()),
+            "high_quartile_shift": float((after - before)[high].mean())}  # fmt: skip
 
 
 def _summary(record: dict[str, Any], none: dict[str, Any] | None) -> dict[str, Any]:
+    """One arm's figures; with `none`, paired 95 % intervals of arm − none (`length_robust_report`'s helpers)."""
     import numpy as np
+    from length_robust_report import _attack_diffs, _interval, _spearman, _sts_avg_diff
 
-    from lengthwise.core.stats import paired_bootstrap
-
-    attack = record["stsb_attack"]
-    before, after = np.array(attack["before"]), np.array(attack["after"])
-    quartile = before <= np.quantile(before, 0.25), before >= np.quantile(before, 0.75)
-    row = {"mean_shift": attack["mean_shift"], "frac_increased": attack["frac_increased"],
-           "jsd": attack["js_distance"], "null_q95": attack["js_null"]["q95"], "p": attack["js_null"]["p_value"],
-           "low_quartile_shift": float((after - before)[quartile[0]].mean()),
-           "high_quartile_shift": float((after - before)[quartile[1]].mean()),
-           "stsb": record["sts"]["STS-B"],
-           "sts12_16_avg": float(np.mean([record["sts"][t] for t in QUALITY_STS]))}  # fmt: skip
-    if none is not None:
-        base = none["stsb_attack"]
-        shift_none = np.array(base["after"]) - np.array(base["before"])
-        row["mean_shift_vs_none"] = paired_bootstrap((shift_none, after - before))
+    sts = record["sts_pairs"]
+    row: dict[str, Any] = {**_attack_row(record["stsb_attack"]), "stsb": sts["STS-B"]["spearman"],
+                           "sts12_16_avg": float(np.mean([sts[t]["spearman"] for t in QUALITY_STS]))}  # fmt: skip
+    for name in ("first64x8", "sick_attack", "twitter_attack"):
+        if name in record:
+            row[name] = _attack_row(record[name])
+    if "scifact" in record:
+        row["scifact_ndcg@10"] = record["scifact"]["ndcg@10"]
+    if none is None:
+        return row
+    vs: dict[str, Any] = {"stsb_attack": _attack_diffs(record["stsb_attack"], none["stsb_attack"])}
+    base = none["sts_pairs"]
+    gold = np.asarray(sts["STS-B"]["gold"])
+    vs["stsb"] = _interval((np.asarray(sts["STS-B"]["cosines"]), np.asarray(base["STS-B"]["cosines"]), gold),
+                           lambda f, b, g: _spearman(f, g) - _spearman(b, g))  # fmt: skip
+    vs["sts12_16_avg"] = _sts_avg_diff(sts, base)
+    if "scifact" in record and "scifact" in none:
+        queries = sorted(none["scifact"]["per_query"])
+        mine = np.asarray([record["scifact"]["per_query"][q] for q in queries]) * 100
+        theirs = np.asarray([none["scifact"]["per_query"][q] for q in queries]) * 100
+        vs["scifact_ndcg@10"] = _interval((mine, theirs), lambda x, y: float(np.mean(x) - np.mean(y)))
+    row["vs_none"] = vs
     return row
 
 
 def report(args: argparse.Namespace) -> None:
+    import numpy as np
+
     from lengthwise.core.results import write_json_atomic
 
-    none = read_json(args.out / "none" / "record.json") if (args.out / "none" / "record.json").exists() else None
-    rows = {"none": _summary(none, None)} if none else {}
-    arm_seed = re.compile(rf"({'|'.join(map(re.escape, ARMS))})-s\d+")
+    none_path = args.out / "none" / "record.json"
+    none = read_json(none_path) if none_path.exists() else None
+    rows = {"none": _summary(none, None)} if none and "sts_pairs" in none else {}
+    arm_seed = re.compile(rf"({'|'.join(map(re.escape, ARMS))})-s(\d+)")
     for folder in sorted(p for p in args.out.iterdir() if arm_seed.fullmatch(p.name)):
-        if (folder / "record.json").exists():
-            record = read_json(folder / "record.json")
-            train = read_json(folder / "train_record.json")
-            rows[folder.name] = {
-                **_summary(record, none),
-                "train_wall_s": train["wall_s"],
-                "train_cpu_s": train["cpu_s"],
-            }
+        record = read_json(folder / "record.json") if (folder / "record.json").exists() else {}
+        if "sts_pairs" not in record or "stsb_attack" not in record:
+            continue
+        train = read_json(folder / "train_record.json")
+        rows[folder.name] = {**_summary(record, none if rows else None), "settings": ARMS[train["arm"]],
+                             "train_wall_s": train["wall_s"], "train_cpu_s": train["cpu_s"],
+                             "train_load_after": train["load_after"]}  # fmt: skip
+    seeds: dict[str, Any] = {}
+    for arm in ARMS:
+        runs = [row for name, row in rows.items() if arm_seed.fullmatch(name) and name.rsplit("-s", 1)[0] == arm]
+        if len(runs) > 1:
+            seeds[arm] = {key: {"mean": float(np.mean([r[key] for r in runs])), "min": min(r[key] for r in runs),
+                                "max": max(r[key] for r in runs), "n": len(runs)}
+                          for key in ("jsd", "p", "mean_shift", "stsb", "sts12_16_avg")}  # fmt: skip
     study1 = read_json(REPO / "docs" / "results" / "length_robust.json")["fixes"]
     earlier = {fix: study1[fix]["headline"] for fix in ("recipe", "laser-self") if fix in study1}
-    write_json_atomic(REPO / "docs" / "results" / "length_invariant.json", {"arms": rows, "study1": earlier})
+    write_json_atomic(REPO / "docs" / "results" / "length_invariant.json",
+                      {"arms": rows, "seed_spread": seeds, "study1": earlier})  # fmt: skip
     for name, row in rows.items():
-        print(name, {k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()})
+        quartiles = f"{row['low_quartile_shift']:+.4f}/{row['high_quartile_shift']:+.4f}"
+        print(f"{name:<22} jsd {row['jsd']:.4f} (q95 {row['null_q95']:.4f}, p {row['p']:.3f})  shift "
+              f"{row['mean_shift']:+.4f}  risen {row['frac_increased']:.3f}  low/high q {quartiles}  "
+              f"STS-B {row['stsb']:.2f}  STS12-16 {row['sts12_16_avg']:.2f}")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=8000, help="training pairs in study 1's seeded four-source mix")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--full", action="store_true", help="eval: also first64x8, SICK, Twitter URL and SciFact")
     args = parser.parse_args(argv)
     set_threads(args.threads)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
