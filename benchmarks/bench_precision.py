@@ -9,6 +9,7 @@ Stages (each writes its own section of the JSON, so a stage can be re-run alone;
 - ``speed``: tokens/s of fp32 and of the default int8 at 128, 256 and 512 tokens, at one thread and at two; runs
   alternate between the arms after an untimed warm-up; medians of `--repeats` and the ratio of medians.
 - ``quality``: STS-B test Spearman and the STS12–16 average (×100) per precision.
+- ``scifact``: SciFact test nDCG@10 (full corpus) per precision, with a paired per-query interval int8 − fp32.
 - ``robustness``: the STS-B test attack at m = 100 per precision (mean shift, share risen, JSD with its
   permutation null), and a paired bootstrap (`lengthwise.core.stats.paired_bootstrap`: paired,
   percentile, 2,000 resamples, seed 0) of the per-pair shift difference int8 − fp32.
@@ -200,7 +201,29 @@ def stage_robustness(_: int) -> dict[str, Any]:
     return {"rows": rows, "pairs": len(pairs), "m": 100}
 
 
-STAGES = {"layers": stage_layers, "speed": stage_speed, "quality": stage_quality, "robustness": stage_robustness}
+def stage_scifact(_: int) -> dict[str, Any]:
+    """SciFact test nDCG@10 (full corpus, 5,183 abstracts) per precision, and the paired per-query interval."""
+    from lengthwise.core.encoder import as_encoder
+    from lengthwise.core.stats import paired_bootstrap
+    from lengthwise.evaluation.data import read_beir
+    from lengthwise.evaluation.retrieval import evaluate_retrieval
+
+    torch.set_num_threads(2)
+    data = read_beir(DATA / "scifact", "test")
+    rows, per_query = {}, {}
+    for precision in ("fp32", "int8"):
+        started = time.perf_counter()
+        result = evaluate_retrieval(as_encoder(_load(precision)), data, batch_size=32)
+        rows[precision] = {"ndcg@10": float(result.scores["ndcg@10"]), "seconds": round(time.perf_counter() - started)}
+        per_query[precision] = {q: 100 * v["ndcg@10"] for q, v in result.per_query.items()}
+        print(precision, rows[precision], flush=True)
+    queries = sorted(per_query["fp32"])
+    point, low, high = paired_bootstrap([[per_query[p][q] for q in queries] for p in ("fp32", "int8")], seed=0)
+    return {"rows": rows, "int8_minus_fp32": {"diff": point, "low": low, "high": high}, "queries": len(queries)}
+
+
+STAGES = {"layers": stage_layers, "speed": stage_speed, "quality": stage_quality, "robustness": stage_robustness,
+          "scifact": stage_scifact}  # fmt: skip
 
 
 def main() -> None:
