@@ -45,10 +45,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 from sentence_transformers import SentenceTransformer  # noqa: E402
 
-from lengthwise.audit.pairs.attack import AuditConfig, AuditResult, run_audit  # noqa: E402
+from lengthwise.audit.config import AuditConfig  # noqa: E402
+from lengthwise.audit.pairs.attack import AuditResult, run_audit  # noqa: E402
 from lengthwise.core.data import PairSet, default_probe_pairs, read_pairs  # noqa: E402
+from lengthwise.core.defaults import DEFAULT_MODEL  # noqa: E402
 from lengthwise.core.embed import TokenView  # noqa: E402
-from lengthwise.core.models import DEFAULT_MODEL, load_model  # noqa: E402
+from lengthwise.core.models import load_model  # noqa: E402
 from lengthwise.core.results import environment, write_json_atomic  # noqa: E402
 from lengthwise.core.tokens import elongate, elongation_factor, first_k, shuffle_words  # noqa: E402
 

@@ -50,7 +50,9 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
 
-    from lengthwise.audit.documents.documents import DocAuditConfig, read_docs, run_doc_audit
+    from lengthwise.audit.config import DocAuditConfig
+    from lengthwise.audit.documents.corpus import read_docs
+    from lengthwise.audit.documents.documents import run_doc_audit
     from lengthwise.core.models import load_model
     from lengthwise.core.tokens import Elongation
 

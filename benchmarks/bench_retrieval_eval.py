@@ -49,8 +49,9 @@ def _child(mode: str, args: argparse.Namespace) -> dict[str, Any]:
     from lengthwise.core.embed import TokenView
     from lengthwise.core.encoder import as_encoder
     from lengthwise.core.models import load_model
+    from lengthwise.evaluation.config import RetrievalConfig
     from lengthwise.evaluation.data import read_beir
-    from lengthwise.evaluation.retrieval import RetrievalConfig, evaluate_retrieval
+    from lengthwise.evaluation.retrieval import evaluate_retrieval
 
     started = time.perf_counter()
     model = load_model(args.model, device="cpu")
@@ -110,7 +111,7 @@ class _CachedEncoder:
 def _child_search(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
-    from lengthwise.evaluation.retrieval import exact_search
+    from lengthwise.core.search import exact_search
 
     generator = torch.Generator().manual_seed(0)
     corpus = torch.nn.functional.normalize(torch.randn(args.n_docs, 384, generator=generator), dim=1)

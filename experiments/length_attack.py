@@ -76,7 +76,8 @@ def jsd_noise_floor(before: Any, bins: int, seed: int, repeats: int = 50) -> flo
     """Mean JSD between the `before` cosines and bootstrap resamples of themselves: what sampling alone gives."""
     import numpy as np
 
-    from lengthwise.audit.pairs.shift import HistogramSpec, js_distance
+    from lengthwise.audit.config import HistogramSpec
+    from lengthwise.audit.pairs.shift import js_distance
 
     rng = np.random.default_rng(seed)
     values = np.asarray(before)
@@ -90,7 +91,8 @@ def attack(model: str, pairs: Path, out: Path, batch_size: int) -> dict[str, Any
     """first64x8 attack; JSD at the audit's 100 bins and at 20 bins (less sparse for a few hundred pairs)."""
     import numpy as np
 
-    from lengthwise.audit.pairs.shift import HistogramSpec, js_distance, js_distance_null
+    from lengthwise.audit.config import HistogramSpec
+    from lengthwise.audit.pairs.shift import js_distance, js_distance_null
 
     wall = lengthwise_cli(
         ["audit", "--model", model, "--pairs", str(pairs), "--preset", "first64x8", "--no-curve", "--no-shuffle",

@@ -34,7 +34,8 @@ def _spearman(x: np.ndarray, y: np.ndarray) -> float:
 
 
 def _jsd(before: np.ndarray, after: np.ndarray) -> float:
-    from lengthwise.audit.pairs.shift import HistogramSpec, js_distance
+    from lengthwise.audit.config import HistogramSpec
+    from lengthwise.audit.pairs.shift import js_distance
 
     return js_distance(before, after, HistogramSpec(bins=100))
 

@@ -135,7 +135,8 @@ def length_collapse(run: Path, img: Path) -> Path | None:
 def _jsd_difference_rows(run: Path, resamples: int = 1000) -> list[str]:
     """copy-concat − pairs JSD per pooling, with a 95 % paired bootstrap interval over the attacked pairs
     (`scipy.stats.bootstrap`, percentile interval)."""
-    from lengthwise.audit.pairs.shift import HistogramSpec, js_distance
+    from lengthwise.audit.config import HistogramSpec
+    from lengthwise.audit.pairs.shift import js_distance
     from lengthwise.core.stats import paired_bootstrap
 
     def sims(name: str) -> tuple[np.ndarray, np.ndarray] | None:

@@ -64,7 +64,8 @@ class DiskCache:
 
 
 def run(args: argparse.Namespace) -> None:
-    from lengthwise.audit.retrieval.natural import RetrievalAuditConfig, audit_retrieval
+    from lengthwise.audit.retrieval.config import RetrievalAuditConfig
+    from lengthwise.audit.retrieval.natural import audit_retrieval
     from lengthwise.core.embed import TokenView
     from lengthwise.core.encoder import SentenceTransformerEncoder
     from lengthwise.core.models import load_model, model_fingerprint

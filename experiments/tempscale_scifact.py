@@ -77,7 +77,8 @@ def _per_query_ndcg(encoder: CorpusOnce, data: Any, config: Any, batch_size: int
     """Per-query nDCG@10 (fraction) from the cached embeddings, as `evaluate_retrieval` computes it."""
     import torch
 
-    from lengthwise.evaluation.retrieval import exact_search, trec_scores
+    from lengthwise.core.search import exact_search
+    from lengthwise.evaluation.retrieval import trec_scores
 
     def unit(x: np.ndarray) -> torch.Tensor:
         return torch.nn.functional.normalize(torch.as_tensor(x, dtype=torch.float32), dim=-1)

@@ -31,9 +31,8 @@ if TYPE_CHECKING:
     from lengthwise.audit.retrieval.config import RetrievalRequest
     from lengthwise.audit.schema import AuditPayload
     from lengthwise.core.encoder import TextEncoder
-    from lengthwise.evaluation.config import EvalConfig
+    from lengthwise.evaluation.config import EvalConfig, Task
     from lengthwise.evaluation.schema import EvalRecord
-    from lengthwise.evaluation.tasks import Task
     from lengthwise.longdoc.config import LongDocConfig
     from lengthwise.longdoc.synthetic import SyntheticSet
     from lengthwise.longdoc.tune import LongTuneResult
@@ -354,8 +353,8 @@ def _tune_objective(
     classifier fit on one stratified half of train and scored on the other (the test split is never read).
     """
     from lengthwise import evaluation as ev
-    from lengthwise.evaluation.config import RetrievalConfig
-    from lengthwise.evaluation.tasks import Task, drops_self_hits
+    from lengthwise.evaluation.config import RetrievalConfig, Task
+    from lengthwise.evaluation.tasks import drops_self_hits
     from lengthwise.tempscale import TempScaleEncoder
 
     batch = opts["batch_size"]
@@ -434,7 +433,7 @@ def tune_tempscale(
     from lengthwise.core.models import model_fingerprint
     from lengthwise.core.output_set import check_output_target, write_output_set
     from lengthwise.core.results import json_bytes, provenance
-    from lengthwise.evaluation.tasks import Task
+    from lengthwise.evaluation.config import Task
     from lengthwise.facade import load_model
     from lengthwise.tempscale import remove_tempscale
     from lengthwise.tempscale.schema import TuneRecord

@@ -6,7 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lengthwise.audit.pairs.attack import AuditConfig, run_audit
+from lengthwise.audit.config import AuditConfig
+from lengthwise.audit.pairs.attack import run_audit
 from lengthwise.audit.pairs.shift import js_distance_null, paired_cosine
 from lengthwise.core.data import PairSet, TextPair, default_probe_pairs, read_pairs
 from lengthwise.core.embed import TokenView, embed_ids

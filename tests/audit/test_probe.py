@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from lengthwise.audit.config import DocAuditConfig
-from lengthwise.audit.documents.documents import DocSet, run_doc_audit
+from lengthwise.audit.documents.corpus import DocSet
+from lengthwise.audit.documents.documents import run_doc_audit
 from lengthwise.audit.documents.probe import probe_section, truncation_section
 from lengthwise.audit.report import documents as report_docs
 

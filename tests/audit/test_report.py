@@ -13,15 +13,10 @@ import pytest
 from matplotlib.axes import Axes
 from matplotlib.patches import StepPatch
 
-from lengthwise.audit.pairs.shift import HistogramSpec, js_distance, similarity_histogram, similarity_shift
-from lengthwise.audit.report.page import (
-    load_payload,
-    plot_attack,
-    plot_first_k_curve,
-    plot_word_shuffle,
-    render_html,
-    write_report,
-)
+from lengthwise.audit.config import HistogramSpec
+from lengthwise.audit.pairs.shift import js_distance, similarity_histogram, similarity_shift
+from lengthwise.audit.report.attack import plot_attack, plot_first_k_curve, plot_word_shuffle
+from lengthwise.audit.report.page import load_payload, render_html, write_report
 
 SPEC = HistogramSpec(bins=100, low=-1.0, high=1.0)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

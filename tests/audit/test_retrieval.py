@@ -12,7 +12,8 @@ import pytest
 from scipy import stats
 
 from lengthwise.audit.report.compare import headline_rows, write_comparison
-from lengthwise.audit.retrieval.natural import RetrievalAuditConfig, audit_retrieval
+from lengthwise.audit.retrieval.config import RetrievalAuditConfig
+from lengthwise.audit.retrieval.natural import audit_retrieval
 from lengthwise.audit.retrieval.perturb import (
     WordIds,
     build_filler,
@@ -162,7 +163,8 @@ def test_the_same_seed_gives_the_same_audit(tiny_model, tiny_section) -> None:
 
 @pytest.fixture(scope="module")
 def payload(tiny_model, tiny_section) -> dict[str, Any]:
-    from lengthwise.audit.pairs.attack import AuditConfig, run_audit
+    from lengthwise.audit.config import AuditConfig
+    from lengthwise.audit.pairs.attack import run_audit
     from lengthwise.core.data import default_probe_pairs
 
     pairs = default_probe_pairs().sample(12, seed=0)

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from lengthwise.audit.retrieval.natural import RetrievalAuditConfig, audit_retrieval
+from lengthwise.audit.retrieval.config import RetrievalAuditConfig
+from lengthwise.audit.retrieval.natural import audit_retrieval
 from lengthwise.core.embed import TokenView
 
 SIN2 = 0.5  # sin² θ: weight of the length term

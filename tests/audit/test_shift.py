@@ -3,8 +3,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from lengthwise.audit.config import HistogramSpec
 from lengthwise.audit.pairs.shift import (
-    HistogramSpec,
     js_distance,
     js_distance_null,
     paired_cosine,

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from lengthwise.audit.pairs.attack import AuditConfig, run_audit
+from lengthwise.audit.config import AuditConfig
+from lengthwise.audit.pairs.attack import run_audit
 from lengthwise.cli import app
 from lengthwise.core.data import read_pairs
 

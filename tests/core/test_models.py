@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 from lengthwise.core import models
-from lengthwise.core.models import DEFAULT_MODEL, ModelLoadError, load_model, model_fingerprint, resolve_model_path
+from lengthwise.core.defaults import DEFAULT_MODEL
+from lengthwise.core.models import ModelLoadError, load_model, model_fingerprint, resolve_model_path
 
 
 @pytest.fixture

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from lengthwise.core.data import DataFormatError, read_pairs, read_qrels
+from lengthwise.core.data import read_pairs, read_qrels
+from lengthwise.core.textio import DataFormatError
 
 
 def _beir(folder: Path, docs: list[dict], qrels: str | None) -> Path:
@@ -172,7 +173,7 @@ def test_non_utf8_names_file_and_the_right_line(tmp_path: Path, name: str) -> No
 
 
 def test_docs_reader_reports_the_line_of_the_bad_byte(tmp_path: Path) -> None:
-    from lengthwise.audit.documents.documents import read_docs
+    from lengthwise.audit.documents.corpus import read_docs
 
     path = tmp_path / "docs.txt"
     path.write_bytes(("".join(f"document {i}\n" for i in range(4)) + "bad \xff byte\n").encode("latin-1"))
@@ -192,7 +193,7 @@ def test_zero_width_only_text_names_file_and_line(tmp_path: Path, text: str) -> 
 
 
 def test_zero_width_only_document_names_file_and_line(tmp_path: Path) -> None:
-    from lengthwise.audit.documents.documents import read_docs
+    from lengthwise.audit.documents.corpus import read_docs
 
     path = tmp_path / "docs.jsonl"
     path.write_text('{"text": "fine"}\n{"text": "\\u200b\\u200b"}\n', encoding="utf-8")
@@ -206,6 +207,6 @@ def test_directory_and_lone_carriage_returns(tmp_path: Path) -> None:
     assert [(p.text1, p.text2) for p in read_pairs(path).pairs] == [("a", "b"), ("c", "d"), ("e", "f")]
     (tmp_path / "docs").mkdir()
     with pytest.raises(DataFormatError, match="is a directory"):
-        from lengthwise.core.data import open_text
+        from lengthwise.core.textio import open_text
 
         open_text(tmp_path / "docs")

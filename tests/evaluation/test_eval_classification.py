@@ -7,12 +7,12 @@ import pytest
 
 from lengthwise.core.embed import TokenView
 from lengthwise.evaluation.classification import (
-    ClassificationConfig,
     classification_scores,
     evaluate_classification,
     few_shot_indices,
     mteb_undersample_indices,
 )
+from lengthwise.evaluation.config import ClassificationConfig
 from lengthwise.evaluation.data import LabelledTexts, read_classification
 
 from .conftest import TableEncoder

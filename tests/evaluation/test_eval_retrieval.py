@@ -7,14 +7,10 @@ import pytest
 import torch
 
 from lengthwise.core.embed import TokenView
+from lengthwise.core.search import exact_search, relevant_ranks
+from lengthwise.evaluation.config import RetrievalConfig
 from lengthwise.evaluation.data import RetrievalData, read_beir
-from lengthwise.evaluation.retrieval import (
-    RetrievalConfig,
-    evaluate_retrieval,
-    exact_search,
-    relevant_ranks,
-    trec_scores,
-)
+from lengthwise.evaluation.retrieval import evaluate_retrieval, trec_scores
 
 from .conftest import TableEncoder
 

@@ -9,10 +9,9 @@ from typing import get_type_hints
 
 import pytest
 
-from lengthwise.evaluation.config import ClassificationConfig, EvalConfig, SelfHits
+from lengthwise.evaluation.config import ClassificationConfig, EvalConfig, SelfHits, Task
 from lengthwise.evaluation.run import evaluate_task, resolve, write_record
 from lengthwise.evaluation.schema import ClassificationEvalRecord, RetrievalEvalRecord, STSEvalRecord
-from lengthwise.evaluation.tasks import Task
 
 from .conftest import TableEncoder
 

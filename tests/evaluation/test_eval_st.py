@@ -9,7 +9,7 @@ from sentence_transformers.base.evaluation import BaseEvaluator, SequentialEvalu
 
 from lengthwise.core.data import PairSet, TextPair
 from lengthwise.core.encoder import as_encoder
-from lengthwise.evaluation.classification import ClassificationConfig
+from lengthwise.evaluation.config import ClassificationConfig
 from lengthwise.evaluation.data import read_beir, read_classification
 from lengthwise.evaluation.st_evaluators import (
     BinnedClassificationEvaluator,

@@ -12,8 +12,8 @@ import torch
 from safetensors.torch import load_file
 from transformers import TrainerCallback
 
-from lengthwise.core.data import DataFormatError
 from lengthwise.core.errors import SettingError
+from lengthwise.core.textio import DataFormatError
 from lengthwise.training.config import TrainConfig
 from lengthwise.training.guard import TrainingDiverged
 from lengthwise.training.run import train

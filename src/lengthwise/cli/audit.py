@@ -217,7 +217,7 @@ def audit(
     plots and a self-contained OUT/report.html as one set, and prints a summary table.
     """
     from lengthwise.cli.options import check_device
-    from lengthwise.core.data import DataFormatError
+    from lengthwise.core.textio import DataFormatError
 
     flags = dict(locals())
     flags["switches"] = {
@@ -244,8 +244,8 @@ def _run(job: AuditJob, *, model: str, device: str | None, trust_remote_code: bo
     from transformers.utils import logging as hf_logging
 
     from lengthwise.audit.pairs.attack import NothingElongatedError
-    from lengthwise.core.data import DataFormatError
     from lengthwise.core.models import ModelLoadError
+    from lengthwise.core.textio import DataFormatError
     from lengthwise.pipelines import audit_model
 
     hf_logging.disable_progress_bar()  # our own progress bar covers the work; weight loading is instant

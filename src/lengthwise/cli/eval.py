@@ -30,8 +30,8 @@ from lengthwise.evaluation.config import (
     FewShotSampler,
     RetrievalConfig,
     SelfHits,
+    Task,
 )
-from lengthwise.evaluation.tasks import Task
 
 if TYPE_CHECKING:  # rich.table loads when a command prints, not for `lengthwise --help`
     from rich.table import Table
@@ -180,8 +180,8 @@ def _run(
     """Check the device and `--out`, then make the one library call (`lengthwise.evaluate`) and print."""
     from transformers.utils import logging as hf_logging
 
-    from lengthwise.core.data import DataFormatError
     from lengthwise.core.models import ModelLoadError
+    from lengthwise.core.textio import DataFormatError
     from lengthwise.pipelines import evaluate
 
     hf_logging.disable_progress_bar()

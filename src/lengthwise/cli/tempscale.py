@@ -17,7 +17,7 @@ from lengthwise.cli.console import console
 from lengthwise.cli.console import fail as _fail
 from lengthwise.cli.options import PrecisionOption, field_default, field_help, setting_message
 from lengthwise.core.defaults import DEFAULT_MODEL
-from lengthwise.evaluation.tasks import Task
+from lengthwise.evaluation.config import Task
 from lengthwise.tempscale.config import TempScaleConfig
 from lengthwise.tempscale.tune import Side, TuneSpec
 

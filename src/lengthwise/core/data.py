@@ -17,25 +17,17 @@ from pathlib import Path
 
 from lengthwise.core.textio import (
     DataFormatError,
-    TextFile,
     checked_text,
     delimited_rows,
     jsonl_objects,
-    open_text,
 )
 
 __all__ = [
     "GROUP_KEYS",
-    "DataFormatError",
     "PairSet",
-    "TextFile",
     "TextPair",
     "beir_documents",
-    "checked_text",
     "default_probe_pairs",
-    "delimited_rows",
-    "jsonl_objects",
-    "open_text",
     "read_pairs",
     "read_qrels",
 ]

@@ -21,7 +21,7 @@ from sentence_transformers import SentenceTransformer
 from lengthwise.core.defaults import DEFAULT_MODEL
 from lengthwise.core.errors import SettingError
 
-__all__ = ["DEFAULT_MODEL", "ModelLoadError", "load_model", "model_fingerprint", "resolve_model_path"]
+__all__ = ["ModelLoadError", "load_model", "model_fingerprint", "resolve_model_path"]
 
 PATCH_ATTRIBUTE = "lengthwise_tempscale"  # where a model keeps its live TempScale patch (fingerprints read it)
 _PACKAGED = {

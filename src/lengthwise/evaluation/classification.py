@@ -27,7 +27,6 @@ from lengthwise.evaluation.schema import ClassificationRecord, ClassificationRun
 
 __all__ = [
     "CLASSIFIERS",
-    "ClassificationConfig",
     "ClassificationResult",
     "classification_scores",
     "evaluate_classification",

@@ -27,11 +27,8 @@ from lengthwise.evaluation.data import RetrievalData
 from lengthwise.evaluation.schema import RetrievalRecord
 
 __all__ = [
-    "RetrievalConfig",
     "RetrievalResult",
     "evaluate_retrieval",
-    "exact_search",
-    "relevant_ranks",
     "search_run",
     "trec_scores",
 ]

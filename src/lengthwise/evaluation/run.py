@@ -20,12 +20,12 @@ from lengthwise.core.models import model_fingerprint
 from lengthwise.core.output_set import check_output_target, write_output_set
 from lengthwise.core.results import Provenance, json_bytes, provenance
 from lengthwise.evaluation.classification import ClassificationResult
-from lengthwise.evaluation.config import EvalConfig
+from lengthwise.evaluation.config import EvalConfig, Task
 from lengthwise.evaluation.plots import PLOT_NAMES, write_plots
 from lengthwise.evaluation.retrieval import RetrievalResult
 from lengthwise.evaluation.schema import ClassificationEvalRecord, EvalRecord, RetrievalEvalRecord, STSEvalRecord
 from lengthwise.evaluation.sts import STSResult
-from lengthwise.evaluation.tasks import Task, TaskData, TaskResult, drops_self_hits, evaluate_loaded, load_task_data
+from lengthwise.evaluation.tasks import TaskData, TaskResult, drops_self_hits, evaluate_loaded, load_task_data
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer

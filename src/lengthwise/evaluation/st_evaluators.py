@@ -19,9 +19,10 @@ from lengthwise.core.data import PairSet
 from lengthwise.core.embed import TokenView
 from lengthwise.core.encoder import TextEncoder, as_encoder
 from lengthwise.core.results import write_json_atomic
-from lengthwise.evaluation.classification import ClassificationConfig, evaluate_classification
+from lengthwise.evaluation.classification import evaluate_classification
+from lengthwise.evaluation.config import ClassificationConfig, RetrievalConfig
 from lengthwise.evaluation.data import LabelledTexts, RetrievalData
-from lengthwise.evaluation.retrieval import RetrievalConfig, evaluate_retrieval
+from lengthwise.evaluation.retrieval import evaluate_retrieval
 from lengthwise.evaluation.sts import evaluate_sts
 
 __all__ = ["BinnedClassificationEvaluator", "BinnedRetrievalEvaluator", "BinnedSTSEvaluator"]

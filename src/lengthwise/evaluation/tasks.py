@@ -28,7 +28,6 @@ __all__ = [
     "HF_PREFIX",
     "MTEB_DROPS_SELF_HITS",
     "ClassificationSplits",
-    "Task",
     "TaskData",
     "TaskResult",
     "data_name",
@@ -115,7 +114,7 @@ def load_task_data(
     with ``train.jsonl``/``test.jsonl``, or the test JSONL with `train` beside it; each split is stratified-sampled
     to `max_train`/`max_test` texts (None: all). Raises `DataFormatError` naming the file and the fix.
     """
-    from lengthwise.core.data import DataFormatError
+    from lengthwise.core.textio import DataFormatError
     from lengthwise.evaluation import data as local
     from lengthwise.evaluation import hub
 

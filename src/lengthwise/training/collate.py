@@ -16,9 +16,8 @@ import torch
 
 from lengthwise.core.embed import TokenView, batch_features
 from lengthwise.core.tokens import Elongation, content_ids, segments
-from lengthwise.training.config import Method
+from lengthwise.training.config import AnchorChoice, Method
 from lengthwise.training.views import (
-    AnchorChoice,
     View,
     coco_dr_view,
     copy_concat_view,

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lengthwise.core.data import DataFormatError, beir_documents, checked_text, jsonl_objects, open_text
+from lengthwise.core.data import beir_documents
+from lengthwise.core.textio import DataFormatError, checked_text, jsonl_objects, open_text
 
 __all__ = ["TrainingData", "read_training_data"]
 

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 from lengthwise.training.config import Denominator, SameSequence
 
-__all__ = ["Denominator", "HiCLLoss", "SameSequence", "hicl_loss", "info_nce", "pair_loss", "sequence_vectors"]
+__all__ = ["HiCLLoss", "hicl_loss", "info_nce", "pair_loss", "sequence_vectors"]
 
 E = TypeVar("E", bound=Enum)
 SCALE = 20.0  # 1 / τ with τ = 0.05 (METHODS §3)

@@ -15,7 +15,6 @@ from lengthwise.core.tokens import Elongation, elongate, elongation_factor
 from lengthwise.training.config import AnchorChoice
 
 __all__ = [
-    "AnchorChoice",
     "View",
     "coco_dr_view",
     "copy_concat_view",

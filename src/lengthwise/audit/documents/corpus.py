@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lengthwise.core.data import DataFormatError, checked_text, open_text
+from lengthwise.core.textio import DataFormatError, checked_text, open_text
 
 __all__ = ["DocSet", "read_docs"]
 

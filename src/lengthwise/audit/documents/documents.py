@@ -20,14 +20,14 @@ from sentence_transformers import SentenceTransformer
 
 from lengthwise.audit.config import WORD_PAIRS, AttentionLayers, Diagnostic, DocAuditConfig
 from lengthwise.audit.documents import metrics as dg
-from lengthwise.audit.documents.corpus import DocSet, read_docs
+from lengthwise.audit.documents.corpus import DocSet
 from lengthwise.audit.documents.probe import probe_section, truncation_section
 from lengthwise.audit.pairs.shift import paired_cosine
 from lengthwise.core.bins import LengthBins, token_lengths
 from lengthwise.core.embed import ForwardBatch, TokenView, embed_ids, forward_batches, text_transformer
 from lengthwise.core.tokens import elongate, elongation_factor, first_k
 
-__all__ = ["DIAGNOSTICS", "DocAuditConfig", "DocSet", "read_docs", "repeated_words_curve", "run_doc_audit"]
+__all__ = ["DIAGNOSTICS", "repeated_words_curve", "run_doc_audit"]
 
 DIAGNOSTICS = tuple(d.value for d in Diagnostic)  # the 0.1 names, kept for callers that list them
 BATCH_BYTES = 256 * 2**20  # cap on one batch's hidden states (all layers) or attention maps (all layers), float32

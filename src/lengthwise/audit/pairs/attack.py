@@ -39,7 +39,7 @@ from lengthwise.core.models import model_fingerprint
 from lengthwise.core.results import environment
 from lengthwise.core.tokens import content_ids, elongate, elongation_factor, first_k, kept_text, shuffle_words
 
-__all__ = ["AuditConfig", "AuditResult", "NothingElongatedError", "run_audit"]
+__all__ = ["AuditResult", "NothingElongatedError", "run_audit"]
 
 WARN_SHARE = 0.10  # warn when at least this share of texts cannot hold two copies and stays unchanged
 

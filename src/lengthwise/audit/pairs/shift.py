@@ -15,7 +15,6 @@ from lengthwise.audit.config import HistogramSpec
 from lengthwise.audit.schema import ShiftSection
 
 __all__ = [
-    "HistogramSpec",
     "JSDNull",
     "js_distance",
     "js_distance_null",

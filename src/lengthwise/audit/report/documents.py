@@ -10,36 +10,16 @@ from typing import Any
 from lengthwise.audit.report import doc_plots
 from lengthwise.audit.report.doc_plots import (
     EXPLANATIONS,
-    MIN_BIN_DOCS,
-    PLOTTERS,
-    PNG_NAMES,
     TITLES,
-    figures,
-    plot_attention,
-    plot_collapse,
-    plot_intra,
-    plot_isotropy,
-    plot_probe,
-    plot_words_curve,
 )
 from lengthwise.audit.report.html import escape_html, html_image, html_kv_table, html_table
 
-__all__ = [
-    "EXPLANATIONS",
-    "MIN_BIN_DOCS",
-    "PLOTTERS",
-    "PNG_NAMES",
-    "TITLES",
-    "figures",
-    "html_sections",
-    "plot_attention",
-    "plot_collapse",
-    "plot_intra",
-    "plot_isotropy",
-    "plot_probe",
-    "plot_words_curve",
-    "summary_rows",
-]
+__all__ = ["PNG_NAMES", "figures", "html_sections", "summary_rows"]
+
+# The section protocol `page.SECTIONS` reads (``PNG_NAMES``, ``figures``, ``html_sections``): the plots are drawn in
+# `doc_plots`, shared with the comparison page.
+PNG_NAMES = doc_plots.PNG_NAMES
+figures = doc_plots.figures
 
 
 def _trend(points: Sequence[tuple[float, float | None, int]], unit: str = "tokens", over: str = "bins") -> str:

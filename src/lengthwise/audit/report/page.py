@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from lengthwise.audit.report import attack, documents, retrieval
-from lengthwise.audit.report.attack import plot_attack, plot_first_k_curve, plot_word_shuffle
 from lengthwise.audit.report.html import escape_html, html_kv_table, html_page, lengthwise_version
 from lengthwise.audit.schema import AuditPayload, check_payload
 from lengthwise.core.output_set import write_output_set
@@ -24,9 +23,6 @@ __all__ = [
     "OUTPUT_NAMES",
     "SECTIONS",
     "load_payload",
-    "plot_attack",
-    "plot_first_k_curve",
-    "plot_word_shuffle",
     "render_html",
     "report_files",
     "write_report",

@@ -21,7 +21,7 @@ from dataclasses import asdict
 import numpy as np
 import torch
 
-from lengthwise.audit.retrieval.config import RetrievalAuditConfig, RetrievalRequest, RetrievalSplit
+from lengthwise.audit.retrieval.config import RetrievalAuditConfig, RetrievalSplit
 from lengthwise.audit.retrieval.controlled import controlled_bias
 from lengthwise.audit.retrieval.result import Natural, RetrievalBias, verdicts
 from lengthwise.audit.retrieval.stats import (
@@ -37,7 +37,7 @@ from lengthwise.core.embed import TokenView, embed_side
 from lengthwise.core.encoder import TextEncoder
 from lengthwise.core.search import exact_search, relevant_ranks
 
-__all__ = ["RetrievalAuditConfig", "RetrievalRequest", "RetrievalSplit", "audit_retrieval"]
+__all__ = ["audit_retrieval"]
 
 Progress = Callable[[str, int, int], None]
 

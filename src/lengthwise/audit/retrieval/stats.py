@@ -18,8 +18,6 @@ from lengthwise.audit.retrieval.result import Correlation, PairedShift
 from lengthwise.core.stats import mean_difference, paired_bootstrap
 
 __all__ = [
-    "Correlation",
-    "PairedShift",
     "friedman",
     "length_percentiles",
     "mean_ci",
