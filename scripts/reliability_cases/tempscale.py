@@ -106,7 +106,7 @@ CASES = [
     Case("tempscale-bake-schedule", "new", _bake("{tiny}", "{tmp}/b", "0.8", "--schedule", "32:1.0,64:0.8"), 2,
          "length schedule", None, _absent("b")),
     Case("tempscale-bake-bad-schedule", "new", _bake(NO_MODEL, "{tmp}/b", "0.8", "--schedule", "long"), 2,
-         "--schedule long: not LENGTH:FACTOR", None, _absent("b")),
+         "--schedule 'long': not LENGTH:FACTOR", None, _absent("b")),
     Case("tempscale-bake-unusual-t-noted", "new", _bake("{tiny}", "{tmp}/b", "0.1", "--no-verify"), 0,
          "far from the usual"),
     Case("tempscale-bake-device-unknown", "13.19", _bake(NO_MODEL, "{tmp}/b", "0.8", "--device", "quantum"), 2,
