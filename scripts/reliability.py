@@ -10,12 +10,17 @@ failed check of what it left on disk (a silent wrong result, lost data). Cases l
     python scripts/reliability.py --write-docs   # also rewrite the table in docs/reliability.md
     python scripts/reliability.py -k bake        # only cases whose name contains "bake"
     python scripts/reliability.py -k bake --write-docs   # … and replace only their rows in the table
+    python scripts/reliability.py --render out.json --write-docs   # the table from a pytest run (see below)
+
+The same cases run under pytest: ``LENGTHWISE_RELIABILITY_OUT=out.json pytest -m reliability``
+(`tests/test_reliability.py`).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import shlex
 import subprocess
@@ -89,12 +94,18 @@ def _said(output: str, expect: str | None) -> str:
 _BOX = "".join(chr(code) for code in range(0x2500, 0x2580))  # box-drawing characters: rich's table lines
 
 
-def markdown(outcomes: list[Outcome]) -> str:
+def outcome_row(o: Outcome) -> dict:
+    """One outcome as the table (and a pytest run's JSON) records it."""
+    return {"name": o.case.name, "item": o.case.item, "argv": o.case.argv, "exit": o.exit, "verdict": o.verdict,
+            "message": o.message, "seconds": round(o.seconds, 1)}  # fmt: skip
+
+
+def markdown(outcomes: list[dict]) -> str:
     rows = ["| case | issue item | command | exit | outcome | what it said |", "|---|---|---|---|---|---|"]
     for o in outcomes:
-        said = o.message.replace("|", "\\|").replace("\n", " ")
-        command = "lengthwise " + shlex.join(o.case.argv).replace("|", "\\|")
-        rows.append(f"| {o.case.name} | {o.case.item} | `{command}` | {o.exit} | {o.verdict} | {said} |")
+        said = o["message"].replace("|", "\\|").replace("\n", " ")
+        command = "lengthwise " + shlex.join(o["argv"]).replace("|", "\\|")
+        rows.append(f"| {o['name']} | {o['item']} | `{command}` | {o['exit']} | {o['verdict']} | {said} |")
     return "\n".join(rows)
 
 
@@ -112,14 +123,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-k", default="", help="run only cases whose name contains this")
     parser.add_argument("--write-docs", action="store_true", help="rewrite the table in docs/reliability.md")
+    parser.add_argument("--render", type=Path, help="take the outcomes from a pytest run's JSON, run nothing")
     args = parser.parse_args()
-    cases = [case for case in load_cases() if args.k in case.name]
-    context = Context.build()
-    outcomes = []
-    for case in cases:
-        outcome = run_case(case, context)
-        outcomes.append(outcome)
-        print(f"{outcome.verdict:>13}  {case.name}  ({outcome.seconds:.1f} s)  {outcome.message}", flush=True)
+    if args.render is not None:
+        outcomes = [o for o in json.loads(args.render.read_text(encoding="utf-8")) if args.k in o["name"]]
+    else:
+        context = Context.build()
+        outcomes = []
+        for case in [case for case in load_cases() if args.k in case.name]:
+            outcome = run_case(case, context)
+            outcomes.append(outcome_row(outcome))
+            print(f"{outcome.verdict:>13}  {case.name}  ({outcome.seconds:.1f} s)  {outcome.message}", flush=True)
     table = markdown(outcomes)
     if args.write_docs:
         text = DOC.read_text(encoding="utf-8")
@@ -127,7 +141,7 @@ def main() -> int:
         if args.k:  # a partial run: its rows replace those cases' rows, every other row is kept as it was
             table = _merged(text[start:stop], table, [case.name for case in load_cases()])
         DOC.write_text(text[:start] + "\n" + table + "\n" + text[stop:], encoding="utf-8")
-    bad = [o for o in outcomes if o.verdict != "ok"]
+    bad = [o for o in outcomes if o["verdict"] != "ok"]
     print(f"{len(outcomes) - len(bad)} passed, {len(bad)} failed")
     return 1 if bad else 0
 
