@@ -8,7 +8,7 @@ length-robust recipe's schedule (40 steps × 16 pairs, lr 5e-5, warm-up 0.1, N =
 - ``invariant-w1`` / ``invariant-w4`` — ``--method length-invariant`` with ``invariance_weight`` 1 and 4;
 - ``invariant-w1-c4`` — weight 1 plus the pairwise consistency term (every pair of the batch) at weight 4;
 - ``self-w1-c4`` / ``self-c4`` — the same with the student's own originals as the reference (no teacher), and
-  consistency alone;
+  consistency alone; ``self-w1`` — self-reference distillation alone;
 - ``recipe`` and ``laser-self`` — study 1 at scale's arms, trained and evaluated by `length_robust.py` (their
   figures are read from docs/results/length_robust.json).
 
@@ -42,6 +42,7 @@ ARMS: dict[str, dict[str, float]] = {
     "invariant-w1-c4": {"invariance_weight": 1.0, "consistency_weight": 4.0},
     "self-w1-c4": {"invariance_weight": 1.0, "consistency_weight": 4.0, "invariance_reference": "self"},
     "self-c4": {"invariance_weight": 0.0, "consistency_weight": 4.0, "invariance_reference": "self"},
+    "self-w1": {"invariance_weight": 1.0, "invariance_reference": "self"},
 }
 REPO = Path(__file__).resolve().parents[1]
 
