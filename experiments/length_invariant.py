@@ -222,11 +222,38 @@ def report(args: argparse.Namespace) -> None:
     earlier = {fix: study1[fix]["headline"] for fix in ("recipe", "laser-self") if fix in study1}
     write_json_atomic(REPO / "docs" / "results" / "length_invariant.json",
                       {"arms": rows, "seed_spread": seeds, "study1": earlier})  # fmt: skip
+    (args.out / "table.md").write_text(_table(rows), encoding="utf-8")
+    print(_table(rows))
     for name, row in rows.items():
         quartiles = f"{row['low_quartile_shift']:+.4f}/{row['high_quartile_shift']:+.4f}"
         print(f"{name:<22} jsd {row['jsd']:.4f} (q95 {row['null_q95']:.4f}, p {row['p']:.3f})  shift "
               f"{row['mean_shift']:+.4f}  risen {row['frac_increased']:.3f}  low/high q {quartiles}  "
               f"STS-B {row['stsb']:.2f}  STS12-16 {row['sts12_16_avg']:.2f}")  # fmt: skip
+
+
+def _ci(entry: dict[str, float] | None, digits: int) -> str:
+    if not entry:
+        return ""
+    return f" ({entry['diff']:+.{digits}f} [{entry['low']:+.{digits}f}, {entry['high']:+.{digits}f}])"
+
+
+def _table(rows: dict[str, dict[str, Any]]) -> str:
+    """Markdown: one row per arm and seed; Δ vs none with its paired 95 % interval in brackets."""
+    head = ("| arm | train wall / CPU min (load) | STS-B m=100 shift | risen | low / high quartile shift | "
+            "JSD (null q95; p) | STS-B | STS12–16 avg |")  # fmt: skip
+    lines = [head, "|" + "---|" * 8]
+    for name, row in rows.items():
+        vs = row.get("vs_none", {})
+        attack = vs.get("stsb_attack", {})
+        cost = (f"{row['train_wall_s'] / 60:.1f} / {row['train_cpu_s'] / 60:.1f} ({row['train_load_after'][0]:.1f})"
+                if "train_wall_s" in row else "—")  # fmt: skip
+        lines.append(
+            f"| {name} | {cost} | {row['mean_shift']:+.4f}{_ci(attack.get('mean_shift'), 4)} | "
+            f"{row['frac_increased']:.3f} | {row['low_quartile_shift']:+.3f} / {row['high_quartile_shift']:+.3f} | "
+            f"{row['jsd']:.3f} ({row['null_q95']:.3f}; {row['p']:.3f}) | {row['stsb']:.2f}{_ci(vs.get('stsb'), 2)} | "
+            f"{row['sts12_16_avg']:.2f}{_ci(vs.get('sts12_16_avg'), 2)} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
