@@ -208,7 +208,7 @@ def report(args: argparse.Namespace) -> None:
         if "sts_pairs" not in record or "stsb_attack" not in record:
             continue
         train = read_json(folder / "train_record.json")
-        rows[folder.name] = {**_summary(record, none if rows else None), "settings": ARMS[train["arm"]],
+        rows[folder.name] = {**_summary(record, none if "none" in rows else None), "settings": ARMS[train["arm"]],
                              "train_wall_s": train["wall_s"], "train_cpu_s": train["cpu_s"],
                              "train_load_after": train["load_after"]}  # fmt: skip
     seeds: dict[str, Any] = {}
