@@ -32,6 +32,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from lengthwise.core.results import write_json_atomic
+
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("LENGTHWISE_DATA", REPO.parent / "shared" / "data"))
 DEFAULT_OUT = REPO / "docs" / "results" / "bench_precision.json"
@@ -247,10 +249,7 @@ def main() -> None:
             torch=torch.__version__,
         )
         results[stage] = section
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.out.with_suffix(".tmp")
-        tmp.write_text(json.dumps(results, indent=1))
-        tmp.replace(args.out)
+        write_json_atomic(args.out, results)  # after each stage: a later stage's failure keeps this one
 
 
 if __name__ == "__main__":

@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import SHARED, STS_TASKS, default_model, hardware, lengthwise_cli, read_json, set_threads
+from _common import SHARED, default_model, hardware, lengthwise_cli, read_json, set_threads
 from length_attack import write_pairs, write_same_topic
-from length_robust import QUALITY_STS, _attack, _write
+from length_robust import QUALITY_STS, _attack, _write, scifact_ndcg, sts_pairs
 
 ARMS: dict[str, dict[str, float]] = {
     "invariant-w1": {"invariance_weight": 1.0},
@@ -85,7 +85,7 @@ def stage_eval(arm: str, args: argparse.Namespace) -> None:
     parts: dict[str, Any] = {
         "stsb_attack": lambda: _attack(model, SHARED / "stsb" / "original" / "sts-test.csv.gz",
                                        folder / "audit_stsb_m100", "stsb"),
-        "sts_pairs": lambda: _sts_pairs(model),
+        "sts_pairs": lambda: sts_pairs(model),
     }  # fmt: skip
     if args.full:
         parts |= {
@@ -94,7 +94,7 @@ def stage_eval(arm: str, args: argparse.Namespace) -> None:
                                                    folder / "audit_sick_m100"),
             "twitter_attack": lambda: _sampled_attack(model, SHARED / "twitter_url_corpus" / "test.jsonl.gz",
                                                       folder / "audit_twitter_m100"),
-            "scifact": lambda: _scifact(model),
+            "scifact": lambda: scifact_ndcg(model),
         }  # fmt: skip
     for name, compute in parts.items():
         if name not in record:
@@ -116,33 +116,6 @@ def _sampled_attack(model: str, pairs: Path, out: Path, max_pairs: int = 1000) -
     keep = ("n", "mean_before", "mean_after", "mean_shift", "frac_increased", "js_distance", "js_null")
     return {**{key: audit["attack"][key] for key in keep}, "before": audit["similarities"]["before"],
             "after": audit["similarities"]["after"], "wall_s": round(wall, 1)}  # fmt: skip
-
-
-def _sts_pairs(model: str) -> dict[str, Any]:
-    """STS-B test and STS12–16: Spearman ×100 with the per-pair cosines and gold scores (for paired intervals)."""
-    from lengthwise.core.encoder import as_encoder
-    from lengthwise.evaluation import evaluate_sts, read_sts
-    from lengthwise.facade import load_model
-
-    encoder = as_encoder(load_model(model))
-    out = {}
-    for name in ("STS-B", *QUALITY_STS):
-        pairs = read_sts(SHARED / STS_TASKS[name])
-        result = evaluate_sts(encoder, pairs, batch_size=64)
-        assert result.cosines is not None
-        out[name] = {"spearman": result.scores["spearman"], "cosines": [round(float(x), 6) for x in result.cosines],
-                     "gold": [pair.score for pair in pairs.pairs]}  # fmt: skip
-    return out
-
-
-def _scifact(model: str) -> dict[str, Any]:
-    from lengthwise.core.encoder import as_encoder
-    from lengthwise.evaluation import evaluate_retrieval, read_beir
-    from lengthwise.facade import load_model
-
-    result = evaluate_retrieval(as_encoder(load_model(model)), read_beir(SHARED / "scifact", "test"), batch_size=32)
-    per_query = {qid: scores["ndcg@10"] for qid, scores in result.per_query.items()}
-    return {"ndcg@10": result.scores["ndcg@10"], "per_query": per_query}
 
 
 def _same_topic(args: argparse.Namespace) -> Path:

@@ -181,11 +181,35 @@ def _probe(model: str, out: Path, docs: int, seed: int) -> dict[str, Any]:
     return {"probe": read_json(out / "audit.json")["diagnostics"]["probe"], "wall_s": round(wall, 1)}
 
 
-def stage_eval(fix: str, args: argparse.Namespace) -> None:
+def sts_pairs(model: str) -> dict[str, Any]:
+    """STS-B test and STS12–16: Spearman ×100 with the per-pair cosines and gold scores (for paired intervals)."""
     from lengthwise.core.encoder import as_encoder
-    from lengthwise.evaluation import evaluate_retrieval, evaluate_sts, read_beir, read_sts
+    from lengthwise.evaluation import evaluate_sts, read_sts
     from lengthwise.facade import load_model
 
+    encoder = as_encoder(load_model(model))
+    out = {}
+    for name in ("STS-B", *QUALITY_STS):
+        pairs = read_sts(SHARED / STS_TASKS[name])
+        result = evaluate_sts(encoder, pairs, batch_size=64)
+        assert result.cosines is not None
+        out[name] = {"spearman": result.scores["spearman"], "cosines": [round(float(x), 6) for x in result.cosines],
+                     "gold": [pair.score for pair in pairs.pairs]}  # fmt: skip
+    return out
+
+
+def scifact_ndcg(model: str) -> dict[str, Any]:
+    """SciFact test nDCG@10 on the full corpus, with the per-query values (for paired intervals)."""
+    from lengthwise.core.encoder import as_encoder
+    from lengthwise.evaluation import evaluate_retrieval, read_beir
+    from lengthwise.facade import load_model
+
+    result = evaluate_retrieval(as_encoder(load_model(model)), read_beir(SHARED / "scifact", "test"), batch_size=32)
+    per_query = {qid: scores["ndcg@10"] for qid, scores in result.per_query.items()}
+    return {"ndcg@10": result.scores["ndcg@10"], "per_query": per_query}
+
+
+def stage_eval(fix: str, args: argparse.Namespace) -> None:
     folder = args.out / fix
     model = _model_for(fix, args)
     path = folder / "record.json"
@@ -204,28 +228,12 @@ def stage_eval(fix: str, args: argparse.Namespace) -> None:
         _write(path, record)
     if "sts" not in record:
         started = time.perf_counter()
-        encoder = as_encoder(load_model(model))
-        sts = {}
-        for name in ("STS-B", *QUALITY_STS):
-            pairs = read_sts(SHARED / STS_TASKS[name])
-            result = evaluate_sts(encoder, pairs, batch_size=64)
-            assert result.cosines is not None
-            sts[name] = {
-                "spearman": result.scores["spearman"],
-                "cosines": [round(float(x), 6) for x in result.cosines],
-                "gold": [pair.score for pair in pairs.pairs],
-            }
-        record["sts"] = sts
+        record["sts"] = sts_pairs(model)
         timings["sts"] = round(time.perf_counter() - started, 1)
         _write(path, record)
     if "scifact" not in record:
         started = time.perf_counter()
-        encoder = as_encoder(load_model(model))
-        result = evaluate_retrieval(encoder, read_beir(SHARED / "scifact", "test"), batch_size=32)
-        record["scifact"] = {
-            "ndcg@10": result.scores["ndcg@10"],
-            "per_query": {qid: scores["ndcg@10"] for qid, scores in result.per_query.items()},
-        }
+        record["scifact"] = scifact_ndcg(model)
         timings["scifact"] = round(time.perf_counter() - started, 1)
         _write(path, record)
 
