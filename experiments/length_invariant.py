@@ -80,6 +80,9 @@ def stage_eval(arm: str, args: argparse.Namespace) -> None:
     SciFact nDCG@10 (full corpus, per query). Each part is saved as soon as it is done."""
     folder = args.out / (arm if arm == "none" else f"{arm}-s{args.seed}")
     model = args.model if arm == "none" else read_json(folder / "train_record.json")["model_dir"]
+    if args.checkpoint:  # a checkpoint of the run, part-way: its own folder beside the run's
+        model = str(folder / "run" / "checkpoints" / f"checkpoint-{args.checkpoint}")
+        folder = folder.with_name(f"{folder.name}-step{args.checkpoint}")
     path = folder / "record.json"
     record: dict[str, Any] = read_json(path) if path.exists() else {"arm": arm, "model": model}
     parts: dict[str, Any] = {
@@ -175,18 +178,19 @@ def report(args: argparse.Namespace) -> None:
     none_path = args.out / "none" / "record.json"
     none = read_json(none_path) if none_path.exists() else None
     rows = {"none": _summary(none, None)} if none and "sts_pairs" in none else {}
-    arm_seed = re.compile(rf"({'|'.join(map(re.escape, ARMS))})-s(\d+)")
+    arm_seed = re.compile(rf"({'|'.join(map(re.escape, ARMS))})-s(\d+)(-step\d+)?")
     for folder in sorted(p for p in args.out.iterdir() if arm_seed.fullmatch(p.name)):
         record = read_json(folder / "record.json") if (folder / "record.json").exists() else {}
         if "sts_pairs" not in record or "stsb_attack" not in record:
             continue
-        train = read_json(folder / "train_record.json")
+        train = read_json(folder.with_name(folder.name.split("-step")[0]) / "train_record.json")
         rows[folder.name] = {**_summary(record, none if "none" in rows else None), "settings": ARMS[train["arm"]],
                              "train_wall_s": train["wall_s"], "train_cpu_s": train["cpu_s"],
                              "train_load_after": train["load_after"]}  # fmt: skip
     seeds: dict[str, Any] = {}
     for arm in ARMS:
-        runs = [row for name, row in rows.items() if arm_seed.fullmatch(name) and name.rsplit("-s", 1)[0] == arm]
+        runs = [row for name, row in rows.items()
+                if (m := arm_seed.fullmatch(name)) and m.group(1) == arm and not m.group(3)]  # fmt: skip
         if len(runs) > 1:
             seeds[arm] = {key: {"mean": float(np.mean([r[key] for r in runs])), "min": min(r[key] for r in runs),
                                 "max": max(r[key] for r in runs), "n": len(runs)}
@@ -239,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--full", action="store_true", help="eval: also first64x8, SICK, Twitter URL and SciFact")
+    parser.add_argument("--checkpoint", type=int, default=None, help="eval: the run's checkpoint at this step")
     args = parser.parse_args(argv)
     set_threads(args.threads)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
