@@ -105,3 +105,22 @@ def test_recipe_run_on_the_command_line_with_the_attack_check(tiny_model_dir: Pa
     card = (out / "model" / "README.md").read_text(encoding="utf-8")
     assert "lengthwise recipe: `length-robust`" in card and "`copy_concat_share` | `0.5`" in card
     assert record["data"]["sha256"][:16] in card and "dev_attack_mean_shift" in card
+
+
+def test_the_length_invariant_recipe_trains_with_the_self_reference(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from lengthwise.training.config import Reference
+
+    config = config_from_mapping({"recipe": "length-invariant", "data": "d.jsonl", "out": "o"})
+    assert config.method is Method.LENGTH_INVARIANT and config.invariance_reference is Reference.SELF
+    assert (config.invariance_weight, config.consistency_weight) == (1.0, 4.0)
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("".join(json.dumps({"anchor": f"a cat {i} sat", "positive": f"a cat {i} was sitting"}) + "\n"
+                             for i in range(8)))  # fmt: skip
+    args = ["train", "--recipe", "length-invariant", "-d", str(pairs), "-o", str(tmp_path / "run"), "-m",
+            str(tiny_model_dir), "--max-steps", "2", "--batch-size", "4", "--max-length", "32", "--device", "cpu",
+            "--set", "logging_steps=1"]  # fmt: skip
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    record = json.loads((tmp_path / "run" / "train.json").read_text())
+    logged = [entry for entry in record["log_history"] if "consistency" in entry]
+    assert logged and all(entry["invariance"] >= 0 for entry in logged)

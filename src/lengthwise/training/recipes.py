@@ -50,7 +50,33 @@ LENGTH_ROBUST = Recipe(
     results="docs/results/README.md, study 1 at scale",
 )
 
-RECIPES = {recipe.name: recipe for recipe in (LENGTH_ROBUST,)}
+LENGTH_INVARIANT = Recipe(
+    name="length-invariant",
+    summary=(
+        "Continue training on positive pairs with InfoNCE on the plain pairs, each side's elongation f(S, m) pulled "
+        "to the model's own embedding of S (gradient stopped) and the batch's elongated cosines held to the plain "
+        "ones, so that copying texts leaves every pair's similarity where it was, not only the mean. Measured: the "
+        "STS-B m = 100 attack's JSD within its permutation null, at about one STS-B point of quality (study 7)."
+    ),
+    settings={
+        "method": "length-invariant",
+        "invariance_weight": 1.0,
+        "consistency_weight": 4.0,
+        "invariance_reference": "self",
+        "elongate": "random",
+        "lr": 5e-5,
+        "warmup_ratio": 0.1,
+        "batch_size": 16,
+        "max_length": 256,
+        "max_steps": 40,
+        "save_steps": 20,
+        "logging_steps": 10,
+    },
+    data=LENGTH_ROBUST.data.replace("`experiments/length_robust.py`", "`experiments/length_invariant.py`"),
+    results="docs/results/README.md, study 7",
+)
+
+RECIPES = {recipe.name: recipe for recipe in (LENGTH_ROBUST, LENGTH_INVARIANT)}
 
 
 def apply_recipe(values: dict[str, Any]) -> dict[str, Any]:
