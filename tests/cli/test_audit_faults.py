@@ -238,4 +238,6 @@ def test_ctrl_c_of_a_real_audit_never_mixes_sets(tmp_path: Path, pairs: Path, ti
         assert f"m={m}" in page, "report.html does not belong to audit.json"
         if (out / "audit.json").read_bytes() != old:
             old = (out / "audit.json").read_bytes()
-            assert proc.returncode == 0  # a run that swapped in its set finished
+            # a run that swapped in its set finished it; a Ctrl-C that came during the swap is raised right after
+            # it (deferred, not lost), so such a run may end by SIGINT, with its whole set in place (seen in CI)
+            assert proc.returncode in (0, -signal.SIGINT), proc.stderr
