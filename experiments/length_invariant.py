@@ -48,12 +48,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _settings(arm: str, args: argparse.Namespace, pairs: Path) -> dict[str, Any]:
-    from lengthwise.training.recipes import RECIPES
+    from lengthwise.training.recipes import SCHEDULE
 
-    recipe = RECIPES["length-robust"].settings
-    keep = ("elongate", "lr", "warmup_ratio", "batch_size", "max_length", "max_steps")
-    return {"method": "length-invariant", "data": str(pairs), **{k: recipe[k] for k in keep}, **ARMS[arm],
-            "seed": args.seed, "save_steps": 20, "logging_steps": 5, "save_total_limit": None}  # fmt: skip
+    return {"method": "length-invariant", "data": str(pairs), **SCHEDULE, **ARMS[arm], "seed": args.seed,
+            "logging_steps": 5, "save_total_limit": None}  # fmt: skip
 
 
 def stage_train(arm: str, args: argparse.Namespace) -> None:

@@ -293,7 +293,6 @@ def evaluate_through_index(
     from lengthwise.evaluation.config import Task
     from lengthwise.evaluation.data import read_beir
     from lengthwise.evaluation.run import OUTPUT_NAMES, resolve
-    from lengthwise.longdoc import LongDocConfig
 
     started = time.perf_counter()
     if config.task is not Task.retrieval:
@@ -308,10 +307,9 @@ def evaluate_through_index(
                            f"in {config.data} are not among them; build the index from this corpus")  # fmt: skip
     settings = config.retrieval
     k = settings.top_k + (1 if settings.drop_self_hits else 0)  # room for the self-hit that is dropped
-    top_k = LongDocConfig.from_dict(opened.windows.settings["encode_settings"]["long"]).top_k
     vectors = np.asarray(opened.embed_queries(list(data.query_texts)), dtype=np.float32)
-    runs = {"index": opened.windows.search_vectors(vectors, k, top_k=top_k, windows=max(1000, 10 * k)),
-            "exact": opened.windows.exact_vectors(vectors, k, top_k=top_k)}  # fmt: skip
+    runs = {"index": opened.windows.search_vectors(vectors, k, top_k=opened.top_k, windows=max(1000, 10 * k)),
+            "exact": opened.windows.exact_vectors(vectors, k, top_k=opened.top_k)}  # fmt: skip
     scores, overlap = _index_scores(runs, data, config.retrieval)
     made = provenance(opened.windows.settings["model"], dict(data.describe()),
                       {"retrieval": settings.to_dict(), "index": str(index)}, started=started)  # fmt: skip
@@ -828,13 +826,17 @@ class LongIndex:
         self, queries: str | Sequence[str], k: int = 10, *, windows: int = 1000, probes: int | None = None
     ) -> list[list[tuple[str, float]]]:
         """The `k` best documents (id, exact score) for each query, best first (see `WindowIndex.search_vectors`)."""
-        from lengthwise.longdoc import LongDocConfig
-
         texts = [queries] if isinstance(queries, str) else list(queries)
         if k < 1:
             raise SettingError("k", k, "must be ≥ 1")
         if not texts or any(not text.strip() for text in texts):
             raise SettingError("query", queries, "a query is empty; give the text to search for")
-        top_k = LongDocConfig.from_dict(self.windows.settings["encode_settings"]["long"]).top_k
         vectors = self.embed_queries(texts)
-        return self.windows.search_vectors(vectors, k, top_k=top_k, windows=windows, probes=probes)
+        return self.windows.search_vectors(vectors, k, top_k=self.top_k, windows=windows, probes=probes)
+
+    @property
+    def top_k(self) -> int:
+        """How a document scores from its windows, as it was encoded: the max (1) or the mean of its k best."""
+        from lengthwise.longdoc import LongDocConfig
+
+        return LongDocConfig.from_dict(self.windows.settings["encode_settings"]["long"]).top_k

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -55,7 +55,10 @@ class Engine(str, Enum):
     USEARCH = "usearch"
 
 
-def _choice(kind: Any, field: str, value: Any) -> Any:
+Choice = TypeVar("Choice", Quantize, Engine)
+
+
+def _choice(kind: type[Choice], field: str, value: Any) -> Choice:
     """`value` as a member of the enum `kind`, or a `SettingError` on `field` listing the choices."""
     try:
         return kind(value)
@@ -209,8 +212,7 @@ class WindowIndex:
             extra: More settings to record in ``index.json`` (the query model's fingerprint, …).
             on_progress: Called with (windows added, windows) as the engine is filled.
         """
-        quantize = Quantize(_choice(Quantize, "quantize", quantize))
-        engine = Engine(_choice(Engine, "engine", engine))
+        quantize, engine = _choice(Quantize, "quantize", quantize), _choice(Engine, "engine", engine)
         encoded, out = Path(encoded), Path(out)
         if out.exists() and not (out / INDEX_FILE).is_file():
             raise SettingError("out", str(out), "exists and is not an index; pass a new folder or an earlier index")
