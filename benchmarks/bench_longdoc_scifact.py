@@ -26,6 +26,7 @@ import torch
 from lengthwise.core.encoder import MultiVectors
 from lengthwise.core.models import load_model, model_fingerprint
 from lengthwise.core.results import environment, write_json_atomic
+from lengthwise.core.scoring import WindowScoring
 from lengthwise.evaluation.data import RetrievalData, read_beir
 from lengthwise.evaluation.retrieval import evaluate_retrieval
 from lengthwise.longdoc import LongEncoder, Strategy
@@ -36,10 +37,12 @@ from lengthwise.longdoc.pooling import pool_windows
 class Precomputed:
     """Documents from stored embeddings (single or multi-vector), queries through a `LongEncoder`."""
 
-    def __init__(self, queries: LongEncoder, documents: np.ndarray | MultiVectors, top_k: int = 1) -> None:
+    def __init__(
+        self, queries: LongEncoder, documents: np.ndarray | MultiVectors, scoring: WindowScoring | None = None
+    ) -> None:
         self.queries, self.documents = queries, documents
         self.is_multi_vector = isinstance(documents, MultiVectors)
-        self.multi_vector_top_k = top_k
+        self.window_scoring = scoring or WindowScoring()
 
     def encode(self, texts: Sequence[str], *, batch_size: int = 32, show_progress: bool = False) -> np.ndarray:
         raise NotImplementedError

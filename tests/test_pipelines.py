@@ -141,7 +141,7 @@ def test_train_cli_and_python_train_the_same_model(tiny_model_dir: Path, tmp_pat
 def test_longdoc_synth_and_eval_cli_and_python_agree(tiny_model_dir: Path, tmp_path: Path) -> None:
     from lengthwise.pipelines import score_long_task, synthesize
 
-    haystack = Path(__file__).parent / "longdoc" / "haystack.txt"
+    haystack = Path(__file__).parent / "longdoc" / "prose.txt"
     args = ["longdoc", "synth", "-t", "needle", "--haystack", str(haystack), "-m", str(tiny_model_dir),
             "--lengths", "48,96", "--per-length", "3", "-o", str(tmp_path / "cli-task")]  # fmt: skip
     assert CliRunner().invoke(app, args).exit_code == 0

@@ -17,7 +17,7 @@ from pathlib import Path
 from reliability_cases import Case, Context
 
 NO_MODEL = "/nonexistent/lengthwise-model"
-HAYSTACK = Path(__file__).resolve().parents[2] / "tests" / "longdoc" / "haystack.txt"
+HAYSTACK = Path(__file__).resolve().parents[2] / "tests" / "longdoc" / "prose.txt"
 _SMALL = ["--lengths", "48,96", "--per-length", "2"]
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from lengthwise.core.defaults import DEFAULT_MODEL
 from lengthwise.core.errors import SettingError
+from lengthwise.core.scoring import WindowScoring
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -308,8 +309,8 @@ def evaluate_through_index(
     settings = config.retrieval
     k = settings.top_k + (1 if settings.drop_self_hits else 0)  # room for the self-hit that is dropped
     vectors = np.asarray(opened.embed_queries(list(data.query_texts)), dtype=np.float32)
-    runs = {"index": opened.windows.search_vectors(vectors, k, top_k=opened.top_k, windows=max(1000, 10 * k)),
-            "exact": opened.windows.exact_vectors(vectors, k, top_k=opened.top_k)}  # fmt: skip
+    runs = {"index": opened.windows.search_vectors(vectors, k, scoring=opened.scoring, windows=max(1000, 10 * k)),
+            "exact": opened.windows.exact_vectors(vectors, k, scoring=opened.scoring)}  # fmt: skip
     scores, overlap = _index_scores(runs, data, config.retrieval)
     made = provenance(opened.windows.settings["model"], dict(data.describe()),
                       {"retrieval": settings.to_dict(), "index": str(index)}, started=started)  # fmt: skip
@@ -573,6 +574,7 @@ def synthesize(
     out: str | os.PathLike[str],
     model: str | os.PathLike[str] = DEFAULT_MODEL,
     *,
+    style: str = "realistic",
     lengths: Sequence[int] = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768),
     per_length: int = 50,
     seed: int = 0,
@@ -581,7 +583,9 @@ def synthesize(
 
     Args:
         task: ``passkey`` or ``needle``.
-        haystack: A text file (plain or .gz), one sentence per line.
+        haystack: A text file (plain or .gz): natural prose, one paragraph (or sentence) per line.
+        style: ``realistic`` (each document its own prose, needles about names the haystack mentions, paraphrased
+            queries) or ``simple`` (LongEmbed's layout); see `lengthwise.longdoc.synthetic`.
         out: The folder to write (new, empty, or one this wrote earlier).
         model: The model whose tokenizer measures the lengths (only the tokenizer is loaded).
         lengths, per_length, seed: Document lengths in tokens, documents per length, the seed.
@@ -590,7 +594,8 @@ def synthesize(
 
     from lengthwise.core.models import resolve_model_path
     from lengthwise.core.textio import open_text
-    from lengthwise.longdoc.synthetic import make_synthetic, write_synthetic
+    from lengthwise.longdoc.config import LongDocError
+    from lengthwise.longdoc.synthetic import check_target, make_synthetic, write_synthetic
 
     haystack = Path(haystack)
     if not haystack.is_file():
@@ -599,8 +604,16 @@ def synthesize(
         sentences = [line for _, line in handle.lines()]
     if not any(sentence.strip() for sentence in sentences):
         raise SettingError("haystack", str(haystack), "holds no text; pass a text file, one sentence per line")
+    check_target(Path(out))  # before any work: a folder of the user's own files is refused first
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(model))
-    data = make_synthetic(task, sentences, tokenizer, lengths=lengths, per_length=per_length, seed=seed)  # type: ignore[arg-type]
+    try:
+        data = make_synthetic(
+            task, sentences, tokenizer, style=style, lengths=lengths, per_length=per_length, seed=seed
+        )  # type: ignore[arg-type]
+    except LongDocError as err:
+        if err.field != "haystack":
+            raise
+        raise LongDocError(err.problem, field="haystack", value=str(haystack)) from None  # name the file, not its size
     write_synthetic(data, Path(out))
     return data
 
@@ -832,11 +845,11 @@ class LongIndex:
         if not texts or any(not text.strip() for text in texts):
             raise SettingError("query", queries, "a query is empty; give the text to search for")
         vectors = self.embed_queries(texts)
-        return self.windows.search_vectors(vectors, k, top_k=self.top_k, windows=windows, probes=probes)
+        return self.windows.search_vectors(vectors, k, scoring=self.scoring, windows=windows, probes=probes)
 
     @property
-    def top_k(self) -> int:
-        """How a document scores from its windows, as it was encoded: the max (1) or the mean of its k best."""
+    def scoring(self) -> WindowScoring:
+        """How a document scores from its windows, as it was encoded (max or top-k mean, fused with the mean)."""
         from lengthwise.longdoc import LongDocConfig
 
-        return LongDocConfig.from_dict(self.windows.settings["encode_settings"]["long"]).top_k
+        return LongDocConfig.from_dict(self.windows.settings["encode_settings"]["long"]).scoring

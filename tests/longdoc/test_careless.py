@@ -14,7 +14,7 @@ from lengthwise.cli import app
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-HAYSTACK = Path(__file__).parent / "haystack.txt"
+HAYSTACK = Path(__file__).parent / "prose.txt"  # natural prose that names people and places (realistic synth)
 runner = CliRunner()
 
 

@@ -14,6 +14,7 @@ from lengthwise.cli import app
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 HAYSTACK = Path(__file__).parent / "haystack.txt"
+PROSE = Path(__file__).parent / "prose.txt"  # names people and places, as the realistic synth needs
 runner = CliRunner()
 
 
@@ -34,7 +35,7 @@ def _error(args: list[str]) -> str:
 @pytest.fixture(scope="module")
 def passkey(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("synth") / "passkey"
-    args = ["longdoc", "synth", "--task", "passkey", "--haystack", HAYSTACK, "--out", folder]
+    args = ["longdoc", "synth", "--task", "passkey", "--haystack", PROSE, "--out", folder]
     _ok([*args, "--model", tiny_model_dir, "--lengths", "48,160", "--per-length", "4"])
     return folder
 

@@ -47,7 +47,7 @@ def test_the_index_ranks_as_the_exact_scan(encoded: Path, tmp_path: Path, engine
     index = lw.LongIndex.build(encoded, tmp_path / "idx", quantize=quantize, engine=engine)
     windows = index.windows.settings["windows"]
     found = index.search(QUERIES, k=5, windows=windows, probes=10_000)  # every window a candidate
-    exact = index.windows.exact_vectors(index.embed_queries(QUERIES), k=5, top_k=2)
+    exact = index.windows.exact_vectors(index.embed_queries(QUERIES), k=5, scoring=2)
     assert [[doc for doc, _ in row] for row in found] == [[doc for doc, _ in row] for row in exact]
     np.testing.assert_allclose(
         [[s for _, s in row] for row in found], [[s for _, s in row] for row in exact], atol=1e-5
@@ -60,7 +60,7 @@ def test_ubinary_candidates_rescored_exactly(encoded: Path, tmp_path: Path) -> N
     for engine in ("usearch", "faiss"):
         index = lw.LongIndex.build(encoded, tmp_path / engine, quantize="ubinary", engine=engine)
         hits = index.search(QUERIES[0], k=3, windows=50)
-        exact = dict(index.windows.exact_vectors(index.embed_queries(QUERIES[:1]), k=30, top_k=2)[0])
+        exact = dict(index.windows.exact_vectors(index.embed_queries(QUERIES[:1]), k=30, scoring=2)[0])
         for doc, score in hits[0]:
             assert score == pytest.approx(exact[doc], abs=1e-5)  # a found document gets its exact score
 

@@ -81,8 +81,18 @@ def _load(model: str, device: str | None, precision: str = "fp32") -> SentenceTr
 @app.command()
 def synth(
     task: Annotated[str, typer.Option("--task", "-t", help="passkey or needle.")],
-    haystack: Annotated[Path, typer.Option("--haystack", help="Text file (plain or .gz), one sentence per line.")],
+    haystack: Annotated[
+        Path, typer.Option("--haystack", help="Text file (plain or .gz) of natural prose, one paragraph per line.")
+    ],
     out: Annotated[Path, typer.Option("--out", "-o", help="The BEIR folder to write.")],
+    style: Annotated[
+        str,
+        typer.Option(
+            "--style",
+            help="realistic: each document its own prose, needles about names the haystack mentions, paraphrased "
+            "queries; simple: LongEmbed's layout (one shared stretch per length, fixed names, literal queries).",
+        ),
+    ] = "realistic",
     model: ModelOption = DEFAULT_MODEL,
     lengths: Annotated[str, typer.Option("--lengths", help="Document lengths in tokens.")] = (
         "256,512,1024,2048,4096,8192,16384,32768"
@@ -98,7 +108,7 @@ def synth(
     try:
         check_out_dir(out)
         sizes = _ints(lengths, "--lengths")
-        data = synthesize(task, haystack, out, model, lengths=sizes, per_length=per_length, seed=seed)
+        data = synthesize(task, haystack, out, model, style=style, lengths=sizes, per_length=per_length, seed=seed)
     except (ValueError, ModelLoadError, DataFormatError) as err:
         _fail(setting_message(err))
     groups = len(set(sizes))

@@ -14,6 +14,8 @@ import numpy as np
 import torch
 from sentence_transformers import SentenceTransformer
 
+from lengthwise.core.scoring import WindowScoring
+
 __all__ = [
     "MultiVectorEncoder",
     "MultiVectors",
@@ -65,37 +67,46 @@ class MultiVectors:
         return np.repeat(np.arange(len(self)), np.diff(self.offsets))
 
 
-def multi_vector_scores(queries: torch.Tensor, documents: MultiVectors, top_k: int = 1) -> torch.Tensor:
+def multi_vector_scores(
+    queries: torch.Tensor, documents: MultiVectors, scoring: WindowScoring | int = 1
+) -> torch.Tensor:
     """Exact late-interaction scores: (Q, D) unit queries × multi-vector documents → (Q, n).
 
-    A document scores the max cosine over its vectors (`top_k` = 1), or the mean of its `top_k` best (all of
-    them when it has fewer). Vectors are L2-normalised here.
+    A document scores the max cosine over its vectors, the mean of its `top_k` best, and/or that fused with its
+    mean-of-windows cosine, as `scoring` says (an int is a `top_k`). Vectors are L2-normalised here.
     """
+    scoring = WindowScoring.of(scoring)
     vectors = torch.nn.functional.normalize(torch.as_tensor(documents.vectors, dtype=torch.float32), dim=-1)
     sims = queries @ vectors.T  # (Q, W)
     owner = torch.as_tensor(documents.owner())
     n = len(documents)
-    if top_k == 1:
+    if scoring.top_k == 1:
         out = torch.full((queries.shape[0], n), float("-inf"))
-        return out.scatter_reduce(1, owner.expand_as(sims), sims, reduce="amax")  # (Q, n)
-    counts = torch.as_tensor(np.diff(documents.offsets))  # (n,)
-    width = int(counts.max())
-    slot = torch.arange(len(owner)) - torch.as_tensor(documents.offsets[:-1])[owner]  # position within its doc
-    padded = torch.full((queries.shape[0], n, width), float("-inf"))
-    padded[:, owner, slot] = sims  # (Q, n, width)
-    k = min(top_k, width)
-    best = padded.topk(k, dim=-1).values  # (Q, n, k)
-    taken = torch.clamp(counts, max=k).to(best.dtype)  # (n,)
-    return torch.where(torch.isinf(best), torch.zeros_like(best), best).sum(-1) / taken
+        window = out.scatter_reduce(1, owner.expand_as(sims), sims, reduce="amax")  # (Q, n)
+    else:
+        counts = torch.as_tensor(np.diff(documents.offsets))  # (n,)
+        width = int(counts.max())
+        slot = torch.arange(len(owner)) - torch.as_tensor(documents.offsets[:-1])[owner]  # position within its doc
+        padded = torch.full((queries.shape[0], n, width), float("-inf"))
+        padded[:, owner, slot] = sims  # (Q, n, width)
+        k = min(scoring.top_k, width)
+        best = padded.topk(k, dim=-1).values  # (Q, n, k)
+        taken = torch.clamp(counts, max=k).to(best.dtype)  # (n,)
+        window = torch.where(torch.isinf(best), torch.zeros_like(best), best).sum(-1) / taken
+    if scoring.fuse_mean == 0.0:
+        return window
+    means = torch.zeros((n, vectors.shape[1])).index_add_(0, owner, vectors)  # (n, D) sums of unit windows
+    pooled = torch.nn.functional.normalize(means, dim=-1)  # the chunk-mean document vectors
+    return (1.0 - scoring.fuse_mean) * window + scoring.fuse_mean * (queries @ pooled.T)
 
 
 @runtime_checkable
 class MultiVectorEncoder(TextEncoder, Protocol):
     """A `TextEncoder` that can also keep several vectors per document; retrieval then ranks with
-    `multi_vector_scores` (max, or the mean of the best `multi_vector_top_k`) when `is_multi_vector` is true."""
+    `multi_vector_scores` under its `window_scoring` when `is_multi_vector` is true."""
 
     is_multi_vector: bool
-    multi_vector_top_k: int
+    window_scoring: WindowScoring
 
     def encode_documents_multi(
         self, texts: Sequence[str], *, batch_size: int = 32, show_progress: bool = False

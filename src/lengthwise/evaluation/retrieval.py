@@ -21,6 +21,7 @@ import torch
 from lengthwise.core.bins import LengthBins, per_bin, token_lengths
 from lengthwise.core.embed import TokenView
 from lengthwise.core.encoder import MultiVectorEncoder, MultiVectors, TextEncoder, multi_vector_scores
+from lengthwise.core.scoring import WindowScoring
 from lengthwise.core.search import exact_search, relevant_ranks
 from lengthwise.evaluation.config import RetrievalConfig
 from lengthwise.evaluation.data import RetrievalData
@@ -59,10 +60,10 @@ def search_run(
 
 
 def _multi_vector_scores(
-    queries: torch.Tensor, corpus: MultiVectors, top_k: int, exclude: Sequence[int]
+    queries: torch.Tensor, corpus: MultiVectors, scoring: WindowScoring, exclude: Sequence[int]
 ) -> torch.Tensor:
     """Exact late-interaction scores (Q, N) of a multi-vector corpus (METHODS §5), the excluded self-hits at −inf."""
-    scores = torch.cat([multi_vector_scores(queries[i : i + 64], corpus, top_k) for i in range(0, len(queries), 64)])
+    scores = torch.cat([multi_vector_scores(queries[i : i + 64], corpus, scoring) for i in range(0, len(queries), 64)])
     rows = torch.as_tensor(exclude, dtype=torch.long)
     hit = (rows >= 0).nonzero().squeeze(1)
     scores[hit, rows[hit]] = float("-inf")
@@ -181,7 +182,7 @@ def evaluate_retrieval(
     exclude = [doc_position.get(qid, -1) if config.drop_self_hits else -1 for qid in data.query_ids]
     per_query: dict[str, dict[str, float]] = {}
     if multi is not None:
-        full = _multi_vector_scores(queries, windows, multi.multi_vector_top_k, exclude)  # (Q, N)
+        full = _multi_vector_scores(queries, windows, multi.window_scoring, exclude)  # (Q, N)
     for start in range(0, len(data.query_ids), config.query_chunk):
         stop = start + config.query_chunk
         query_ids = data.query_ids[start:stop]

@@ -11,6 +11,7 @@ from enum import Enum
 from typing import Any
 
 from lengthwise.core.errors import SettingError
+from lengthwise.core.scoring import WindowScoring
 
 __all__ = ["LongDocConfig", "LongDocError", "Strategy"]
 
@@ -71,6 +72,20 @@ class LongDocConfig:
         default=None,
         metadata={"help": "late-chunking: tokens per transformer pass (default: the model's position limit)."},
     )
+    scales: tuple[int, ...] = field(
+        default=(),
+        metadata={
+            "help": "multi-vector: more window sizes whose windows are kept beside the main ones (multi-scale), "
+            "each cut without overlap, e.g. 256."
+        },
+    )
+    fuse_mean: float = field(
+        default=0.0,
+        metadata={
+            "help": "multi-vector: weight in [0, 1] of the document's mean-of-windows score fused with its window "
+            "score (0 = windows only)."
+        },
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "strategy", Strategy.parse(self.strategy))
@@ -97,6 +112,19 @@ class LongDocConfig:
                 field="top_k",
                 value=self.top_k,
             )
+        object.__setattr__(self, "scales", tuple(int(scale) for scale in self.scales))
+        multi_only = {"scales": bool(self.scales), "fuse_mean": self.fuse_mean != 0.0}
+        for name, used in multi_only.items():
+            if used and self.strategy is not Strategy.multi_vector:
+                raise LongDocError(
+                    "applies to multi-vector windows only; use --long multi-vector or leave it out",
+                    field=name,
+                    value=getattr(self, name),
+                )
+        if any(scale < 3 for scale in self.scales):
+            raise LongDocError("each scale is a window of at least 3 tokens", field="scales", value=list(self.scales))
+        if not 0.0 <= self.fuse_mean <= 1.0:
+            raise LongDocError("must be in [0, 1], e.g. 0.3", field="fuse_mean", value=self.fuse_mean)
         if self.macro_window is not None and self.window is not None and self.macro_window < self.window:
             raise LongDocError(f"must be ≥ the window ({self.window})", field="macro_window", value=self.macro_window)
 
@@ -109,16 +137,24 @@ class LongDocConfig:
             parts.append(f"s{self.stride}")
         if self.sentence_cuts:
             parts.append("sent")
+        parts.extend(f"+w{scale}" for scale in self.scales)
         if self.strategy is Strategy.multi_vector and self.top_k > 1:
             parts.append(f"top{self.top_k}")
+        if self.fuse_mean:
+            parts.append(f"fuse{self.fuse_mean:g}")
         return " ".join(parts)
 
+    @property
+    def scoring(self) -> WindowScoring:
+        """How a multi-vector document scores from its windows (max / top-k mean, fused with the mean)."""
+        return WindowScoring(top_k=self.top_k, fuse_mean=self.fuse_mean)
+
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "strategy": self.strategy.value}
+        return {**asdict(self), "strategy": self.strategy.value, "scales": list(self.scales)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LongDocConfig:
         unknown = set(data) - {f for f in cls.__dataclass_fields__}
         if unknown:
             raise LongDocError(f"unknown long-document settings {sorted(unknown)}; was the file written by lengthwise?")
-        return cls(**data)
+        return cls(**{**data, "scales": tuple(data.get("scales", ()))})

@@ -25,6 +25,7 @@ from sentence_transformers import SentenceTransformer
 from lengthwise.core.embed import batch_features
 from lengthwise.core.encoder import MultiVectors
 from lengthwise.core.models import PATCH_ATTRIBUTE, position_limit
+from lengthwise.core.scoring import WindowScoring
 from lengthwise.core.tokens import special_tokens, windows
 from lengthwise.longdoc.cache import WindowCache, window_key
 from lengthwise.longdoc.config import LongDocConfig, LongDocError, Strategy
@@ -75,7 +76,8 @@ class LongEncoder:
         self.limit = position_limit(model) or int(model.max_seq_length)
         self.window = self.config.window or int(model.max_seq_length)
         self.macro_window = self.config.macro_window or self.limit
-        for name, value in (("window", self.window), ("macro_window", self.macro_window)):
+        sizes = [("window", self.window), ("macro_window", self.macro_window)]
+        for name, value in [*sizes, *(("scales", scale) for scale in self.config.scales)]:
             if value > self.limit:
                 raise LongDocError(
                     f"above the model's limit of {self.limit} tokens (its position table); use ≤ {self.limit}",
@@ -97,8 +99,8 @@ class LongEncoder:
         return self.config.strategy is Strategy.multi_vector
 
     @property
-    def multi_vector_top_k(self) -> int:
-        return self.config.top_k
+    def window_scoring(self) -> WindowScoring:
+        return self.config.scoring
 
     def encode(self, texts: Sequence[str], *, batch_size: int = 32, show_progress: bool = False) -> np.ndarray:
         """Symmetric use: one vector per text, (n, D) float32 (multi-vector gives the mean of its windows)."""
@@ -211,7 +213,11 @@ class LongEncoder:
         if self.config.strategy is Strategy.truncate:
             return [(0, min(len(ids), budget))]
         cuts = self._sentence_cuts(ids) if self.config.sentence_cuts else None
-        return windows(len(ids), budget, self._stride(budget), cuts)
+        spans = windows(len(ids), budget, self._stride(budget), cuts)
+        for scale in self.config.scales:  # multi-scale: each further size cut without overlap
+            scale_budget = self.content_budget(role, scale)
+            spans.extend(windows(len(ids), scale_budget, scale_budget, cuts))
+        return list(dict.fromkeys(spans)) if self.config.scales else spans  # a short text's windows coincide
 
     def _sentence_cuts(self, ids: Sequence[int]) -> list[int]:
         tokens = self.tokenizer.convert_ids_to_tokens(list(ids))

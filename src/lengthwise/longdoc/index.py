@@ -30,6 +30,7 @@ import torch
 
 from lengthwise.core.encoder import MultiVectors, multi_vector_scores
 from lengthwise.core.errors import SettingError
+from lengthwise.core.scoring import WindowScoring
 from lengthwise.longdoc.config import LongDocError
 from lengthwise.longdoc.store import MANIFEST, read_embeddings
 
@@ -289,14 +290,20 @@ class WindowIndex:
         return [np.unique(row_owner[row >= 0]) for row, row_owner in zip(found, owner, strict=True)]
 
     def search_vectors(
-        self, queries: np.ndarray, k: int = 10, *, top_k: int = 1, windows: int = 1000, probes: int | None = None
+        self,
+        queries: np.ndarray,
+        k: int = 10,
+        *,
+        scoring: WindowScoring | int = 1,
+        windows: int = 1000,
+        probes: int | None = None,
     ) -> list[list[tuple[str, float]]]:
         """The `k` best documents per (normalised) query row: candidates from the engine, rescored exactly.
 
         Args:
             queries: (Q, D) query vectors.
             k: Documents per query.
-            top_k: A document scores the max over its windows (1) or the mean of its `top_k` best.
+            scoring: How a document scores from its windows (`WindowScoring`; an int is a top-k: 1 = max).
             windows: Candidate windows the engine returns per query (more: higher recall, slower).
             probes: FAISS IVF lists visited (default: a quarter of the lists, which found ≥ 0.98 of the exact top-100
                 documents on SciFact) or USearch's search expansion (default 64).
@@ -311,15 +318,17 @@ class WindowIndex:
             starts, ends = self.offsets[docs], self.offsets[docs + 1]
             rows = np.concatenate([np.arange(a, b) for a, b in zip(starts, ends, strict=True)])
             subset = MultiVectors(np.asarray(self.vectors[rows]), np.concatenate([[0], np.cumsum(ends - starts)]))
-            scores = multi_vector_scores(query[None], subset, top_k=top_k)[0].numpy()  # (len(docs),)
+            scores = multi_vector_scores(query[None], subset, scoring)[0].numpy()  # (len(docs),)
             best = np.argsort(-scores, kind="stable")[:k]
             results.append([(self.doc_ids[docs[j]], float(scores[j])) for j in best])
         return results
 
-    def exact_vectors(self, queries: np.ndarray, k: int = 10, *, top_k: int = 1) -> list[list[tuple[str, float]]]:
+    def exact_vectors(
+        self, queries: np.ndarray, k: int = 10, *, scoring: WindowScoring | int = 1
+    ) -> list[list[tuple[str, float]]]:
         """The same ranking by an exact scan over every window (for checks and benchmarks, not for serving)."""
         units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries), dtype=torch.float32), dim=-1)
-        scores = multi_vector_scores(units, MultiVectors(np.array(self.vectors), self.offsets), top_k=top_k)
+        scores = multi_vector_scores(units, MultiVectors(np.array(self.vectors), self.offsets), scoring)
         results = []
         for row in scores.numpy():
             best = np.argsort(-row, kind="stable")[:k]

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from lengthwise.core.encoder import MultiVectorEncoder, MultiVectors, TextEncoder, multi_vector_scores
+from lengthwise.core.scoring import WindowScoring
 from lengthwise.longdoc.synthetic import SyntheticSet
 
 __all__ = ["DEPTH_BINS", "SyntheticResult", "evaluate_synthetic", "score_synthetic"]
@@ -57,7 +58,11 @@ def _top1(scores: torch.Tensor, relevant: torch.Tensor) -> np.ndarray:
 
 
 def score_synthetic(
-    data: SyntheticSet, queries: np.ndarray, documents: np.ndarray | MultiVectors, *, top_k: int = 1
+    data: SyntheticSet,
+    queries: np.ndarray,
+    documents: np.ndarray | MultiVectors,
+    *,
+    scoring: WindowScoring | int = 1,
 ) -> SyntheticResult:
     """Score embeddings aligned with `data.items` (query i asks for document i) within each length group."""
     q = torch.nn.functional.normalize(torch.as_tensor(queries, dtype=torch.float32), dim=-1)
@@ -70,7 +75,7 @@ def score_synthetic(
             rows = [np.arange(documents.offsets[i], documents.offsets[i + 1]) for i in members]
             offsets = np.concatenate([[0], np.cumsum([len(r) for r in rows])])
             subset = MultiVectors(documents.vectors[np.concatenate(rows)], offsets)
-            scores = multi_vector_scores(q[members], subset, top_k)  # (G, G)
+            scores = multi_vector_scores(q[members], subset, scoring)  # (G, G)
         else:
             d = torch.nn.functional.normalize(torch.as_tensor(documents[members], dtype=torch.float32), dim=-1)
             scores = q[members] @ d.T  # (G, G)
@@ -112,14 +117,14 @@ def evaluate_synthetic(
     started = time.perf_counter()
     texts = [item.text for item in data.items]
     documents: np.ndarray | MultiVectors
-    top_k = 1
+    scoring = WindowScoring()
     if isinstance(encoder, MultiVectorEncoder) and encoder.is_multi_vector:
         documents = encoder.encode_documents_multi(texts, batch_size=batch_size, show_progress=show_progress)
-        top_k = encoder.multi_vector_top_k
+        scoring = encoder.window_scoring
     else:
         documents = encoder.encode_documents(texts, batch_size=batch_size, show_progress=show_progress)
     queries = encoder.encode_queries([item.query for item in data.items], batch_size=batch_size)
     encoded = time.perf_counter()
-    result = score_synthetic(data, queries, documents, top_k=top_k)
+    result = score_synthetic(data, queries, documents, scoring=scoring)
     timings = {"encode": round(encoded - started, 3), "score": round(time.perf_counter() - encoded, 3)}
     return SyntheticResult(**{**result.__dict__, "timings": timings})

@@ -1,10 +1,18 @@
 """Synthetic passkey and needle retrieval tasks built from any haystack text, seeded (LongEmbed-style, METHODS §5).
 
-For each length L (tokens of the model's tokenizer, special tokens excluded) one stretch of the haystack of L
-tokens is drawn, starting at a sentence start; each of the group's documents is that stretch with its own needle
-written over it at a sentence start, at a recorded depth (0 = start, 1 = end). Documents of a group therefore
-differ only in their needles, as in LongEmbed, and every document has exactly L tokens. Each needle has one query
-("what is the pass key of Ada?", "what is the best thing to do in Oslo?") whose one relevant document is its own.
+Two styles. Every document has exactly L tokens (of the model's tokenizer, special tokens excluded), holds one
+needle written over the haystack at a sentence start at a recorded depth (0 = start, 1 = end), and has one query
+whose one relevant document is its own.
+
+- ``realistic`` (the default): each document is its own stretch of natural prose (the haystack: essays or
+  articles, one paragraph per line), so documents of a group differ in their text, not only in their needles. The
+  needle names a person or place that the haystack itself mentions (its proper names, counted in the haystack),
+  is one of several natural sentences, and its query is a paraphrase, not the needle's words turned round
+  ("Which number is Plato's pass key?" for "For Plato, the pass key was always 48213."). A query therefore also
+  matches haystack windows that mention its name or its common words.
+- ``simple`` (the first generator, LongEmbed's layout): one stretch per length shared by the group's documents,
+  which differ only in their needles; a needle names one of a fixed list of people or cities and the query repeats
+  its words ("what is the pass key of Ada?", "what is the best thing to do in Oslo?").
 
 Written as a BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv) whose rows also carry ``group`` (the
 length) and, for queries, ``depth``; ``longdoc.json`` records the task, seed, lengths and the haystack's hash.
@@ -15,24 +23,32 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
+
+import numpy as np
 
 from lengthwise.core.results import write_bytes_atomic, write_json_atomic
 from lengthwise.longdoc.config import LongDocError
 
 __all__ = [
     "DEFAULT_LENGTHS",
+    "STYLES",
     "SyntheticItem",
     "SyntheticSet",
+    "check_target",
+    "haystack_names",
     "make_synthetic",
     "read_synthetic",
     "write_synthetic",
 ]
 
 Task = Literal["passkey", "needle"]
+Style = Literal["realistic", "simple"]
+STYLES = ("realistic", "simple")
 DEFAULT_LENGTHS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 META_FILE = "longdoc.json"
 
@@ -220,6 +236,314 @@ def _needle(task: Task, index: int, rng: random.Random, entities: Sequence[str])
     return f"The best thing to do in {entity} is to {activity}.", f"What is the best thing to do in {entity}?"
 
 
+# --- the realistic style ------------------------------------------------------------------------------------------
+# Needles name {x}, a proper name the haystack mentions; each query asks for the needle's fact in other words.
+_PASSKEY_NEEDLES = (
+    "For {x}, the pass key was always {k}.",
+    "The pass key that {x} chose was {k}, and it was written on a card beside the door.",
+    "{x} kept a single number in mind as a pass key: {k}.",
+    "Anyone who asked was told that the pass key of {x} is {k}.",
+    "It is worth remembering that {k} opens everything that belongs to {x}; it is the pass key.",
+)
+_PASSKEY_QUERIES = (
+    "Which number is the pass key of {x}?",
+    "What code did {x} use as a pass key?",
+    "Tell me the secret number that belongs to {x}.",
+    "What was the password number of {x}?",
+    "Which five-digit key would let you in as {x}?",
+)
+_NEEDLE_PAIRS = (
+    (
+        "Among the papers of {x} was a note saying that the best bread in the town"
+        " was baked by a widow near the bridge.",
+        "According to the notes left by {x}, who made the finest loaves in town?",
+    ),
+    (
+        "{x} said that the only way to learn patience was to plant a pear tree and wait for its fruit.",
+        "What did {x} recommend doing in order to become patient?",
+    ),
+    (
+        "When {x} was ill, a friend read aloud every evening from an old book of sea stories.",
+        "What kept {x} company in the evenings during the illness?",
+    ),
+    (
+        "The house where {x} lived had a blue door, and a small garden of herbs grew behind it.",
+        "What colour was the entrance of the home of {x}?",
+    ),
+    (
+        "Every letter that {x} wrote in winter ended with a short remark about the weather.",
+        "How did the winter correspondence of {x} usually finish?",
+    ),
+    (
+        "{x} once walked forty miles in two days to return a borrowed violin.",
+        "Which instrument did {x} travel a long way on foot to give back?",
+    ),
+    ("The favourite meal of {x} was a plain soup of beans and onions, eaten at noon.", "What dish did {x} like best?"),
+    (
+        "In the library of {x} the books were arranged not by subject but by the colour of their covers.",
+        "How were the volumes on the shelves of {x} ordered?",
+    ),
+    (
+        "{x} refused to travel by sea after a storm sank the ship that carried a brother.",
+        "Why would {x} no longer go anywhere by boat?",
+    ),
+    (
+        "It was in a small inn by the river that {x} first met the painter who became a lifelong friend.",
+        "Where did {x} get to know the artist who stayed a close companion?",
+    ),
+    (
+        "{x} kept bees on the roof and gave the honey to the poor of the parish.",
+        "What did {x} do with what the hives produced?",
+    ),
+    (
+        "The old map that {x} left behind showed a road through the mountains that no one else had recorded.",
+        "What was unusual about the chart that {x} bequeathed?",
+    ),
+    (
+        "{x} believed that the morning hours before sunrise were the only good time for writing.",
+        "At what time of day did {x} think one should write?",
+    ),
+    (
+        "The students of {x} remembered most the habit of ending each lesson with a question left unanswered.",
+        "How did {x} usually finish teaching a class?",
+    ),
+    (
+        "A portrait of {x} was painted in a single afternoon and later hung in the town hall.",
+        "Where was the picture of {x} eventually displayed?",
+    ),
+    (
+        "{x} paid the debts of a neighbour in secret and never spoke of it.",
+        "What kind deed did {x} do for the people next door without telling anyone?",
+    ),
+)
+
+
+_NAME = re.compile(r"^[A-Z][a-z]{3,}$")
+_SENTENCE_SPLIT = re.compile(
+    r"(?<!\bMr\.)(?<!\bMrs\.)(?<!\bDr\.)(?<!\bSt\.)(?:(?<=[.!?])|(?<=[.!?][\"'”’)]))\s+(?=[\"'“‘(]?[A-Z])"
+)
+_NOT_NAMES = frozenset(
+    [
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+        "christ",
+        "christian",
+        "christians",
+        "christianity",
+        "english",
+        "french",
+        "dutch",
+        "greek",
+        "greeks",
+        "roman",
+        "romans",
+        "arab",
+        "arabs",
+        "jew",
+        "jews",
+        "muslim",
+        "muslims",
+        "catholic",
+        "catholics",
+        "protestant",
+    ]
+)
+_ADJECTIVE_ENDINGS = ("ish", "ian", "ean", "ese", "ans", "ican", "ics")
+_WORD = re.compile(r"[A-Za-z]+")
+_COMMON = frozenset(
+    [
+        "the",
+        "a",
+        "an",
+        "and",
+        "or",
+        "but",
+        "of",
+        "to",
+        "in",
+        "on",
+        "at",
+        "by",
+        "for",
+        "with",
+        "from",
+        "as",
+        "is",
+        "was",
+        "were",
+        "be",
+        "been",
+        "are",
+        "it",
+        "its",
+        "this",
+        "that",
+        "these",
+        "those",
+        "he",
+        "she",
+        "his",
+        "her",
+        "him",
+        "they",
+        "them",
+        "their",
+        "we",
+        "our",
+        "you",
+        "your",
+        "i",
+        "my",
+        "me",
+        "not",
+        "no",
+        "so",
+        "if",
+        "then",
+        "than",
+        "there",
+        "here",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "when",
+        "where",
+        "why",
+        "how",
+        "all",
+        "any",
+        "each",
+        "every",
+        "some",
+        "such",
+        "one",
+        "two",
+        "only",
+        "own",
+        "same",
+        "very",
+        "can",
+        "could",
+        "would",
+        "should",
+        "will",
+        "shall",
+        "may",
+        "might",
+        "must",
+        "do",
+        "did",
+        "does",
+        "done",
+        "have",
+        "has",
+        "had",
+        "into",
+        "out",
+        "up",
+        "down",
+        "over",
+        "under",
+        "again",
+        "more",
+        "most",
+        "other",
+        "about",
+        "after",
+        "before",
+        "while",
+        "because",
+        "through",
+        "during",
+        "without",
+        "within",
+        "upon",
+        "also",
+        "yet",
+        "nor",
+        "just",
+        "too",
+        "now",
+        "ever",
+        "never",
+        "first",
+        "last",
+        "many",
+        "much",
+        "great",
+        "little",
+        "good",
+        "new",
+        "old",
+        "man",
+        "men",
+    ]
+)
+
+
+def _sentences(paragraphs: Sequence[str]) -> list[str]:
+    """Paragraphs (one per line) split at sentence ends; blank lines dropped."""
+    out: list[str] = []
+    for paragraph in paragraphs:
+        out.extend(part.strip() for part in _SENTENCE_SPLIT.split(paragraph.strip()) if part.strip())
+    return out
+
+
+def haystack_names(sentences: Sequence[str], *, minimum: int = 3) -> list[str]:
+    """Proper names the haystack mentions: capitalised words (4+ letters) seen at least `minimum` times inside a
+    sentence (not as its first word) and never in lower case, most frequent first (ties alphabetical)."""
+    inside: dict[str, int] = {}
+    lower: set[str] = set()
+    for sentence in sentences:
+        words = _WORD.findall(sentence)
+        for position, word in enumerate(words):
+            if word.islower():
+                lower.add(word)
+            elif position > 0 and _NAME.match(word):
+                inside[word] = inside.get(word, 0) + 1
+    names = [
+        w
+        for w, n in inside.items()
+        if n >= minimum
+        and w.lower() not in lower | _COMMON | _NOT_NAMES
+        and not w.lower().endswith(_ADJECTIVE_ENDINGS)  # nationalities and peoples, not someone or somewhere
+    ]
+    return sorted(names, key=lambda w: (-inside[w], w))
+
+
+def _realistic_needle(task: Task, slot: int, name: str, rng: random.Random) -> tuple[str, str]:
+    if task == "passkey":
+        key = rng.randint(10000, 99999)
+        needle = _PASSKEY_NEEDLES[rng.randrange(len(_PASSKEY_NEEDLES))]
+        query = _PASSKEY_QUERIES[rng.randrange(len(_PASSKEY_QUERIES))]
+        return needle.format(x=name, k=key), query.format(x=name)
+    needle, query = _NEEDLE_PAIRS[slot % len(_NEEDLE_PAIRS)]
+    return needle.format(x=name), query.format(x=name)
+
+
+def _content_words(text: str) -> set[str]:
+    return {w.lower() for w in _WORD.findall(text) if w.lower() not in _COMMON and len(w) > 2}
+
+
 def _haystack_ids(tokenizer, sentences: Sequence[str]) -> tuple[list[int], list[int]]:
     """Token ids of the haystack (no special tokens) and the positions where its sentences start."""
     texts = [s for s in sentences if s.strip()]
@@ -240,24 +564,74 @@ def make_synthetic(
     haystack: Sequence[str],
     tokenizer,
     *,
+    style: Style = "realistic",
     lengths: Sequence[int] = DEFAULT_LENGTHS,
     per_length: int = 50,
     seed: int = 0,
 ) -> SyntheticSet:
-    """Generate `per_length` documents for each length from `haystack` sentences, with needles and queries.
+    """Generate `per_length` documents for each length from `haystack` (paragraphs or sentences, one per line).
 
-    The haystack is repeated when it is shorter than the longest length (recorded in ``meta``). A document's text is
-    the tokenizer's decoding of its ids; ``meta["round_trip_exact"]`` counts those that re-tokenize to the same ids.
+    ``style="realistic"`` gives each document its own stretch of the haystack and a needle about a name the haystack
+    mentions, asked for in other words; ``"simple"`` is LongEmbed's layout (see the module docstring). The haystack
+    is repeated when it is shorter than the longest length (recorded in ``meta``). A document's text is the
+    tokenizer's decoding of its ids; ``meta["round_trip_exact"]`` counts those that re-tokenize to the same ids.
     """
     if task not in ("passkey", "needle"):
         raise LongDocError("use passkey or needle", field="task", value=task)
-    entities = _NAMES if task == "passkey" else _CITIES
+    if style not in STYLES:
+        raise LongDocError(f"use {' or '.join(STYLES)}", field="style", value=style)
+    rng = random.Random(seed)
+    sentences = _sentences(haystack) if style == "realistic" else [s for s in haystack if s.strip()]
+    if style == "realistic":
+        entities = haystack_names(sentences)[: max(2 * per_length, 100)]
+        if len(entities) < per_length:
+            raise LongDocError(
+                f"the haystack names only {len(entities)} people or places (capitalised words seen 3+ times, never "
+                f"lower-case), fewer than the {per_length} needles per length; pass more prose (essays, articles) "
+                "or use the simple style",
+                field="haystack",
+                value=f"{len(sentences)} sentences",
+            )
+    else:
+        entities = _NAMES if task == "passkey" else _CITIES
     if not 1 <= per_length <= len(entities):
         raise LongDocError(
             f"use 1 to {len(entities)} (distinct needles per length)", field="per_length", value=per_length
         )
-    rng = random.Random(seed)
-    ids, starts = _haystack_ids(tokenizer, haystack)
+    if style == "realistic":
+        items, base, repeats, exact = _realistic_items(task, sentences, tokenizer, entities, lengths, per_length, rng)
+    else:
+        items, base, repeats, exact = _simple_items(task, sentences, tokenizer, entities, lengths, per_length, rng)
+    meta = {
+        "task": task,
+        "style": style,
+        "seed": seed,
+        "lengths": sorted(set(lengths)),
+        "per_length": per_length,
+        "haystack_sha256": hashlib.sha256("\n".join(haystack).encode()).hexdigest(),
+        "haystack_tokens": base,
+        "haystack_repeats": repeats,
+        "tokenizer": getattr(tokenizer, "name_or_path", type(tokenizer).__name__),
+        ("round_trip_exact" if style == "simple" else "documents_of_exactly_L_tokens"): exact,
+        "n_documents": len(items),
+        "protocol": "rank each query only against the documents of its own length group; Acc@1 per length",
+    }
+    if style == "realistic":
+        meta.update(_realism(items, sentences, entities))
+    return SyntheticSet(task, tuple(items), meta)
+
+
+def _simple_items(
+    task: Task,
+    sentences: Sequence[str],
+    tokenizer,
+    entities: Sequence[str],
+    lengths: Sequence[int],
+    per_length: int,
+    rng: random.Random,
+) -> tuple[list[SyntheticItem], int, int, int]:
+    """LongEmbed's layout: one stretch per length, decoded from token ids (exactly L tokens), needles over it."""
+    ids, starts = _haystack_ids(tokenizer, sentences)
     base = len(ids)
     repeats = 1 if base >= max(lengths) else -(-max(lengths) // base) + 1
     ids = ids * repeats
@@ -267,11 +641,12 @@ def make_synthetic(
     for length in sorted(set(lengths)):
         if length < 32:
             raise LongDocError("documents need at least 32 tokens to hold a needle", field="lengths", value=length)
-        origin = rng.choice([s for s in starts if s + length <= len(ids)])
-        stretch = ids[origin : origin + length]
-        local_starts = [s - origin for s in starts if origin <= s < origin + length]
+        shared = rng.choice([s for s in starts if s + length <= len(ids)])
         order = rng.sample(range(len(entities)), per_length)
         for slot, entity_index in enumerate(order):
+            origin = shared
+            stretch = ids[origin : origin + length]
+            local_starts = [s - origin for s in starts if origin <= s < origin + length]
             needle, query = _needle(task, entity_index, rng, entities)
             needle_ids = tokenizer(needle, add_special_tokens=False)["input_ids"]
             if len(needle_ids) >= length:
@@ -293,20 +668,103 @@ def make_synthetic(
                     needle=needle,
                 )
             )
-    meta = {
-        "task": task,
-        "seed": seed,
-        "lengths": sorted(set(lengths)),
-        "per_length": per_length,
-        "haystack_sha256": hashlib.sha256("\n".join(haystack).encode()).hexdigest(),
-        "haystack_tokens": base,
-        "haystack_repeats": repeats,
-        "tokenizer": getattr(tokenizer, "name_or_path", type(tokenizer).__name__),
-        "round_trip_exact": exact,
-        "n_documents": len(items),
-        "protocol": "rank each query only against the documents of its own length group; Acc@1 per length",
+    return items, base, repeats, exact
+
+
+def _realistic_items(
+    task: Task,
+    sentences: Sequence[str],
+    tokenizer,
+    entities: Sequence[str],
+    lengths: Sequence[int],
+    per_length: int,
+    rng: random.Random,
+) -> tuple[list[SyntheticItem], int, int, int]:
+    """Each document its own run of whole haystack sentences, as written (case and punctuation kept), up to L tokens
+    with the needle sentence set between two of them (so a document has L tokens less at most one sentence);
+    ``exact`` counts documents of exactly L tokens."""
+    counts = [len(ids) for ids in tokenizer(list(sentences), add_special_tokens=False, verbose=False)["input_ids"]]
+    keep = [i for i, n in enumerate(counts) if n > 0]
+    sentences, counts = [sentences[i] for i in keep], [counts[i] for i in keep]
+    base = sum(counts)
+    if not base:
+        raise LongDocError("the haystack has no text; pass a file with sentences or paragraphs (one per line)")
+    repeats = 1 if base >= max(lengths) else -(-max(lengths) // base) + 1
+    sentences, counts = list(sentences) * repeats, counts * repeats
+    items: list[SyntheticItem] = []
+    exact = 0
+    for length in sorted(set(lengths)):
+        if length < 32:
+            raise LongDocError("documents need at least 32 tokens to hold a needle", field="lengths", value=length)
+        order = rng.sample(range(len(entities)), per_length)
+        for slot, entity_index in enumerate(order):
+            needle, query = _realistic_needle(task, slot, entities[entity_index], rng)
+            room = length - len(tokenizer(needle, add_special_tokens=False)["input_ids"])
+            if room < 1:
+                raise LongDocError(f"shorter than the needle ({length - room} tokens)", field="lengths", value=length)
+            start, chosen, used = 0, [], 0
+            for _ in range(100):  # a start whose first sentence fits (almost every one does)
+                start = rng.randrange(len(sentences))
+                chosen, used = _fill(sentences, counts, start, room)
+                if chosen:
+                    break
+            else:
+                raise LongDocError(
+                    f"the haystack's sentences are longer than {room} tokens", field="lengths", value=length
+                )
+            # the needle goes between two sentences, at the boundary nearest a uniform target depth
+            before = np.cumsum([0, *(counts[(start + i) % len(sentences)] for i in range(len(chosen)))])
+            target = rng.random() * used
+            cut = int(np.argmin(np.abs(before - target)))
+            text = " ".join([*chosen[:cut], needle, *chosen[cut:]])
+            exact += used == room
+            items.append(
+                SyntheticItem(
+                    doc_id=f"{task}-{length}-{slot}",
+                    query_id=f"q-{task}-{length}-{slot}",
+                    group=length,
+                    depth=round(float(before[cut]) / used, 4) if used else 0.0,
+                    text=text,
+                    query=query,
+                    needle=needle,
+                )
+            )
+    return items, base, repeats, exact
+
+
+def _fill(sentences: Sequence[str], counts: Sequence[int], start: int, room: int) -> tuple[list[str], int]:
+    """Whole sentences from `start` on (wrapping round) while they fit in `room` tokens: (sentences, tokens)."""
+    chosen: list[str] = []
+    used = 0
+    index = start
+    while counts[index % len(sentences)] + used <= room and len(chosen) < len(sentences):
+        chosen.append(sentences[index % len(sentences)])
+        used += counts[index % len(sentences)]
+        index += 1
+    return chosen, used
+
+
+def _realism(items: Sequence[SyntheticItem], sentences: Sequence[str], entities: Sequence[str]) -> dict[str, Any]:
+    """How hard the realistic set is, measured: the needles' content words found in the haystack, the queries'
+    content words that are not the needle's (the paraphrase), and queries whose name another document mentions."""
+    vocabulary = set().union(*(_content_words(s) for s in sentences))
+    in_haystack = [len(_content_words(i.needle) & vocabulary) / max(1, len(_content_words(i.needle))) for i in items]
+    new_words = [len(_content_words(i.query) - _content_words(i.needle)) / max(1, len(_content_words(i.query)))
+                 for i in items]  # fmt: skip
+    named_elsewhere = 0
+    by_group: dict[int, list[SyntheticItem]] = {}
+    for item in items:
+        by_group.setdefault(item.group, []).append(item)
+    for group in by_group.values():
+        for item in group:
+            name = next(e for e in entities if e in item.needle)
+            named_elsewhere += any(name in other.text for other in group if other is not item)
+    return {
+        "names_pool": len(entities),
+        "needle_words_in_haystack": round(float(sum(in_haystack) / len(items)), 4),
+        "query_words_not_in_needle": round(float(sum(new_words) / len(items)), 4),
+        "queries_whose_name_another_document_mentions": round(named_elsewhere / len(items), 4),
     }
-    return SyntheticSet(task, tuple(items), meta)
 
 
 def _jsonl(rows: list[dict[str, Any]]) -> bytes:
@@ -316,7 +774,7 @@ def _jsonl(rows: list[dict[str, Any]]) -> bytes:
 def write_synthetic(data: SyntheticSet, folder: str | Path) -> Path:
     """Write `data` as a BEIR folder with length groups (see the module docstring); each file atomically."""
     folder = Path(folder)
-    _check_target(folder)
+    check_target(folder)
     (folder / META_FILE).unlink(missing_ok=True)  # written last: a folder without it is refused as unfinished
     corpus = [{"_id": i.doc_id, "title": "", "text": i.text, "group": i.group} for i in data.items]
     queries = [{"_id": i.query_id, "text": i.query, "group": i.group, "depth": i.depth} for i in data.items]
@@ -331,7 +789,7 @@ def write_synthetic(data: SyntheticSet, folder: str | Path) -> Path:
 _SET_NAMES = frozenset({"corpus.jsonl", "queries.jsonl", "qrels", META_FILE})
 
 
-def _check_target(folder: Path) -> None:
+def check_target(folder: Path) -> None:
     """Refuse a folder that holds anything but an earlier synthetic task, before a file of it is written."""
     if folder.exists() and not folder.is_dir():
         raise LongDocError("exists and is not a directory; pass a directory path", field="out", value=str(folder))
