@@ -19,7 +19,6 @@ test sets (seed 0, 50 per length; QMSum test queries) report.
 from __future__ import annotations
 
 import argparse
-import gzip
 import itertools
 import os
 import random
@@ -35,6 +34,7 @@ from lengthwise.core.encoder import MultiVectors
 from lengthwise.core.models import load_model, model_fingerprint
 from lengthwise.core.results import environment, write_json_atomic
 from lengthwise.core.scoring import WindowScoring
+from lengthwise.core.textio import open_text
 from lengthwise.core.tokens import windows
 from lengthwise.evaluation.data import RetrievalData, read_beir
 from lengthwise.evaluation.retrieval import evaluate_retrieval
@@ -101,12 +101,10 @@ def _sample(data: RetrievalData, size: int, seed: int) -> RetrievalData:
 
 def _datasets(args, tokenizer) -> dict[str, dict]:
     """name → {"texts": documents, "kind": synthetic|retrieval, "splits": {split: SyntheticSet | RetrievalData}}."""
-    haystack = [
-        line.strip()
-        for path in args.haystack
-        for line in (gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8"))
-        if line.strip()
-    ]
+    haystack = []
+    for path in args.haystack:
+        with open_text(path) as handle:  # plain or .gz
+            haystack.extend(line.strip() for _, line in handle.lines() if line.strip())
     out: dict[str, dict] = {}
     for task in ("passkey", "needle"):
         for split, seed, per in (("dev", 1, args.dev_per_length), ("test", 0, args.per_length)):
@@ -232,9 +230,7 @@ def _score(entry: dict, queries: dict[str, np.ndarray], documents, scoring) -> d
         result = score_synthetic(entry["data"], q, documents, scoring=scoring or 1)
         return {"mean": result.mean, **{str(k): v for k, v in result.by_length.items()}}
     encoder = Fixed(queries, documents, scoring)
-    return {
-        split: evaluate_retrieval(encoder, data).scores["ndcg@10"] for split, data in entry["splits"].items()
-    }
+    return {split: evaluate_retrieval(encoder, data).scores["ndcg@10"] for split, data in entry["splits"].items()}
 
 
 def main() -> None:
@@ -288,7 +284,7 @@ def main() -> None:
         lengths=list(LENGTHS),
         haystack=[str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p) for p in args.haystack],
         synthetic_meta={k: v["data"].meta for k, v in data.items() if v["kind"] == "synthetic"},
-        data={k: {s: d.describe() for s, d in v["splits"].items()} for k, v in data.items() if v["kind"] != "synthetic"},
+        data={k: {s: d.describe() for s, d in v["splits"].items()} for k, v in data.items() if "splits" in v},
         model=model_fingerprint(model, args.model),
         settings={k: str(v) for k, v in vars(args).items()},
         wall_time_s=round(time.perf_counter() - started, 1),
@@ -304,7 +300,8 @@ def _retrieval_only(args, names: Sequence[str]) -> dict[str, dict]:
         dev = read_beir(args.qmsum, "dev")
         out["qmsum"] = {"kind": "retrieval", "texts": list(dev.doc_texts)}
     if "scifact" in names and args.scifact.exists():
-        out["scifact"] = {"kind": "retrieval", "texts": list(_sample(read_beir(args.scifact, "test"), 450, 0).doc_texts)}
+        sample = _sample(read_beir(args.scifact, "test"), 450, 0)
+        out["scifact"] = {"kind": "retrieval", "texts": list(sample.doc_texts)}
     return out
 
 

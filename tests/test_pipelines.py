@@ -167,3 +167,24 @@ def test_an_unwritable_out_is_refused_before_the_model_loads(tmp_path: Path) -> 
 
     with pytest.raises(SettingError, match=r"^out='/proc/lengthwise-x': cannot write there"):
         lw.audit_model(AuditJob(out=Path("/proc/lengthwise-x")), "/nonexistent/model")
+
+
+def test_a_haystack_folder_reads_its_text_files_in_name_order(tiny_model_dir: Path, tmp_path: Path) -> None:
+    import gzip
+
+    from lengthwise.pipelines import synthesize
+
+    lines = (Path(__file__).parent / "longdoc" / "prose.txt").read_text().splitlines(keepends=True)
+    folder = tmp_path / "essays"
+    folder.mkdir()
+    (folder / "a.txt").write_text("".join(lines[: len(lines) // 2]))
+    (folder / "b.txt.gz").write_bytes(gzip.compress("".join(lines[len(lines) // 2 :]).encode()))
+    (folder / "notes.md").write_text("# not prose: ignored\n")
+    (tmp_path / "whole.txt").write_text("".join(lines))
+    for haystack, out in ((folder, "from-folder"), (tmp_path / "whole.txt", "from-file")):
+        synthesize("needle", haystack, tmp_path / out, tiny_model_dir, lengths=(48,), per_length=3)
+    assert (tmp_path / "from-folder" / "corpus.jsonl").read_bytes() == (
+        tmp_path / "from-file" / "corpus.jsonl"
+    ).read_bytes()
+    with pytest.raises(SettingError, match=r"no \.txt or \.txt\.gz file"):
+        synthesize("needle", tmp_path / "from-file", tmp_path / "x", tiny_model_dir)

@@ -179,8 +179,8 @@ def build_encoder(
     Args:
         model: A loaded model (`lengthwise.load_model`, which keeps a saved long-document choice).
         tempscale: An attention temperature t, or a full `TempScaleConfig` (replaces one saved with the model).
-        long: A long-document strategy name or `LongDocConfig`; None keeps the choice saved with the model, if
-            any, else the model's own truncation.
+        long: A long-document strategy name, ``"default"`` (`lengthwise.longdoc.RECOMMENDED`) or a
+            `LongDocConfig`; None keeps the choice saved with the model, if any, else the model's own truncation.
         window: Tokens per window (special tokens included), over the strategy's.
         stride: Step between window starts, over the strategy's.
 
@@ -205,9 +205,9 @@ def build_encoder(
         if window is not None or stride is not None:
             raise SettingError("strategy", None, "a window or stride needs a long-document strategy, e.g. chunk-mean")
         return EncoderSetup(encoder, settings)
-    base = long if isinstance(long, LongDocConfig) else saved if long is None else LongDocConfig(strategy=long)
+    base = long if isinstance(long, LongDocConfig) else saved if long is None else LongDocConfig.named(long)
     changes = {key: value for key, value in {"window": window, "stride": stride}.items() if value is not None}
-    config = LongDocConfig(**{**(base or LongDocConfig()).to_dict(), **changes})
+    config = (base or LongDocConfig.named("default")).updated(**changes)
     if ts_config is not None:
         remove_tempscale(model)
         apply_tempscale(model, ts_config)
@@ -473,15 +473,17 @@ def _long_objective(
 ) -> tuple[Callable[[LongDocConfig], float], str, dict[str, Any]]:
     """(objective, metric, data description): a synthetic folder's mean Acc@1, else nDCG@10 on a BEIR split."""
     from lengthwise.longdoc import LongEncoder
+    from lengthwise.longdoc.cache import WindowCache
     from lengthwise.longdoc.synthetic import META_FILE, read_synthetic
 
+    cache = WindowCache(2**30)  # one for every candidate: a window pooled or scored another way is embedded once
     if (data / META_FILE).is_file():
         from lengthwise.longdoc.scoring import evaluate_synthetic
 
         synthetic = read_synthetic(data)
 
         def accuracy(config: LongDocConfig) -> float:
-            return evaluate_synthetic(LongEncoder(model, config), synthetic, batch_size=batch_size).mean
+            return evaluate_synthetic(LongEncoder(model, config, cache=cache), synthetic, batch_size=batch_size).mean
 
         return accuracy, "mean acc@1", synthetic.meta
     from lengthwise.evaluation.data import read_beir
@@ -490,7 +492,9 @@ def _long_objective(
     beir = read_beir(data, split)
 
     def ndcg(config: LongDocConfig) -> float:
-        return evaluate_retrieval(LongEncoder(model, config), beir, batch_size=batch_size).scores["ndcg@10"]
+        return evaluate_retrieval(LongEncoder(model, config, cache=cache), beir, batch_size=batch_size).scores[
+            "ndcg@10"
+        ]
 
     return ndcg, "ndcg@10", dict(beir.describe())
 
@@ -502,7 +506,9 @@ def tune_long_documents(
     strategies: Sequence[str] = ("chunk-mean", "chunk-weighted", "multi-vector", "late-chunking"),
     windows: Sequence[int] = (64, 128, 256),
     overlaps: Sequence[float] = (0.0, 0.5),
-    top_k: int = 1,
+    top_k: int | Sequence[int] = 1,
+    scales: Sequence[Sequence[int]] = ((),),
+    fuse_means: Sequence[float] = (0.0,),
     out: str | os.PathLike[str] | None = None,
     split: str = "dev",
     save: str | os.PathLike[str] | None = None,
@@ -517,8 +523,9 @@ def tune_long_documents(
         data: A BEIR folder (tuned on `split`, nDCG@10) or a folder written by `lengthwise longdoc synth`
             (mean Acc@1).
         model: A model folder, an installed model package's name or a Hugging Face id.
-        strategies, windows, overlaps, top_k: The candidates (`lengthwise.longdoc.tune.candidates`); truncation
-            at the model's own window is always scored as the baseline.
+        strategies, windows, overlaps, top_k, scales, fuse_means: The candidates
+            (`lengthwise.longdoc.tune.candidates`; the last three apply to multi-vector); truncation at the model's
+            own window is always scored as the baseline. One window cache serves every candidate.
         out: Where ``tune.json`` and ``tune.png`` are written as one set (checked before any compute); None
             writes nothing.
         save: Also save the model with the best choice here; `lengthwise.load_model` then picks it up.
@@ -545,7 +552,8 @@ def tune_long_documents(
             check_model_target(Path(save), beside=[out] if out is not None else [])
         except ValueError as error:
             raise SettingError("save", str(save), str(error).removeprefix(f"{save}: ")) from None
-    configs = candidates(list(strategies), list(windows), list(overlaps), top_k=top_k)
+    configs = candidates(list(strategies), list(windows), list(overlaps), top_k=top_k, scales=scales,
+                         fuse_means=fuse_means)  # fmt: skip
     loaded = load_model(model, device=device, precision=precision)
     objective, metric, described = _long_objective(Path(data), split, loaded, batch_size)
     result = tune_long(objective, configs, on_eval=on_eval)
@@ -554,7 +562,9 @@ def tune_long_documents(
 
         save_longdoc(loaded, result.best, Path(save))
     settings = {"strategies": ",".join(strategies), "windows": ",".join(map(str, windows)),
-                "overlaps": ",".join(f"{x:g}" for x in overlaps), "split": split, "top_k": top_k}  # fmt: skip
+                "overlaps": ",".join(f"{x:g}" for x in overlaps), "split": split,
+                "top_k": top_k if isinstance(top_k, int) else list(top_k),
+                "scales": [list(s) for s in scales], "fuse_means": list(fuse_means)}  # fmt: skip
     record = {
         "metric": metric,
         "result": result.to_dict(),
@@ -566,6 +576,18 @@ def tune_long_documents(
         write_output_set(out, {"tune.json": json_bytes(record), "tune.png": figure.getvalue()}, TUNE_FILES,
                          what="a long-document tuning")  # fmt: skip
     return result, record
+
+
+def haystack_files(haystack: Path) -> list[Path]:
+    """The haystack's text files: the file itself, or a folder's ``*.txt`` and ``*.txt.gz`` in name order."""
+    if haystack.is_dir():
+        files = sorted(p for p in haystack.iterdir() if p.is_file() and p.name.endswith((".txt", ".txt.gz")))
+        if not files:
+            raise SettingError("haystack", str(haystack), "the folder holds no .txt or .txt.gz file; pass prose")
+        return files
+    if not haystack.is_file():
+        raise SettingError("haystack", str(haystack), "no such file or folder; pass prose, one paragraph per line")
+    return [haystack]
 
 
 def synthesize(
@@ -583,7 +605,8 @@ def synthesize(
 
     Args:
         task: ``passkey`` or ``needle``.
-        haystack: A text file (plain or .gz): natural prose, one paragraph (or sentence) per line.
+        haystack: A text file (plain or .gz) of natural prose, one paragraph (or sentence) per line, or a folder of
+            such ``*.txt`` / ``*.txt.gz`` files (read in name order), e.g. the repository's ``data/essays``.
         style: ``realistic`` (each document its own prose, needles about names the haystack mentions, paraphrased
             queries) or ``simple`` (LongEmbed's layout); see `lengthwise.longdoc.synthetic`.
         out: The folder to write (new, empty, or one this wrote earlier).
@@ -598,12 +621,13 @@ def synthesize(
     from lengthwise.longdoc.synthetic import check_target, make_synthetic, write_synthetic
 
     haystack = Path(haystack)
-    if not haystack.is_file():
-        raise SettingError("haystack", str(haystack), "no such file; pass a text file, one sentence per line")
-    with open_text(haystack) as handle:
-        sentences = [line for _, line in handle.lines()]
+    files = haystack_files(haystack)
+    sentences = []
+    for file in files:
+        with open_text(file) as handle:
+            sentences.extend(line for _, line in handle.lines())
     if not any(sentence.strip() for sentence in sentences):
-        raise SettingError("haystack", str(haystack), "holds no text; pass a text file, one sentence per line")
+        raise SettingError("haystack", str(haystack), "holds no text; pass prose, one paragraph per line")
     check_target(Path(out))  # before any work: a folder of the user's own files is refused first
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(model))
     try:
@@ -622,7 +646,7 @@ def score_long_task(
     data: str | os.PathLike[str],
     model: str | os.PathLike[str] = DEFAULT_MODEL,
     *,
-    long: str | LongDocConfig = "chunk-mean",
+    long: str | LongDocConfig = "default",
     out: str | os.PathLike[str] | None = None,
     batch_size: int = 32,
     device: str | None = None,
@@ -641,7 +665,7 @@ def score_long_task(
     from lengthwise.longdoc.synthetic import read_synthetic
 
     started = time.perf_counter()
-    config = long if isinstance(long, LongDocConfig) else LongDocConfig(strategy=long)
+    config = long if isinstance(long, LongDocConfig) else LongDocConfig.named(long)
     if batch_size < 1:
         raise SettingError("batch_size", batch_size, "must be ≥ 1")
     if out is not None:
@@ -682,7 +706,7 @@ def encode(
     out: str | os.PathLike[str],
     model: str | os.PathLike[str] = DEFAULT_MODEL,
     *,
-    long: str | LongDocConfig = "chunk-mean",
+    long: str | LongDocConfig = "default",
     devices: Sequence[str | None] = (None,),
     shard_docs: int = 1000,
     batch_size: int = 32,
@@ -712,7 +736,7 @@ def encode(
     from lengthwise.longdoc import LongDocConfig, LongDocError
     from lengthwise.longdoc.store import EmbeddingStore, check_corpus
 
-    config = long if isinstance(long, LongDocConfig) else LongDocConfig(strategy=long)
+    config = long if isinstance(long, LongDocConfig) else LongDocConfig.named(long)
     for name, value in (("shard_docs", shard_docs), ("batch_size", batch_size), ("threads", threads or 1)):
         if value < 1:
             raise SettingError(name, value, "must be ≥ 1")

@@ -159,7 +159,19 @@ def test_a_damaged_shard_is_refused_by_the_reader_and_repaired_by_a_rerun(tiny_m
     from lengthwise.longdoc.store import read_embeddings
 
     out = tmp_path / "e"
-    args = ["encode", "--data", _corpus(tmp_path, 40), "--out", out, "--model", tiny_model_dir, "--window", "32"]
+    args = [
+        "encode",
+        "--data",
+        _corpus(tmp_path, 40),
+        "--out",
+        out,
+        "--model",
+        tiny_model_dir,
+        "--window",
+        "32",
+        "--long",
+        "chunk-mean",
+    ]
     _ok([*args, "--shard-docs", "16"])
     ids, full = read_embeddings(out)
     shard = out / "w0-00000.npy"
@@ -202,7 +214,19 @@ def test_two_local_processes_give_the_vectors_of_one(tiny_model_dir: Path, tmp_p
     from lengthwise.longdoc.store import read_embeddings
 
     corpus = _corpus(tmp_path, 9)
-    base = ["encode", "--data", corpus, "--model", tiny_model_dir, "--window", "32", "--shard-docs", "2"]
+    base = [
+        "encode",
+        "--data",
+        corpus,
+        "--model",
+        tiny_model_dir,
+        "--window",
+        "32",
+        "--shard-docs",
+        "2",
+        "--long",
+        "chunk-mean",
+    ]
     _ok([*base, "--out", tmp_path / "one"])
     _ok([*base, "--out", tmp_path / "two", "--devices", "cpu,cpu", "--threads", "1"])
     ids1, one = read_embeddings(tmp_path / "one")

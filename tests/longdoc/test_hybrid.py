@@ -90,3 +90,51 @@ def test_settings_round_trip_and_describe_themselves() -> None:
     assert LongDocConfig.from_dict(config.to_dict()) == config
     assert config.describe() == "multi-vector w64 s32 +w256 top2 fuse0.2"
     assert config.scoring == WindowScoring(top_k=2, fuse_mean=0.2)
+
+
+def test_default_names_the_recommended_setting_and_updates_follow_plain_rules() -> None:
+    from lengthwise.longdoc import RECOMMENDED
+
+    assert LongDocConfig.named("default") is RECOMMENDED and LongDocConfig.named(" Default ") is RECOMMENDED
+    assert LongDocConfig.named("chunk-mean") == LongDocConfig(strategy="chunk-mean")
+    hybrid = LongDocConfig(strategy="multi-vector", window=64, stride=32, top_k=2, fuse_mean=0.2, scales=(256,))
+    # another strategy starts from its own plain settings: no multi-vector scoring leaks into it
+    assert hybrid.updated(strategy="chunk-mean") == LongDocConfig(strategy="chunk-mean")
+    # the same strategy keeps its scoring; a new window without a stride has no overlap
+    wider = hybrid.updated(strategy="multi-vector", window=128)
+    assert (wider.window, wider.stride, wider.top_k, wider.fuse_mean, wider.scales) == (128, None, 2, 0.2, (256,))
+    assert hybrid.updated(window=128, stride=100).stride == 100
+
+
+def test_keyword_settings_on_the_default_encoder_do_not_inherit_its_stride(tiny_model) -> None:
+    # before: LongEncoder(model, strategy="chunk-mean", window=32) raised "stride=32: not below the window (32)"
+    # because the keyword settings were laid over the recommended multi-vector w64 s32
+    encoder = LongEncoder(tiny_model, strategy="chunk-mean", window=32)
+    assert encoder.config == LongDocConfig(strategy="chunk-mean", window=32)
+    assert LongEncoder(tiny_model, window=32).config.stride is None
+
+
+def test_tune_candidates_cross_multi_vector_with_scales_and_fusion_only() -> None:
+    from lengthwise.longdoc.tune import candidates
+
+    configs = candidates(
+        ["chunk-mean", "multi-vector"], [64], [0.0, 0.5], top_k=(1, 2), scales=((), (256,), (64,)), fuse_means=(0, 0.2)
+    )
+    chunk = [c for c in configs if c.strategy.value == "chunk-mean"]
+    multi = [c for c in configs if c.strategy.value == "multi-vector"]
+    assert len(chunk) == 2 and all(c.scoring == WindowScoring() and not c.scales for c in chunk)
+    # 2 overlaps x 2 k x 2 scale sets (a scale equal to the window is the plain set) x 2 weights
+    assert len(multi) == 16 and len(set(multi)) == 16
+    assert {c.scales for c in multi} == {(), (256,)}
+
+
+def test_the_cli_reads_default_and_scoring_flags_into_one_config() -> None:
+    from lengthwise.cli.longdoc import long_config
+    from lengthwise.longdoc import RECOMMENDED
+
+    assert long_config("default") == RECOMMENDED
+    assert long_config("multi-vector", 64, None, 2, scales="128,256", fuse_mean=0.3) == LongDocConfig(
+        strategy="multi-vector", window=64, top_k=2, scales=(128, 256), fuse_mean=0.3
+    )
+    with pytest.raises(ValueError, match="--scales"):
+        long_config("multi-vector", scales="big")

@@ -14,8 +14,10 @@ import typer
 from lengthwise.cli.console import console
 from lengthwise.cli.console import fail as _fail
 from lengthwise.cli.longdoc import (
+    FuseOption,
     LongOption,
     MacroOption,
+    ScalesOption,
     SentenceOption,
     StrideOption,
     TopKOption,
@@ -34,10 +36,12 @@ def encode(
         typer.Option("--data", "-d", help="corpus.jsonl (_id, text, title), a BEIR folder, or a .txt, one per line."),
     ],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (resumed when it exists).")],
-    long: LongOption = "chunk-mean",
+    long: LongOption = "default",
     window: WindowOption = None,
     stride: StrideOption = None,
-    top_k: TopKOption = 1,
+    top_k: TopKOption = None,
+    scales: ScalesOption = None,
+    fuse_mean: FuseOption = None,
     sentence_cuts: SentenceOption = False,
     macro_window: MacroOption = None,
     model: Annotated[str, typer.Option("--model", "-m", help="Model directory or Hugging Face id.")] = DEFAULT_MODEL,
@@ -66,7 +70,7 @@ def encode(
 
     targets = [d.strip() for d in devices.split(",") if d.strip()] if devices is not None else [None]
     try:
-        config = long_config(long, window, stride, top_k, sentence_cuts, macro_window)
+        config = long_config(long, window, stride, top_k, sentence_cuts, macro_window, scales, fuse_mean)
         for device in targets:
             try:
                 check_device(device)

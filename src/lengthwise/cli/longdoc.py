@@ -39,23 +39,36 @@ DeviceOption = Annotated[str | None, typer.Option("--device", help="cpu, cuda, m
 LongOption = Annotated[str, field_option(LongDocConfig, "strategy", "--long")]
 WindowOption = Annotated[int | None, field_option(LongDocConfig, "window")]
 StrideOption = Annotated[int | None, field_option(LongDocConfig, "stride")]
-TopKOption = Annotated[int, field_option(LongDocConfig, "top_k")]
+TopKOption = Annotated[int | None, field_option(LongDocConfig, "top_k")]
+ScalesOption = Annotated[str | None, field_option(LongDocConfig, "scales")]
+FuseOption = Annotated[float | None, field_option(LongDocConfig, "fuse_mean")]
 SentenceOption = Annotated[bool, field_option(LongDocConfig, "sentence_cuts", "--sentence-cuts")]
 MacroOption = Annotated[int | None, field_option(LongDocConfig, "macro_window")]
 
 
 def long_config(
-    strategy: str, window: int | None, stride: int | None, top_k: int = 1, sentence_cuts: bool = False, macro=None
+    strategy: str,
+    window: int | None = None,
+    stride: int | None = None,
+    top_k: int | None = None,
+    sentence_cuts: bool = False,
+    macro: int | None = None,
+    scales: str | None = None,
+    fuse_mean: float | None = None,
 ) -> LongDocConfig:
-    """The flags as a `LongDocConfig` (raises `LongDocError` naming the flag)."""
-    return LongDocConfig(
-        strategy=strategy,  # type: ignore[arg-type]  # parsed (and checked) in __post_init__
-        window=window,
-        stride=stride,
-        top_k=top_k,
-        sentence_cuts=sentence_cuts,
-        macro_window=macro,
-    )
+    """The flags as a `LongDocConfig`: the named strategy's settings (``default`` → `RECOMMENDED`), with each
+    flag given over them. Raises `LongDocError` naming the flag."""
+    base = LongDocConfig.named(strategy)
+    given = {
+        "window": window,
+        "stride": stride,
+        "top_k": top_k,
+        "sentence_cuts": sentence_cuts or None,
+        "macro_window": macro,
+        "scales": _ints(scales, "--scales") if scales else None,
+        "fuse_mean": fuse_mean,
+    }
+    return base.updated(**{k: v for k, v in given.items() if v is not None})
 
 
 def _ints(text: str, flag: str) -> tuple[int, ...]:
@@ -66,6 +79,23 @@ def _ints(text: str, flag: str) -> tuple[int, ...]:
     if not values:
         raise ValueError(f"{flag} is empty; give at least one value")
     return values
+
+
+def _floats(text: str, flag: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ValueError(f"{flag} {text!r} is not comma-separated numbers, e.g. {flag} 0,0.2") from None
+    if not values:
+        raise ValueError(f"{flag} is empty; give at least one value")
+    return values
+
+
+def _scale_sets(text: str) -> tuple[tuple[int, ...], ...]:
+    sets = [part.strip() for part in text.split(";") if part.strip()]
+    if not sets:
+        raise ValueError("--scales is empty; give 'none' or sizes, e.g. --scales 'none;256'")
+    return tuple(() if part.lower() == "none" else _ints(part, "--scales") for part in sets)
 
 
 def _load(model: str, device: str | None, precision: str = "fp32") -> SentenceTransformer:
@@ -82,7 +112,12 @@ def _load(model: str, device: str | None, precision: str = "fp32") -> SentenceTr
 def synth(
     task: Annotated[str, typer.Option("--task", "-t", help="passkey or needle.")],
     haystack: Annotated[
-        Path, typer.Option("--haystack", help="Text file (plain or .gz) of natural prose, one paragraph per line.")
+        Path,
+        typer.Option(
+            "--haystack",
+            help="Natural prose: a text file (plain or .gz), one paragraph per line, or a folder of .txt/.txt.gz "
+            "files (e.g. data/essays in a checkout).",
+        ),
     ],
     out: Annotated[Path, typer.Option("--out", "-o", help="The BEIR folder to write.")],
     style: Annotated[
@@ -119,10 +154,12 @@ def synth(
 @app.command("eval")
 def evaluate(
     data: Annotated[Path, typer.Option("--data", "-d", help="A folder written by `lengthwise longdoc synth`.")],
-    long: LongOption = "chunk-mean",
+    long: LongOption = "default",
     window: WindowOption = None,
     stride: StrideOption = None,
-    top_k: TopKOption = 1,
+    top_k: TopKOption = None,
+    scales: ScalesOption = None,
+    fuse_mean: FuseOption = None,
     sentence_cuts: SentenceOption = False,
     macro_window: MacroOption = None,
     model: ModelOption = DEFAULT_MODEL,
@@ -138,7 +175,7 @@ def evaluate(
     quiet_loading()
 
     try:
-        config = long_config(long, window, stride, top_k, sentence_cuts, macro_window)
+        config = long_config(long, window, stride, top_k, sentence_cuts, macro_window, scales, fuse_mean)
         check_device(device)
         check_out_dir(out)
         result, record = score_long_task(data, model, long=config, out=out, batch_size=batch_size, device=device,
@@ -164,7 +201,20 @@ def tune(
         "64,128,256"
     ),
     overlaps: Annotated[str, typer.Option("--overlaps", help="Comma-separated window overlaps in [0, 1).")] = "0,0.5",
-    top_k: TopKOption = 1,
+    top_k: Annotated[
+        str, typer.Option("--top-k", help="multi-vector: comma-separated k to try (mean of the k best windows).")
+    ] = "1",
+    scales: Annotated[
+        str,
+        typer.Option(
+            "--scales",
+            help="multi-vector: extra window sizes to try, ';'-separated sets of comma-separated sizes, 'none' for "
+            "one size, e.g. 'none;256'.",
+        ),
+    ] = "none",
+    fuse_means: Annotated[
+        str, typer.Option("--fuse-means", help="multi-vector: comma-separated mean-score weights in [0, 1] to try.")
+    ] = "0",
     save: Annotated[
         Path | None, typer.Option("--save", help="Also save the model with the best choice to this folder.")
     ] = None,
@@ -194,7 +244,9 @@ def tune(
         with console.status("tuning"):
             result, record = tune_long_documents(
                 data, model, strategies=strategies.split(","), windows=_ints(windows, "--windows"), overlaps=shares,
-                top_k=top_k, out=out, split=split, save=save, batch_size=batch_size, device=device, precision=precision,
+                top_k=_ints(top_k, "--top-k"), scales=_scale_sets(scales),
+                fuse_means=_floats(fuse_means, "--fuse-means"), out=out, split=split, save=save,
+                batch_size=batch_size, device=device, precision=precision,
                 on_eval=report,
             )  # fmt: skip
     except (ValueError, ModelLoadError, DataFormatError) as err:
@@ -210,10 +262,12 @@ def tune(
 @app.command()
 def save(
     out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the model and its long-document choice.")],
-    long: LongOption = "chunk-mean",
+    long: LongOption = "default",
     window: WindowOption = None,
     stride: StrideOption = None,
-    top_k: TopKOption = 1,
+    top_k: TopKOption = None,
+    scales: ScalesOption = None,
+    fuse_mean: FuseOption = None,
     sentence_cuts: SentenceOption = False,
     macro_window: MacroOption = None,
     model: ModelOption = DEFAULT_MODEL,
@@ -225,7 +279,7 @@ def save(
     from lengthwise.longdoc.persist import save_longdoc
 
     try:
-        config = long_config(long, window, stride, top_k, sentence_cuts, macro_window)
+        config = long_config(long, window, stride, top_k, sentence_cuts, macro_window, scales, fuse_mean)
         check_out_dir(out)
         loaded = _load(model, device)
         LongEncoder(loaded, config).spans([1] * 8)  # checks the window and stride against this model

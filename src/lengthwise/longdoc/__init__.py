@@ -15,6 +15,7 @@ _EXPORTS = {
     "LongDocConfig": "config",
     "LongDocError": "config",
     "LongEncoder": "encoder",
+    "RECOMMENDED": "config",
     "Strategy": "config",
 }
 __all__ = sorted(_EXPORTS)

@@ -14,7 +14,7 @@ before the next block is read, so `iter_windows` streams a corpus of any size in
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
@@ -28,7 +28,7 @@ from lengthwise.core.models import PATCH_ATTRIBUTE, position_limit
 from lengthwise.core.scoring import WindowScoring
 from lengthwise.core.tokens import special_tokens, windows
 from lengthwise.longdoc.cache import WindowCache, window_key
-from lengthwise.longdoc.config import LongDocConfig, LongDocError, Strategy
+from lengthwise.longdoc.config import RECOMMENDED, LongDocConfig, LongDocError, Strategy
 from lengthwise.longdoc.pooling import macro_assignment, pool_windows
 
 __all__ = ["DocumentWindows", "LongEncoder"]
@@ -48,8 +48,10 @@ class DocumentWindows:
 class LongEncoder:
     """A `TextEncoder` (and `MultiVectorEncoder`) reading whole documents with a `LongDocConfig` strategy.
 
-    ``LongEncoder(model, strategy="multi-vector", window=128, stride=96)``; keyword settings override `config`,
-    which defaults to the choice saved with the model (`lengthwise longdoc tune --save`), else chunk-mean.
+    ``LongEncoder(model, strategy="multi-vector", window=128, stride=96)``; keyword settings override `config`
+    (`LongDocConfig.updated`: another strategy starts from its plain settings, a window without a stride has no
+    overlap), which defaults to the choice saved with the model (`lengthwise longdoc tune --save`), else
+    `RECOMMENDED`.
     Raises `LongDocError` naming the flag when the window exceeds the model's position table or the stride
     leaves no room. An empty document raises `LongDocError` naming its index (no vector is invented for it).
     """
@@ -67,8 +69,8 @@ class LongEncoder:
         self.model = model
         from lengthwise.longdoc.persist import saved_longdoc
 
-        base = config or saved_longdoc(model) or LongDocConfig()  # the choice saved with the model, if any
-        self.config = replace(base, **settings) if settings else base
+        base = config or saved_longdoc(model) or RECOMMENDED  # the choice saved with the model, if any
+        self.config = base.updated(**settings) if settings else base
         self.tokenizer = model.tokenizer
         self.specials = special_tokens(self.tokenizer)
         if model.max_seq_length is None:

@@ -29,23 +29,34 @@ def candidates(
     windows: Sequence[int | None],
     overlaps: Sequence[float] = (0.0,),
     *,
-    top_k: int = 1,
+    top_k: int | Sequence[int] = 1,
+    scales: Sequence[Sequence[int]] = ((),),
+    fuse_means: Sequence[float] = (0.0,),
 ) -> list[LongDocConfig]:
     """Every (strategy, window, overlap) combination as configs; overlap 0.5 gives stride = window / 2.
 
+    Multi-vector candidates are further crossed with each `top_k`, each set of extra `scales` (``()`` = one
+    size) and each `fuse_means` weight; the other strategies keep one vector per document and ignore them.
     Truncation ignores the stride, so it appears once per window. Raises `LongDocError` for an overlap outside
     [0, 1) (it names the ``overlaps`` field).
     """
     if any(not 0 <= overlap < 1 for overlap in overlaps):
         raise LongDocError("each overlap must be in [0, 1), e.g. 0,0.5", field="overlaps", value=list(overlaps))
+    ks = [top_k] if isinstance(top_k, int) else list(top_k)
     configs: list[LongDocConfig] = []
     for strategy, window, overlap in itertools.product(strategies, windows, overlaps):
         strategy = Strategy.parse(strategy)
         if strategy is Strategy.truncate and overlap:
             continue
         stride = None if not overlap or window is None else max(1, round(window * (1 - overlap)))
-        multi = strategy is Strategy.multi_vector
-        configs.append(LongDocConfig(strategy=strategy, window=window, stride=stride, top_k=top_k if multi else 1))
+        if strategy is not Strategy.multi_vector:
+            configs.append(LongDocConfig(strategy=strategy, window=window, stride=stride))
+            continue
+        for k, extra, fuse in itertools.product(ks, scales, fuse_means):
+            extra = tuple(scale for scale in extra if scale != window)
+            configs.append(
+                LongDocConfig(strategy=strategy, window=window, stride=stride, top_k=k, scales=extra, fuse_mean=fuse)
+            )
     return list(dict.fromkeys(configs))
 
 
