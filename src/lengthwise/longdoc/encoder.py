@@ -13,6 +13,7 @@ before the next block is read, so `iter_windows` streams a corpus of any size in
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
@@ -24,7 +25,7 @@ from sentence_transformers import SentenceTransformer
 
 from lengthwise.core.embed import batch_features
 from lengthwise.core.encoder import MultiVectors
-from lengthwise.core.models import PATCH_ATTRIBUTE, position_limit
+from lengthwise.core.models import live_patch, position_limit
 from lengthwise.core.scoring import WindowScoring
 from lengthwise.core.tokens import special_tokens, windows
 from lengthwise.longdoc.cache import WindowCache, window_key
@@ -242,8 +243,8 @@ class LongEncoder:
     ) -> list[list[bytes]]:
         """Cache keys: the window's ids, with what is cached (vector / token states), the role and the live
         TempScale settings, so a changed patch or role never reuses a stale output."""
-        patch = getattr(self.model, PATCH_ATTRIBUTE, None)
-        state = repr(patch.config) if patch is not None else ""
+        patch = live_patch(self.model)
+        state = json.dumps(patch.describe(), sort_keys=True, default=str) if patch is not None else ""
         head = f"{'tokens' if tokens else 'vector'}|{role}|{state}|".encode()
         return [[window_key(ids[s:e], head) for s, e in spans] for ids, spans in zip(docs, plans, strict=True)]
 

@@ -107,6 +107,10 @@ class TempScalePatch:
             return args, {**kwargs, "position_bias": scaled}
         return (*args[:2], scaled, *args[3:]), kwargs
 
+    def describe(self) -> dict[str, Any]:
+        """The settings this patch applies, as JSON (`lengthwise.core.models.ModelPatch`)."""
+        return self.config.to_dict()
+
     def remove(self) -> None:
         """Remove every hook and restore the original `scaling` values (bit for bit)."""
         for handle in self._handles:
