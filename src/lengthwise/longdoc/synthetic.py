@@ -1,8 +1,8 @@
 """Synthetic passkey and needle retrieval tasks built from any haystack text, seeded (LongEmbed-style, METHODS §5).
 
-Two styles. Every document has exactly L tokens (of the model's tokenizer, special tokens excluded), holds one
-needle written over the haystack at a sentence start at a recorded depth (0 = start, 1 = end), and has one query
-whose one relevant document is its own.
+Two styles. A document of length group L has L tokens of the model's tokenizer (special tokens excluded; the
+realistic style keeps whole sentences, so up to one sentence fewer), holds one needle at a recorded depth
+(0 = start, 1 = end), and has one query whose one relevant document is its own.
 
 - ``realistic`` (the default): each document is its own stretch of natural prose (the haystack: essays or
   articles, one paragraph per line), so documents of a group differ in their text, not only in their needles. The

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import numpy as np
 import torch
@@ -35,10 +35,18 @@ from lengthwise.core.tokens import split_sentences
 if TYPE_CHECKING:
     from lengthwise.audit.retrieval.config import RetrievalAuditConfig, RetrievalSplit
 
-__all__ = ["controlled_bias"]
+__all__ = ["Perturbation", "controlled_bias"]
 
 Progress = Callable[[str, int, int], None]
 Ref = tuple[str, int]  # ("corpus", document row) or ("bank", perturbed sequence row)
+
+
+class Perturbation(NamedTuple):
+    """What one perturbed sequence is: its family, what it changes, and its label in the results."""
+
+    family: Literal["dilution", "repetition", "position"]
+    target: str  # relevant / non_relevant (dilution, repetition); document / sentence (position)
+    label: str  # "0.5x", "m=4", "25%": the key of the setting in the record
 
 
 class _Entry(NamedTuple):
@@ -94,12 +102,12 @@ def _best_sentences(encoder, view, texts, queries, pair_q, pair_rows, config, pr
 
 
 def _pair_entries(doc, other, sentence, filler, row: int, other_row: int, window: int, total: int, bank, config):
-    """Every perturbed sequence of one pair, keyed ``family/target/label``."""
-    entries: dict[str, _Entry] = {}
+    """Every perturbed sequence of one pair, keyed by its `Perturbation`."""
+    entries: dict[Perturbation, _Entry] = {}
     for ratio in config.dilution:
         base = cut_to_fit(doc, int(window / (1 + ratio)))
         after = dilute(base, filler, min(max(1, int(ratio * len(base) + 0.5)), window - len(base)))
-        entries[f"dilution/relevant/{ratio:g}x"] = _Entry(
+        entries[Perturbation("dilution", "relevant", f"{ratio:g}x")] = _Entry(
             bank.ref(base, doc, row), bank.ref(after, doc, row), row, len(after), len(base), len(base) < len(doc)
         )
     for m in config.repetition:
@@ -107,7 +115,7 @@ def _pair_entries(doc, other, sentence, filler, row: int, other_row: int, window
             base = cut_to_fit(ids, window // m)
             after = repeat(base, m, window)
             before = bank.ref(base, ids, source)
-            entries[f"repetition/{target}/m={m}"] = _Entry(
+            entries[Perturbation("repetition", target, f"m={m}")] = _Entry(
                 before, bank.ref(after, ids, source), source, len(after), len(base), len(base) < len(ids)
             )
     for unit, ids in (("document", doc), ("sentence", sentence)):
@@ -116,7 +124,7 @@ def _pair_entries(doc, other, sentence, filler, row: int, other_row: int, window
         alone = bank.ref(base, doc, row)
         for depth in config.depths:
             after = insert_at_depth(base, around, depth)
-            entries[f"position/{unit}/{depth:.0%}"] = _Entry(
+            entries[Perturbation("position", unit, f"{depth:.0%}")] = _Entry(
                 alone, bank.ref(after, doc, row), row, len(after), len(base), len(base) < len(ids)
             )
     return entries
@@ -154,17 +162,17 @@ def _setting(label: str, rows: list[tuple[int, int, _Entry]], scores, ranks, con
     )
 
 
-def _position(unit: str, settings: Mapping[str, Setting], rows, ranks, total: int, config) -> PositionUnit:
-    labels = [f"{depth:.0%}" for depth in config.depths]
-    first = rows[f"position/{unit}/{labels[0]}"]
+def _position(unit: str, settings: Mapping[Perturbation, Setting], rows, ranks, total: int, config) -> PositionUnit:
+    keys = [Perturbation("position", unit, f"{depth:.0%}") for depth in config.depths]
+    first = rows[keys[0]]
     alone = ranks[np.asarray([before for before, _, _ in first])]
-    after = np.stack([ranks[np.asarray([a for _, a, _ in rows[f"position/{unit}/{label}"]])] for label in labels])
+    after = np.stack([ranks[np.asarray([a for _, a, _ in rows[key]])] for key in keys])
     return PositionUnit(
         unit_tokens_mean=float(np.mean([entry.base_tokens for _, _, entry in first])),
         total_tokens=total,
         alone_recall=float(np.mean(alone <= config.top_k)),
         alone_mean_rank=float(alone.mean()),
-        depths={label: settings[f"position/{unit}/{label}"] for label in labels},
+        depths={key.label: settings[key] for key in keys},
         friedman=friedman(after),
     )
 
@@ -222,20 +230,20 @@ def controlled_bias(
     stage = "embedding perturbed documents"
     vectors = embed_side(encoder.encode_documents, decoded, stage, config.batch_size, progress) if decoded else corpus
     keys: dict[tuple[int, str, int, int], int] = {}
-    rows: dict[str, list[tuple[int, int, _Entry]]] = {}
+    rows: dict[Perturbation, list[tuple[int, int, _Entry]]] = {}
     for query, entries in per_pair:
         for name, entry in entries.items():
             before = keys.setdefault((query, *entry.before, entry.skip), len(keys))
             after = keys.setdefault((query, *entry.after, entry.skip), len(keys))
             rows.setdefault(name, []).append((before, after, entry))
     scores, ranks = _score_and_rank(queries, corpus, vectors, keys, exclude)
-    settings = {name: _setting(name.rsplit("/", 1)[1], group, scores, ranks, config) for name, group in rows.items()}
+    settings = {key: _setting(key.label, group, scores, ranks, config) for key, group in rows.items()}
     controlled = Controlled(
         n_pairs=len(pair_q),
         pairs_available=0,
-        dilution={s["label"]: s for n, s in settings.items() if n.startswith("dilution/")},
+        dilution={key.label: s for key, s in settings.items() if key.family == "dilution"},
         repetition={
-            target: {s["label"]: s for n, s in settings.items() if n.startswith(f"repetition/{target}/")}
+            target: {key.label: s for key, s in settings.items() if key[:2] == ("repetition", target)}
             for target in ("relevant", "non_relevant")
         },
         position={
