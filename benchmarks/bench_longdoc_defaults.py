@@ -1,6 +1,7 @@
 """Choosing the long-document default: every strategy and scoring on realistic synthetic sets, QMSum and SciFact.
 
-Each data set is encoded once per window plan (``w64``, ``w64s32``, ``w128``, ``w256`` and late chunking at 64);
+Each data set is encoded once per window plan (``w32``, ``w32s16``, ``w64``, ``w64s32``, ``w128``, ``w256`` and
+late chunking at 64);
 the window vectors are stored under ``--cache`` (one ``.npz`` per data set and plan, so an interrupted run
 resumes where it stopped). Every arm is then derived from the stored vectors: truncation (the first window of
 ``w256``), chunk-mean, multi-vector with top-k and fused scoring, and multi-scale sets (the windows of two plans
@@ -52,8 +53,19 @@ PLANS: dict[str, dict] = {
     "w64s32": {"strategy": Strategy.multi_vector, "window": 64, "stride": 32},
     "w128": {"strategy": Strategy.multi_vector, "window": 128},
     "late64": {"strategy": Strategy.late_chunking, "window": 64},
+    "w32": {"strategy": Strategy.multi_vector, "window": 32},
+    "w32s16": {"strategy": Strategy.multi_vector, "window": 32, "stride": 16},
 }
-SCALES = (("w64", "w256"), ("w64s32", "w256"), ("w64", "w128"), ("w128", "w256"), ("w64", "w128", "w256"))
+SCALES = (
+    ("w64", "w256"),
+    ("w64s32", "w256"),
+    ("w64", "w128"),
+    ("w128", "w256"),
+    ("w64", "w128", "w256"),
+    ("w32s16", "w256"),
+    ("w32s16", "w128"),
+    ("w32", "w64"),
+)
 FUSE = (0.0, 0.1, 0.2, 0.3, 0.5)
 TOP_K = (1, 2, 3)
 
@@ -79,6 +91,9 @@ class Fixed:
         self.queries, self.documents = queries, documents
         self.is_multi_vector = isinstance(documents, MultiVectors)
         self.window_scoring = scoring or WindowScoring()
+
+    def encode(self, texts: Sequence[str], **_) -> np.ndarray:
+        raise NotImplementedError  # only the asymmetric calls are used; `encode` completes the protocols
 
     def encode_queries(self, texts: Sequence[str], **_) -> np.ndarray:
         return np.stack([self.queries[t] for t in texts])
@@ -106,6 +121,15 @@ def _datasets(args, tokenizer) -> dict[str, dict]:
         with open_text(path) as handle:  # plain or .gz
             haystack.extend(line.strip() for _, line in handle.lines() if line.strip())
     out: dict[str, dict] = {}
+    if args.style == "simple":  # the first generator on the same haystack: test side only, fewer plans
+        for task in ("passkey", "needle"):
+            data = make_synthetic(
+                task, haystack, tokenizer, style="simple", lengths=LENGTHS, per_length=args.per_length
+            )
+            queries = [item.query for item in data.items]
+            texts = [item.text for item in data.items]
+            out[f"{task}-test"] = {"kind": "synthetic", "texts": texts, "queries": queries, "data": data}
+        return out
     for task in ("passkey", "needle"):
         for split, seed, per in (("dev", 1, args.dev_per_length), ("test", 0, args.per_length)):
             data = make_synthetic(task, haystack, tokenizer, lengths=LENGTHS, per_length=per, seed=seed)
@@ -196,7 +220,7 @@ def _arms(stored: dict[str, Stored], budget_of) -> dict[str, tuple[object, Windo
     full = stored["w256"]
     first = np.stack([full.doc(i)[0][0] for i in range(len(full.lengths))])
     arms["truncate w256"] = (first, None, float((np.minimum(full.lengths, 254) + 2).sum()) / doc_tokens)
-    for plan in ("w64", "w64s32", "w128", "w256"):
+    for plan in [p for p in ("w32", "w32s16", "w64", "w64s32", "w128", "w256") if p in stored]:
         s = stored[plan]
         n = len(s.lengths)
         pooled = np.stack([pool_windows(*s.doc(i), Strategy.chunk_mean, normalize=True) for i in range(n)])
@@ -204,20 +228,21 @@ def _arms(stored: dict[str, Stored], budget_of) -> dict[str, tuple[object, Windo
         multi = MultiVectors(s.vectors, s.offsets)
         for k, f in itertools.product(TOP_K, FUSE):
             arms[f"multi-vector {plan} top{k} fuse{f}"] = (multi, WindowScoring(k, f), cost(s))
-    late = stored["late64"]
-    n = len(late.lengths)
-    arms["late-chunking 64 chunk-mean"] = (
-        np.stack([pool_windows(*late.doc(i), Strategy.chunk_mean, normalize=True) for i in range(n)]),
-        None,
-        late.forwarded / doc_tokens,
-    )
-    for f in (0.0, 0.2):
-        arms[f"late-chunking 64 multi-vector top1 fuse{f}"] = (
-            MultiVectors(late.vectors, late.offsets),
-            WindowScoring(1, f),
+    if "late64" in stored:
+        late = stored["late64"]
+        n = len(late.lengths)
+        arms["late-chunking 64 chunk-mean"] = (
+            np.stack([pool_windows(*late.doc(i), Strategy.chunk_mean, normalize=True) for i in range(n)]),
+            None,
             late.forwarded / doc_tokens,
         )
-    for plans in SCALES:
+        for f in (0.0, 0.2):
+            arms[f"late-chunking 64 multi-vector top1 fuse{f}"] = (
+                MultiVectors(late.vectors, late.offsets),
+                WindowScoring(1, f),
+                late.forwarded / doc_tokens,
+            )
+    for plans in [p for p in SCALES if set(p) <= set(stored)]:
         multi, spent = _multi_scale(stored, plans, budget_of)
         for k, f in itertools.product((1, 2), FUSE):
             arms[f"multi-scale {'+'.join(plans)} top{k} fuse{f}"] = (multi, WindowScoring(k, f), spent)
@@ -241,6 +266,13 @@ def main() -> None:
     parser.add_argument("--model", default=None)
     parser.add_argument("--per-length", type=int, default=50)
     parser.add_argument("--dev-per-length", type=int, default=20)
+    parser.add_argument(
+        "--style",
+        choices=("realistic", "simple"),
+        default="realistic",
+        help="simple: the first generator's passkey/needle (test side) under --simple-plans only",
+    )
+    parser.add_argument("--simple-plans", nargs="+", default=["w256", "w64", "w64s32", "w32s16"])
     parser.add_argument("--only", nargs="*", default=None, help="encode only these data sets (then stop)")
     parser.add_argument("--cache", type=Path, default=Path("/tmp/lengthwise-bench-defaults"))
     parser.add_argument("--threads", type=int, default=2)
@@ -266,7 +298,9 @@ def main() -> None:
     truncate = LongEncoder(model, strategy=Strategy.truncate)
     payload: dict = {"columns": {}, "encode": {}}
     for name, entry in data.items():
-        stored = {plan: _encode(model, name, plan, entry["texts"], args.cache, args.batch_size) for plan in PLANS}
+        plans = args.simple_plans if args.style == "simple" else list(PLANS)
+        tag = f"simple-{name}" if args.style == "simple" else name
+        stored = {plan: _encode(model, tag, plan, entry["texts"], args.cache, args.batch_size) for plan in plans}
         if args.only:
             continue
         unique = list(dict.fromkeys(entry["queries"]))
