@@ -63,6 +63,14 @@ def test_build_encoder_refuses_a_window_without_a_strategy(tiny_model) -> None:
     assert lw.build_encoder(tiny_model).encoder is None  # nothing asked, nothing saved: the plain model
 
 
+def test_long_default_names_the_recommended_setting_and_a_window_overrides_it(tiny_model) -> None:
+    from lengthwise.longdoc import RECOMMENDED
+
+    assert lw.build_encoder(tiny_model, long="default").settings["long"] == RECOMMENDED.to_dict()
+    wider = lw.build_encoder(tiny_model, long="default", window=128).settings["long"]
+    assert wider == {**RECOMMENDED.to_dict(), "window": 128, "stride": None}  # a window alone: no overlap
+
+
 def test_tempscale_tune_cli_and_python_write_the_same_record(tiny_model_dir: Path, tmp_path: Path) -> None:
     from lengthwise.pipelines import tune_tempscale
     from lengthwise.tempscale.tune import TuneSpec
