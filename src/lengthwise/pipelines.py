@@ -712,6 +712,9 @@ def encode(
     batch_size: int = 32,
     threads: int | None = None,
     precision: str = "fp32",
+    engine: str = "local",
+    address: str | None = None,
+    workers: int | None = None,
     show_progress: bool = False,
     on_note: Callable[[str], None] | None = None,
 ) -> int:
@@ -728,6 +731,13 @@ def encode(
         devices: One process per entry (None = the best device), each taking documents k, k + n, … by position.
         shard_docs, batch_size, threads: Documents per shard, windows per forward pass, torch threads per process.
         precision: fp32, or int8 Linear layers on the CPU (recorded in the folder's settings).
+        engine: ``"local"`` (this process, or one per entry of `devices`) or ``"ray"``: the same encoder as a Ray
+            Data actor pool (`lengthwise.longdoc.raydata`; the ``lengthwise[ray]`` extra), one actor per GPU, else
+            `workers` CPU actors; it also writes the window rows as Parquet under ``out/parquet``. A folder keeps
+            the engine that made it.
+        address: The Ray cluster to join (``ray.init(address)``); None: the one this process runs, else a new
+            local one.
+        workers: CPU actors for the Ray engine (default: one per 4 CPUs of the cluster; ignored with GPUs).
         show_progress: A progress bar (one process only).
 
     Returns:
@@ -737,6 +747,7 @@ def encode(
     from lengthwise.longdoc.store import EmbeddingStore, check_corpus
 
     config = long if isinstance(long, LongDocConfig) else LongDocConfig.named(long)
+    _check_engine(engine, devices, workers)
     for name, value in (("shard_docs", shard_docs), ("batch_size", batch_size), ("threads", threads or 1)):
         if value < 1:
             raise SettingError(name, value, "must be ≥ 1")
@@ -747,6 +758,15 @@ def encode(
         raise LongDocError(f"{data}: holds no documents; pass a corpus.jsonl with one _id and text per line")
     settings = {"model": str(model), "data": str(data.resolve()), "long": config.to_dict(), "workers": len(devices),
                 "precision": precision}  # fmt: skip
+    if engine == "ray":  # the actor count does not change the vectors; the engine decides the files (Parquet)
+        from lengthwise.facade import load_model
+        from lengthwise.longdoc.raydata import encode_on_ray
+
+        settings = {**{k: v for k, v in settings.items() if k != "workers"}, "engine": "ray"}
+        job = {"model": str(model), "precision": precision, "threads": threads, "shard_docs": shard_docs,
+               "batch_size": batch_size}  # fmt: skip
+        return encode_on_ray(load_model, data, EmbeddingStore(out, settings), config, job, address=address,
+                             workers=workers, show_progress=show_progress, on_note=on_note)  # fmt: skip
     store = EmbeddingStore(out, settings)
     for line in store.repair()[1]:
         if on_note is not None:
@@ -771,9 +791,27 @@ def _corpus_file(data: Path) -> Path:
 
     if not data.is_dir():
         return data
-    if (data / "corpus.jsonl").is_file():
-        return data / "corpus.jsonl"
+    for name in ("corpus.jsonl", "corpus.jsonl.gz"):
+        if (data / name).is_file():
+            return data / name
     raise LongDocError(f"{data}: a folder without corpus.jsonl; pass a corpus.jsonl, a BEIR folder or a .txt file")
+
+
+def _check_engine(engine: str, devices: Sequence[str | None], workers: int | None) -> None:
+    """`encode`'s engine settings, checked before anything is read: Ray must be installed for ``"ray"``."""
+    if engine not in ("local", "ray"):
+        raise SettingError("engine", engine, "use local (this machine) or ray (a Ray cluster)")
+    if engine == "local":
+        if workers is not None:
+            raise SettingError("workers", workers, "is for --engine ray; the local engine takes --devices")
+        return
+    if tuple(devices) != (None,):
+        raise SettingError("devices", list(devices), "is for --engine local; Ray places one actor per GPU")
+    if workers is not None and workers < 1:
+        raise SettingError("workers", workers, "must be ≥ 1")
+    from lengthwise.longdoc.raydata import require_ray
+
+    require_ray()
 
 
 class LongIndex:

@@ -1,7 +1,8 @@
 """`lengthwise encode`: embeddings of a corpus with a long-document strategy, as resumable, checked .npy shards.
 
 Flags → one call, `lengthwise.encode` (`lengthwise.pipelines.encode`) → a printed line; heavy imports happen
-inside the command. Several processes (or devices) split the corpus by position, each writing its own shards.
+inside the command. Several processes (or devices) split the corpus by position, each writing its own shards;
+`--engine ray` runs the same encoder as a Ray Data actor pool instead (`lengthwise.longdoc.raydata`).
 """
 
 from __future__ import annotations
@@ -53,12 +54,24 @@ def encode(
     ] = None,
     threads: Annotated[int | None, typer.Option("--threads", help="Torch threads per process.")] = None,
     precision: PrecisionOption = "fp32",
+    engine: Annotated[
+        str,
+        typer.Option("--engine", help="local (this machine) or ray: Ray Data actors, one per GPU; adds Parquet rows."),
+    ] = "local",
+    address: Annotated[
+        str | None, typer.Option("--address", help="Ray cluster to join (--engine ray); default: a local one.")
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option("--workers", help="CPU actors for --engine ray (default: one per 4 CPUs).")
+    ] = None,
 ) -> None:
     """Embed every document of --data into OUT as .npy shards with their ids; a killed run resumes.
 
     Shards are `w{k}-{n}.npy` (vectors, or every window for multi-vector with `.offsets.npy`) and
     `w{k}-{n}.ids.txt`; `lengthwise.longdoc.store.read_embeddings(OUT)` reads them back in one array. A document
     without text stops the run with its file and line (no vector is invented for an empty document).
+    `--engine ray` runs the same encoder on a Ray cluster (`pip install 'lengthwise[ray]'`) and also writes one
+    Parquet row per window (doc_id, window, start, end, vector) under OUT/parquet.
     """
     from lengthwise.core.models import ModelLoadError
     from lengthwise.pipelines import encode as encode_corpus
@@ -78,8 +91,8 @@ def encode(
                 raise SettingError("devices", devices, err.problem) from None
         check_out_dir(out)
         written = encode_corpus(data, out, model, long=config, devices=targets, shard_docs=shard_docs,
-                                batch_size=batch_size, threads=threads, precision=precision,
-                                show_progress=console.is_terminal,
+                                batch_size=batch_size, threads=threads, precision=precision, engine=engine,
+                                address=address, workers=workers, show_progress=console.is_terminal,
                                 on_note=note)  # fmt: skip
     except (ValueError, ModelLoadError) as err:  # SettingError, LongDocError, DataFormatError: ValueErrors
         _fail(setting_message(err))

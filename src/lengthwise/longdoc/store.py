@@ -5,7 +5,9 @@ A folder holds ``manifest.json`` (the settings that made it) and shards ``{prefi
 shard's record, ``{prefix}{n:05d}.shard.json`` (the byte size and sha256 of each of its files, and its id count), is
 written last and atomically: a shard counts only when its record is there and every file matches it. A resumed run
 re-embeds the documents of a damaged or missing shard; a reader refuses one. Several workers write their own
-prefixes into one folder, so no two processes ever write the same file.
+prefixes into one folder, so no two processes ever write the same file. A shard may carry further files named in
+its record (the Ray engine's ``parquet/part-{prefix}{n:05d}.parquet`` window rows): they are checked and removed
+with it.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ __all__ = ["EmbeddingStore", "Shard", "check_corpus", "corpus_rows", "encode_cor
 
 MANIFEST = "manifest.json"
 RECORD = ".shard.json"
+PARQUET = "parquet"  # the folder of the window rows (`lengthwise.longdoc.parquet`), one part per shard
 REPAIR = "rerun `lengthwise encode` with the same settings to repair it"
 
 
@@ -58,9 +61,11 @@ class Shard:
 
     @property
     def files(self) -> list[Path]:
-        """Every file of the shard that exists (data, offsets, ids, record)."""
+        """Every file of the shard that exists (data, offsets, ids, its Parquet part, record)."""
         suffixes = (".npy", ".offsets.npy", ".ids.txt", RECORD)
-        return [path for path in (Path(f"{self.stem}{suffix}") for suffix in suffixes) if path.exists()]
+        paths = [Path(f"{self.stem}{suffix}") for suffix in suffixes]
+        paths.insert(-1, parquet_part(self.stem.parent, self.stem.name))
+        return [path for path in paths if path.exists()]
 
     def problem(self, *, hashes: bool = True) -> str | None:
         """Why the shard cannot be used (no record, a file missing, truncated or changed), or None when it is whole.
@@ -79,6 +84,11 @@ class Shard:
 
     def ids(self) -> list[str]:
         return Path(f"{self.stem}.ids.txt").read_text(encoding="utf-8").splitlines()
+
+
+def parquet_part(folder: Path, stem: str) -> Path:
+    """Where the Parquet window rows of shard `stem` go: ``folder/parquet/part-{stem}.parquet``."""
+    return folder / PARQUET / f"part-{stem}.parquet"
 
 
 def _shards(folder: Path) -> list[Shard]:
@@ -147,6 +157,12 @@ class EmbeddingStore:
                 removed.append(f"{shard.stem.name}: {problem}; its documents are embedded again")
             for path in shard.files:
                 path.unlink()
+        parts = self.folder / PARQUET
+        kept = {parquet_part(self.folder, shard.stem.name) for shard in self.shards()}
+        for path in sorted(parts.glob("*.parquet")) if parts.is_dir() else []:
+            if path not in kept:  # a part whose shard is gone: its rows would be read twice after the rerun
+                removed.append(f"{PARQUET}/{path.name}: no shard of its own; removed")
+                path.unlink()
         return done, removed
 
     def next_index(self, prefix: str) -> int:
@@ -157,9 +173,22 @@ class EmbeddingStore:
         ]
         return max(numbers, default=-1) + 1
 
-    def write(self, prefix: str, ids: list[str], embeddings: np.ndarray | MultiVectors) -> Path:
-        """Write one shard: vectors (n, D), or all windows (W, D) with offsets (n + 1,); ids; its record last."""
-        stem = self.folder / f"{prefix}{self.next_index(prefix):05d}"
+    def write(
+        self,
+        prefix: str,
+        ids: list[str],
+        embeddings: np.ndarray | MultiVectors,
+        *,
+        number: int | None = None,
+        extra: Callable[[str], dict[str, bytes]] | None = None,
+    ) -> Path:
+        """Write one shard: vectors (n, D), or all windows (W, D) with offsets (n + 1,); ids; its record last.
+
+        `number`: the shard's number (default: the next free one of `prefix`); a writer that may be retried gives
+        a fixed one, so that a retry rewrites the same files. `extra(stem name)`: further files (paths relative to
+        the folder → bytes), written before the record and named in it.
+        """
+        stem = self.folder / f"{prefix}{self.next_index(prefix) if number is None else number:05d}"
         files: dict[str, bytes] = {}
         if isinstance(embeddings, MultiVectors):
             files[f"{stem.name}.npy"] = _npy_bytes(embeddings.vectors)
@@ -167,6 +196,7 @@ class EmbeddingStore:
         else:
             files[f"{stem.name}.npy"] = _npy_bytes(embeddings)
         files[f"{stem.name}.ids.txt"] = "".join(f"{i}\n" for i in ids).encode("utf-8")
+        files.update(extra(stem.name) if extra is not None else {})
         for name, data in files.items():
             write_bytes_atomic(self.folder / name, data)
         record = {"ids": len(ids), "files": {name: _digest(data) for name, data in files.items()}}

@@ -1,0 +1,68 @@
+"""Window rows as Parquet: one row per window vector that `lengthwise encode --engine ray` stores.
+
+Columns (`SCHEMA`): ``doc_id`` (string), ``window`` (int32, 0, 1, … within the document, in the order of the
+``.npy`` shard), ``start`` and ``end`` (int32, the window's span in the document's content tokens, special tokens
+and prompt excluded, as `LongEncoder.spans` cuts them) and ``vector`` (fixed-size list of float32). A single-vector
+strategy gives one row per document: window 0, the span its vector reads (the whole document, or the kept head for
+``truncate``). Each shard's rows are one part, ``OUT/parquet/part-{shard}.parquet``, written atomically and named
+in the shard's record, so the folder reads as one table: ``pyarrow.parquet.read_table(OUT / "parquet")``.
+
+pyarrow is imported inside the functions (it comes with Ray Data).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from lengthwise.core.encoder import MultiVectors
+
+__all__ = ["COLUMNS", "parquet_bytes", "window_spans", "window_table"]
+
+COLUMNS = ("doc_id", "window", "start", "end", "vector")
+
+
+def window_spans(encoder: Any, texts: Sequence[str]) -> list[list[tuple[int, int]]]:
+    """Each text's window spans in content tokens, as the `LongEncoder` cuts them; a single-vector strategy
+    gives one span, from its first window's start to its last window's end."""
+    ids = encoder.tokenizer(list(texts), add_special_tokens=False, verbose=False)["input_ids"]
+    spans = [encoder.spans(doc, "document") for doc in ids]
+    if encoder.is_multi_vector:
+        return spans
+    return [[(min(s for s, _ in doc), max(e for _, e in doc))] for doc in spans]
+
+
+def window_table(
+    ids: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]], embeddings: np.ndarray | MultiVectors
+) -> Any:
+    """A `pyarrow.Table` of the window rows (`COLUMNS`) of one shard: `embeddings` as the shard's ``.npy``
+    holds them (vectors (n, D), or every window (W, D) with offsets). Raises `ValueError` when the window counts
+    and the offsets disagree."""
+    import pyarrow as pa
+
+    vectors = embeddings.vectors if isinstance(embeddings, MultiVectors) else embeddings
+    counts = np.diff(embeddings.offsets) if isinstance(embeddings, MultiVectors) else np.ones(len(ids), np.int64)
+    if [len(doc) for doc in spans] != counts.tolist():
+        raise ValueError("the window spans and the encoded windows disagree; this is a bug, please report it")
+    flat = [span for doc in spans for span in doc]
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    columns = {
+        "doc_id": pa.array(np.repeat(np.asarray(ids, dtype=object), counts), pa.string()),
+        "window": pa.array(np.concatenate([np.arange(c) for c in counts]) if len(counts) else [], pa.int32()),
+        "start": pa.array([s for s, _ in flat], pa.int32()),
+        "end": pa.array([e for _, e in flat], pa.int32()),
+        "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), vectors.shape[1]),
+    }
+    return pa.table(columns)
+
+
+def parquet_bytes(table: Any) -> bytes:
+    """`table` as the bytes of one Parquet file (zstd), to be written atomically by the caller."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd")
+    return bytes(sink.getvalue().to_pybytes())

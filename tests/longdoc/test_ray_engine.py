@@ -1,0 +1,175 @@
+"""`lengthwise encode --engine ray`: the same vectors as one local process, the same shards, Parquet window rows,
+resume after a lost shard record, and the install hint without Ray. A 2-CPU local Ray cluster, the tiny model."""
+
+from __future__ import annotations
+
+import builtins
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from lengthwise.cli import app
+
+HAYSTACK = Path(__file__).parent / "haystack.txt"
+COUNT = 11  # documents: 3 shards of 4 (the last one short)
+
+
+def _ray() -> Any:
+    try:
+        import ray
+        import ray.data
+    except ImportError:
+        pytest.skip("needs Ray Data (pip install 'lengthwise[ray]'); the Ray engine cannot run without it")
+    return ray
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Any:
+    ray = _ray()
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+def _corpus(folder: Path) -> Path:
+    lines = [line for line in HAYSTACK.read_text().splitlines() if line.strip()]
+    folder.mkdir(parents=True, exist_ok=True)
+    corpus = folder / "c.jsonl"
+    with corpus.open("w") as handle:
+        for i in range(COUNT):  # 1 to 5 haystack lines: one window or several
+            text = " ".join(lines[(i + j) % len(lines)] for j in range(1 + i % 5))
+            handle.write(json.dumps({"_id": f"d{i}", "title": "T" if i % 3 else "", "text": text}) + "\n")
+    return corpus
+
+
+def _encode(corpus: Path, out: Path, model: Path, engine: str, long: str = "multi-vector", workers: int = 1) -> int:
+    from lengthwise.longdoc import LongDocConfig
+    from lengthwise.pipelines import encode
+
+    config = LongDocConfig.named(long).updated(window=32, stride=24 if long == "multi-vector" else None)
+    extra = {"workers": workers} if engine == "ray" else {}  # each actor loads torch and the model: a few seconds
+    return encode(corpus, out, model, long=config, shard_docs=4, batch_size=8, threads=1, engine=engine, **extra)
+
+
+@pytest.fixture(scope="module")
+def multi(cluster: Any, tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("ray-multi")
+    corpus = _corpus(folder)
+    assert _encode(corpus, folder / "local", tiny_model_dir, "local") == COUNT
+    assert _encode(corpus, folder / "ray", tiny_model_dir, "ray", workers=2) == COUNT  # two actors, three shards
+    return {"corpus": corpus, "local": folder / "local", "ray": folder / "ray"}
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.sum(a * b, axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+def test_ray_actors_give_the_windows_of_one_local_process(multi: dict[str, Path]) -> None:
+    from lengthwise.longdoc.store import read_embeddings
+
+    ids_local, local = read_embeddings(multi["local"])
+    ids_ray, ray = read_embeddings(multi["ray"])
+    assert ids_ray == ids_local == [f"d{i}" for i in range(COUNT)]  # same ids, corpus order
+    np.testing.assert_array_equal(ray.offsets, local.offsets)  # same windows per document
+    assert ray.offsets[-1] > COUNT  # several windows somewhere
+    assert _cosines(ray.vectors, local.vectors).min() >= 0.9999
+    shards = sorted(p.name for p in multi["ray"].glob("*.shard.json"))
+    assert shards == ["w0-00000.shard.json", "w0-00001.shard.json", "w0-00002.shard.json"]
+
+
+def test_parquet_rows_are_the_windows_of_the_shards(multi: dict[str, Path]) -> None:
+    import pyarrow.parquet as pq
+
+    from lengthwise.longdoc.store import read_embeddings
+
+    ids, windows = read_embeddings(multi["ray"])
+    table = pq.read_table(multi["ray"] / "parquet")
+    assert table.column_names == ["doc_id", "window", "start", "end", "vector"]
+    rows = table.to_pydict()
+    order = np.lexsort((rows["window"], [ids.index(i) for i in rows["doc_id"]]))
+    assert len(order) == windows.offsets[-1]  # one row per window
+    doc_ids, numbers = np.asarray(rows["doc_id"])[order], np.asarray(rows["window"])[order]
+    starts, ends = np.asarray(rows["start"])[order], np.asarray(rows["end"])[order]
+    for k, doc_id in enumerate(ids):
+        first, last = windows.offsets[k], windows.offsets[k + 1]
+        assert list(doc_ids[first:last]) == [doc_id] * (last - first)
+        assert list(numbers[first:last]) == list(range(last - first))
+        assert starts[first] == 0 and np.all(np.diff(starts[first:last]) > 0)
+        assert np.all(np.diff(ends[first:last]) > 0) and np.all(ends[first:last] > starts[first:last])
+    vectors = np.asarray(rows["vector"], dtype=np.float32)[order]
+    np.testing.assert_array_equal(vectors, windows.vectors)
+
+
+def test_a_rerun_embeds_only_the_shard_whose_record_is_gone(cluster: Any, tiny_model_dir: Path, tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    from lengthwise.longdoc.store import read_embeddings
+
+    corpus, out = _corpus(tmp_path), tmp_path / "ray"
+    assert _encode(corpus, out, tiny_model_dir, "ray", long="chunk-mean") == COUNT
+    ids, before = read_embeddings(out)
+    (out / "w0-00001.shard.json").unlink()  # a worker killed before its record: the shard never counted
+    assert _encode(corpus, out, tiny_model_dir, "ray", long="chunk-mean") == 4  # only that shard's documents
+    ids_after, after = read_embeddings(out)
+    assert sorted(ids_after) == sorted(ids) and len(ids_after) == COUNT
+    np.testing.assert_allclose(after[[ids_after.index(i) for i in ids]], before, atol=1e-6)
+    assert not (out / "parquet" / "part-w0-00001.parquet").exists()  # removed with its shard
+    rows = pq.read_table(out / "parquet").to_pydict()  # single vector: one row per document, window 0
+    assert sorted(rows["doc_id"]) == sorted(ids) and set(rows["window"]) == {0}
+    assert all(start == 0 < end for start, end in zip(rows["start"], rows["end"], strict=True))
+    assert _encode(corpus, out, tiny_model_dir, "ray", long="chunk-mean") == 0
+
+
+def test_bad_input_gives_the_local_one_line_error(cluster: Any, tiny_model_dir: Path, tmp_path: Path) -> None:
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"_id": "a", "text": "some text"}\n{"_id": "a", "text": "more text"}\n')
+    runner = CliRunner()
+    args = ["encode", "--data", corpus, "--model", tiny_model_dir]
+    local = runner.invoke(app, [str(a) for a in [*args, "--out", tmp_path / "l"]])
+    ray = runner.invoke(app, [str(a) for a in [*args, "--out", tmp_path / "r", "--engine", "ray"]])
+    assert local.exit_code == ray.exit_code == 2
+    assert ray.output == local.output and "duplicate _id 'a'" in ray.output
+
+
+def test_without_ray_the_engine_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    from lengthwise.core.errors import SettingError
+    from lengthwise.pipelines import encode
+
+    real_import = builtins.__import__
+
+    def no_ray(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "ray" or name.startswith("ray."):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"_id": "a", "text": "some text"}\n')
+    with pytest.raises(SettingError) as caught:
+        encode(corpus, tmp_path / "out", tiny_model_dir, engine="ray")
+    assert caught.value.field == "engine" and "pip install 'lengthwise[ray]'" in str(caught.value)
+    assert not (tmp_path / "out").exists()  # refused before anything is written
+    args = ["encode", "--data", corpus, "--model", tiny_model_dir, "--out", tmp_path / "o", "--engine", "ray"]
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1, result.output
+    assert "--engine 'ray'" in lines[0] and "pip install 'lengthwise[ray]'" in lines[0]
+
+
+def test_a_text_file_reads_as_with_the_local_engine(cluster: Any, tiny_model_dir: Path, tmp_path: Path) -> None:
+    from lengthwise.longdoc.store import read_embeddings
+
+    lines = [line for line in HAYSTACK.read_text().splitlines() if line.strip()][:5]
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(lines) + "\n")  # one document per line, id = line number
+    assert _encode(corpus, tmp_path / "local", tiny_model_dir, "local", long="chunk-mean") == 5
+    assert _encode(corpus, tmp_path / "ray", tiny_model_dir, "ray", long="chunk-mean") == 5
+    (ids_local, local), (ids_ray, ray) = read_embeddings(tmp_path / "local"), read_embeddings(tmp_path / "ray")
+    assert ids_ray == ids_local == ["1", "2", "3", "4", "5"]
+    assert _cosines(ray, local).min() >= 0.9999
