@@ -114,8 +114,9 @@ def defaults_table(path: Path = RESULTS / "longdoc_defaults.json", top: int = 12
             if lab.endswith("top1 fuse0.0") or not lab.startswith(("multi", "late-chunking 64 multi"))
         ]
         shown += plain
-        shown += sorted(labels, key=dev_score, reverse=True)[:2]
-    shown += [choice]
+        others = sorted((lab for lab in labels if lab not in plain), key=dev_score, reverse=True)[:1]
+        shown += [lab for lab in others if dev_score(lab) > max(map(dev_score, plain), default=-1e9)]
+    shown += [max(columns["qmsum"], key=lambda label: columns["qmsum"][label]["dev"]), choice]
     shown = list(dict.fromkeys(shown))
     head = (
         "| setting | passkey (dev) | needle (dev) | QMSum (dev) | passkey | needle | QMSum | SciFact | encode cost |\n"
@@ -138,9 +139,51 @@ def defaults_table(path: Path = RESULTS / "longdoc_defaults.json", top: int = 12
     return "\n".join(lines)
 
 
+def scoring_table(path: Path = RESULTS / "longdoc_defaults.json", bases: tuple[str, ...] = ()) -> str:
+    """Markdown: top-k × fusion for a few window sets (dev scores, then QMSum and SciFact test)."""
+    columns = json.loads(path.read_text())["columns"]
+    out = [
+        "| windows | top-k | fuse | passkey (dev) | needle (dev) | QMSum (dev) | QMSum | SciFact |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for base in bases:
+        for label in [lab for lab in columns["qmsum"] if lab.startswith(base + " top")]:
+            dev, test = _row(columns, label, "dev"), _row(columns, label, "test")
+            k, fuse = label.removeprefix(base + " top").split(" fuse")
+            out.append(
+                f"| {base} | {k} | {fuse} | {dev['passkey']:.1f} | {dev['needle']:.1f} | {dev['qmsum']:.1f} | "
+                f"{test['qmsum']:.1f} | {test['scifact']:.1f} |"
+            )
+    return "\n".join(out)
+
+
+def by_length_table(path: Path = RESULTS / "longdoc_defaults.json", labels: tuple[str, ...] = ()) -> str:
+    """Markdown: Acc@1 per length group on the test sets for a few arms (the chosen one included)."""
+    columns = json.loads(path.read_text())["columns"]
+    choice, _ = choose_default(columns)
+    labels = tuple(dict.fromkeys((TRUNCATE, *labels, choice)))
+    out = []
+    for task in ("passkey", "needle"):
+        column = columns[f"{task}-test"]
+        lengths = [k for k in column[TRUNCATE] if k.isdigit()]
+        out.append(f"| {task} (test) | " + " | ".join(lengths) + " | **mean** |")
+        out.append("|---|" + "---:|" * (len(lengths) + 1))
+        for label in labels:
+            cells = " | ".join(f"{column[label][k]:.1f}" for k in lengths)
+            out.append(f"| {label} | {cells} | **{column[label]['mean']:.1f}** |")
+        out.append("")
+    return "\n".join(out)
+
+
 def main() -> None:
     if (RESULTS / "longdoc_defaults.json").is_file():
         print(defaults_table())
+        print()
+        print(
+            by_length_table(
+                labels=("chunk-mean w256", "multi-vector w64s32 top1 fuse0.0", "multi-scale w32s16+w128 top1 fuse0.0")
+            )
+        )
     for name in ("longdoc_synthetic.json", "longdoc_synthetic_overlap.json", "longdoc_synthetic_late.json"):
         _synthetic(RESULTS / name)
     _scifact(RESULTS / "longdoc_scifact.json")
