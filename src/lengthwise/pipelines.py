@@ -622,7 +622,7 @@ def synthesize(
 
     haystack = Path(haystack)
     files = haystack_files(haystack)
-    sentences = []
+    sentences: list[str] = []
     for file in files:
         with open_text(file) as handle:
             sentences.extend(line for _, line in handle.lines())
@@ -632,8 +632,14 @@ def synthesize(
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(model))
     try:
         data = make_synthetic(
-            task, sentences, tokenizer, style=style, lengths=lengths, per_length=per_length, seed=seed
-        )  # type: ignore[arg-type]
+            task,  # type: ignore[arg-type]  # checked inside: a bad task or style is a LongDocError naming it
+            sentences,
+            tokenizer,
+            style=style,  # type: ignore[arg-type]
+            lengths=lengths,
+            per_length=per_length,
+            seed=seed,
+        )
     except LongDocError as err:
         if err.field != "haystack":
             raise

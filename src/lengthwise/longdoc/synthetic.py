@@ -702,7 +702,8 @@ def _realistic_items(
             room = length - len(tokenizer(needle, add_special_tokens=False)["input_ids"])
             if room < 1:
                 raise LongDocError(f"shorter than the needle ({length - room} tokens)", field="lengths", value=length)
-            start, chosen, used = 0, [], 0
+            start, used = 0, 0
+            chosen: list[str] = []
             for _ in range(100):  # a start whose first sentence fits (almost every one does)
                 start = rng.randrange(len(sentences))
                 chosen, used = _fill(sentences, counts, start, room)
