@@ -71,24 +71,23 @@ def long_config(
     return base.updated(**{k: v for k, v in given.items() if v is not None})
 
 
-def _ints(text: str, flag: str) -> tuple[int, ...]:
+def _numbers(text: str, flag: str, kind: type, example: str) -> tuple:
     try:
-        values = tuple(int(x) for x in text.split(",") if x.strip())
+        values = tuple(kind(x) for x in text.split(",") if x.strip())
     except ValueError:
-        raise ValueError(f"{flag} {text!r} is not comma-separated integers, e.g. {flag} 64,128,256") from None
+        words = "integers" if kind is int else "numbers"
+        raise ValueError(f"{flag} {text!r} is not comma-separated {words}, e.g. {flag} {example}") from None
     if not values:
         raise ValueError(f"{flag} is empty; give at least one value")
     return values
+
+
+def _ints(text: str, flag: str) -> tuple[int, ...]:
+    return _numbers(text, flag, int, "64,128,256")
 
 
 def _floats(text: str, flag: str) -> tuple[float, ...]:
-    try:
-        values = tuple(float(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise ValueError(f"{flag} {text!r} is not comma-separated numbers, e.g. {flag} 0,0.2") from None
-    if not values:
-        raise ValueError(f"{flag} is empty; give at least one value")
-    return values
+    return _numbers(text, flag, float, "0,0.2")
 
 
 def _scale_sets(text: str) -> tuple[tuple[int, ...], ...]:
