@@ -10,6 +10,9 @@ Stages (each writes its own section of the JSON, so a stage can be re-run alone;
   alternate between the arms after an untimed warm-up; medians of `--repeats` and the ratio of medians.
 - ``quality``: STS-B test Spearman and the STS12–16 average (×100) per precision.
 - ``scifact``: SciFact test nDCG@10 (full corpus) per precision, with a paired per-query interval int8 − fp32.
+- ``onnx``: ONNX Runtime's `quantize_dynamic` (per-channel int8) on a `torch.onnx.export` of the model, no optimum:
+  STS-B test Spearman and tokens/s against torch fp32 and torch int8 (needs `pip install onnxruntime onnx`; a
+  measurement only, lengthwise does not ship it).
 - ``robustness``: the STS-B test attack at m = 100 per precision (mean shift, share risen, JSD with its
   permutation null), and a paired bootstrap (`lengthwise.core.stats.paired_bootstrap`: paired,
   percentile, 2,000 resamples, seed 0) of the per-pair shift difference int8 − fp32.
@@ -224,8 +227,118 @@ def stage_scifact(_: int) -> dict[str, Any]:
     return {"rows": rows, "int8_minus_fp32": {"diff": point, "low": low, "high": high}, "queries": len(queries)}
 
 
+class _OrtEncoder:
+    """all-MiniLM-L6-v2 exported with `torch.onnx.export` and run by ONNX Runtime: mean pooling and L2 norm as the
+    sentence-transformers model does (`TextEncoder` for `evaluate_sts`)."""
+
+    def __init__(self, path: Path, tokenizer: Any, threads: int) -> None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self.tokenizer = tokenizer
+
+    def run_ids(self, sequences: Sequence[Sequence[int]], batch_size: int = 16) -> np.ndarray:
+        out = []
+        for start in range(0, len(sequences), batch_size):
+            batch = sequences[start : start + batch_size]
+            width = max(len(s) for s in batch)
+            ids = np.zeros((len(batch), width), dtype=np.int64)
+            mask = np.zeros_like(ids)
+            for row, seq in enumerate(batch):
+                ids[row, : len(seq)], mask[row, : len(seq)] = seq, 1
+            (states,) = self.session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": 0 * ids})
+            pooled = (states * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
+            out.append(pooled / np.linalg.norm(pooled, axis=1, keepdims=True))
+        return np.concatenate(out)
+
+    def encode(self, texts: Sequence[str], *, batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
+        ids = self.tokenizer(list(texts), truncation=True, max_length=256)["input_ids"]
+        return self.run_ids(ids, batch_size)
+
+    encode_queries = encode_documents = encode
+
+
+def _onnx_models(folder: Path) -> dict[str, Path]:
+    """fp32 export, ORT dynamic int8 (per-channel) of every MatMul, and of every MatMul but the output projections."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    model = _load("fp32", max_length=512)
+    bert = model[0].auto_model.eval()
+    folder.mkdir(parents=True, exist_ok=True)
+    fp32 = folder / "minilm-fp32.onnx"
+    example = {k: torch.ones((2, 16), dtype=torch.long) for k in ("input_ids", "attention_mask", "token_type_ids")}
+    axes = {name: {0: "batch", 1: "tokens"} for name in [*example, "last_hidden_state"]}
+    class Hidden(torch.nn.Module):  # positional inputs, one output: what the exporter traces cleanly
+        def __init__(self) -> None:
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+            return self.bert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)[0]
+
+    torch.onnx.export(
+        Hidden().eval(), tuple(example.values()), str(fp32), input_names=list(example), output_names=["last_hidden_state"],
+        dynamic_axes=axes, opset_version=17, dynamo=False,
+    )  # fmt: skip
+    import onnx
+
+    graph = onnx.load(str(fp32)).graph
+    outputs = [n.name for n in graph.node if n.op_type == "MatMul" and "output/dense" in n.name]
+    paths = {"onnx fp32": fp32, "onnx int8 (all MatMul)": folder / "minilm-int8.onnx",
+             "onnx int8 (output projections fp32)": folder / "minilm-int8-keep.onnx"}  # fmt: skip
+    quantize_dynamic(str(fp32), str(paths["onnx int8 (all MatMul)"]), weight_type=QuantType.QInt8, per_channel=True)
+    quantize_dynamic(str(fp32), str(paths["onnx int8 (output projections fp32)"]), weight_type=QuantType.QInt8,
+                     per_channel=True, nodes_to_exclude=outputs)  # fmt: skip
+    return paths
+
+
+def stage_onnx(repeats: int) -> dict[str, Any]:
+    """ONNX Runtime's own dynamic int8 on a `torch.onnx.export` (no optimum) against torch fp32 / int8: speed at
+    128/256/512 tokens and 1/2 threads (alternating, medians), STS-B test Spearman."""
+    import tempfile
+
+    from lengthwise.core.embed import embed_ids
+    from lengthwise.evaluation.data import read_sts
+    from lengthwise.evaluation.sts import evaluate_sts
+
+    paths = _onnx_models(Path(tempfile.mkdtemp(prefix="lengthwise-onnx-")))
+    torch_arms = {"torch fp32": _load("fp32", max_length=512), "torch int8 (default)": _load("int8", max_length=512)}
+    tokenizer = torch_arms["torch fp32"].tokenizer
+    quality = {}
+    for name, path in paths.items():
+        quality[name] = float(
+            evaluate_sts(_OrtEncoder(path, tokenizer, 2), read_sts(STSB), batch_size=64).scores["spearman"]
+        )
+        print(name, "STS-B", quality[name], flush=True)
+    table = []
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        runners: dict[str, Callable[[list[list[int]]], Any]] = {
+            name: (lambda seqs, m=model: embed_ids(m, seqs, batch_size=16)) for name, model in torch_arms.items()
+        }
+        for name, path in paths.items():
+            runners[name] = _OrtEncoder(path, tokenizer, threads).run_ids
+        for length in (128, 256, 512):
+            sequences = _sequences(torch_arms["torch fp32"], length, 8192 // length * 4)
+            tokens = sum(len(s) for s in sequences)
+            for run in runners.values():
+                run(sequences[:8])  # warm-up
+            times: dict[str, list[float]] = {name: [] for name in runners}
+            for repeat in range(repeats):
+                for name in list(runners) if repeat % 2 == 0 else list(runners)[::-1]:
+                    times[name].append(_timed(lambda run=runners[name], seqs=sequences: run(seqs)))
+            medians = {name: statistics.median(values) for name, values in times.items()}
+            row = {"threads": threads, "tokens": length, "tokens_per_s": {n: tokens / m for n, m in medians.items()},
+                   "vs_torch_fp32": {n: medians["torch fp32"] / m for n, m in medians.items()}}  # fmt: skip
+            print(row, flush=True)
+            table.append(row)
+    return {"stsb_spearman": quality, "rows": table, "repeats": repeats}
+
+
 STAGES = {"layers": stage_layers, "speed": stage_speed, "quality": stage_quality, "robustness": stage_robustness,
-          "scifact": stage_scifact}  # fmt: skip
+          "scifact": stage_scifact, "onnx": stage_onnx}  # fmt: skip
 
 
 def main() -> None:
