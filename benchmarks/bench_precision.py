@@ -270,6 +270,7 @@ def _onnx_models(folder: Path) -> dict[str, Path]:
     fp32 = folder / "minilm-fp32.onnx"
     example = {k: torch.ones((2, 16), dtype=torch.long) for k in ("input_ids", "attention_mask", "token_type_ids")}
     axes = {name: {0: "batch", 1: "tokens"} for name in [*example, "last_hidden_state"]}
+
     class Hidden(torch.nn.Module):  # positional inputs, one output: what the exporter traces cleanly
         def __init__(self) -> None:
             super().__init__()
@@ -279,8 +280,8 @@ def _onnx_models(folder: Path) -> dict[str, Path]:
             return self.bert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)[0]
 
     torch.onnx.export(
-        Hidden().eval(), tuple(example.values()), str(fp32), input_names=list(example), output_names=["last_hidden_state"],
-        dynamic_axes=axes, opset_version=17, dynamo=False,
+        Hidden().eval(), tuple(example.values()), str(fp32), input_names=list(example),
+        output_names=["last_hidden_state"], dynamic_axes=axes, opset_version=17, dynamo=False,
     )  # fmt: skip
     import onnx
 
