@@ -10,6 +10,8 @@ Stages (each writes its own section of the JSON, so a stage can be re-run alone;
   alternate between the arms after an untimed warm-up; medians of `--repeats` and the ratio of medians.
 - ``quality``: STS-B test Spearman and the STS12–16 average (×100) per precision.
 - ``scifact``: SciFact test nDCG@10 (full corpus) per precision, with a paired per-query interval int8 − fp32.
+- ``robustness_scifact``: the first64x8 attack (first 64 tokens vs 8 copies, N = 512) on SciFact same-topic pairs
+  per precision, with the same paired bootstrap.
 - ``onnx``: ONNX Runtime's `quantize_dynamic` (per-channel int8) on a `torch.onnx.export` of the model, no optimum:
   STS-B test Spearman and tokens/s against torch fp32 and torch int8 (needs `pip install onnxruntime onnx`; a
   measurement only, lengthwise does not ship it).
@@ -173,19 +175,16 @@ def stage_quality(_: int) -> dict[str, Any]:
     return {"rows": rows}
 
 
-def stage_robustness(_: int) -> dict[str, Any]:
-    from lengthwise.audit.config import AuditConfig
+def _attack_per_precision(pairs: Any, config: Any, max_length: int | None = None) -> dict[str, Any]:
+    """The attack per precision (mean shift, share risen, JSD with its null, quartile shifts) and a paired
+    bootstrap of the per-pair shift difference int8 − fp32."""
     from lengthwise.audit.pairs.attack import run_audit
     from lengthwise.core.stats import paired_bootstrap
-    from lengthwise.core.tokens import Elongation
-    from lengthwise.evaluation.data import read_sts
 
     torch.set_num_threads(2)
-    pairs = read_sts(STSB)
-    config = AuditConfig(elongation=Elongation.parse("100"), curve_ks=(), word_shuffle=False, null_permutations=1000)
     rows, shifts = {}, {}
     for precision in ("fp32", "int8"):
-        result = run_audit(_load(precision), pairs, config)
+        result = run_audit(_load(precision, max_length=max_length), pairs, config)
         attack = result.attack
         before = np.array(result.similarities["before"])
         after = np.array(result.similarities["after"])
@@ -203,7 +202,32 @@ def stage_robustness(_: int) -> dict[str, Any]:
         print(precision, rows[precision], flush=True)
     estimate, low, high = paired_bootstrap((shifts["fp32"], shifts["int8"]))  # mean(int8 − fp32), 2,000, seed 0
     rows["int8_minus_fp32_mean_shift"] = {"estimate": estimate, "ci95": [low, high]}
-    return {"rows": rows, "pairs": len(pairs), "m": 100}
+    return rows
+
+
+def stage_robustness(_: int) -> dict[str, Any]:
+    from lengthwise.audit.config import AuditConfig
+    from lengthwise.core.tokens import Elongation
+    from lengthwise.evaluation.data import read_sts
+
+    pairs = read_sts(STSB)
+    config = AuditConfig(elongation=Elongation.parse("100"), curve_ks=(), word_shuffle=False, null_permutations=1000)
+    return {"rows": _attack_per_precision(pairs, config), "pairs": len(pairs), "m": 100}
+
+
+def stage_robustness_scifact(_: int) -> dict[str, Any]:
+    """The first64x8 attack (first 64 tokens vs 8 copies at N = 512) on SciFact same-topic pairs, per precision."""
+    from dataclasses import replace
+
+    from lengthwise.audit.config import AuditConfig
+    from lengthwise.core.data import read_pairs
+    from lengthwise.core.tokens import Elongation
+
+    drawn = read_pairs(DATA / "scifact", max_pairs=100_000, seed=0)
+    pairs = replace(drawn, pairs=tuple(p for p in drawn.pairs if p.kind == "same_topic"))
+    config = AuditConfig(elongation=Elongation.parse("8"), first_k=64, curve_ks=(), word_shuffle=False,
+                         null_permutations=1000)  # fmt: skip
+    return {"rows": _attack_per_precision(pairs, config, max_length=512), "pairs": len(pairs), "m": 8, "first_k": 64}
 
 
 def stage_scifact(_: int) -> dict[str, Any]:
@@ -339,7 +363,7 @@ def stage_onnx(repeats: int) -> dict[str, Any]:
 
 
 STAGES = {"layers": stage_layers, "speed": stage_speed, "quality": stage_quality, "robustness": stage_robustness,
-          "scifact": stage_scifact, "onnx": stage_onnx}  # fmt: skip
+          "scifact": stage_scifact, "onnx": stage_onnx, "robustness_scifact": stage_robustness_scifact}  # fmt: skip
 
 
 def main() -> None:
