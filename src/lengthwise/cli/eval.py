@@ -114,8 +114,9 @@ def evaluate(
         str | None,
         typer.Option(
             "--long",
-            help="Read whole long texts: truncate, chunk-mean, chunk-weighted, multi-vector or late-chunking "
-            "(default: the choice saved with the model, else the model's own truncation).",
+            help="Read whole long texts: default (the recommended multi-vector setting, docs/longdoc.md), truncate, "
+            "chunk-mean, chunk-weighted, multi-vector or late-chunking (unset: the choice saved with the model, else "
+            "the model's own truncation).",
         ),
     ] = None,
     window: Annotated[int | None, typer.Option("--window", help="--long: tokens per window (specials incl.).")] = None,
