@@ -22,14 +22,14 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
-import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
+from bench_longdoc_scifact import _sample  # the same seeded SciFact sample (run from benchmarks/ or the root)
 
 from lengthwise.core.encoder import MultiVectors
 from lengthwise.core.models import load_model, model_fingerprint
@@ -37,7 +37,7 @@ from lengthwise.core.results import environment, write_json_atomic
 from lengthwise.core.scoring import WindowScoring
 from lengthwise.core.textio import open_text
 from lengthwise.core.tokens import windows
-from lengthwise.evaluation.data import RetrievalData, read_beir
+from lengthwise.evaluation.data import read_beir
 from lengthwise.evaluation.retrieval import evaluate_retrieval
 from lengthwise.longdoc import LongEncoder, Strategy
 from lengthwise.longdoc.cache import WindowCache
@@ -103,15 +103,6 @@ class Fixed:
 
     def encode_documents_multi(self, texts: Sequence[str], **_) -> MultiVectors:
         return self.documents
-
-
-def _sample(data: RetrievalData, size: int, seed: int) -> RetrievalData:
-    """The seeded SciFact sample of `bench_longdoc_scifact.py` (all relevant documents + seeded others)."""
-    relevant = {doc for docs in data.qrels.values() for doc, rel in docs.items() if rel > 0}
-    others = [d for d in data.doc_ids if d not in relevant]
-    keep = relevant | set(random.Random(seed).sample(others, max(0, size - len(relevant))))
-    rows = [(i, t) for i, t in zip(data.doc_ids, data.doc_texts, strict=True) if i in keep]
-    return replace(data, doc_ids=tuple(i for i, _ in rows), doc_texts=tuple(t for _, t in rows))
 
 
 def _datasets(args, tokenizer) -> dict[str, dict]:
@@ -276,7 +267,6 @@ def main() -> None:
     parser.add_argument("--precision", choices=("fp32", "int8"), default="fp32", help="int8: load_model's CPU int8")
     parser.add_argument("--sets", nargs="+", default=None, help="score only these data sets, e.g. passkey-test")
     parser.add_argument("--plans", nargs="+", default=None, help="encode only these plans (w256 is always needed)")
-    parser.add_argument("--only", nargs="*", default=None, help="encode only these data sets (then stop)")
     parser.add_argument("--cache", type=Path, default=Path("/tmp/lengthwise-bench-defaults"))
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=32)
@@ -290,9 +280,7 @@ def main() -> None:
     model = load_model(args.model, device="cpu", precision=args.precision)
     args.cache.mkdir(parents=True, exist_ok=True)
     started, load_before = time.perf_counter(), os.getloadavg()
-    data = _datasets(args, model.tokenizer) if not args.only or set(args.only) - {"qmsum", "scifact"} else {}
-    if args.only:
-        data = {k: v for k, v in data.items() if k in args.only} if data else _retrieval_only(args, args.only)
+    data = _datasets(args, model.tokenizer)
     if args.sets:
         data = {k: v for k, v in data.items() if k in args.sets}
     probe = LongEncoder(model, strategy=Strategy.multi_vector)
@@ -306,8 +294,6 @@ def main() -> None:
         plans = args.plans or (args.simple_plans if args.style == "simple" else list(PLANS))
         tag = (f"simple-{name}" if args.style == "simple" else name) + ("" if args.precision == "fp32" else "-int8")
         stored = {plan: _encode(model, tag, plan, entry["texts"], args.cache, args.batch_size) for plan in plans}
-        if args.only:
-            continue
         unique = list(dict.fromkeys(entry["queries"]))
         queries = dict(zip(unique, truncate.encode_queries(unique, batch_size=args.batch_size), strict=True))
         payload["encode"][name] = {plan: round(s.forwarded / float(s.lengths.sum()), 3) for plan, s in stored.items()}
@@ -317,8 +303,6 @@ def main() -> None:
         payload["columns"][name] = column
         print(f"{name}: {len(column)} arms scored", flush=True)
         write_json_atomic(args.out, payload)
-    if args.only:
-        return
     payload.update(
         lengths=list(LENGTHS),
         haystack=[str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p) for p in args.haystack],
@@ -331,17 +315,6 @@ def main() -> None:
         environment=environment(),
     )
     write_json_atomic(args.out, payload)
-
-
-def _retrieval_only(args, names: Sequence[str]) -> dict[str, dict]:
-    out = {}
-    if "qmsum" in names:
-        dev = read_beir(args.qmsum, "dev")
-        out["qmsum"] = {"kind": "retrieval", "texts": list(dev.doc_texts)}
-    if "scifact" in names and args.scifact.exists():
-        sample = _sample(read_beir(args.scifact, "test"), 450, 0)
-        out["scifact"] = {"kind": "retrieval", "texts": list(sample.doc_texts)}
-    return out
 
 
 if __name__ == "__main__":

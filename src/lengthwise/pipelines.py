@@ -190,7 +190,7 @@ def build_encoder(
     With both TempScale and long documents, the model stays patched with the temperature after the call: the
     long encoder passes each call's role to the model, so query and document temperatures apply per window.
     """
-    from lengthwise.longdoc import LongDocConfig, LongEncoder
+    from lengthwise.longdoc import RECOMMENDED, LongDocConfig, LongEncoder
     from lengthwise.longdoc.persist import saved_longdoc
     from lengthwise.tempscale import TempScaleEncoder, apply_tempscale, remove_tempscale
 
@@ -207,7 +207,7 @@ def build_encoder(
         return EncoderSetup(encoder, settings)
     base = long if isinstance(long, LongDocConfig) else saved if long is None else LongDocConfig.named(long)
     changes = {key: value for key, value in {"window": window, "stride": stride}.items() if value is not None}
-    config = (base or LongDocConfig.named("default")).updated(**changes)
+    config = (base or RECOMMENDED).updated(**changes)  # base is set here; `or` only narrows the type
     if ts_config is not None:
         remove_tempscale(model)
         apply_tempscale(model, ts_config)

@@ -598,10 +598,8 @@ def make_synthetic(
         raise LongDocError(
             f"use 1 to {len(entities)} (distinct needles per length)", field="per_length", value=per_length
         )
-    if style == "realistic":
-        items, base, repeats, exact = _realistic_items(task, sentences, tokenizer, entities, lengths, per_length, rng)
-    else:
-        items, base, repeats, exact = _simple_items(task, sentences, tokenizer, entities, lengths, per_length, rng)
+    build = _realistic_items if style == "realistic" else _simple_items
+    items, base, repeats, exact = build(task, sentences, tokenizer, entities, lengths, per_length, rng)
     meta = {
         "task": task,
         "style": style,
@@ -749,9 +747,9 @@ def _realism(items: Sequence[SyntheticItem], sentences: Sequence[str], entities:
     """How hard the realistic set is, measured: the needles' content words found in the haystack, the queries'
     content words that are not the needle's (the paraphrase), and queries whose name another document mentions."""
     vocabulary = set().union(*(_content_words(s) for s in sentences))
-    in_haystack = [len(_content_words(i.needle) & vocabulary) / max(1, len(_content_words(i.needle))) for i in items]
-    new_words = [len(_content_words(i.query) - _content_words(i.needle)) / max(1, len(_content_words(i.query)))
-                 for i in items]  # fmt: skip
+    words = [(_content_words(i.needle), _content_words(i.query)) for i in items]
+    in_haystack = [len(needle & vocabulary) / max(1, len(needle)) for needle, _ in words]
+    new_words = [len(query - needle) / max(1, len(query)) for needle, query in words]
     named_elsewhere = 0
     by_group: dict[int, list[SyntheticItem]] = {}
     for item in items:
