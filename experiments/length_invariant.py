@@ -9,6 +9,9 @@ length-robust recipe's schedule (40 steps × 16 pairs, lr 5e-5, warm-up 0.1, N =
 - ``invariant-w1-c4`` — weight 1 plus the pairwise consistency term (every pair of the batch) at weight 4;
 - ``self-w1-c4`` / ``self-c4`` — the same with the student's own originals as the reference (no teacher), and
   consistency alone; ``self-w1`` — self-reference distillation alone;
+- ``mix-w1-c4`` / ``mix-w4-c4`` — distillation to the frozen teacher (weight 1 or 4), consistency against the
+  student's own originals (weight 4): the teacher arms kept quality, the self-referenced consistency term reached
+  the null, so each term takes the reference that did its job;
 - ``recipe`` and ``laser-self`` — study 1 at scale's arms, trained and evaluated by `length_robust.py` (their
   figures are read from docs/results/length_robust.json).
 
@@ -36,13 +39,15 @@ from _common import SHARED, default_model, hardware, lengthwise_cli, read_json, 
 from length_attack import write_pairs, write_same_topic
 from length_robust import QUALITY_STS, _attack, _write, scifact_ndcg, sts_pairs
 
-ARMS: dict[str, dict[str, float]] = {
+ARMS: dict[str, dict[str, Any]] = {
     "invariant-w1": {"invariance_weight": 1.0},
     "invariant-w4": {"invariance_weight": 4.0},
     "invariant-w1-c4": {"invariance_weight": 1.0, "consistency_weight": 4.0},
     "self-w1-c4": {"invariance_weight": 1.0, "consistency_weight": 4.0, "invariance_reference": "self"},
     "self-c4": {"invariance_weight": 0.0, "consistency_weight": 4.0, "invariance_reference": "self"},
     "self-w1": {"invariance_weight": 1.0, "invariance_reference": "self"},
+    "mix-w1-c4": {"invariance_weight": 1.0, "consistency_weight": 4.0, "consistency_reference": "self"},
+    "mix-w4-c4": {"invariance_weight": 4.0, "consistency_weight": 4.0, "consistency_reference": "self"},
 }
 REPO = Path(__file__).resolve().parents[1]
 

@@ -69,6 +69,35 @@ def test_self_reference_is_the_students_own_original_without_gradient(tiny_model
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in tiny_model.parameters())
 
 
+def test_each_term_takes_its_own_reference(tiny_model) -> None:
+    """Distillation to the frozen teacher, consistency against the student's own originals (the mixed arm)."""
+    from lengthwise.training.invariance import LengthInvariantLoss
+
+    class Zero(torch.nn.Module):
+        def forward(self, features, labels=None):
+            return torch.zeros(())
+
+    teacher = frozen_teacher(tiny_model)
+    with torch.no_grad():
+        for parameter in tiny_model.parameters():
+            parameter.mul_(1.5)  # the student has moved away from the teacher
+    tiny_model.eval()
+    texts = ["a cat sat on the mat", "the stock market fell", "rain is expected by noon"]
+    features = [tiny_model.preprocess(texts) for _ in range(4)]  # elongated = original
+    mixed = LengthInvariantLoss(Zero(), tiny_model, teacher, 1.0, 1.0, teacher_for=(True, False))(features)
+    assert mixed["invariance"].item() > 1e-4  # pulled to the teacher, which differs from the student
+    assert mixed["consistency"].item() == pytest.approx(0.0, abs=1e-6)  # against itself: no gap
+    swapped = LengthInvariantLoss(Zero(), tiny_model, teacher, 1.0, 1.0, teacher_for=(False, True))(features)
+    assert swapped["invariance"].item() == pytest.approx(0.0, abs=1e-5)
+    assert swapped["consistency"].item() > 0
+    with pytest.raises(ValueError, match="needs a teacher"):
+        LengthInvariantLoss(Zero(), tiny_model, None, teacher_for=(True, False))
+    config = TrainConfig(method="length-invariant", data="x", out="y", consistency_reference="self")
+    assert config.consistency_reference.value == "self" and config.invariance_reference.value == "teacher"
+    with pytest.raises(SettingError, match="consistency_reference='self': applies to length-invariant only"):
+        TrainConfig(method="pairs", data="x", out="y", consistency_reference="self")
+
+
 def test_the_teacher_is_a_frozen_copy(tiny_model) -> None:
     teacher = frozen_teacher(tiny_model)
     assert not teacher.training and all(not p.requires_grad for p in teacher.parameters())

@@ -8,6 +8,7 @@ the problem with its fix. It never names a command-line flag: the CLI maps field
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Any
 
 __all__ = ["SettingError"]
@@ -28,4 +29,5 @@ class SettingError(ValueError):
 
     def __init__(self, field: str | None, value: Any, problem: str) -> None:
         self.field, self.value, self.problem = field, value, problem
-        super().__init__(f"{field}={value!r}: {problem}" if field else problem)
+        shown = value.value if isinstance(value, Enum) else value  # 'self', not <Reference.SELF: 'self'>
+        super().__init__(f"{field}={shown!r}: {problem}" if field else problem)

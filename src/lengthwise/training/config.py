@@ -224,6 +224,11 @@ class TrainConfig:
         metadata={"help": "length-invariant: the originals' embeddings from the starting model (teacher) or the "
                   "student itself, gradient stopped (self)."},
     )  # fmt: skip
+    consistency_reference: Reference | None = field(
+        default=None,
+        metadata={"help": "length-invariant: the reference cosines of the consistency term, teacher or self "
+                  "(default: invariance_reference)."},
+    )  # fmt: skip
     mlm_weight: float | None = field(
         default=None, metadata={"help": "SimDE's auxiliary MLM loss weight (default: simde 0.1, the paper's)."}
     )
@@ -262,6 +267,7 @@ class TrainConfig:
             ("same_sequence", SameSequence),
             ("denominator", Denominator),
             ("invariance_reference", Reference),
+            ("consistency_reference", Reference),
             ("precision", Precision),
         ):
             object.__setattr__(self, name, _enum(kind, name, getattr(self, name)))
@@ -296,6 +302,11 @@ class TrainConfig:
             (
                 "invariance_reference",
                 self.invariance_reference is Reference.TEACHER or self.method is Method.LENGTH_INVARIANT,
+                "applies to length-invariant only",
+            ),
+            (
+                "consistency_reference",
+                self.consistency_reference is None or self.method is Method.LENGTH_INVARIANT,
                 "applies to length-invariant only",
             ),
             (

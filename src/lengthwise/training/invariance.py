@@ -73,6 +73,7 @@ class LengthInvariantLoss(nn.Module):
         teacher: nn.Module | None,
         weight: float = 1.0,
         consistency_weight: float = 0.0,
+        teacher_for: tuple[bool, bool] | None = None,
     ) -> None:
         super().__init__()
         self.contrastive = contrastive
@@ -80,6 +81,10 @@ class LengthInvariantLoss(nn.Module):
         self.teacher = teacher
         self.weight = weight
         self.consistency_weight = consistency_weight
+        # which reference each term uses, (distillation, consistency): the teacher's where one is given, by default
+        self.teacher_for = teacher_for if teacher_for is not None else (teacher is not None, teacher is not None)
+        if teacher is None and any(self.teacher_for):
+            raise ValueError("a term that uses the teacher's reference needs a teacher")
 
     def forward(
         self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None
@@ -91,18 +96,28 @@ class LengthInvariantLoss(nn.Module):
         contrastive = self.contrastive([anchor, positive], labels)
         student_a = self.model(long_anchor)[EMBEDDING]  # (B, D)
         student_p = self.model(long_positive)[EMBEDDING]  # (B, D)
-        teacher_a, teacher_p = self._reference(anchor), self._reference(positive)  # (B, D) each
-        distilled = (distillation_loss(student_a, teacher_a) + distillation_loss(student_p, teacher_p)) / 2
-        parts = {"contrastive": contrastive, "invariance": self.weight * distilled}
+        cache: dict[bool, tuple[Tensor, Tensor]] = {}  # the references, computed once per kind: teacher or self
+
+        def reference(teacher: bool) -> tuple[Tensor, Tensor]:  # (B, D) each
+            if teacher not in cache:
+                cache[teacher] = (self._reference(anchor, teacher), self._reference(positive, teacher))
+            return cache[teacher]
+
+        parts = {"contrastive": contrastive}
+        if self.weight > 0:
+            ref_a, ref_p = reference(self.teacher_for[0])
+            distilled = (distillation_loss(student_a, ref_a) + distillation_loss(student_p, ref_p)) / 2
+            parts["invariance"] = self.weight * distilled
         if self.consistency_weight > 0:
-            gap = consistency_loss(student_a, student_p, teacher_a, teacher_p)
-            parts["consistency"] = self.consistency_weight * gap
+            ref_a, ref_p = reference(self.teacher_for[1])
+            parts["consistency"] = self.consistency_weight * consistency_loss(student_a, student_p, ref_a, ref_p)
         return parts
 
     @torch.no_grad()
-    def _reference(self, features: dict[str, Tensor]) -> Tensor:
-        """The originals' embeddings: the frozen teacher's, or (no teacher) the student's own in eval mode."""
-        if self.teacher is not None:
+    def _reference(self, features: dict[str, Tensor], teacher: bool) -> Tensor:
+        """The originals' embeddings: the frozen teacher's, or the student's own in eval mode."""
+        if teacher:
+            assert self.teacher is not None  # checked in __init__
             return self.teacher(dict(features))[EMBEDDING]
         training = self.model.training
         self.model.eval()

@@ -192,8 +192,16 @@ def _build(
         from lengthwise.training.invariance import LengthInvariantLoss, frozen_teacher
 
         # the teacher holds the starting weights: it is copied before any checkpoint is loaded
-        teacher = frozen_teacher(model) if config.invariance_reference is Reference.TEACHER else None
-        loss = LengthInvariantLoss(loss, model, teacher, config.invariance_weight, config.consistency_weight)
+        references = (config.invariance_reference, config.consistency_reference or config.invariance_reference)
+        teacher = frozen_teacher(model) if Reference.TEACHER in references else None
+        loss = LengthInvariantLoss(
+            loss,
+            model,
+            teacher,
+            config.invariance_weight,
+            config.consistency_weight,
+            teacher_for=tuple(reference is Reference.TEACHER for reference in references),
+        )
     collator = ViewCollator(
         config.method,
         view,
