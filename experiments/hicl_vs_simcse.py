@@ -49,29 +49,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--time-batch-size", type=int, default=8)
     parser.add_argument("--seed", type=int, default=42)
     args, model, summary = start_study(parser, argv, "hicl_vs_simcse")
-    from lengthwise.training import TrainConfig
+    from lengthwise.training.config import config_from_mapping
 
     tasks = args.tasks.split(",")
     runs: dict[str, Any] = {}
     summary.payload = {"train_data": str(SHARED / WIKI), "paper": PAPER, "runs": runs, "timing_512": {}}
     for method in ("simcse", "hicl"):
-        config = TrainConfig(
+        config = config_from_mapping(dict(
             method=method, data=str(SHARED / WIKI), out=str(args.out / method), model=model, max_steps=args.steps,
             batch_size=args.batch_size, max_length=args.max_length, lr=args.lr, seed=args.seed, pooling=args.pooling,
-            alpha=args.alpha, max_examples=args.steps * args.batch_size, save_steps=10**6, logging_steps=1,
-        )  # fmt: skip
+            max_examples=args.steps * args.batch_size, save_steps=10**6, logging_steps=1,
+            **({"alpha": args.alpha} if method == "hicl" else {}),
+        ))  # fmt: skip
         runs[method] = {"train": train_record(config)}
         summary.write()
         runs[method]["sts"] = sts_suite(runs[method]["train"]["model_dir"], tasks)
         summary.write()
         print(method, runs[method]["sts"]["spearman"], flush=True)
     for method in ("simcse", "hicl") if args.time_steps else ():
-        config = TrainConfig(
+        config = config_from_mapping(dict(
             method=method, data=str(SHARED / "scifact"), out=str(args.out / f"time512_{method}"), model=model,
             max_steps=args.time_steps, batch_size=args.time_batch_size, max_length=512, lr=args.lr, seed=args.seed,
-            pooling=args.pooling, alpha=args.alpha, max_examples=args.time_steps * args.time_batch_size,
-            save_steps=10**6, logging_steps=1,
-        )  # fmt: skip
+            pooling=args.pooling, max_examples=args.time_steps * args.time_batch_size,
+            save_steps=10**6, logging_steps=1, **({"alpha": args.alpha} if method == "hicl" else {}),
+        ))  # fmt: skip
         summary.payload["timing_512"][method] = train_record(config)
         summary.write()
     runs["start"] = {"sts": sts_suite(model, tasks), "pooling": "mean (model's own)"}

@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args, model, summary = start_study(parser, argv, "simde_vs_simcse")
     from lengthwise.evaluation import read_classification
-    from lengthwise.training import TrainConfig
+    from lengthwise.training.config import config_from_mapping
 
     data = SHARED / "20newsgroups"
     train_all, test_all = read_classification(data)
@@ -93,12 +93,12 @@ def main(argv: list[str] | None = None) -> int:
     summary.write()
     for pooling, method in [(p, m) for p in args.poolings.split(",") for m in ("simcse", "simde")]:
         name = f"{method}_{pooling}"
-        config = TrainConfig(
+        config = config_from_mapping(dict(
             method=method, data=str(data / "train.jsonl.gz"), out=str(args.out / name), model=model,
             max_steps=args.steps, batch_size=args.batch_size, max_length=args.max_length, lr=args.lr, seed=args.seed,
             pooling=pooling, max_examples=args.steps * args.batch_size, save_steps=10**6, logging_steps=1,
             **({"mlm_weight": args.mlm_weight} if method == "simde" else {}),
-        )  # fmt: skip
+        ))  # fmt: skip
         runs[name] = {"train": train_record(config)}
         summary.write()
         runs[name]["classification"] = classify(

@@ -7,8 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 "$PY" -m pip install -q --disable-pip-version-check torch==2.13.0 -e ".[dev]"
-"$PY" -m ruff check src tests benchmarks scripts
-"$PY" -m ruff format --check src tests benchmarks scripts
+"$PY" -m ruff check src tests benchmarks scripts experiments data
+"$PY" -m ruff format --check src tests benchmarks scripts experiments data
 "$PY" -m mypy src/lengthwise
 "$PY" scripts/check_imports.py
 "$PY" scripts/function_sizes.py src/lengthwise/cli --most 1 --max 40  # a command: parse, one call, print

@@ -1,4 +1,5 @@
-"""TrainConfig: method names and aliases, validation, config files and ``--set`` coercion."""
+"""TrainConfig and each method's own settings: method names and aliases, validation, config files and ``--set``
+coercion."""
 
 from __future__ import annotations
 
@@ -10,14 +11,21 @@ import pytest
 from lengthwise.core.errors import SettingError
 from lengthwise.training.config import (
     DataKind,
-    Denominator,
     Method,
     Pooling,
-    SameSequence,
     TrainConfig,
     config_from_mapping,
     parse_method,
     read_config_file,
+)
+from lengthwise.training.methods import (
+    SETTINGS,
+    Denominator,
+    HiCLSettings,
+    NoSettings,
+    SameSequence,
+    SimDESettings,
+    settings_fields,
 )
 
 
@@ -59,7 +67,7 @@ def test_strings_from_files_and_set_are_coerced(tmp_path: Path) -> None:
     config = config_from_mapping(
         {"method": "hicl", "data": "d", "out": "o", "alpha": "0.15", "max_steps": "100", "cache_batch": "none"}
     )
-    assert config.alpha == 0.15 and config.max_steps == 100 and config.cache_batch is None
+    assert config.settings == HiCLSettings(alpha=0.15) and config.max_steps == 100 and config.cache_batch is None
     with pytest.raises(ValueError, match="unknown training setting"):
         config_from_mapping({"method": "simcse", "data": "d", "out": "o", "alpah": 1})
     with pytest.raises(ValueError, match="needs --data"):
@@ -84,25 +92,45 @@ def test_yaml_and_json_config_files(tmp_path: Path) -> None:
         ({"lr": float("inf")}, "lr"),  # was accepted, then failed writing config.json ("Out of range float values")
         ({"lr": float("nan")}, "lr"),
         ({"epochs": float("inf")}, "epochs"),
-        ({"alpha": float("nan")}, "alpha"),
+        ({"method": "hicl", "alpha": float("nan")}, "alpha"),
         ({"warmup_ratio": 1.0}, "warmup_ratio"),  # a ratio ≥ 1 was not checked
         ({"warmup_ratio": -0.1}, "warmup_ratio"),
-        ({"same_sequence": "both"}, "same_sequence"),
+        ({"method": "hicl", "same_sequence": "both"}, "same_sequence"),
+        ({"method": "hicl", "segment_length": 0}, "segment_length"),
+        ({"method": "copy-concat", "copy_concat_share": 0.0}, "copy_concat_share"),
+        ({"method": "length-invariant", "invariance_reference": "nobody"}, "invariance_reference"),
         ({"precision": "fp8"}, "precision"),
         ({"save_total_limit": 0}, "save_total_limit"),
     ],
 )
 def test_non_finite_and_out_of_range_values_name_their_field(change: dict, field: str) -> None:
     with pytest.raises(SettingError) as error:
-        TrainConfig(**{"method": "simcse", "data": "d", "out": "o", **change})
+        config_from_mapping({"method": "simcse", "data": "d", "out": "o", **change})
     assert error.value.field == field and "\n" not in str(error.value)
+
+
+def test_a_method_owns_its_settings_and_refuses_another_methods() -> None:
+    assert set(SETTINGS) == {method.value for method in Method}  # every method has its settings class
+    owners = [kind for kind, _ in settings_fields().values()]
+    assert len(owners) == len(settings_fields())  # each setting belongs to one class
+    assert TrainConfig(method="pairs", data="d", out="o").settings == NoSettings()  # type: ignore[arg-type]
+    assert TrainConfig(method="hicl", data="d", out="o").settings == HiCLSettings()  # type: ignore[arg-type]
+    with pytest.raises(SettingError, match=r"alpha=0\.15: applies to hicl only") as error:
+        config_from_mapping({"method": "pairs", "data": "d", "out": "o", "alpha": 0.15})
+    assert error.value.field == "alpha"
+    with pytest.raises(SettingError, match="settings='SimDESettings': hicl takes HiCLSettings") as error:
+        TrainConfig(method="hicl", data="d", out="o", settings=SimDESettings())  # type: ignore[arg-type]
+    assert error.value.field == "settings"
+    config = config_from_mapping({"method": "hicl", "data": "d", "out": "o", "segment_length": "16"})
+    assert config.to_dict()["segment_length"] == 16 and "mlm_weight" not in config.to_dict()  # flat, its own only
+    assert config_from_mapping(config.to_dict()) == config  # a recorded config.json reads back to the same run
 
 
 def test_fixed_value_settings_are_enums_and_serialise_as_their_values() -> None:
     config = config_from_mapping(
         {"method": "hicl", "data": "d", "out": "o", "same_sequence": "Positive", "denominator": "averaging"}
     )
-    assert config.same_sequence is SameSequence.POSITIVE and config.denominator is Denominator.AVERAGING
+    assert config.settings == HiCLSettings(same_sequence=SameSequence.POSITIVE, denominator=Denominator.AVERAGING)
     payload = config.to_dict()
     assert payload["same_sequence"] == "positive" and payload["pooling"] is None and payload["method"] == "hicl"
     assert json.loads(json.dumps(payload)) == payload
@@ -110,13 +138,15 @@ def test_fixed_value_settings_are_enums_and_serialise_as_their_values() -> None:
 
 def test_simde_mlm_weight_defaults_to_the_papers_and_can_be_turned_off() -> None:
     assert TrainConfig(method="simde", data="d", out="o").mlm_loss_weight == 0.1  # type: ignore[arg-type]
-    assert TrainConfig(method="simde", data="d", out="o", mlm_weight=0.0).mlm_loss_weight == 0.0  # type: ignore[arg-type]
+    off = TrainConfig(method="simde", data="d", out="o", settings=SimDESettings(mlm_weight=0.0))  # type: ignore[arg-type]
+    assert off.mlm_loss_weight == 0.0
     assert TrainConfig(method="simcse", data="d", out="o").mlm_loss_weight == 0.0  # type: ignore[arg-type]
     with pytest.raises(SettingError, match="simde only"):
-        TrainConfig(method="simcse", data="d", out="o", mlm_weight=0.1)  # type: ignore[arg-type]
+        config_from_mapping({"method": "simcse", "data": "d", "out": "o", "mlm_weight": 0.1})
 
 
 def test_every_field_documents_itself_for_the_cli() -> None:
     import dataclasses
 
     assert all(item.metadata.get("help") for item in dataclasses.fields(TrainConfig))
+    assert all(item.metadata.get("help") for _, item in settings_fields().values())

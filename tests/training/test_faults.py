@@ -14,7 +14,7 @@ from transformers import TrainerCallback
 
 from lengthwise.core.errors import SettingError
 from lengthwise.core.textio import DataFormatError
-from lengthwise.training.config import TrainConfig
+from lengthwise.training.config import TrainConfig, config_from_mapping
 from lengthwise.training.guard import TrainingDiverged
 from lengthwise.training.run import train
 
@@ -47,7 +47,7 @@ def _config(model: Path, data: Path, out: Path, **changes) -> TrainConfig:
         seed=3,
     )
     values.update(changes)
-    return TrainConfig(**values)  # type: ignore[arg-type]
+    return config_from_mapping(values)
 
 
 def _snapshot(folder: Path) -> dict[str, bytes]:

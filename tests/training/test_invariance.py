@@ -13,8 +13,9 @@ from typer.testing import CliRunner
 
 from lengthwise.cli import app
 from lengthwise.core.errors import SettingError
-from lengthwise.training.config import TrainConfig
+from lengthwise.training.config import config_from_mapping
 from lengthwise.training.invariance import consistency_loss, distillation_loss, frozen_teacher
+from lengthwise.training.methods import LengthInvariantSettings, Reference
 
 runner = CliRunner()
 
@@ -92,10 +93,12 @@ def test_each_term_takes_its_own_reference(tiny_model) -> None:
     assert swapped["consistency"].item() > 0
     with pytest.raises(ValueError, match="needs a teacher"):
         LengthInvariantLoss(Zero(), tiny_model, None, teacher_for=(True, False))
-    config = TrainConfig(method="length-invariant", data="x", out="y", consistency_reference="self")
-    assert config.consistency_reference.value == "self" and config.invariance_reference.value == "teacher"
+    config = config_from_mapping(
+        {"method": "length-invariant", "data": "x", "out": "y", "consistency_reference": "self"}
+    )
+    assert config.settings.references == (Reference.TEACHER, Reference.SELF)  # type: ignore[union-attr]
     with pytest.raises(SettingError, match="consistency_reference='self': applies to length-invariant only"):
-        TrainConfig(method="pairs", data="x", out="y", consistency_reference="self")
+        config_from_mapping({"method": "pairs", "data": "x", "out": "y", "consistency_reference": "self"})
 
 
 def test_the_teacher_is_a_frozen_copy(tiny_model) -> None:
@@ -108,9 +111,9 @@ def test_the_teacher_is_a_frozen_copy(tiny_model) -> None:
 
 def test_consistency_weight_belongs_to_length_invariant() -> None:
     with pytest.raises(SettingError, match=r"consistency_weight=0\.5: applies to length-invariant only"):
-        TrainConfig(method="pairs", data="x", out="y", consistency_weight=0.5)
+        config_from_mapping({"method": "pairs", "data": "x", "out": "y", "consistency_weight": 0.5})
     with pytest.raises(SettingError, match=r"invariance_weight=-1\.0: must be ≥ 0"):
-        TrainConfig(method="length-invariant", data="x", out="y", invariance_weight=-1.0)
+        LengthInvariantSettings(invariance_weight=-1.0)
 
 
 def test_a_run_logs_its_parts_resumes_and_saves_the_student_alone(tiny_model_dir: Path, tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from statistics import fmean
 
 import pytest
 
-from lengthwise.training.config import TrainConfig
+from lengthwise.training.config import config_from_mapping
 from lengthwise.training.run import train
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
@@ -35,22 +35,24 @@ SOURCES = {
 @pytest.mark.parametrize("method", list(SOURCES))
 def test_training_loss_falls(method: str, minilm_path: str, data_dir: Path, tmp_path: Path) -> None:
     relative, pooling = SOURCES[method]
-    config = TrainConfig(
-        method=method,  # type: ignore[arg-type]
-        data=str(data_dir / relative),
-        out=str(tmp_path / method),
-        model=minilm_path,
-        max_examples=24,
-        epochs=3,
-        batch_size=8,
-        max_length=64,
-        lr=1e-4,
-        pooling=pooling,
-        segment_length=16,
-        save_steps=1000,
-        logging_steps=1,
-        device="cpu",
-        seed=1,
+    config = config_from_mapping(
+        dict(
+            method=method,
+            data=str(data_dir / relative),
+            out=str(tmp_path / method),
+            model=minilm_path,
+            max_examples=24,
+            epochs=3,
+            batch_size=8,
+            max_length=64,
+            lr=1e-4,
+            pooling=pooling,
+            **({"segment_length": 16} if method == "hicl" else {}),
+            save_steps=1000,
+            logging_steps=1,
+            device="cpu",
+            seed=1,
+        )
     )
     result = train(config)
     record = json.loads((result.out / "train.json").read_text())

@@ -15,7 +15,7 @@ from transformers import DataCollatorForLanguageModeling, TrainerCallback
 
 from lengthwise.core.embed import TokenView
 from lengthwise.training.collate import ViewCollator
-from lengthwise.training.config import Method, TrainConfig
+from lengthwise.training.config import Method, TrainConfig, config_from_mapping
 from lengthwise.training.mlm import IGNORE, MaskedLMHead, masked_lm_head
 from lengthwise.training.run import train
 
@@ -121,7 +121,7 @@ def _simde(model: Path, docs: Path, out: Path, **changes) -> TrainConfig:
         logging_steps=1,
         device="cpu",
     )
-    return TrainConfig(**{**values, **changes})  # type: ignore[arg-type]
+    return config_from_mapping({**values, **changes})
 
 
 def test_simde_trains_its_head_inside_the_model_and_saves_the_encoder_alone(

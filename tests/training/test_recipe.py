@@ -15,7 +15,7 @@ from lengthwise.core.embed import TokenView
 from lengthwise.core.errors import SettingError
 from lengthwise.training.card import write_card_section
 from lengthwise.training.collate import ViewCollator
-from lengthwise.training.config import Method, TrainConfig, config_from_mapping
+from lengthwise.training.config import Method, config_from_mapping
 from lengthwise.training.recipes import RECIPES
 
 runner = CliRunner()
@@ -25,7 +25,7 @@ def test_recipe_settings_are_defaults_that_the_user_overrides() -> None:
     recipe = RECIPES["length-robust"].settings
     config = config_from_mapping({"recipe": "length-robust", "data": "d.jsonl", "out": "o", "lr": 1e-5})
     assert config.method is Method.COPY_CONCAT and config.recipe == "length-robust"
-    assert config.copy_concat_share == recipe["copy_concat_share"] < 1.0
+    assert config.settings.copy_concat_share == recipe["copy_concat_share"] < 1.0  # type: ignore[union-attr]
     assert config.max_steps == recipe["max_steps"] and config.max_length == recipe["max_length"]
     assert config.lr == 1e-5  # the user's value wins over the recipe's
     with pytest.raises(ValueError, match="--recipe 'fast': not known; use one of: length-robust"):
@@ -46,7 +46,7 @@ def test_recipe_settings_are_defaults_that_the_user_overrides() -> None:
 )
 def test_mix_and_attack_check_settings_are_checked(changes: dict[str, Any], field: str) -> None:
     with pytest.raises(SettingError) as error:
-        TrainConfig(**{"data": "d", "out": "o", **changes})
+        config_from_mapping({"data": "d", "out": "o", **changes})
     assert error.value.field == field
 
 
@@ -108,11 +108,15 @@ def test_recipe_run_on_the_command_line_with_the_attack_check(tiny_model_dir: Pa
 
 
 def test_the_length_invariant_recipe_trains_with_the_self_reference(tiny_model_dir: Path, tmp_path: Path) -> None:
-    from lengthwise.training.config import Reference
+    from lengthwise.training.methods import LengthInvariantSettings
 
     config = config_from_mapping({"recipe": "length-invariant", "data": "d.jsonl", "out": "o"})
-    assert config.method is Method.LENGTH_INVARIANT and config.invariance_reference is Reference.SELF
-    assert (config.invariance_weight, config.consistency_weight) == (1.0, 4.0)
+    recipe = {
+        key: value
+        for key, value in RECIPES["length-invariant"].settings.items()
+        if key in LengthInvariantSettings.__dataclass_fields__
+    }
+    assert config.method is Method.LENGTH_INVARIANT and config.settings == LengthInvariantSettings(**recipe)
     pairs = tmp_path / "pairs.jsonl"
     pairs.write_text("".join(json.dumps({"anchor": f"a cat {i} sat", "positive": f"a cat {i} was sitting"}) + "\n"
                              for i in range(8)))  # fmt: skip

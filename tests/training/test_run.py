@@ -12,7 +12,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from lengthwise.training.config import TrainConfig
+from lengthwise.training.config import TrainConfig, config_from_mapping
 from lengthwise.training.run import train
 
 pytest.importorskip("accelerate")
@@ -72,7 +72,7 @@ def _config(model: Path, data: Path, out: Path, **changes) -> TrainConfig:
         seed=7,
     )
     values.update(changes)
-    return TrainConfig(**values)  # type: ignore[arg-type]
+    return config_from_mapping(values)
 
 
 KILLER = """

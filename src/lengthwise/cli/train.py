@@ -1,7 +1,8 @@
 """`lengthwise train`: flags and an optional YAML/JSON config file mapped onto `TrainConfig` (METHODS §3).
 
 Precedence: the method's defaults, then the config file, then flags given on the command line, then ``--set``.
-Each flag's help and default come from its `TrainConfig` field, so the two cannot drift; a library error names the
+Each flag's help and default come from its `TrainConfig` field or its method's settings field
+(`lengthwise.training.methods`, one help panel per method), so the two cannot drift; a library error names the
 field, and this module names the flag that sets it. Works under
 ``torchrun --nproc_per_node K -m lengthwise.cli train ...`` (DDP; gloo on CPU).
 """
@@ -24,18 +25,37 @@ from lengthwise.training.config import TrainConfig
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 _SHORT = {"data": "-d", "out": "-o", "model": "-m"}
+_SEPARATE = ("settings", "trust_remote_code")  # a nested object, and a fixed parameter of `train` below
+_FLAG_TYPES = {int: int, float: float, bool: bool}  # these give typed flags; any other annotation, a string
 
 
-def _option(name: str) -> Any:
-    """The `--name` option of a `TrainConfig` field: its help, and its default shown from the field."""
-    flags = (f"--{name.replace('_', '-')}", *([_SHORT[name]] if name in _SHORT else []))
+def _fields() -> dict[str, tuple[type, str]]:
+    """Every setting that gets a flag → (the dataclass that holds it, the methods it applies to): each
+    `TrainConfig` field, then each method's own settings (`lengthwise.training.methods`)."""
+    import dataclasses
+
+    from lengthwise.training.methods import settings_fields
+
+    common = {item.name: (TrainConfig, "") for item in dataclasses.fields(TrainConfig)}
+    own = {name: (kind, kind.label) for name, (kind, _) in settings_fields().items()}
+    return {name: place for name, place in {**common, **own}.items() if name not in _SEPARATE}
+
+
+def _option(owner: type, name: str, methods: str = "") -> Any:
+    """The option of the field `name` of `owner`: its help (after the `methods` it applies to, for a method's own
+    setting), and its default shown from the field."""
+    dashed = name.replace("_", "-")
+    boolean = typing.get_type_hints(owner).get(name) is bool
+    flags = (f"--{dashed}/--no-{dashed}",) if boolean and name not in _SEPARATE else (f"--{dashed}",)
     try:
-        default = field_default(TrainConfig, name)
+        default = field_default(owner, name)
     except AttributeError:  # a required field
         default = None
     shown = default.value if hasattr(default, "value") else default
     suffix = f"  [default: {shown}]" if shown not in (None, False) else ""
-    return typer.Option(*flags, help=field_help(TrainConfig, name) + suffix, show_default=False)
+    short = [_SHORT[name]] if name in _SHORT else []
+    text = (f"{methods}: " if methods else "") + field_help(owner, name) + suffix
+    return typer.Option(*flags, *short, help=text, show_default=False)
 
 
 def _settings(config_file: Path | None, flags: dict[str, Any], assignments: list[str]) -> dict[str, Any]:
@@ -51,35 +71,32 @@ def _settings(config_file: Path | None, flags: dict[str, Any], assignments: list
     return values
 
 
-# The `TrainConfig` fields that get a flag of their own (any other field: --set KEY=VALUE or the config file).
-FLAG_FIELDS = (
-    "method", "recipe", "data", "out", "model", "max_steps", "epochs", "batch_size", "max_length", "lr",
-    "warmup_ratio", "seed", "elongate", "pooling", "mlm_weight", "cache_batch", "max_examples", "eval_data",
-    "eval_attack", "save_steps", "precision", "device",
-)  # fmt: skip
-_FLAG_TYPES = {int: int, float: float}  # an annotation naming one of these gives a typed flag; any other, a string
-
-
-def _flag_type(name: str) -> type:
-    """The Python type of a field's flag, read from the `TrainConfig` annotation (Enums and paths as strings)."""
-    hint = typing.get_type_hints(TrainConfig)[name]
+def _flag_type(owner: type, name: str) -> type:
+    """The Python type of a field's flag, read from its annotation (Enums and paths as strings)."""
+    hint = typing.get_type_hints(owner)[name]
     members = typing.get_args(hint) or (hint,)
     return next((_FLAG_TYPES[kind] for kind in members if kind in _FLAG_TYPES), str)
 
 
 def _generated(command: Callable[..., None]) -> Callable[..., None]:
-    """`command(flags, config, resume, trust_remote_code, set_)` with one keyword option per `FLAG_FIELDS` field,
-    its type, help and shown default generated from `TrainConfig`, so no flag is written by hand."""
+    """`command(flags, config, resume, trust_remote_code, set_)` with one keyword option per setting (`_fields`),
+    its type, help and shown default generated from the dataclasses, so no flag is written by hand."""
     keyword = inspect.Parameter.KEYWORD_ONLY
+    places = _fields()
     fields = [
-        inspect.Parameter(name, keyword, default=None, annotation=Annotated[_flag_type(name) | None, _option(name)])
-        for name in FLAG_FIELDS
+        inspect.Parameter(
+            name,
+            keyword,
+            default=None,
+            annotation=Annotated[_flag_type(owner, name) | None, _option(owner, name, methods)],
+        )
+        for name, (owner, methods) in places.items()
     ]
     hints = typing.get_type_hints(command, include_extras=True)  # the module's annotations are strings
     fixed = [p.replace(kind=keyword, annotation=hints[p.name]) for p in inspect.signature(command).parameters.values()]
 
     def run(**values: Any) -> None:
-        command({name: values.pop(name) for name in FLAG_FIELDS}, **values)
+        command({name: values.pop(name) for name in places}, **values)
 
     run.__signature__ = inspect.Signature([*fields, *fixed[1:]])  # type: ignore[attr-defined]
     run.__doc__, run.__name__ = command.__doc__, command.__name__
@@ -94,10 +111,10 @@ def train(
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue the run in --out from its last complete checkpoint.")
     ] = False,
-    trust_remote_code: Annotated[bool, _option("trust_remote_code")] = False,
+    trust_remote_code: Annotated[bool, _option(TrainConfig, "trust_remote_code")] = False,
     set_: Annotated[
         list[str] | None,
-        typer.Option("--set", help="Any other setting, KEY=VALUE (repeatable): alpha, segment_length, anchor, …"),
+        typer.Option("--set", help="Any setting, KEY=VALUE (repeatable), e.g. alpha=0.15; overrides the flags."),
     ] = None,
 ) -> None:
     """Train an embedding model with a length-aware objective; writes OUT/model and OUT/train.json.
@@ -109,10 +126,11 @@ def train(
     from lengthwise.training.config import config_from_mapping
 
     flags = {**flags, "trust_remote_code": trust_remote_code or None}
+    given = {name for name, value in flags.items() if value is not None}  # errors name these as flags, others --set
     try:  # the settings first: a bad one costs no import of torch or the trainer
         settings = config_from_mapping(_settings(config, flags, set_ or []))
     except SettingError as err:
-        _fail(setting_message(err, flags=flags))
+        _fail(setting_message(err, flags=given))
     except ValueError as err:
         _fail(setting_message(err))
     from transformers.utils import logging as hf_logging
@@ -126,7 +144,7 @@ def train(
         check_device(settings.device)
         result = run_training(settings, resume=resume)
     except SettingError as err:
-        _fail(setting_message(err, flags=flags))
+        _fail(setting_message(err, flags=given))
     except (ValueError, ModelLoadError, FileExistsError, ImportError) as err:  # DataFormatError is a ValueError
         _fail(setting_message(err))
     if result.already_finished:

@@ -6,6 +6,7 @@ adding a copy; the rest of the card (sentence-transformers' own) is left as it i
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -40,7 +41,10 @@ def recipe_section(
     recipe: Any, settings: Mapping[str, Any], data: Mapping[str, Any], steps: int, metrics: Mapping[str, float]
 ) -> str:
     """The card section of a model trained with a named recipe: what it is, the settings, data and dev checks."""
-    keys = ("method", "copy_concat_share", "elongate", "lr", "warmup_ratio", "batch_size", "max_length", "seed")
+    from lengthwise.training.methods import settings_class
+
+    own = [item.name for item in dataclasses.fields(settings_class(settings.get("method", "pairs")))]
+    keys = ("method", *own, "elongate", "lr", "warmup_ratio", "batch_size", "max_length", "seed")
     rows = "\n".join(f"| `{key}` | `{settings.get(key)}` |" for key in keys)
     source = data.get("source", "?")
     lines = [

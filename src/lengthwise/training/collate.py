@@ -16,7 +16,8 @@ import torch
 
 from lengthwise.core.embed import TokenView, batch_features
 from lengthwise.core.tokens import Elongation, content_ids, segments
-from lengthwise.training.config import AnchorChoice, Method
+from lengthwise.training.config import Method
+from lengthwise.training.methods import AnchorChoice
 from lengthwise.training.views import (
     View,
     coco_dr_view,

@@ -20,16 +20,13 @@ from typing import Any
 from lengthwise.core.defaults import DEFAULT_MODEL
 from lengthwise.core.errors import SettingError
 from lengthwise.core.tokens import Elongation
+from lengthwise.training.methods import MethodSettings, enum_value, settings_class, settings_fields
 
 __all__ = [
-    "AnchorChoice",
     "DataKind",
-    "Denominator",
     "Method",
     "Pooling",
     "Precision",
-    "Reference",
-    "SameSequence",
     "TrainConfig",
     "config_from_mapping",
     "parse_method",
@@ -65,36 +62,6 @@ class Pooling(str, Enum):
     MEAN = "mean"
     CLS = "cls"
     MAX = "max"
-
-
-class AnchorChoice(str, Enum):
-    """Which sentence of a document is the anchor for LA(SER)³ and COCO-DR."""
-
-    FIRST = "first"
-    RANDOM = "random"
-
-
-class SameSequence(str, Enum):
-    """HiCL: what the other segments of a segment's own sequence are in the local loss (hicl §3.2 ablation)."""
-
-    NEITHER = "neither"
-    POSITIVE = "positive"
-    NEGATIVE = "negative"
-
-
-class Denominator(str, Enum):
-    """HiCL: each other-sequence negative weighs 1 ("summation") or 1 / its sequence's segments ("averaging")."""
-
-    SUMMATION = "summation"
-    AVERAGING = "averaging"
-
-
-class Reference(str, Enum):
-    """length-invariant: where an elongated text is pulled to, the starting model's embedding of the original (a
-    frozen copy, "teacher") or the student's own, with the gradient stopped ("self", no copy)."""
-
-    TEACHER = "teacher"
-    SELF = "self"
 
 
 class Precision(str, Enum):
@@ -134,7 +101,6 @@ METHOD_HELP = (
     "self-distillation of elongated texts to the starting model)."
 )
 DATA_HELP = "Texts (one per line; JSONL `text`; BEIR folder) or positive pairs (JSONL, MRPC TSV); hf:NAME[:SPLIT]."
-SIMDE_MLM_WEIGHT = 0.1  # the SimDE paper's auxiliary MLM weight (METHODS §3)
 
 
 def parse_method(name: str | Method) -> Method:
@@ -152,17 +118,11 @@ def parse_method(name: str | Method) -> Method:
 
 
 def _enum(kind: type[Enum], name: str, value: Any) -> Any:
-    """`value` as a member of `kind`, or a `SettingError` listing the valid values."""
-    if value is None or isinstance(value, kind):
-        return value
-    try:
-        return kind(str(value).strip().lower())
-    except ValueError:
+    """`value` as a member of `kind`, or a `SettingError` listing the valid values (int8 refused for training)."""
+    if kind is Precision and str(getattr(value, "value", value)).strip().lower() == "int8":
         valid = ", ".join(str(member.value) for member in kind)
-        if kind is Precision and str(value).strip().lower() == "int8":
-            problem = f"int8 is for inference on the CPU, not training; use one of: {valid}"
-            raise SettingError(name, value, problem) from None
-        raise SettingError(name, value, f"use one of: {valid}") from None
+        raise SettingError(name, value, f"int8 is for inference on the CPU, not training; use one of: {valid}")
+    return enum_value(kind, name, value)
 
 
 @dataclass(frozen=True)
@@ -192,45 +152,9 @@ class TrainConfig:
     elongate: str = field(
         default="random", metadata={"help": "m for laser-*/copy-concat: random, twice or an integer."}
     )
-    copy_concat_share: float = field(
-        default=1.0,
-        metadata={
-            "help": "copy-concat: share of batches whose pairs are elongated, in (0, 1]; the other batches train on "
-            "the plain pairs (the length-robust recipe mixes them to keep quality)."
-        },
-    )
-    anchor: AnchorChoice = field(
-        default=AnchorChoice.FIRST, metadata={"help": "LA(SER)³ / COCO-DR anchor sentence: first or random."}
-    )
-    segment_length: int = field(default=32, metadata={"help": "HiCL segment length L in tokens."})
-    alpha: float = field(default=0.05, metadata={"help": "HiCL weight of the local (segment) loss, in [0, 1]."})
-    same_sequence: SameSequence = field(
-        default=SameSequence.NEITHER,
-        metadata={"help": "HiCL: same-sequence segments as neither, positive or negative."},
-    )
-    denominator: Denominator = field(
-        default=Denominator.SUMMATION, metadata={"help": "HiCL: summation or averaging denominator."}
-    )
-    invariance_weight: float = field(
-        default=1.0,
-        metadata={"help": "length-invariant: weight of pulling each elongated text to the starting model's original."},
-    )
-    consistency_weight: float = field(
-        default=0.0,
-        metadata={"help": "length-invariant: weight of matching the batch's elongated cosines to the originals'."},
-    )
-    invariance_reference: Reference = field(
-        default=Reference.TEACHER,
-        metadata={"help": "length-invariant: the originals' embeddings from the starting model (teacher) or the "
-                  "student itself, gradient stopped (self)."},
-    )  # fmt: skip
-    consistency_reference: Reference | None = field(
+    settings: MethodSettings | None = field(
         default=None,
-        metadata={"help": "length-invariant: the reference cosines of the consistency term, teacher or self "
-                  "(default: invariance_reference)."},
-    )  # fmt: skip
-    mlm_weight: float | None = field(
-        default=None, metadata={"help": "SimDE's auxiliary MLM loss weight (default: simde 0.1, the paper's)."}
+        metadata={"help": "The method's own settings (`lengthwise.training.methods`; default: the method's defaults)."},
     )
     cache_batch: int | None = field(
         default=None, metadata={"help": "GradCache mini-batch size for pair objectives (big batches)."}
@@ -261,25 +185,20 @@ class TrainConfig:
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow the model repository's own code to run."})
 
     def __post_init__(self) -> None:
-        for name, kind in (
-            ("pooling", Pooling),
-            ("anchor", AnchorChoice),
-            ("same_sequence", SameSequence),
-            ("denominator", Denominator),
-            ("invariance_reference", Reference),
-            ("consistency_reference", Reference),
-            ("precision", Precision),
-        ):
-            object.__setattr__(self, name, _enum(kind, name, getattr(self, name)))
+        object.__setattr__(self, "pooling", _enum(Pooling, "pooling", self.pooling))
+        object.__setattr__(self, "precision", _enum(Precision, "precision", self.precision))
         object.__setattr__(self, "method", parse_method(self.method))
-        if self.mlm_weight is None:
-            object.__setattr__(self, "mlm_weight", SIMDE_MLM_WEIGHT if self.method is Method.SIMDE else 0.0)
+        kind = settings_class(self.method)
+        if self.settings is None:
+            object.__setattr__(self, "settings", kind())
+        elif type(self.settings) is not kind:
+            problem = f"{self.method.value} takes {kind.__name__} (lengthwise.training.methods)"
+            raise SettingError("settings", type(self.settings).__name__, problem)
         try:
             Elongation.parse(self.elongate)
         except ValueError:
             raise SettingError("elongate", self.elongate, "use a positive integer, random or twice") from None
-        for name in ("lr", "epochs", "alpha", "warmup_ratio", "mlm_weight", "copy_concat_share", "invariance_weight",
-                     "consistency_weight"):  # fmt: skip
+        for name in ("lr", "epochs", "warmup_ratio"):
             if not math.isfinite(float(getattr(self, name))):
                 raise SettingError(name, getattr(self, name), "must be a finite number")
         checks = [
@@ -289,35 +208,8 @@ class TrainConfig:
             ("epochs", self.epochs > 0, "must be > 0"),
             ("lr", self.lr > 0, "must be > 0, e.g. 3e-5"),
             ("warmup_ratio", 0.0 <= self.warmup_ratio < 1.0, "must lie in [0, 1): a share of the steps"),
-            ("copy_concat_share", 0.0 < self.copy_concat_share <= 1.0, "must lie in (0, 1]: a share of the batches"),
-            (
-                "copy_concat_share",
-                self.copy_concat_share == 1.0 or self.method is Method.COPY_CONCAT,
-                "applies to copy-concat only",
-            ),
             ("eval_attack", self.eval_attack is None or self.eval_attack >= 2, "copies m must be ≥ 2, e.g. 100"),
             ("eval_attack", self.eval_attack is None or bool(self.eval_data), "needs eval_data (the pairs to attack)"),
-            ("invariance_weight", self.invariance_weight >= 0.0, "must be ≥ 0"),
-            ("consistency_weight", self.consistency_weight >= 0.0, "must be ≥ 0"),
-            (
-                "invariance_reference",
-                self.invariance_reference is Reference.TEACHER or self.method is Method.LENGTH_INVARIANT,
-                "applies to length-invariant only",
-            ),
-            (
-                "consistency_reference",
-                self.consistency_reference is None or self.method is Method.LENGTH_INVARIANT,
-                "applies to length-invariant only",
-            ),
-            (
-                "consistency_weight",
-                self.consistency_weight == 0.0 or self.method is Method.LENGTH_INVARIANT,
-                "applies to length-invariant only",
-            ),
-            ("segment_length", self.segment_length >= 1, "must be ≥ 1"),
-            ("alpha", 0.0 <= self.alpha <= 1.0, "must lie in [0, 1]"),
-            ("mlm_weight", self.mlm_loss_weight >= 0.0, "must be ≥ 0"),
-            ("mlm_weight", self.mlm_loss_weight == 0.0 or self.method is Method.SIMDE, "applies to simde only"),
             ("cache_batch", self.cache_batch is None or self.cache_batch >= 1, "must be ≥ 1"),
             ("cache_batch", self.cache_batch is None or self.method is not Method.HICL, "not available for hicl"),
             ("max_examples", self.max_examples is None or self.max_examples >= 2, "must be ≥ 2"),
@@ -340,8 +232,8 @@ class TrainConfig:
 
     @property
     def mlm_loss_weight(self) -> float:
-        """The MLM auxiliary weight in force (the method's default resolved)."""
-        return float(self.mlm_weight or 0.0)
+        """The MLM auxiliary weight in force: SimDE's `mlm_weight`, 0 for every other method."""
+        return float(getattr(self.settings, "mlm_weight", 0.0))
 
     @property
     def effective_pooling(self) -> Pooling | None:
@@ -351,9 +243,12 @@ class TrainConfig:
         return Pooling.CLS if self.method is Method.SIMDE else None
 
     def to_dict(self) -> dict[str, Any]:
-        """The settings as plain JSON values (Enums by their value)."""
-        payload = dataclasses.asdict(self)
-        return {key: value.value if isinstance(value, Enum) else value for key, value in payload.items()}
+        """The settings as plain JSON values (Enums by their value), the method's own flat beside the common ones,
+        as a config file or `config_from_mapping` takes them."""
+        common = {item.name: getattr(self, item.name) for item in dataclasses.fields(self) if item.name != "settings"}
+        payload = {key: value.value if isinstance(value, Enum) else value for key, value in common.items()}
+        assert self.settings is not None  # resolved in __post_init__
+        return {**payload, **self.settings.to_dict()}
 
 
 def _coerce(name: str, kind: Any, value: Any) -> Any:
@@ -384,21 +279,31 @@ def _coerce(name: str, kind: Any, value: Any) -> Any:
 
 
 def config_from_mapping(values: dict[str, Any]) -> TrainConfig:
-    """A `TrainConfig` from a mapping (config file merged with flags) over the defaults of the recipe it names
-    (``recipe``, see `lengthwise.training.recipes`); unknown keys get a one-line error."""
+    """A `TrainConfig` from a flat mapping (config file merged with flags) over the defaults of the recipe it names
+    (``recipe``, see `lengthwise.training.recipes`). The method's own settings (``alpha``, ``invariance_weight``, …)
+    go to its settings class; a setting of another method, or an unknown key, gets a one-line error."""
     from lengthwise.training.recipes import apply_recipe
 
     values = apply_recipe(values)
-    fields = {item.name: item for item in dataclasses.fields(TrainConfig)}
-    hints = typing.get_type_hints(TrainConfig)
-    unknown = sorted(set(values) - set(fields))
+    fields = {item.name for item in dataclasses.fields(TrainConfig)} - {"settings"}
+    own = settings_fields()
+    unknown = sorted(set(values) - fields - set(own))
     if unknown:
-        raise ValueError(f"unknown training setting(s) {', '.join(unknown)}; valid: {', '.join(fields)}")
-    coerced = {name: _coerce(name, hints[name], value) for name, value in values.items()}
-    missing = [name for name in ("method", "data", "out") if name not in coerced]
+        raise ValueError(f"unknown training setting(s) {', '.join(unknown)}; valid: {', '.join([*fields, *own])}")
+    missing = [name for name in ("method", "data", "out") if name not in values]
     if missing:
         raise ValueError(f"training needs {', '.join('--' + name for name in missing)}")
-    return TrainConfig(**coerced)
+    hints = typing.get_type_hints(TrainConfig)
+    common = {name: _coerce(name, hints[name], value) for name, value in values.items() if name in fields}
+    method = parse_method(common["method"])
+    kind = settings_class(method)
+    mine: dict[str, Any] = {}
+    for name in sorted(set(values) & set(own)):
+        owner, _ = own[name]
+        if owner is not kind:
+            raise SettingError(name, values[name], f"applies to {owner.label} only")
+        mine[name] = _coerce(name, typing.get_type_hints(kind)[name], values[name])
+    return TrainConfig(**common, settings=kind(**mine))
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:

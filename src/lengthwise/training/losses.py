@@ -20,7 +20,7 @@ from sentence_transformers.sentence_transformer.losses import (
 )
 from torch import Tensor, nn
 
-from lengthwise.training.config import Denominator, SameSequence
+from lengthwise.training.methods import Denominator, SameSequence
 
 __all__ = ["HiCLLoss", "hicl_loss", "info_nce", "pair_loss", "sequence_vectors"]
 

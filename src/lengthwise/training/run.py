@@ -34,9 +34,17 @@ from lengthwise.core.errors import SettingError
 from lengthwise.core.models import load_model, model_fingerprint, set_max_length
 from lengthwise.core.results import provenance, write_json_atomic
 from lengthwise.training.checkpoints import RunState, complete_checkpoint_step, inspect_run, remove_incomplete
-from lengthwise.training.config import Method, Pooling, Precision, TrainConfig
+from lengthwise.training.config import Pooling, Precision, TrainConfig
 from lengthwise.training.data import read_training_data
 from lengthwise.training.guard import FiniteGuard
+from lengthwise.training.methods import (
+    AnchorChoice,
+    AnchorSettings,
+    CopyConcatSettings,
+    HiCLSettings,
+    LengthInvariantSettings,
+    Reference,
+)
 from lengthwise.training.rows import check_kind, prepare_rows
 from lengthwise.training.schema import TrainRecord
 
@@ -168,10 +176,11 @@ def _build(
     from lengthwise.training.collate import SegmentCollator, ViewCollator
     from lengthwise.training.losses import HiCLLoss, pair_loss
 
-    if config.method is Method.HICL:
-        collator: Any = SegmentCollator(view, config.segment_length)
+    settings = config.settings
+    if isinstance(settings, HiCLSettings):
+        collator: Any = SegmentCollator(view, settings.segment_length)
         loss: Any = HiCLLoss(
-            model, config.alpha, config.same_sequence, config.denominator, gather_across_devices=distributed
+            model, settings.alpha, settings.same_sequence, settings.denominator, gather_across_devices=distributed
         )
         return collator, loss, None
     masker, start = None, None
@@ -182,34 +191,34 @@ def _build(
         from lengthwise.training.mlm import MaskedLMAuxiliary, masked_lm_head
 
         if view.tokenizer.mask_token is None:
-            raise SettingError("mlm_weight", config.mlm_weight, "the tokenizer has no mask token; set mlm_weight=0")
+            problem = "the tokenizer has no mask token; set mlm_weight=0"
+            raise SettingError("mlm_weight", config.mlm_loss_weight, problem)
         masker = DataCollatorForLanguageModeling(view.tokenizer, mlm_probability=0.15)
         head, start = masked_lm_head(model, seed=config.seed, trust_remote_code=config.trust_remote_code)
         model.append(head)
         loss = MaskedLMAuxiliary(loss, model, config.mlm_loss_weight)
-    if config.method is Method.LENGTH_INVARIANT:
-        from lengthwise.training.config import Reference
+    if isinstance(settings, LengthInvariantSettings):
         from lengthwise.training.invariance import LengthInvariantLoss, frozen_teacher
 
         # the teacher holds the starting weights: it is copied before any checkpoint is loaded
-        references = (config.invariance_reference, config.consistency_reference or config.invariance_reference)
-        teacher = frozen_teacher(model) if Reference.TEACHER in references else None
+        distil_from, consistent_with = settings.references
+        teacher_for = (distil_from is Reference.TEACHER, consistent_with is Reference.TEACHER)
         loss = LengthInvariantLoss(
             loss,
             model,
-            teacher,
-            config.invariance_weight,
-            config.consistency_weight,
-            teacher_for=tuple(reference is Reference.TEACHER for reference in references),
+            frozen_teacher(model) if any(teacher_for) else None,
+            settings.invariance_weight,
+            settings.consistency_weight,
+            teacher_for=teacher_for,
         )
     collator = ViewCollator(
         config.method,
         view,
         config.seed,
         config.elongation,
-        config.anchor,
+        settings.anchor if isinstance(settings, AnchorSettings) else AnchorChoice.FIRST,
         mlm=masker,
-        copy_concat_share=config.copy_concat_share,
+        copy_concat_share=settings.copy_concat_share if isinstance(settings, CopyConcatSettings) else 1.0,
     )
     return collator, loss, start
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lengthwise.core.tokens import Elongation, elongate, elongation_factor
-from lengthwise.training.config import AnchorChoice
+from lengthwise.training.methods import AnchorChoice
 
 __all__ = [
     "View",
