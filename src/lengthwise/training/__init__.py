@@ -5,10 +5,16 @@ from __future__ import annotations
 from lengthwise.core.lazy import lazy_exports
 
 _EXPORTS = {
+    "AnchorSettings": "methods",
+    "CopyConcatSettings": "methods",
+    "HiCLSettings": "methods",
+    "LengthInvariantSettings": "methods",
     "Method": "config",
+    "SimDESettings": "methods",
     "TrainConfig": "config",
     "TrainResult": "run",
     "TrainingDiverged": "guard",
+    "config_from_mapping": "config",
     "train": "run",
 }
 __all__ = sorted(_EXPORTS)
