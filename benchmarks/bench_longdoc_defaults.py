@@ -35,12 +35,12 @@ from lengthwise.core.encoder import MultiVectors
 from lengthwise.core.models import load_model, model_fingerprint
 from lengthwise.core.results import environment, write_json_atomic
 from lengthwise.core.scoring import WindowScoring
-from lengthwise.core.textio import open_text
+from lengthwise.core._textio import open_text
 from lengthwise.core.tokens import windows
 from lengthwise.evaluation.data import read_beir
 from lengthwise.evaluation.retrieval import evaluate_retrieval
 from lengthwise.longdoc import LongEncoder, Strategy
-from lengthwise.longdoc.cache import WindowCache
+from lengthwise.longdoc._cache import WindowCache
 from lengthwise.longdoc.pooling import pool_windows
 from lengthwise.longdoc.scoring import score_synthetic
 from lengthwise.longdoc.synthetic import make_synthetic

@@ -30,7 +30,7 @@ from lengthwise.core.scoring import WindowScoring
 from lengthwise.evaluation.data import RetrievalData, read_beir
 from lengthwise.evaluation.retrieval import evaluate_retrieval
 from lengthwise.longdoc import LongEncoder, Strategy
-from lengthwise.longdoc.cache import WindowCache
+from lengthwise.longdoc._cache import WindowCache
 from lengthwise.longdoc.pooling import pool_windows
 
 

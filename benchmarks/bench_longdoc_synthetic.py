@@ -24,7 +24,7 @@ from lengthwise.core.encoder import MultiVectors
 from lengthwise.core.models import load_model, model_fingerprint
 from lengthwise.core.results import environment, write_json_atomic
 from lengthwise.longdoc import LongEncoder, Strategy
-from lengthwise.longdoc.cache import WindowCache
+from lengthwise.longdoc._cache import WindowCache
 from lengthwise.longdoc.pooling import pool_windows
 from lengthwise.longdoc.scoring import score_synthetic
 from lengthwise.longdoc.synthetic import DEFAULT_LENGTHS, make_synthetic

@@ -49,7 +49,7 @@ class StepTimer(TrainerCallback):
 
 def long_texts(path: Path, model_path: str, count: int, min_tokens: int) -> list[str]:
     """The first `count` reviews with at least `min_tokens` tokens, so every sequence fills N."""
-    from lengthwise.core.textio import jsonl_objects
+    from lengthwise.core._textio import jsonl_objects
 
     tokenizer = load_model(model_path, device="cpu").tokenizer
     chosen: list[str] = []

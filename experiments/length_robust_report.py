@@ -204,7 +204,7 @@ def report(out: Path) -> dict[str, Any]:
                "fixes": rows}  # fmt: skip
     write_json_atomic(out / "report.json", payload)
     if "recipe" in rows:  # the recipe model's card states what was measured, beside how it was made
-        from lengthwise.training.card import write_card_section
+        from lengthwise.training._card import write_card_section
 
         model_dir = Path(rows["recipe"]["headline"]["model"])
         note = (

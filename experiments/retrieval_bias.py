@@ -138,8 +138,8 @@ def _default_model() -> str:
 
 
 def report(args: argparse.Namespace) -> None:
-    from lengthwise.audit.report.retrieval import compare_figure, figures, markdown_tables
-    from lengthwise.core.plotting import png_bytes
+    from lengthwise.audit.report._retrieval import compare_figure, figures, markdown_tables
+    from lengthwise.core._plotting import png_bytes
     from lengthwise.core.results import write_bytes_atomic
 
     records = [read_json(path) for path in args.results]

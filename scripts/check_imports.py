@@ -56,7 +56,7 @@ class Import:
 
 
 def module_name(path: Path, root: Path) -> str:
-    """`root/audit/report/attack.py` → ``lengthwise.audit.report.attack``; a package's `__init__` is the package."""
+    """`root/audit/report/_attack.py` → ``lengthwise.audit.report._attack``; a package's `__init__` is the package."""
     parts = [root.name, *path.relative_to(root).with_suffix("").parts]
     if parts[-1] == "__init__":
         parts.pop()

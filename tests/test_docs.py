@@ -69,7 +69,7 @@ def test_links_leaving_docs_become_paths_and_root_pages_point_into_docs(hooks) -
 def test_api_pages_cover_every_public_module_of_each_room(hooks) -> None:
     pages = hooks.api_pages(ROOT)
     core = pages["api/core.md"]
-    assert "::: lengthwise.core.tokens" in core and "::: lengthwise.core.lazy" in core
+    assert "::: lengthwise.core.tokens" in core and "::: lengthwise.core._lazy" in core
     assert "_compat" not in "".join(pages.values())
     assert "| `load_model` | `lengthwise.facade` |" in pages["api/index.md"]
 

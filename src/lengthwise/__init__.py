@@ -7,7 +7,7 @@ Names load on first use (PEP 562), so `import lengthwise` costs no torch import 
 from __future__ import annotations
 
 from lengthwise._version import __version__ as __version__  # re-exported
-from lengthwise.core.lazy import lazy_exports
+from lengthwise.core._lazy import lazy_exports
 
 _EXPORTS = {
     "DEFAULT_MODEL": "lengthwise.core.defaults",

@@ -473,7 +473,7 @@ def _long_objective(
 ) -> tuple[Callable[[LongDocConfig], float], str, dict[str, Any]]:
     """(objective, metric, data description): a synthetic folder's mean Acc@1, else nDCG@10 on a BEIR split."""
     from lengthwise.longdoc import LongEncoder
-    from lengthwise.longdoc.cache import WindowCache
+    from lengthwise.longdoc._cache import WindowCache
     from lengthwise.longdoc.synthetic import META_FILE, read_synthetic
 
     cache = WindowCache(2**30)  # one for every candidate: a window pooled or scored another way is embedded once
@@ -615,8 +615,8 @@ def synthesize(
     """
     from transformers import AutoTokenizer
 
+    from lengthwise.core._textio import open_text
     from lengthwise.core.models import resolve_model_path
-    from lengthwise.core.textio import open_text
     from lengthwise.longdoc.config import LongDocError
     from lengthwise.longdoc.synthetic import check_target, make_synthetic, write_synthetic
 
@@ -738,7 +738,7 @@ def encode(
         shard_docs, batch_size, threads: Documents per shard, windows per forward pass, torch threads per process.
         precision: fp32, or int8 Linear layers on the CPU (recorded in the folder's settings).
         engine: ``"local"`` (this process, or one per entry of `devices`) or ``"ray"``: the same encoder as a Ray
-            Data actor pool (`lengthwise.longdoc.raydata`; the ``lengthwise[ray]`` extra), one actor per GPU, else
+            Data actor pool (`lengthwise.longdoc._raydata`; the ``lengthwise[ray]`` extra), one actor per GPU, else
             `workers` CPU actors; it also writes the window rows as Parquet under ``out/parquet``. A folder keeps
             the engine that made it.
         address: The Ray cluster to join (``ray.init(address)``); None: the one this process runs, else a new
@@ -766,7 +766,7 @@ def encode(
                 "precision": precision}  # fmt: skip
     if engine == "ray":  # the actor count does not change the vectors; the engine decides the files (Parquet)
         from lengthwise.facade import load_model
-        from lengthwise.longdoc.raydata import encode_on_ray
+        from lengthwise.longdoc._raydata import encode_on_ray
 
         settings = {**{k: v for k, v in settings.items() if k != "workers"}, "engine": "ray"}
         job = {"model": str(model), "precision": precision, "threads": threads, "shard_docs": shard_docs,
@@ -815,7 +815,7 @@ def _check_engine(engine: str, devices: Sequence[str | None], workers: int | Non
         raise SettingError("devices", list(devices), "is for --engine local; Ray places one actor per GPU")
     if workers is not None and workers < 1:
         raise SettingError("workers", workers, "must be ≥ 1")
-    from lengthwise.longdoc.raydata import require_ray
+    from lengthwise.longdoc._raydata import require_ray
 
     require_ray()
 

@@ -15,8 +15,8 @@ from lengthwise.audit.config import AuditConfig, DocAuditConfig
 from lengthwise.audit.documents.corpus import DocSet
 from lengthwise.audit.documents.documents import run_doc_audit
 from lengthwise.audit.pairs.attack import run_audit
-from lengthwise.audit.report import doc_plots
-from lengthwise.audit.report import doc_plots as report_docs
+from lengthwise.audit.report import _doc_plots as doc_plots
+from lengthwise.audit.report import _doc_plots as report_docs
 from lengthwise.audit.report.compare import comparison_labels, headline_rows, write_comparison
 from lengthwise.audit.report.page import write_report
 from lengthwise.cli import app

@@ -11,7 +11,7 @@ from lengthwise.audit.config import DocAuditConfig
 from lengthwise.audit.documents.corpus import DocSet
 from lengthwise.audit.documents.documents import run_doc_audit
 from lengthwise.audit.documents.probe import probe_section, truncation_section
-from lengthwise.audit.report import documents as report_docs
+from lengthwise.audit.report import _documents as report_docs
 
 
 def _mostly_cut(n: int = 400, dim: int = 384, window: int = 254, cut_share: float = 0.95) -> tuple[Any, ...]:

@@ -15,7 +15,7 @@ from matplotlib.patches import StepPatch
 
 from lengthwise.audit.config import HistogramSpec
 from lengthwise.audit.pairs.shift import js_distance, similarity_histogram, similarity_shift
-from lengthwise.audit.report.attack import plot_attack, plot_first_k_curve, plot_word_shuffle
+from lengthwise.audit.report._attack import plot_attack, plot_first_k_curve, plot_word_shuffle
 from lengthwise.audit.report.page import load_payload, render_html, write_report
 
 SPEC = HistogramSpec(bins=100, low=-1.0, high=1.0)

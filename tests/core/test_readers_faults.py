@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from lengthwise.core._textio import DataFormatError
 from lengthwise.core.data import read_pairs, read_qrels
-from lengthwise.core.textio import DataFormatError
 
 
 def _beir(folder: Path, docs: list[dict], qrels: str | None) -> Path:
@@ -207,6 +207,6 @@ def test_directory_and_lone_carriage_returns(tmp_path: Path) -> None:
     assert [(p.text1, p.text2) for p in read_pairs(path).pairs] == [("a", "b"), ("c", "d"), ("e", "f")]
     (tmp_path / "docs").mkdir()
     with pytest.raises(DataFormatError, match="is a directory"):
-        from lengthwise.core.textio import open_text
+        from lengthwise.core._textio import open_text
 
         open_text(tmp_path / "docs")

@@ -147,7 +147,7 @@ def test_label_lists_must_match(labelled_folder: Path) -> None:
 def test_few_shot_plots_carry_a_std_band(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from matplotlib.axes import Axes
 
-    from lengthwise.evaluation.plots import plot_bins
+    from lengthwise.evaluation._plots import plot_bins
 
     bands: list[tuple[list[float], list[float]]] = []
     original = Axes.fill_between

@@ -131,7 +131,7 @@ def test_config_round_trips_through_a_dict() -> None:
 
 def test_the_cache_counts_keys_and_overhead_not_only_arrays() -> None:
     # keys were the full id bytes and uncounted: a long corpus of unique windows grew the cache past its cap
-    from lengthwise.longdoc.cache import WindowCache, window_key
+    from lengthwise.longdoc._cache import WindowCache, window_key
 
     cache = WindowCache(max_bytes=10_000)
     for i in range(1000):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lengthwise.core.textio import DataFormatError
+from lengthwise.core._textio import DataFormatError
 from lengthwise.training.data import read_training_data
 
 

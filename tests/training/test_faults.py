@@ -12,10 +12,10 @@ import torch
 from safetensors.torch import load_file
 from transformers import TrainerCallback
 
+from lengthwise.core._textio import DataFormatError
 from lengthwise.core.errors import SettingError
-from lengthwise.core.textio import DataFormatError
+from lengthwise.training._guard import TrainingDiverged
 from lengthwise.training.config import TrainConfig, config_from_mapping
-from lengthwise.training.guard import TrainingDiverged
 from lengthwise.training.run import train
 
 pytest.importorskip("accelerate")

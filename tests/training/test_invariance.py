@@ -101,6 +101,31 @@ def test_each_term_takes_its_own_reference(tiny_model) -> None:
         config_from_mapping({"method": "pairs", "data": "x", "out": "y", "consistency_reference": "self"})
 
 
+def test_retention_holds_the_plain_texts_at_the_teacher(tiny_model) -> None:
+    from lengthwise.training.invariance import LengthInvariantLoss
+
+    class Zero(torch.nn.Module):
+        def forward(self, features, labels=None):
+            return torch.zeros(())
+
+    teacher = frozen_teacher(tiny_model)
+    tiny_model.eval()
+    texts = ["a cat sat on the mat", "the stock market fell"]
+    features = [tiny_model.preprocess(texts) for _ in range(4)]
+    loss = LengthInvariantLoss(Zero(), tiny_model, teacher, weight=0.0, retention_weight=2.0)
+    assert loss(features)["retention"].item() == pytest.approx(0.0, abs=1e-5)  # the student is the teacher
+    with torch.no_grad():
+        for parameter in tiny_model.parameters():
+            parameter.mul_(1.5)
+    held = loss(features)["retention"]
+    assert held.item() > 1e-4
+    held.backward()  # the gradient reaches the student's plain pass, never the teacher
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in tiny_model.parameters())
+    assert all(p.grad is None for p in teacher.parameters())
+    with pytest.raises(ValueError, match="needs a teacher"):
+        LengthInvariantLoss(Zero(), tiny_model, None, teacher_for=(False, False), retention_weight=1.0)
+
+
 def test_the_teacher_is_a_frozen_copy(tiny_model) -> None:
     teacher = frozen_teacher(tiny_model)
     assert not teacher.training and all(not p.requires_grad for p in teacher.parameters())

@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 from transformers import DataCollatorForLanguageModeling, TrainerCallback
 
 from lengthwise.core.embed import TokenView
-from lengthwise.training.collate import ViewCollator
+from lengthwise.training._collate import ViewCollator
 from lengthwise.training.config import Method, TrainConfig, config_from_mapping
 from lengthwise.training.mlm import IGNORE, MaskedLMHead, masked_lm_head
 from lengthwise.training.run import train

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 from lengthwise.cli import app
 from lengthwise.core.embed import TokenView
 from lengthwise.core.errors import SettingError
-from lengthwise.training.card import write_card_section
-from lengthwise.training.collate import ViewCollator
+from lengthwise.training._card import write_card_section
+from lengthwise.training._collate import ViewCollator
 from lengthwise.training.config import Method, config_from_mapping
 from lengthwise.training.recipes import RECIPES
 

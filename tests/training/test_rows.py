@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from lengthwise.core.tokens import content_ids, split_sentences
+from lengthwise.training._rows import prepare_rows, sentence_pieces
+from lengthwise.training._views import coco_dr_view
 from lengthwise.training.config import TrainConfig
 from lengthwise.training.data import TrainingData
-from lengthwise.training.rows import prepare_rows, sentence_pieces
-from lengthwise.training.views import coco_dr_view
 
 TEXT = "The cat sat on the mat. Then it slept for hours!  Did it dream of mice? Yes, it did."
 CORPUS = [TEXT, "Another text about cats and mats. It has sentences too.", "Dreams of mice and hours of sleep."] * 20

@@ -8,9 +8,8 @@ import pytest
 
 from lengthwise.core.embed import TokenView
 from lengthwise.core.tokens import Elongation, segments, split_sentences
-from lengthwise.training.collate import SegmentCollator, ViewCollator, row_rng
-from lengthwise.training.config import Method
-from lengthwise.training.views import (
+from lengthwise.training._collate import SegmentCollator, ViewCollator, row_rng
+from lengthwise.training._views import (
     coco_dr_view,
     copy_concat_view,
     laser_intra_view,
@@ -18,6 +17,7 @@ from lengthwise.training.views import (
     simcse_view,
     simde_view,
 )
+from lengthwise.training.config import Method
 
 SENTENCES = [[1, 2, 3], [4, 5], [6, 7, 8, 9], [10]]
 

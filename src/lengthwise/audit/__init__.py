@@ -8,7 +8,7 @@ one unit (`lengthwise.core.output_set`); `report` renders `audit.json` as plots 
 
 from __future__ import annotations
 
-from lengthwise.core.lazy import lazy_exports
+from lengthwise.core._lazy import lazy_exports
 
 _EXPORTS = {
     "AuditConfig": "config",

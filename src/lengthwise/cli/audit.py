@@ -55,7 +55,7 @@ def _summary_table(payload: Any) -> Table:
 def _diagnostics_table(section: Any) -> Table:
     from rich.table import Table
 
-    from lengthwise.audit.report.documents import summary_rows
+    from lengthwise.audit.report._documents import summary_rows
 
     table = Table(title="Document diagnostics", title_justify="left")
     table.add_column("diagnostic")
@@ -217,7 +217,7 @@ def audit(
     plots and a self-contained OUT/report.html as one set, and prints a summary table.
     """
     from lengthwise.cli.options import check_device
-    from lengthwise.core.textio import DataFormatError
+    from lengthwise.core._textio import DataFormatError
 
     flags = dict(locals())
     flags["switches"] = {
@@ -244,8 +244,8 @@ def _run(job: AuditJob, *, model: str, device: str | None, trust_remote_code: bo
     from transformers.utils import logging as hf_logging
 
     from lengthwise.audit.pairs.attack import NothingElongatedError
+    from lengthwise.core._textio import DataFormatError
     from lengthwise.core.models import ModelLoadError
-    from lengthwise.core.textio import DataFormatError
     from lengthwise.pipelines import audit_model
 
     hf_logging.disable_progress_bar()  # our own progress bar covers the work; weight loading is instant

@@ -2,7 +2,7 @@
 
 Flags → one call, `lengthwise.encode` (`lengthwise.pipelines.encode`) → a printed line; heavy imports happen
 inside the command. Several processes (or devices) split the corpus by position, each writing its own shards;
-`--engine ray` runs the same encoder as a Ray Data actor pool instead (`lengthwise.longdoc.raydata`).
+`--engine ray` runs the same encoder as a Ray Data actor pool instead (`lengthwise.longdoc._raydata`).
 """
 
 from __future__ import annotations

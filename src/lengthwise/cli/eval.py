@@ -181,8 +181,8 @@ def _run(
     """Check the device and `--out`, then make the one library call (`lengthwise.evaluate`) and print."""
     from transformers.utils import logging as hf_logging
 
+    from lengthwise.core._textio import DataFormatError
     from lengthwise.core.models import ModelLoadError
-    from lengthwise.core.textio import DataFormatError
     from lengthwise.pipelines import evaluate
 
     hf_logging.disable_progress_bar()

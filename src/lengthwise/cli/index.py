@@ -59,7 +59,7 @@ def _queries(query: str | None, queries: Path | None) -> list[tuple[str, str]]:
     if query is not None:
         return [("q", query)]
     assert queries is not None
-    from lengthwise.core.textio import checked_text, jsonl_objects
+    from lengthwise.core._textio import checked_text, jsonl_objects
 
     if not queries.is_file():
         raise ValueError(f"--queries {queries}: no such file; pass a JSONL file with _id and text")

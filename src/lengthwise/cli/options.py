@@ -127,7 +127,7 @@ def check_out_dir(path: Path, flag: str = "--out") -> None:
 
 def check_device(device: str | None) -> None:
     """Raise a one-line `SettingError` on ``device`` (shown as ``--device``) when torch cannot use it here."""
-    from lengthwise.core.devices import check_device as check
+    from lengthwise.core._devices import check_device as check
 
     check(device)
 

@@ -1,7 +1,7 @@
 """Text pairs for the audit: the embedded probe set, STS-style TSV/CSV, JSONL pairs, grouped documents and BEIR.
 
 Every reader names the file and line of a malformed row (`DataFormatError`) and checks every text before any
-model work. Files may be gzipped (``.gz``). File reading itself lives in `lengthwise.core.textio`.
+model work. Files may be gzipped (``.gz``). File reading itself lives in `lengthwise.core._textio`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from importlib import resources
 from itertools import combinations
 from pathlib import Path
 
-from lengthwise.core.textio import (
+from lengthwise.core._textio import (
     DataFormatError,
     checked_text,
     delimited_rows,

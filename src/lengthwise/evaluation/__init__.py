@@ -9,7 +9,7 @@ through mteb v2.
 
 from __future__ import annotations
 
-from lengthwise.core.lazy import lazy_exports
+from lengthwise.core._lazy import lazy_exports
 
 _EXPORTS = {
     "LengthBins": "lengthwise.core.bins",

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from lengthwise.core._textio import DataFormatError, jsonl_objects, open_text
 from lengthwise.core.data import PairSet, TextPair, read_pairs, read_qrels
-from lengthwise.core.textio import DataFormatError, jsonl_objects, open_text
 
 __all__ = [
     "LabelledTexts",

@@ -19,9 +19,9 @@ from lengthwise.core.encoder import TextEncoder, as_encoder
 from lengthwise.core.models import model_fingerprint
 from lengthwise.core.output_set import check_output_target, write_output_set
 from lengthwise.core.results import Provenance, json_bytes, provenance
+from lengthwise.evaluation._plots import PLOT_NAMES, write_plots
 from lengthwise.evaluation.classification import ClassificationResult
 from lengthwise.evaluation.config import EvalConfig, Task
-from lengthwise.evaluation.plots import PLOT_NAMES, write_plots
 from lengthwise.evaluation.retrieval import RetrievalResult
 from lengthwise.evaluation.schema import ClassificationEvalRecord, EvalRecord, RetrievalEvalRecord, STSEvalRecord
 from lengthwise.evaluation.sts import STSResult

@@ -8,7 +8,7 @@ passkey / needle tasks and `scoring` scores them as LongEmbed does; `tune` picks
 
 from __future__ import annotations
 
-from lengthwise.core.lazy import lazy_exports
+from lengthwise.core._lazy import lazy_exports
 
 _EXPORTS = {
     "DocumentWindows": "encoder",

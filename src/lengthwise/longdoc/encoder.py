@@ -28,7 +28,7 @@ from lengthwise.core.encoder import MultiVectors
 from lengthwise.core.models import live_patch, position_limit
 from lengthwise.core.scoring import WindowScoring
 from lengthwise.core.tokens import special_tokens, windows
-from lengthwise.longdoc.cache import WindowCache, window_key
+from lengthwise.longdoc._cache import WindowCache, window_key
 from lengthwise.longdoc.config import RECOMMENDED, LongDocConfig, LongDocError, Strategy
 from lengthwise.longdoc.pooling import macro_assignment, pool_windows
 

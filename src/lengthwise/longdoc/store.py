@@ -30,7 +30,7 @@ __all__ = ["EmbeddingStore", "Shard", "check_corpus", "corpus_rows", "encode_cor
 
 MANIFEST = "manifest.json"
 RECORD = ".shard.json"
-PARQUET = "parquet"  # the folder of the window rows (`lengthwise.longdoc.parquet`), one part per shard
+PARQUET = "parquet"  # the folder of the window rows (`lengthwise.longdoc._parquet`), one part per shard
 REPAIR = "rerun `lengthwise encode` with the same settings to repair it"
 
 
@@ -242,7 +242,7 @@ def read_embeddings(folder: str | Path) -> tuple[list[str], np.ndarray | MultiVe
 
 def _corpus_lines(path: str | Path) -> Iterator[tuple[int, str, str]]:
     """(line, id, text) of each document of a JSONL corpus or a text file (see `corpus_rows`)."""
-    from lengthwise.core.textio import checked_text, jsonl_objects, open_text
+    from lengthwise.core._textio import checked_text, jsonl_objects, open_text
 
     path = Path(path)
     if not path.is_file():

@@ -21,7 +21,7 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from lengthwise.core.lazy import lazy_exports
+from lengthwise.core._lazy import lazy_exports
 
 _EXPORTS = {
     "LengthSchedule": "config",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lengthwise.core.lazy import lazy_exports
+from lengthwise.core._lazy import lazy_exports
 
 _EXPORTS = {
     "AnchorSettings": "methods",
@@ -13,7 +13,7 @@ _EXPORTS = {
     "SimDESettings": "methods",
     "TrainConfig": "config",
     "TrainResult": "run",
-    "TrainingDiverged": "guard",
+    "TrainingDiverged": "_guard",
     "config_from_mapping": "config",
     "train": "run",
 }

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lengthwise.core._textio import DataFormatError, checked_text, jsonl_objects, open_text
 from lengthwise.core.data import beir_documents
-from lengthwise.core.textio import DataFormatError, checked_text, jsonl_objects, open_text
 
 __all__ = ["TrainingData", "read_training_data"]
 

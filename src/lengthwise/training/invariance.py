@@ -52,7 +52,11 @@ def frozen_teacher(model: nn.Module) -> nn.Module:
 
 
 class LengthInvariantLoss(nn.Module):
-    """``contrastive + weight · distillation + consistency_weight · consistency``.
+    """``contrastive + weight · distillation + consistency_weight · consistency + retention_weight · retention``.
+
+    Retention pulls each *plain* text's embedding to the frozen teacher's, so that the contrastive term cannot move
+    the space the elongated texts are distilled to (with a teacher reference, the attack's shift is otherwise the
+    gap between the teacher's and the student's own plain cosines).
 
     | inputs | from |
     |---|---|
@@ -74,6 +78,7 @@ class LengthInvariantLoss(nn.Module):
         weight: float = 1.0,
         consistency_weight: float = 0.0,
         teacher_for: tuple[bool, bool] | None = None,
+        retention_weight: float = 0.0,
     ) -> None:
         super().__init__()
         self.contrastive = contrastive
@@ -81,9 +86,10 @@ class LengthInvariantLoss(nn.Module):
         self.teacher = teacher
         self.weight = weight
         self.consistency_weight = consistency_weight
+        self.retention_weight = retention_weight
         # which reference each term uses, (distillation, consistency): the teacher's where one is given, by default
         self.teacher_for = teacher_for if teacher_for is not None else (teacher is not None, teacher is not None)
-        if teacher is None and any(self.teacher_for):
+        if teacher is None and (any(self.teacher_for) or retention_weight > 0):
             raise ValueError("a term that uses the teacher's reference needs a teacher")
 
     def forward(
@@ -111,6 +117,11 @@ class LengthInvariantLoss(nn.Module):
         if self.consistency_weight > 0:
             ref_a, ref_p = reference(self.teacher_for[1])
             parts["consistency"] = self.consistency_weight * consistency_loss(student_a, student_p, ref_a, ref_p)
+        if self.retention_weight > 0:  # the plain texts held where the teacher has them (gradient to the student)
+            ref_a, ref_p = reference(True)
+            plain_a, plain_p = self.model(dict(anchor))[EMBEDDING], self.model(dict(positive))[EMBEDDING]
+            held = (distillation_loss(plain_a, ref_a) + distillation_loss(plain_p, ref_p)) / 2
+            parts["retention"] = self.retention_weight * held
         return parts
 
     @torch.no_grad()

@@ -205,6 +205,13 @@ class LengthInvariantSettings(MethodSettings):
             "enum": Reference,
         },
     )
+    retention_weight: float = field(
+        default=0.0,
+        metadata={
+            "help": "Weight of holding each plain text's embedding at the starting model's (a frozen teacher is kept "
+            "for it): the space the elongated texts are pulled to stays where the teacher has it."
+        },
+    )
     consistency_reference: Reference | None = field(
         default=None,
         metadata={
@@ -217,6 +224,7 @@ class LengthInvariantSettings(MethodSettings):
         return [
             ("invariance_weight", self.invariance_weight >= 0.0, "must be ≥ 0"),
             ("consistency_weight", self.consistency_weight >= 0.0, "must be ≥ 0"),
+            ("retention_weight", self.retention_weight >= 0.0, "must be ≥ 0"),
         ]
 
     @property

@@ -28,15 +28,16 @@ from typing import Any
 import torch
 from sentence_transformers import SentenceTransformer
 
-from lengthwise.core.devices import check_device
+from lengthwise.core._devices import check_device
 from lengthwise.core.embed import TokenView
 from lengthwise.core.errors import SettingError
 from lengthwise.core.models import load_model, model_fingerprint, set_max_length
 from lengthwise.core.results import provenance, write_json_atomic
-from lengthwise.training.checkpoints import RunState, complete_checkpoint_step, inspect_run, remove_incomplete
+from lengthwise.training._checkpoints import RunState, complete_checkpoint_step, inspect_run, remove_incomplete
+from lengthwise.training._guard import FiniteGuard
+from lengthwise.training._rows import check_kind, prepare_rows
 from lengthwise.training.config import Pooling, Precision, TrainConfig
 from lengthwise.training.data import read_training_data
-from lengthwise.training.guard import FiniteGuard
 from lengthwise.training.methods import (
     AnchorChoice,
     AnchorSettings,
@@ -45,7 +46,6 @@ from lengthwise.training.methods import (
     LengthInvariantSettings,
     Reference,
 )
-from lengthwise.training.rows import check_kind, prepare_rows
 from lengthwise.training.schema import TrainRecord
 
 __all__ = ["INSTALL_HINT", "TrainResult", "train"]
@@ -173,7 +173,7 @@ def _build(
     config: TrainConfig, model: SentenceTransformer, view: TokenView, distributed: bool
 ) -> tuple[Any, Any, str | None]:
     """(collator, loss, MLM head start) for the method; SimDE's MLM head is appended to `model` for the run."""
-    from lengthwise.training.collate import SegmentCollator, ViewCollator
+    from lengthwise.training._collate import SegmentCollator, ViewCollator
     from lengthwise.training.losses import HiCLLoss, pair_loss
 
     settings = config.settings
@@ -206,10 +206,11 @@ def _build(
         loss = LengthInvariantLoss(
             loss,
             model,
-            frozen_teacher(model) if any(teacher_for) else None,
+            frozen_teacher(model) if any(teacher_for) or settings.retention_weight > 0 else None,
             settings.invariance_weight,
             settings.consistency_weight,
             teacher_for=teacher_for,
+            retention_weight=settings.retention_weight,
         )
     collator = ViewCollator(
         config.method,
@@ -359,7 +360,7 @@ def train(
 
 def _write_recipe_card(config: TrainConfig, record: TrainRecord, model_dir: Path) -> None:
     """The recipe, its settings, the data and the last dev checks, as a section of ``OUT/model/README.md``."""
-    from lengthwise.training.card import recipe_section, write_card_section
+    from lengthwise.training._card import recipe_section, write_card_section
     from lengthwise.training.recipes import RECIPES
 
     recipe = RECIPES.get(config.recipe or "")

@@ -1,6 +1,6 @@
 """Documents for the document diagnostics: JSONL with a ``text`` field, or plain text with one per line.
 
-Every document is checked before any model work (`lengthwise.core.textio.checked_text`); a bad line raises
+Every document is checked before any model work (`lengthwise.core._textio.checked_text`); a bad line raises
 `DataFormatError` naming the file and the line.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lengthwise.core.textio import DataFormatError, checked_text, open_text
+from lengthwise.core._textio import DataFormatError, checked_text, open_text
 
 __all__ = ["DocSet", "read_docs"]
 

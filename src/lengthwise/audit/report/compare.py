@@ -13,13 +13,13 @@ from typing import Any
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from lengthwise.audit.report import doc_plots as report_docs
-from lengthwise.audit.report import retrieval as report_retrieval
-from lengthwise.audit.report.histograms import histogram_density, histogram_edges, mass_limits, rebin_counts
+from lengthwise.audit.report import _doc_plots as report_docs
+from lengthwise.audit.report import _retrieval as report_retrieval
+from lengthwise.audit.report._histograms import histogram_density, histogram_edges, mass_limits, rebin_counts
 from lengthwise.audit.report.html import escape_html, html_image, html_page, html_table, lengthwise_version
 from lengthwise.audit.schema import AuditPayload
+from lengthwise.core._plotting import finish_axes, new_figure, png_bytes
 from lengthwise.core.output_set import write_output_set
-from lengthwise.core.plotting import finish_axes, new_figure, png_bytes
 
 __all__ = [
     "OUTPUT_NAMES",

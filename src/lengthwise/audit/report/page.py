@@ -13,11 +13,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from lengthwise.audit.report import attack, documents, retrieval
+from lengthwise.audit.report import _attack as attack
+from lengthwise.audit.report import _documents as documents
+from lengthwise.audit.report import _retrieval as retrieval
 from lengthwise.audit.report.html import escape_html, html_kv_table, html_page, lengthwise_version
 from lengthwise.audit.schema import AuditPayload, check_payload
+from lengthwise.core._plotting import png_bytes
 from lengthwise.core.output_set import write_output_set
-from lengthwise.core.plotting import png_bytes
 
 __all__ = [
     "OUTPUT_NAMES",

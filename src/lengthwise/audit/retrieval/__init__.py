@@ -8,7 +8,7 @@ perturbations (dilution, repetition, the relevant sentence at a depth)?
 
 from __future__ import annotations
 
-from lengthwise.core.lazy import lazy_exports
+from lengthwise.core._lazy import lazy_exports
 
 _EXPORTS = {
     "RetrievalAuditConfig": "config",

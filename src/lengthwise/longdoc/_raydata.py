@@ -112,7 +112,7 @@ class ShardWriter:
         self.job = job
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        from lengthwise.longdoc.parquet import parquet_bytes, window_spans, window_table
+        from lengthwise.longdoc._parquet import parquet_bytes, window_spans, window_table
         from lengthwise.longdoc.store import parquet_part
 
         order = np.argsort(batch[_POS], kind="stable")  # corpus order within the shard, whatever the sort did

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lengthwise.audit.report import doc_plots
-from lengthwise.audit.report.doc_plots import (
+from lengthwise.audit.report import _doc_plots as doc_plots
+from lengthwise.audit.report._doc_plots import (
     EXPLANATIONS,
     TITLES,
 )

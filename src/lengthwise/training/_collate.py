@@ -16,9 +16,7 @@ import torch
 
 from lengthwise.core.embed import TokenView, batch_features
 from lengthwise.core.tokens import Elongation, content_ids, segments
-from lengthwise.training.config import Method
-from lengthwise.training.methods import AnchorChoice
-from lengthwise.training.views import (
+from lengthwise.training._views import (
     View,
     coco_dr_view,
     copy_concat_view,
@@ -28,6 +26,8 @@ from lengthwise.training.views import (
     simcse_view,
     simde_view,
 )
+from lengthwise.training.config import Method
+from lengthwise.training.methods import AnchorChoice
 
 __all__ = ["SegmentCollator", "ViewCollator", "row_rng"]
 

@@ -15,8 +15,8 @@ from matplotlib import colormaps
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from lengthwise.audit.report.histograms import ELONGATED_COLOR, ORIGINAL_COLOR
-from lengthwise.core.plotting import finish_axes, new_figure
+from lengthwise.audit.report._histograms import ELONGATED_COLOR, ORIGINAL_COLOR
+from lengthwise.core._plotting import finish_axes, new_figure
 
 __all__ = [
     "EXPLANATIONS",

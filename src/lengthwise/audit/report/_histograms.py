@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from matplotlib.axes import Axes
 
-from lengthwise.core.plotting import finish_axes
+from lengthwise.core._plotting import finish_axes
 
 __all__ = [
     "ELONGATED_COLOR",

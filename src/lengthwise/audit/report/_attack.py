@@ -2,7 +2,7 @@
 
 Plots are drawn from the stored histogram counts with object-oriented matplotlib (no pyplot state). The page
 is assembled by `lengthwise.audit.report.page`; this module imports only the leaves (`html`, `histograms`,
-`lengthwise.core.plotting`).
+`lengthwise.core._plotting`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from lengthwise.audit.report.histograms import (
+from lengthwise.audit.report._histograms import (
     ELONGATED_COLOR,
     ORIGINAL_COLOR,
     SHUFFLED_COLOR,
@@ -26,7 +26,7 @@ from lengthwise.audit.report.histograms import (
 )
 from lengthwise.audit.report.html import cells, escape_html, html_image, html_kv_table, html_table
 from lengthwise.audit.schema import AttackSection, AuditPayload, ShiftSection
-from lengthwise.core.plotting import finish_axes, new_figure, png_bytes
+from lengthwise.core._plotting import finish_axes, new_figure, png_bytes
 
 __all__ = [
     "PNG_NAMES",

@@ -14,10 +14,10 @@ from matplotlib import colormaps
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from lengthwise.audit.report.histograms import ELONGATED_COLOR, ORIGINAL_COLOR, SHUFFLED_COLOR
+from lengthwise.audit.report._histograms import ELONGATED_COLOR, ORIGINAL_COLOR, SHUFFLED_COLOR
 from lengthwise.audit.report.html import escape_html, html_image, html_kv_table, html_table
 from lengthwise.audit.retrieval.result import format_p, verdicts
-from lengthwise.core.plotting import finish_axes, new_figure
+from lengthwise.core._plotting import finish_axes, new_figure
 
 __all__ = [
     "COMPARE_PNG",
