@@ -1,5 +1,6 @@
 """`lengthwise encode --engine ray`: the same vectors as one local process, the same shards, Parquet window rows,
-resume after a lost shard record, and the install hint without Ray. A 2-CPU local Ray cluster, the tiny model."""
+resume after a lost shard record, a worker killed mid-shard, and the install hint without Ray. A 2-CPU local Ray
+cluster, the tiny model."""
 
 from __future__ import annotations
 
@@ -122,6 +123,47 @@ def test_a_rerun_embeds_only_the_shard_whose_record_is_gone(cluster: Any, tiny_m
     assert sorted(rows["doc_id"]) == sorted(ids) and set(rows["window"]) == {0}
     assert all(start == 0 < end for start, end in zip(rows["start"], rows["end"], strict=True))
     assert _encode(corpus, out, tiny_model_dir, "ray", long="chunk-mean") == 0
+
+
+def test_a_worker_killed_mid_shard_loses_and_duplicates_nothing(
+    multi: dict[str, Path], tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A live kill: the first actor to finish a shard dies (``os._exit``) after writing its vectors, ids and Parquet
+    part but before the shard's record. Ray restarts the actor and retries the shard; the run's documents are each
+    written once, in corpus order, with the vectors of one local process."""
+    import lengthwise.pipelines
+    from lengthwise.longdoc.store import read_embeddings
+
+    marker = tmp_path / "killed"
+
+    def dying_loader(name: str, **options: Any) -> Any:  # runs in each actor (cloudpickled by value)
+        import os
+
+        import lengthwise.longdoc.store as store
+        from lengthwise.core.models import load_model
+
+        write_record = store.write_json_atomic
+
+        def die_once(path: Path, payload: Any) -> Path:
+            try:
+                os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))  # only the first record, ever
+            except FileExistsError:
+                return write_record(path, payload)
+            os._exit(1)  # the worker process dies here: shard files written, no record
+
+        store.write_json_atomic = die_once
+        return load_model(name, **options)
+
+    monkeypatch.setattr(lengthwise.pipelines, "load_model", dying_loader)
+    out = tmp_path / "ray"
+    assert _encode(multi["corpus"], out, tiny_model_dir, "ray", workers=2) == COUNT
+    assert marker.exists()  # a worker did die
+    ids, killed = read_embeddings(out)
+    ids_local, local = read_embeddings(multi["local"])
+    assert ids == ids_local  # each document once, in corpus order
+    np.testing.assert_array_equal(killed.offsets, local.offsets)
+    assert _cosines(killed.vectors, local.vectors).min() >= 0.9999
+    assert len(list(out.glob("*.shard.json"))) == 3 and len(list((out / "parquet").glob("*.parquet"))) == 3
 
 
 def test_bad_input_gives_the_local_one_line_error(cluster: Any, tiny_model_dir: Path, tmp_path: Path) -> None:
