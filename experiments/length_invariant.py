@@ -54,6 +54,12 @@ ARMS: dict[str, dict[str, Any]] = {
     "mix-w4-c4": {"invariance_weight": 4.0, "consistency_weight": 4.0, "consistency_reference": "self"},
     "retain-w1-r1": {"invariance_weight": 1.0, "retention_weight": 1.0},
     "retain-w1-c4-r1": {"invariance_weight": 1.0, "consistency_weight": 4.0, "retention_weight": 1.0},
+    "self-w1-c4-r1": {
+        "invariance_weight": 1.0,
+        "consistency_weight": 4.0,
+        "invariance_reference": "self",
+        "retention_weight": 1.0,
+    },
 }
 REPO = Path(__file__).resolve().parents[1]
 
