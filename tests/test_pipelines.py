@@ -1,6 +1,6 @@
 """A Python user gets what the CLI gets with one call: the CLI and the one library call write the same record
-(timestamps and wall time aside) for eval (TempScale and long documents together), tempscale tune, audit, encode
-and train."""
+(timestamps and wall time aside) for eval (TempScale and long documents together), tempscale tune, bake and save,
+audit, encode and train."""
 
 from __future__ import annotations
 
@@ -84,6 +84,28 @@ def test_tempscale_tune_cli_and_python_write_the_same_record(tiny_model_dir: Pat
     assert [point["t"] for point in cli["result"]["curve"]] == [0.7, 1.0]
     assert cli == py
     assert sorted(p.name for p in py_out.iterdir()) == ["tune.json", "tune.png"]
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_tempscale_bake_and_save_cli_and_python_write_the_same_model(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from lengthwise.pipelines import bake, save_tempscaled
+
+    model = ["--model", str(tiny_model_dir), "--t", "0.7"]
+    run = CliRunner().invoke(app, ["tempscale", "bake", *model, "--out", str(tmp_path / "cli-bake")])
+    assert run.exit_code == 0, run.output
+    result = bake(tiny_model_dir, 0.7, tmp_path / "py-bake")
+    assert result.t == 0.7 and result.max_difference is not None and result.max_difference <= 1e-5
+    assert f"{result.max_difference:.2e}" in run.output
+    cli, py = _files(tmp_path / "cli-bake"), _files(tmp_path / "py-bake")
+    assert cli.keys() == py.keys() and "model.safetensors" in cli
+    assert cli == py  # the same weights and the same TempScale record, byte for byte
+    run = CliRunner().invoke(app, ["tempscale", "save", *model, "--out", str(tmp_path / "cli-save")])
+    assert run.exit_code == 0, run.output
+    assert save_tempscaled(tiny_model_dir, 0.7, tmp_path / "py-save") is None
+    assert _files(tmp_path / "cli-save") == _files(tmp_path / "py-save")
 
 
 def test_audit_cli_and_python_write_the_same_record(tiny_model_dir: Path, tmp_path: Path) -> None:

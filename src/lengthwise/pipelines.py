@@ -42,12 +42,15 @@ if TYPE_CHECKING:
     from lengthwise.tempscale.tune import TuneSpec
 
 __all__ = [
+    "BakeResult",
     "EncoderSetup",
     "LongIndex",
     "audit_model",
+    "bake",
     "build_encoder",
     "encode",
     "evaluate",
+    "save_tempscaled",
     "score_long_task",
     "synthesize",
     "tune_long_documents",
@@ -466,6 +469,102 @@ def tune_tempscale(
         files = {"tune.json": json_bytes(record), "tune.png": figure.getvalue()}
         write_output_set(out, files, TUNE_FILES, what="a TempScale tuning")
     return record
+
+
+@dataclass(frozen=True)
+class BakeResult:
+    """What `bake` wrote: the folder, the t its weights carry (the product of `steps` after a rebake), the note on
+    TempScale settings saved with the source that were set aside, and the largest difference between the baked
+    model's embeddings and the run-time patch's over the probe texts (None: not verified)."""
+
+    out: Path
+    t: float
+    steps: tuple[float, ...]
+    ignored: str | None
+    max_difference: float | None
+
+
+def _untouched_model(model: str | os.PathLike[str], device: str | None, trust_remote_code: bool) -> tuple[Any, Any]:
+    """The model without any TempScale saved beside it, and those settings (None when there were none)."""
+    from lengthwise.facade import load_model
+    from lengthwise.tempscale import remove_tempscale
+
+    loaded = load_model(model, device=device, trust_remote_code=trust_remote_code)
+    return loaded, remove_tempscale(loaded)
+
+
+def bake(
+    model: str | os.PathLike[str],
+    t: float | TempScaleConfig,
+    out: str | os.PathLike[str],
+    *,
+    rebake: bool = False,
+    verify: bool = True,
+    device: str | None = None,
+    trust_remote_code: bool = False,
+) -> BakeResult:
+    """Fold TempScale's t into the weights and save a plain sentence-transformers model (= ``lengthwise tempscale
+    bake``): the query projections (and MPNet's relative position bias) are divided by t. With `verify`, the saved
+    model's embeddings of the probe texts must equal the run-time patch's (within 1e-5), else `TempScaleError`.
+    Schedules and query ≠ document temperatures cannot be baked; `out` must not be the model itself, and an already
+    baked model needs `rebake` (the record then holds the product of the t's). Refusals come before the model loads.
+    """
+    from lengthwise.core.models import resolve_model_path
+    from lengthwise.tempscale import TempScaleError, bake_tempscale
+    from lengthwise.tempscale.persist import bake_plan
+
+    config = _tempscale_config(t)
+    assert config is not None
+    out = Path(out)
+    source = Path(resolve_model_path(model))
+    folder = source if source.is_dir() else None
+    total, steps = bake_plan(config, out, folder, stack=rebake)
+    _check_out(out, _writable_folder)
+    loaded, ignored = _untouched_model(model, device, trust_remote_code)
+    bake_tempscale(loaded, config, out, source=folder, stack=rebake)
+    difference = _bake_difference(loaded, config, out) if verify else None
+    if difference is not None and difference > 1e-5:
+        raise TempScaleError(f"baked weights differ from the run-time patch by {difference:.2e} (> 1e-5); do not "
+                             f"use {out}")  # fmt: skip
+    return BakeResult(out, total.t, tuple(steps), None if ignored is None else str(ignored), difference)
+
+
+def _bake_difference(model: SentenceTransformer, config: TempScaleConfig, out: Path) -> float:
+    """Largest |baked − run-time| over the embeddings of the probe texts."""
+    import numpy as np
+    from sentence_transformers import SentenceTransformer
+
+    from lengthwise.core.data import default_probe_pairs
+    from lengthwise.tempscale import tempscale
+
+    texts = sorted({p.text1 for p in default_probe_pairs().pairs})[:64]
+    with tempscale(model, config):
+        patched = model.encode(texts, convert_to_numpy=True)
+    baked = SentenceTransformer(str(out), device=str(model.device)).encode(texts, convert_to_numpy=True)
+    return float(np.abs(baked - patched).max())
+
+
+def save_tempscaled(
+    model: str | os.PathLike[str],
+    t: float | TempScaleConfig,
+    out: str | os.PathLike[str],
+    *,
+    device: str | None = None,
+    trust_remote_code: bool = False,
+) -> str | None:
+    """Save the model with its TempScale settings beside the original weights (= ``lengthwise tempscale save``);
+    lengthwise's `load_model` re-applies them, a plain sentence-transformers load gives the untouched model. Any
+    configuration can be saved, schedules included. Returns the note on TempScale settings the source already had
+    (set aside), or None."""
+    from lengthwise.tempscale import save_tempscale, tempscale
+
+    config = _tempscale_config(t)
+    out = Path(out)
+    _check_out(out, _writable_folder)
+    loaded, ignored = _untouched_model(model, device, trust_remote_code)
+    with tempscale(loaded, config):
+        save_tempscale(loaded, out)
+    return None if ignored is None else str(ignored)
 
 
 def _long_objective(

@@ -131,7 +131,7 @@ def test_a_worker_killed_mid_shard_loses_and_duplicates_nothing(
     """A live kill: the first actor to finish a shard dies (``os._exit``) after writing its vectors, ids and Parquet
     part but before the shard's record. Ray restarts the actor and retries the shard; the run's documents are each
     written once, in corpus order, with the vectors of one local process."""
-    import lengthwise.pipelines
+    import lengthwise.facade
     from lengthwise.longdoc.store import read_embeddings
 
     marker = tmp_path / "killed"
@@ -154,7 +154,7 @@ def test_a_worker_killed_mid_shard_loses_and_duplicates_nothing(
         store.write_json_atomic = die_once
         return load_model(name, **options)
 
-    monkeypatch.setattr(lengthwise.pipelines, "load_model", dying_loader)
+    monkeypatch.setattr(lengthwise.facade, "load_model", dying_loader)  # what `encode` hands the actors
     out = tmp_path / "ray"
     assert _encode(multi["corpus"], out, tiny_model_dir, "ray", workers=2) == COUNT
     assert marker.exists()  # a worker did die

@@ -1,6 +1,7 @@
 """The `lengthwise` Typer application: the root command, its version flag and the entry point.
 
-Each command lives in a module of its own under `lengthwise.cli`, which registers it on this `app`.
+Each command lives in a module of its own under `lengthwise.cli`, which registers it on this `app`; a module
+with several subcommands (`lengthwise tempscale tune`, …) makes its own group with `command_group`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,12 @@ app = typer.Typer(
     # (about 0.25 s, more than the whole start-up budget of `lengthwise --help`)
     rich_markup_mode=None,
 )
+
+
+def command_group(description: str) -> typer.Typer:
+    """A group of subcommands, as the root app makes them: --help when called bare, no shell completion,
+    plain tracebacks."""
+    return typer.Typer(help=description, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
 
 def _version(value: bool) -> None:

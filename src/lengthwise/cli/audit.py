@@ -16,7 +16,14 @@ from lengthwise.audit.pairs.presets import Preset
 from lengthwise.audit.retrieval.config import RetrievalAuditConfig
 from lengthwise.cli.app import app
 from lengthwise.cli.console import console, escape, fail, say
-from lengthwise.cli.options import PrecisionOption, field_default, field_option, setting_message
+from lengthwise.cli.options import (
+    DeviceOption,
+    ModelOption,
+    PrecisionOption,
+    field_default,
+    field_option,
+    setting_message,
+)
 from lengthwise.core.defaults import DEFAULT_MODEL
 from lengthwise.core.errors import SettingError
 
@@ -126,7 +133,7 @@ def _job(flags: dict[str, Any]) -> AuditJob:
 
 @app.command()
 def audit(
-    model: Annotated[str, typer.Option("--model", "-m", help="Model directory or Hugging Face id.")] = DEFAULT_MODEL,
+    model: ModelOption = DEFAULT_MODEL,
     pairs: Annotated[Path | None, field_option(AuditJob, "pairs", "--pairs", "-p")] = None,
     out: Annotated[Path, field_option(AuditJob, "out", "--out", "-o")] = field_default(AuditJob, "out"),
     elongate: Annotated[str, field_option(AuditConfig, "elongation", "--elongate", "-e")] = "100",
@@ -157,7 +164,7 @@ def audit(
     ),
     batch_size: Annotated[int, field_option(AuditConfig, "batch_size")] = field_default(AuditConfig, "batch_size"),
     seed: Annotated[int, field_option(AuditConfig, "seed")] = field_default(AuditConfig, "seed"),
-    device: Annotated[str | None, typer.Option("--device", help="cpu, cuda, mps… Default: best available.")] = None,
+    device: DeviceOption = None,
     precision: PrecisionOption = "fp32",
     trust_remote_code: Annotated[
         bool,

@@ -14,38 +14,23 @@ import typer
 
 from lengthwise.cli.console import console
 from lengthwise.cli.console import fail as _fail
-from lengthwise.cli.longdoc import (
-    FuseOption,
-    LongOption,
-    MacroOption,
-    ScalesOption,
-    SentenceOption,
-    StrideOption,
-    TopKOption,
-    WindowOption,
-    long_config,
-)
-from lengthwise.cli.options import PrecisionOption, check_device, check_out_dir, setting_message
+from lengthwise.cli.longdoc import long_options
+from lengthwise.cli.options import ModelOption, PrecisionOption, check_device, check_out_dir, setting_message
 from lengthwise.core.defaults import DEFAULT_MODEL
+from lengthwise.longdoc.config import LongDocConfig
 
 __all__ = ["encode"]
 
 
+@long_options
 def encode(
     data: Annotated[
         Path,
         typer.Option("--data", "-d", help="corpus.jsonl (_id, text, title), a BEIR folder, or a .txt, one per line."),
     ],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (resumed when it exists).")],
-    long: LongOption = "default",
-    window: WindowOption = None,
-    stride: StrideOption = None,
-    top_k: TopKOption = None,
-    scales: ScalesOption = None,
-    fuse_mean: FuseOption = None,
-    sentence_cuts: SentenceOption = False,
-    macro_window: MacroOption = None,
-    model: Annotated[str, typer.Option("--model", "-m", help="Model directory or Hugging Face id.")] = DEFAULT_MODEL,
+    long: LongDocConfig,
+    model: ModelOption = DEFAULT_MODEL,
     shard_docs: Annotated[int, typer.Option("--shard-docs", help="Documents per shard file.")] = 1000,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Windows per forward pass.")] = 32,
     devices: Annotated[
@@ -83,17 +68,16 @@ def encode(
 
     targets = [d.strip() for d in devices.split(",") if d.strip()] if devices is not None else [None]
     try:
-        config = long_config(long, window, stride, top_k, sentence_cuts, macro_window, scales, fuse_mean)
         for device in targets:
             try:
                 check_device(device)
             except SettingError as err:  # the flag here is --devices
                 raise SettingError("devices", devices, err.problem) from None
         check_out_dir(out)
-        written = encode_corpus(data, out, model, long=config, devices=targets, shard_docs=shard_docs,
+        written = encode_corpus(data, out, model, long=long, devices=targets, shard_docs=shard_docs,
                                 batch_size=batch_size, threads=threads, precision=precision, engine=engine,
                                 address=address, workers=workers, show_progress=console.is_terminal,
                                 on_note=note)  # fmt: skip
     except (ValueError, ModelLoadError) as err:  # SettingError, LongDocError, DataFormatError: ValueErrors
         _fail(setting_message(err))
-    console.print(f"embedded {written} new documents into {out} ({config.describe()})", highlight=False)
+    console.print(f"embedded {written} new documents into {out} ({long.describe()})", highlight=False)

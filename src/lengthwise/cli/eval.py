@@ -15,7 +15,10 @@ import typer
 from lengthwise.cli.console import console
 from lengthwise.cli.console import fail as _fail
 from lengthwise.cli.options import (
+    DeviceOption,
+    ModelOption,
     PrecisionOption,
+    TrustOption,
     check_device,
     check_out_dir,
     field_default,
@@ -65,7 +68,7 @@ def _number(value: float | None) -> str:
 def evaluate(
     task: Annotated[Task, field_option(EvalConfig, "task", "--task", "-t")],
     data: Annotated[str, field_option(EvalConfig, "data", "--data", "-d")],
-    model: Annotated[str, typer.Option("--model", "-m", help="Model directory or Hugging Face id.")] = DEFAULT_MODEL,
+    model: ModelOption = DEFAULT_MODEL,
     out: Annotated[
         Path,
         typer.Option(
@@ -99,11 +102,9 @@ def evaluate(
     max_length: Annotated[int | None, typer.Option("--max-length", help="Model max length N (specials incl.).")] = None,
     batch_size: Annotated[int, field_option(EvalConfig, "batch_size")] = field_default(EvalConfig, "batch_size"),
     seed: Annotated[int, field_option(EvalConfig, "seed")] = field_default(EvalConfig, "seed"),
-    device: Annotated[str | None, typer.Option("--device", help="cpu, cuda, mps… Default: best available.")] = None,
+    device: DeviceOption = None,
     precision: PrecisionOption = "fp32",
-    trust_remote_code: Annotated[
-        bool, typer.Option("--trust-remote-code", help="Allow the model repository's own code to run.")
-    ] = False,
+    trust_remote_code: TrustOption = False,
     tempscale: Annotated[
         float | None,
         typer.Option(

@@ -10,16 +10,12 @@ from typing import Annotated
 
 import typer
 
+from lengthwise.cli.app import command_group
 from lengthwise.cli.console import console
 from lengthwise.cli.console import fail as _fail
 from lengthwise.cli.options import quiet_loading, setting_message
 
-app = typer.Typer(
-    help="Index the window vectors of `lengthwise encode` for document search (FAISS or USearch).",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+app = command_group("Index the window vectors of `lengthwise encode` for document search (FAISS or USearch).")
 
 __all__ = ["app", "search"]
 

@@ -6,14 +6,20 @@ happen inside the commands.
 
 from __future__ import annotations
 
+import inspect
+import typing
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from lengthwise.cli.app import command_group
 from lengthwise.cli.console import console
 from lengthwise.cli.console import fail as _fail
 from lengthwise.cli.options import (
+    DeviceOption,
+    ModelOption,
     PrecisionOption,
     check_device,
     check_out_dir,
@@ -27,15 +33,10 @@ from lengthwise.longdoc.config import LongDocConfig
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-app = typer.Typer(
-    help="Long documents (METHODS §5): synthetic passkey/needle tasks, LongEmbed-style scores, tune and save.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
+app = command_group(
+    "Long documents (METHODS §5): synthetic passkey/needle tasks, LongEmbed-style scores, tune and save."
 )
 
-ModelOption = Annotated[str, typer.Option("--model", "-m", help="Model directory or Hugging Face id.")]
-DeviceOption = Annotated[str | None, typer.Option("--device", help="cpu, cuda, mps… Default: best available.")]
 LongOption = Annotated[str, field_option(LongDocConfig, "strategy", "--long")]
 WindowOption = Annotated[int | None, field_option(LongDocConfig, "window")]
 StrideOption = Annotated[int | None, field_option(LongDocConfig, "stride")]
@@ -44,6 +45,18 @@ ScalesOption = Annotated[str | None, field_option(LongDocConfig, "scales")]
 FuseOption = Annotated[float | None, field_option(LongDocConfig, "fuse_mean")]
 SentenceOption = Annotated[bool, field_option(LongDocConfig, "sentence_cuts", "--sentence-cuts")]
 MacroOption = Annotated[int | None, field_option(LongDocConfig, "macro_window")]
+
+# The long-document flags, in the order --help lists them: (parameter, annotation, default).
+_LONG_FLAGS: tuple[tuple[str, Any, Any], ...] = (
+    ("long", LongOption, "default"),
+    ("window", WindowOption, None),
+    ("stride", StrideOption, None),
+    ("top_k", TopKOption, None),
+    ("scales", ScalesOption, None),
+    ("fuse_mean", FuseOption, None),
+    ("sentence_cuts", SentenceOption, False),
+    ("macro_window", MacroOption, None),
+)
 
 
 def long_config(
@@ -69,6 +82,29 @@ def long_config(
         "fuse_mean": fuse_mean,
     }
     return base.updated(**{k: v for k, v in given.items() if v is not None})
+
+
+def long_options(command: Callable[..., None]) -> Callable[..., None]:
+    """`command` with the long-document flags (--long, --window, … --macro-window) in place of its parameter
+    ``long: LongDocConfig``, which it receives built by `long_config`; a bad value is a one-line error before
+    the command runs. Every command that reads long documents takes the same flags this way."""
+    hints = typing.get_type_hints(command, include_extras=True)  # the modules' annotations are strings
+    own = [p.replace(annotation=hints[p.name]) for p in inspect.signature(command).parameters.values()]
+    at = [p.name for p in own].index("long")
+    keyword = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    flags = [inspect.Parameter(name, keyword, annotation=kind, default=value) for name, kind, value in _LONG_FLAGS]
+
+    def run(**values: Any) -> None:
+        given = {name: values.pop(name) for name, _, _ in _LONG_FLAGS}
+        try:
+            config = long_config(given.pop("long"), macro=given.pop("macro_window"), **given)
+        except ValueError as err:  # LongDocError, or --scales that are not integers
+            _fail(setting_message(err))
+        command(long=config, **values)
+
+    run.__signature__ = inspect.Signature([*own[:at], *flags, *own[at + 1 :]])  # type: ignore[attr-defined]
+    run.__doc__, run.__name__ = command.__doc__, command.__name__
+    return run
 
 
 def _numbers(text: str, flag: str, kind: type, example: str) -> tuple:
@@ -151,16 +187,10 @@ def synth(
 
 
 @app.command("eval")
+@long_options
 def evaluate(
     data: Annotated[Path, typer.Option("--data", "-d", help="A folder written by `lengthwise longdoc synth`.")],
-    long: LongOption = "default",
-    window: WindowOption = None,
-    stride: StrideOption = None,
-    top_k: TopKOption = None,
-    scales: ScalesOption = None,
-    fuse_mean: FuseOption = None,
-    sentence_cuts: SentenceOption = False,
-    macro_window: MacroOption = None,
+    long: LongDocConfig,
     model: ModelOption = DEFAULT_MODEL,
     out: Annotated[Path, typer.Option("--out", "-o", help="Output directory.")] = Path("lengthwise-longdoc"),
     batch_size: Annotated[int, typer.Option("--batch-size", help="Windows per forward pass.")] = 32,
@@ -174,16 +204,15 @@ def evaluate(
     quiet_loading()
 
     try:
-        config = long_config(long, window, stride, top_k, sentence_cuts, macro_window, scales, fuse_mean)
         check_device(device)
         check_out_dir(out)
-        result, record = score_long_task(data, model, long=config, out=out, batch_size=batch_size, device=device,
+        result, record = score_long_task(data, model, long=long, out=out, batch_size=batch_size, device=device,
                                          precision=precision, show_progress=console.is_terminal)  # fmt: skip
     except (ValueError, ModelLoadError) as err:
         _fail(setting_message(err))
     lengths = "  ".join(f"{k}: {v:.1f}" for k, v in result.by_length.items())
     task = record["provenance"]["data"].get("task", "task")
-    console.print(f"{task} {config.describe()}: mean Acc@1 {result.mean:.2f}  ({lengths})", highlight=False)
+    console.print(f"{task} {long.describe()}: mean Acc@1 {result.mean:.2f}  ({lengths})", highlight=False)
     console.print(f"wrote {out / 'results.json'}", highlight=False)
 
 
@@ -259,16 +288,10 @@ def tune(
 
 
 @app.command()
+@long_options
 def save(
     out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the model and its long-document choice.")],
-    long: LongOption = "default",
-    window: WindowOption = None,
-    stride: StrideOption = None,
-    top_k: TopKOption = None,
-    scales: ScalesOption = None,
-    fuse_mean: FuseOption = None,
-    sentence_cuts: SentenceOption = False,
-    macro_window: MacroOption = None,
+    long: LongDocConfig,
     model: ModelOption = DEFAULT_MODEL,
     device: DeviceOption = None,
 ) -> None:
@@ -278,11 +301,10 @@ def save(
     from lengthwise.longdoc.persist import save_longdoc
 
     try:
-        config = long_config(long, window, stride, top_k, sentence_cuts, macro_window, scales, fuse_mean)
         check_out_dir(out)
         loaded = _load(model, device)
-        LongEncoder(loaded, config).spans([1] * 8)  # checks the window and stride against this model
-        save_longdoc(loaded, config, out)
+        LongEncoder(loaded, long).spans([1] * 8)  # checks the window and stride against this model
+        save_longdoc(loaded, long, out)
     except (ValueError, ModelLoadError) as err:
         _fail(setting_message(err))
-    console.print(f"wrote {out} with {config.describe()}", highlight=False)
+    console.print(f"wrote {out} with {long.describe()}", highlight=False)

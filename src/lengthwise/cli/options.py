@@ -17,7 +17,10 @@ import typer
 
 __all__ = [
     "FLAGS",
+    "DeviceOption",
+    "ModelOption",
     "PrecisionOption",
+    "TrustOption",
     "check_device",
     "check_out_dir",
     "field_default",
@@ -71,6 +74,9 @@ def field_option(config: type, name: str, *flags: str, **kwargs: Any) -> Any:
     return typer.Option(*(flags or (f"--{name.replace('_', '-')}",)), help=field_help(config, name), **kwargs)
 
 
+ModelOption = Annotated[str, typer.Option("--model", "-m", help="Model directory or Hugging Face id.")]
+DeviceOption = Annotated[str | None, typer.Option("--device", help="cpu, cuda, mps… Default: best available.")]
+TrustOption = Annotated[bool, typer.Option("--trust-remote-code", help="Allow the model repository's own code to run.")]
 PrecisionOption = Annotated[
     str,
     typer.Option(

@@ -9,35 +9,32 @@ and (for ``bake``) the source model are checked before any model is loaded.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
+from lengthwise.cli.app import command_group
 from lengthwise.cli.console import console
 from lengthwise.cli.console import fail as _fail
-from lengthwise.cli.options import PrecisionOption, field_default, field_help, setting_message
+from lengthwise.cli.options import (
+    ModelOption,
+    PrecisionOption,
+    TrustOption,
+    field_default,
+    field_help,
+    setting_message,
+)
 from lengthwise.core.defaults import DEFAULT_MODEL
 from lengthwise.evaluation.config import Task
 from lengthwise.tempscale.config import TempScaleConfig
 from lengthwise.tempscale.tune import Side, TuneSpec
 
-if TYPE_CHECKING:
-    from sentence_transformers import SentenceTransformer
-
-
-app = typer.Typer(
-    help="TempScale: divide attention logits by a temperature t (METHODS §2) — tune, bake or save it.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+app = command_group("TempScale: divide attention logits by a temperature t (METHODS §2) — tune, bake or save it.")
 
 _USUAL_T = (0.25, 4.0)  # outside it a temperature is allowed but unusual: the command says so
 
 
-ModelOption = Annotated[str, typer.Option("--model", "-m", help="Model directory or Hugging Face id.")]
 DeviceOption = Annotated[str | None, typer.Option("--device", help="cpu, cuda, cuda:N, mps… Default: best available.")]
-TrustOption = Annotated[bool, typer.Option("--trust-remote-code", help="Allow the model repository's own code to run.")]
 TQueryOption = Annotated[float | None, typer.Option("--t-query", help=field_help(TempScaleConfig, "t_query"))]
 TDocOption = Annotated[float | None, typer.Option("--t-doc", help=field_help(TempScaleConfig, "t_doc"))]
 ScheduleOption = Annotated[str | None, typer.Option("--schedule", help=field_help(TempScaleConfig, "schedule"))]
@@ -66,22 +63,11 @@ def _checked_config(t: float, t_query: float | None, t_doc: float | None, schedu
         _fail(setting_message(err))
 
 
-def _load(
-    model: str, device: str | None, max_length: int | None = None, trust_remote_code: bool = False
-) -> SentenceTransformer:
+def _quiet() -> None:
+    """No weight-loading progress bars: loading is instant, and the output keeps to what matters."""
     from transformers.utils import logging as hf_logging
 
-    from lengthwise.facade import load_model
-    from lengthwise.tempscale import remove_tempscale
-
-    hf_logging.disable_progress_bar()  # weight loading is instant; keep the output to what matters
-    loaded = load_model(model, device=device, max_seq_length=max_length, trust_remote_code=trust_remote_code)
-    previous = remove_tempscale(loaded)  # start from the untouched model
-    if previous is not None:
-        console.print(
-            f"note: ignoring the TempScale settings saved with {model} ({previous})", highlight=False, markup=False
-        )
-    return loaded
+    hf_logging.disable_progress_bar()
 
 
 @app.command()
@@ -125,46 +111,35 @@ def bake(
     not be the model itself, and an already-baked model needs --rebake.
     """
     config = _checked_config(t, t_query, t_doc, schedule)  # before anything heavy is imported
-    from lengthwise.cli.options import check_device, check_out_dir
-    from lengthwise.core.models import ModelLoadError, resolve_model_path
-    from lengthwise.tempscale import TempScaleError, bake_tempscale
-    from lengthwise.tempscale.persist import bake_plan
+    from lengthwise.cli.options import check_device
+    from lengthwise.core.models import ModelLoadError
+    from lengthwise.pipelines import bake as bake_model
+    from lengthwise.tempscale import TempScaleError
 
     try:
         check_device(device)
-        source = Path(resolve_model_path(model))
-        total, steps = bake_plan(config, out, source if source.is_dir() else None, stack=rebake)
-        check_out_dir(out)
-        loaded = _load(model, device, trust_remote_code=trust_remote_code)
-        bake_tempscale(loaded, config, out, source=source if source.is_dir() else None, stack=rebake)
-        if verify:
-            diff = _verify_bake(loaded, config, out)
-            console.print(f"max |baked − run-time| over the probe texts: {diff:.2e}", highlight=False)
-            if diff > 1e-5:
-                _fail(f"baked weights differ from the run-time patch by {diff:.2e} (> 1e-5); do not use {out}")
+        _quiet()
+        result = bake_model(
+            model, config, out, rebake=rebake, verify=verify, device=device, trust_remote_code=trust_remote_code
+        )
     except TempScaleError as err:
         _fail(setting_message(err))
     except (ValueError, ModelLoadError) as err:
         _fail(setting_message(err))
-    product = " × ".join(f"{x:g}" for x in steps)
-    recorded = f"t = {total.t:g}" + (f" (= {product})" if len(steps) > 1 else "")
+    _note_ignored(model, result.ignored)
+    if result.max_difference is not None:
+        console.print(f"max |baked − run-time| over the probe texts: {result.max_difference:.2e}", highlight=False)
+    product = " × ".join(f"{x:g}" for x in result.steps)
+    recorded = f"t = {result.t:g}" + (f" (= {product})" if len(result.steps) > 1 else "")
     console.print(
         f"wrote {out} ({recorded}); load it with SentenceTransformer({str(out)!r})", highlight=False, markup=False
     )
 
 
-def _verify_bake(model: SentenceTransformer, config: TempScaleConfig, out: Path) -> float:
-    import numpy as np
-    from sentence_transformers import SentenceTransformer
-
-    from lengthwise.core.data import default_probe_pairs
-    from lengthwise.tempscale import tempscale
-
-    texts = sorted({p.text1 for p in default_probe_pairs().pairs})[:64]
-    with tempscale(model, config):
-        patched = model.encode(texts, convert_to_numpy=True)
-    baked = SentenceTransformer(str(out), device=str(model.device)).encode(texts, convert_to_numpy=True)
-    return float(np.abs(baked - patched).max())
+def _note_ignored(model: str, ignored: str | None) -> None:
+    if ignored is not None:
+        console.print(f"note: ignoring the TempScale settings saved with {model} ({ignored})", highlight=False,
+                      markup=False)  # fmt: skip
 
 
 @app.command()
@@ -184,20 +159,20 @@ def save(
     original ones, so a plain sentence-transformers load gives the untouched model.
     """
     config = _checked_config(t, t_query, t_doc, schedule)
-    from lengthwise.cli.options import check_device, check_out_dir
+    from lengthwise.cli.options import check_device
     from lengthwise.core.models import ModelLoadError
-    from lengthwise.tempscale import TempScaleError, save_tempscale, tempscale
+    from lengthwise.pipelines import save_tempscaled
+    from lengthwise.tempscale import TempScaleError
 
     try:
         check_device(device)
-        check_out_dir(out)
-        loaded = _load(model, device, trust_remote_code=trust_remote_code)
-        with tempscale(loaded, config):
-            save_tempscale(loaded, out)
+        _quiet()
+        ignored = save_tempscaled(model, config, out, device=device, trust_remote_code=trust_remote_code)
     except TempScaleError as err:
         _fail(setting_message(err))
     except (ValueError, ModelLoadError) as err:
         _fail(setting_message(err))
+    _note_ignored(model, ignored)
     console.print(f"wrote {out} with {config}", highlight=False, markup=False)
 
 
@@ -261,6 +236,7 @@ def tune(
     try:
         check_device(device)
         check_out_dir(out)  # before the model loads and the dev data is scored: nothing is lost to a bad --out
+        _quiet()
         with console.status("tuning"):
             record = tune_tempscale(task, data, model, spec=spec, out=out, split=split, max_items=max_items,
                                     batch_size=batch_size, seed=seed, device=device, max_length=max_length,

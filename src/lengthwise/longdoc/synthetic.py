@@ -24,7 +24,7 @@ import hashlib
 import json
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -631,14 +631,12 @@ def _simple_items(
     """LongEmbed's layout: one stretch per length, decoded from token ids (exactly L tokens), needles over it."""
     ids, starts = _haystack_ids(tokenizer, sentences)
     base = len(ids)
-    repeats = 1 if base >= max(lengths) else -(-max(lengths) // base) + 1
+    repeats = _repeats(base, lengths)
     ids = ids * repeats
     starts = [start + r * base for r in range(repeats) for start in starts]
     items: list[SyntheticItem] = []
     exact = 0
-    for length in sorted(set(lengths)):
-        if length < 32:
-            raise LongDocError("documents need at least 32 tokens to hold a needle", field="lengths", value=length)
+    for length in _length_groups(lengths):
         shared = rng.choice([s for s in starts if s + length <= len(ids)])
         order = rng.sample(range(len(entities)), per_length)
         for slot, entity_index in enumerate(order):
@@ -646,26 +644,15 @@ def _simple_items(
             stretch = ids[origin : origin + length]
             local_starts = [s - origin for s in starts if origin <= s < origin + length]
             needle, query = _needle(task, entity_index, rng, entities)
-            needle_ids = tokenizer(needle, add_special_tokens=False)["input_ids"]
-            if len(needle_ids) >= length:
-                raise LongDocError(f"shorter than the needle ({len(needle_ids)} tokens)", field="lengths", value=length)
+            needle_ids = _needle_ids(tokenizer, needle, length)
             room = length - len(needle_ids)
             target = rng.random() * room
             position = min((s for s in local_starts if s <= room), key=lambda s: abs(s - target), default=0)
             doc = stretch[:position] + needle_ids + stretch[position + len(needle_ids) :]
             text = tokenizer.decode(doc, clean_up_tokenization_spaces=True)
             exact += tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"] == doc
-            items.append(
-                SyntheticItem(
-                    doc_id=f"{task}-{length}-{slot}",
-                    query_id=f"q-{task}-{length}-{slot}",
-                    group=length,
-                    depth=round(position / room, 4) if room else 0.0,
-                    text=text,
-                    query=query,
-                    needle=needle,
-                )
-            )
+            depth = round(position / room, 4) if room else 0.0
+            items.append(_item(task, length, slot, depth, text=text, query=query, needle=needle))
     return items, base, repeats, exact
 
 
@@ -687,19 +674,15 @@ def _realistic_items(
     base = sum(counts)
     if not base:
         raise LongDocError("the haystack has no text; pass a file with sentences or paragraphs (one per line)")
-    repeats = 1 if base >= max(lengths) else -(-max(lengths) // base) + 1
+    repeats = _repeats(base, lengths)
     sentences, counts = list(sentences) * repeats, counts * repeats
     items: list[SyntheticItem] = []
     exact = 0
-    for length in sorted(set(lengths)):
-        if length < 32:
-            raise LongDocError("documents need at least 32 tokens to hold a needle", field="lengths", value=length)
+    for length in _length_groups(lengths):
         order = rng.sample(range(len(entities)), per_length)
         for slot, entity_index in enumerate(order):
             needle, query = _realistic_needle(task, slot, entities[entity_index], rng)
-            room = length - len(tokenizer(needle, add_special_tokens=False)["input_ids"])
-            if room < 1:
-                raise LongDocError(f"shorter than the needle ({length - room} tokens)", field="lengths", value=length)
+            room = length - len(_needle_ids(tokenizer, needle, length))
             start, used = 0, 0
             chosen: list[str] = []
             for _ in range(100):  # a start whose first sentence fits (almost every one does)
@@ -717,18 +700,44 @@ def _realistic_items(
             cut = int(np.argmin(np.abs(before - target)))
             text = " ".join([*chosen[:cut], needle, *chosen[cut:]])
             exact += used == room
-            items.append(
-                SyntheticItem(
-                    doc_id=f"{task}-{length}-{slot}",
-                    query_id=f"q-{task}-{length}-{slot}",
-                    group=length,
-                    depth=round(float(before[cut]) / used, 4) if used else 0.0,
-                    text=text,
-                    query=query,
-                    needle=needle,
-                )
-            )
+            depth = round(float(before[cut]) / used, 4) if used else 0.0
+            items.append(_item(task, length, slot, depth, text=text, query=query, needle=needle))
     return items, base, repeats, exact
+
+
+def _repeats(base: int, lengths: Sequence[int]) -> int:
+    """How many copies of a haystack of `base` tokens the documents are cut from: enough for the longest one."""
+    return 1 if base >= max(lengths) else -(-max(lengths) // base) + 1
+
+
+def _length_groups(lengths: Sequence[int]) -> Iterator[int]:
+    """The length groups, shortest first; raises `LongDocError` at one too short to hold a needle."""
+    for length in sorted(set(lengths)):
+        if length < 32:
+            raise LongDocError("documents need at least 32 tokens to hold a needle", field="lengths", value=length)
+        yield length
+
+
+def _needle_ids(tokenizer, needle: str, length: int) -> list[int]:
+    """The needle's token ids (no special tokens); raises `LongDocError` when a document of `length` tokens
+    cannot hold it with at least one haystack token."""
+    ids = tokenizer(needle, add_special_tokens=False)["input_ids"]
+    if len(ids) >= length:
+        raise LongDocError(f"shorter than the needle ({len(ids)} tokens)", field="lengths", value=length)
+    return ids
+
+
+def _item(task: Task, length: int, slot: int, depth: float, *, text: str, query: str, needle: str) -> SyntheticItem:
+    """Document `slot` of the `length` group, with the document and query ids every synthetic task uses."""
+    return SyntheticItem(
+        doc_id=f"{task}-{length}-{slot}",
+        query_id=f"q-{task}-{length}-{slot}",
+        group=length,
+        depth=depth,
+        text=text,
+        query=query,
+        needle=needle,
+    )
 
 
 def _fill(sentences: Sequence[str], counts: Sequence[int], start: int, room: int) -> tuple[list[str], int]:
