@@ -31,11 +31,11 @@ import numpy as np
 import torch
 from bench_longdoc_scifact import _sample  # the same seeded SciFact sample (run from benchmarks/ or the root)
 
+from lengthwise.core._textio import open_text
 from lengthwise.core.encoder import MultiVectors
 from lengthwise.core.models import load_model, model_fingerprint
 from lengthwise.core.results import environment, write_json_atomic
 from lengthwise.core.scoring import WindowScoring
-from lengthwise.core._textio import open_text
 from lengthwise.core.tokens import windows
 from lengthwise.evaluation.data import read_beir
 from lengthwise.evaluation.retrieval import evaluate_retrieval

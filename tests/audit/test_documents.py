@@ -18,9 +18,9 @@ from lengthwise.audit.documents.corpus import DocSet, read_docs
 from lengthwise.audit.documents.documents import _DocumentRun, repeated_words_curve, run_doc_audit
 from lengthwise.audit.report import _documents as report_docs
 from lengthwise.cli import app
-from lengthwise.core._textio import DataFormatError
 from lengthwise.core.bins import BinCounting, LengthBins
 from lengthwise.core.embed import TokenView, embed_ids, embed_texts
+from lengthwise.core.errors import DataFormatError
 
 runner = CliRunner()
 SENTENCES = [

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from lengthwise.core._textio import DataFormatError
 from lengthwise.core.data import default_probe_pairs, read_pairs
+from lengthwise.core.errors import DataFormatError
 
 
 def test_reads_stsb_test_file(data_dir: Path) -> None:

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from lengthwise.audit.documents.corpus import read_docs
-from lengthwise.core._textio import DataFormatError
 from lengthwise.core.data import read_pairs
+from lengthwise.core.errors import DataFormatError
 from lengthwise.core.tokens import SpecialTokens, elongate, elongation_factor, first_k, segments, windows
 
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from lengthwise.core._textio import DataFormatError
 from lengthwise.core.data import read_pairs, read_qrels
+from lengthwise.core.errors import DataFormatError
 
 
 def _beir(folder: Path, docs: list[dict], qrels: str | None) -> Path:

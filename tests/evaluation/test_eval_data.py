@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lengthwise.core._textio import DataFormatError
+from lengthwise.core.errors import DataFormatError
 from lengthwise.evaluation.data import (
     LabelledTexts,
     document_text,

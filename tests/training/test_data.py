@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lengthwise.core._textio import DataFormatError
+from lengthwise.core.errors import DataFormatError
 from lengthwise.training.data import read_training_data
 
 

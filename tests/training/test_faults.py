@@ -12,8 +12,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import TrainerCallback
 
-from lengthwise.core._textio import DataFormatError
-from lengthwise.core.errors import SettingError
+from lengthwise.core.errors import DataFormatError, SettingError
 from lengthwise.training._guard import TrainingDiverged
 from lengthwise.training.config import TrainConfig, config_from_mapping
 from lengthwise.training.run import train

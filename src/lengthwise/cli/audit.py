@@ -224,7 +224,7 @@ def audit(
     plots and a self-contained OUT/report.html as one set, and prints a summary table.
     """
     from lengthwise.cli.options import check_device
-    from lengthwise.core._textio import DataFormatError
+    from lengthwise.core.errors import DataFormatError
 
     flags = dict(locals())
     flags["switches"] = {
@@ -251,7 +251,7 @@ def _run(job: AuditJob, *, model: str, device: str | None, trust_remote_code: bo
     from transformers.utils import logging as hf_logging
 
     from lengthwise.audit.pairs.attack import NothingElongatedError
-    from lengthwise.core._textio import DataFormatError
+    from lengthwise.core.errors import DataFormatError
     from lengthwise.core.models import ModelLoadError
     from lengthwise.pipelines import audit_model
 

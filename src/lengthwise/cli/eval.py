@@ -182,7 +182,7 @@ def _run(
     """Check the device and `--out`, then make the one library call (`lengthwise.evaluate`) and print."""
     from transformers.utils import logging as hf_logging
 
-    from lengthwise.core._textio import DataFormatError
+    from lengthwise.core.errors import DataFormatError
     from lengthwise.core.models import ModelLoadError
     from lengthwise.pipelines import evaluate
 

@@ -171,7 +171,7 @@ def synth(
     seed: Annotated[int, typer.Option("--seed", help="Seed for stretches, needles and depths.")] = 0,
 ) -> None:
     """Write a seeded passkey or needle task as a BEIR folder with length groups (lengths in the model's tokens)."""
-    from lengthwise.core._textio import DataFormatError
+    from lengthwise.core.errors import DataFormatError
     from lengthwise.core.models import ModelLoadError
     from lengthwise.pipelines import synthesize
 
@@ -255,7 +255,7 @@ def tune(
     Truncation at the model's own window is always scored as the baseline. With --save the model is written
     with the best choice, and `lengthwise.load_model` / `LongEncoder(model)` pick it up from there.
     """
-    from lengthwise.core._textio import DataFormatError
+    from lengthwise.core.errors import DataFormatError
     from lengthwise.core.models import ModelLoadError
     from lengthwise.pipelines import tune_long_documents
 

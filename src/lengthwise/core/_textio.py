@@ -20,10 +20,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO
 
+from lengthwise.core.errors import DataFormatError
 from lengthwise.core.tokens import MAX_TEXT_CHARS
 
 __all__ = [
-    "DataFormatError",
     "TextFile",
     "checked_text",
     "delimited_rows",
@@ -33,10 +33,6 @@ __all__ = [
 
 _CR_ONLY = re.compile(r"(?<=\r)(?!\n|$)")  # a lone carriage return ends a line too, as universal newlines do
 _INVISIBLE = {"Cc", "Cf", "Cs", "Mn", "Me", "Zs", "Zl", "Zp"}  # control, format (zero-width), marks, separators
-
-
-class DataFormatError(ValueError):
-    """A data file could not be read; the message names the file, the line and the fix."""
 
 
 class TextFile:

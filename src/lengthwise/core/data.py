@@ -15,12 +15,8 @@ from importlib import resources
 from itertools import combinations
 from pathlib import Path
 
-from lengthwise.core._textio import (
-    DataFormatError,
-    checked_text,
-    delimited_rows,
-    jsonl_objects,
-)
+from lengthwise.core._textio import checked_text, delimited_rows, jsonl_objects
+from lengthwise.core.errors import DataFormatError
 
 __all__ = [
     "GROUP_KEYS",

@@ -1,4 +1,5 @@
-"""The one error type for a setting that cannot be used, shared by every room.
+"""The errors every room shares: `SettingError` for a setting that cannot be used, `DataFormatError` for a data
+file that cannot be read.
 
 A `SettingError` names the *field* (the config dataclass field, e.g. ``window`` or ``t_query``), the value and
 the problem with its fix. It never names a command-line flag: the CLI maps field → flag in one place
@@ -11,7 +12,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any
 
-__all__ = ["SettingError"]
+__all__ = ["DataFormatError", "SettingError"]
 
 
 class SettingError(ValueError):
@@ -31,3 +32,7 @@ class SettingError(ValueError):
         self.field, self.value, self.problem = field, value, problem
         shown = value.value if isinstance(value, Enum) else value  # 'self', not <Reference.SELF: 'self'>
         super().__init__(f"{field}={shown!r}: {problem}" if field else problem)
+
+
+class DataFormatError(ValueError):
+    """A data file could not be read; the message names the file, the line and the fix."""

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from lengthwise.core._textio import DataFormatError, jsonl_objects, open_text
+from lengthwise.core._textio import jsonl_objects, open_text
 from lengthwise.core.data import PairSet, TextPair, read_pairs, read_qrels
+from lengthwise.core.errors import DataFormatError
 
 __all__ = [
     "LabelledTexts",

@@ -9,8 +9,8 @@ from collections import defaultdict
 
 import numpy as np
 
-from lengthwise.core._textio import DataFormatError
 from lengthwise.core.data import PairSet, TextPair
+from lengthwise.core.errors import DataFormatError
 from lengthwise.evaluation.data import LabelledTexts, RetrievalData, document_text
 
 __all__ = ["load_hf_classification", "load_hf_retrieval", "load_hf_sts"]

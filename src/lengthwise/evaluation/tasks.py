@@ -114,7 +114,7 @@ def load_task_data(
     with ``train.jsonl``/``test.jsonl``, or the test JSONL with `train` beside it; each split is stratified-sampled
     to `max_train`/`max_test` texts (None: all). Raises `DataFormatError` naming the file and the fix.
     """
-    from lengthwise.core._textio import DataFormatError
+    from lengthwise.core.errors import DataFormatError
     from lengthwise.evaluation import data as local
     from lengthwise.evaluation import hub
 

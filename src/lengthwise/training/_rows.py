@@ -14,7 +14,7 @@ from typing import Any
 
 from rich.progress import track
 
-from lengthwise.core._textio import DataFormatError
+from lengthwise.core.errors import DataFormatError
 from lengthwise.core.tokens import split_sentences
 from lengthwise.training.config import DataKind, Method, TrainConfig
 from lengthwise.training.data import TrainingData

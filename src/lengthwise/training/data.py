@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lengthwise.core._textio import DataFormatError, checked_text, jsonl_objects, open_text
+from lengthwise.core._textio import checked_text, jsonl_objects, open_text
 from lengthwise.core.data import beir_documents
+from lengthwise.core.errors import DataFormatError
 
 __all__ = ["TrainingData", "read_training_data"]
 

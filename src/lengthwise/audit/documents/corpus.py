@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lengthwise.core._textio import DataFormatError, checked_text, open_text
+from lengthwise.core._textio import checked_text, open_text
+from lengthwise.core.errors import DataFormatError
 
 __all__ = ["DocSet", "read_docs"]
 
