@@ -220,12 +220,58 @@ def report(args: argparse.Namespace) -> None:
     write_json_atomic(REPO / "docs" / "results" / "length_invariant.json",
                       {"arms": rows, "seed_spread": seeds, "study1": earlier})  # fmt: skip
     (args.out / "table.md").write_text(_table(rows), encoding="utf-8")
+    _plot(rows, args.out, REPO / "docs" / "img" / "length_invariant.png")
     print(_table(rows))
     for name, row in rows.items():
         quartiles = f"{row['low_quartile_shift']:+.4f}/{row['high_quartile_shift']:+.4f}"
         print(f"{name:<22} jsd {row['jsd']:.4f} (q95 {row['null_q95']:.4f}, p {row['p']:.3f})  shift "
               f"{row['mean_shift']:+.4f}  risen {row['frac_increased']:.3f}  low/high q {quartiles}  "
               f"STS-B {row['stsb']:.2f}  STS12-16 {row['sts12_16_avg']:.2f}")  # fmt: skip
+
+
+def _plot(rows: dict[str, dict[str, Any]], out: Path, path: Path) -> None:
+    """Left: each arm's STS-B m = 100 JSD above its null q95 against its STS-B change (one point per arm and seed).
+    Right: the attack's mean shift by decile of the original similarity, for the arms evaluated here (per pair)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    base = rows["none"]["stsb"]
+    for name, row in rows.items():
+        if "-step" in name:
+            continue
+        recipe = name.startswith("self-w1-c4-r1")
+        color = "tab:green" if recipe else "tab:red" if name == "none" else "tab:gray"
+        left.scatter(row["stsb"] - base, row["jsd"] - row["null_q95"], s=40 if recipe else 22, color=color, zorder=3)
+        left.annotate(name, (row["stsb"] - base, row["jsd"] - row["null_q95"]), fontsize=6, xytext=(3, 2),
+                      textcoords="offset points")  # fmt: skip
+    left.axhline(0, color="black", lw=0.8)
+    left.axvline(-0.5, color="black", lw=0.8, ls=":")
+    left.set(xlabel="STS-B change vs none (points; dotted: −0.5)", ylabel="JSD − null q95 (below 0: within the null)",
+             title="STS-B m = 100 attack: distribution vs quality")  # fmt: skip
+    colors = {"none": "tab:red", "retain-w1-r1-s42": "tab:orange", "mix-w1-c4-s42": "tab:purple",
+              "self-w1-c4-r1-s42": "tab:green"}  # fmt: skip
+    for name, color in colors.items():
+        record = out / name / "record.json"
+        if not record.exists():
+            continue
+        attack = read_json(record)["stsb_attack"]
+        before, after = np.asarray(attack["before"]), np.asarray(attack["after"])
+        edges = np.quantile(before, np.linspace(0, 1, 11))
+        bins = np.clip(np.searchsorted(edges, before, side="right") - 1, 0, 9)
+        shift = [float((after - before)[bins == b].mean()) for b in range(10)]
+        right.plot(range(1, 11), shift, marker="o", ms=3, label=name, color=color)
+    right.axhline(0, color="black", lw=0.8)
+    right.set(xlabel="decile of the original cosine (1 = least similar)", ylabel="mean cosine shift",
+              title="where the attack moves pairs (seed 42)")  # fmt: skip
+    right.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
 
 
 def _ci(entry: dict[str, float] | None, digits: int) -> str:

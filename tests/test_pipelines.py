@@ -1,6 +1,6 @@
 """A Python user gets what the CLI gets with one call: the CLI and the one library call write the same record
 (timestamps and wall time aside) for eval (TempScale and long documents together), tempscale tune, bake and save,
-audit, encode and train."""
+longdoc save, audit, report, encode and train."""
 
 from __future__ import annotations
 
@@ -108,6 +108,19 @@ def test_tempscale_bake_and_save_cli_and_python_write_the_same_model(tiny_model_
     assert _files(tmp_path / "cli-save") == _files(tmp_path / "py-save")
 
 
+def test_longdoc_save_cli_and_python_write_the_same_model(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from lengthwise.longdoc import LongDocConfig
+    from lengthwise.pipelines import save_long_documents
+
+    args = ["longdoc", "save", "--model", str(tiny_model_dir), "--long", "multi-vector", "--window", "16"]
+    run = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "cli")])
+    assert run.exit_code == 0, run.output
+    config = LongDocConfig.named("multi-vector").updated(window=16)
+    save_long_documents(tiny_model_dir, config, tmp_path / "py")
+    assert _files(tmp_path / "cli") == _files(tmp_path / "py")
+    assert lw.LongEncoder(lw.load_model(tmp_path / "py")).config == config  # the saved choice comes back
+
+
 def test_audit_cli_and_python_write_the_same_record(tiny_model_dir: Path, tmp_path: Path) -> None:
     from lengthwise.audit.config import AuditConfig, AuditJob, HistogramSpec
 
@@ -124,6 +137,17 @@ def test_audit_cli_and_python_write_the_same_record(tiny_model_dir: Path, tmp_pa
     assert "TempScale t=0.9" in cli["model"]["name"]
     assert cli == py
     assert sorted(p.name for p in cli_out.iterdir()) == sorted(p.name for p in py_out.iterdir())
+    from lengthwise.audit.report.render import render  # lengthwise report: one audit, then two compared
+
+    run = CliRunner().invoke(app, ["report", str(cli_out), "--out", str(tmp_path / "cli-report")])
+    assert run.exit_code == 0, run.output
+    written = render([cli_out], tmp_path / "py-report")
+    assert _files(tmp_path / "cli-report").keys() == _files(tmp_path / "py-report").keys()
+    assert written["html"].read_bytes() == (tmp_path / "cli-report" / "report.html").read_bytes()
+    run = CliRunner().invoke(app, ["report", str(cli_out), str(py_out), "--out", str(tmp_path / "cli-compare")])
+    assert run.exit_code == 0, run.output
+    written = render([cli_out, py_out], tmp_path / "py-compare")
+    assert written["html"].read_bytes() == (tmp_path / "cli-compare" / "compare.html").read_bytes()
 
 
 def test_encode_cli_and_python_write_the_same_vectors(tiny_model_dir: Path, tmp_path: Path) -> None:

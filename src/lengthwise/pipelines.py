@@ -50,6 +50,7 @@ __all__ = [
     "build_encoder",
     "encode",
     "evaluate",
+    "save_long_documents",
     "save_tempscaled",
     "score_long_task",
     "synthesize",
@@ -565,6 +566,30 @@ def save_tempscaled(
     with tempscale(loaded, config):
         save_tempscale(loaded, out)
     return None if ignored is None else str(ignored)
+
+
+def save_long_documents(
+    model: str | os.PathLike[str],
+    long: str | LongDocConfig,
+    out: str | os.PathLike[str],
+    *,
+    device: str | None = None,
+    trust_remote_code: bool = False,
+) -> Path:
+    """Save the model with a long-document choice (= ``lengthwise longdoc save``): lengthwise's `load_model` and
+    `LongEncoder(model)` then use it. The window and stride are checked against this model before anything is
+    written."""
+    from lengthwise.facade import load_model
+    from lengthwise.longdoc import LongDocConfig, LongEncoder
+    from lengthwise.longdoc.persist import save_longdoc
+
+    config = long if isinstance(long, LongDocConfig) else LongDocConfig.named(long)
+    out = Path(out)
+    _check_out(out, _writable_folder)
+    loaded = load_model(model, device=device, trust_remote_code=trust_remote_code)
+    LongEncoder(loaded, config).spans([1] * 8)  # checks the window and stride against this model
+    save_longdoc(loaded, config, out)
+    return out
 
 
 def _long_objective(

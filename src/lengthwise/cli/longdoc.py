@@ -31,7 +31,7 @@ from lengthwise.core.defaults import DEFAULT_MODEL
 from lengthwise.longdoc.config import LongDocConfig
 
 if TYPE_CHECKING:
-    from sentence_transformers import SentenceTransformer
+    pass
 
 app = command_group(
     "Long documents (METHODS §5): synthetic passkey/needle tasks, LongEmbed-style scores, tune and save."
@@ -133,14 +133,11 @@ def _scale_sets(text: str) -> tuple[tuple[int, ...], ...]:
     return tuple(() if part.lower() == "none" else _ints(part, "--scales") for part in sets)
 
 
-def _load(model: str, device: str | None, precision: str = "fp32") -> SentenceTransformer:
+def _quiet() -> None:
+    """No weight-loading progress bars: loading is instant, and the output keeps to what matters."""
     from transformers.utils import logging as hf_logging
 
-    from lengthwise.facade import load_model
-
     hf_logging.disable_progress_bar()
-    with console.status(f"loading {model}"):
-        return load_model(model, device=device, precision=precision)
 
 
 @app.command()
@@ -297,14 +294,12 @@ def save(
 ) -> None:
     """Save the model with a long-document choice; lengthwise's load_model and LongEncoder(model) use it."""
     from lengthwise.core.models import ModelLoadError
-    from lengthwise.longdoc import LongEncoder
-    from lengthwise.longdoc.persist import save_longdoc
+    from lengthwise.pipelines import save_long_documents
 
     try:
-        check_out_dir(out)
-        loaded = _load(model, device)
-        LongEncoder(loaded, long).spans([1] * 8)  # checks the window and stride against this model
-        save_longdoc(loaded, long, out)
+        _quiet()
+        with console.status(f"loading {model}"):
+            save_long_documents(model, long, out, device=device)
     except (ValueError, ModelLoadError) as err:
         _fail(setting_message(err))
     console.print(f"wrote {out} with {long.describe()}", highlight=False)
