@@ -68,7 +68,9 @@ def test_strings_from_files_and_set_are_coerced(tmp_path: Path) -> None:
         {"method": "hicl", "data": "d", "out": "o", "alpha": "0.15", "max_steps": "100", "cache_batch": "none"}
     )
     assert config.settings == HiCLSettings(alpha=0.15) and config.max_steps == 100 and config.cache_batch is None
-    with pytest.raises(ValueError, match="unknown training setting"):
+    with pytest.raises(
+        ValueError, match=r"unknown training setting\(s\) alpah \(alpah: did you mean alpha\?\); valid: method, data"
+    ):
         config_from_mapping({"method": "simcse", "data": "d", "out": "o", "alpah": 1})
     with pytest.raises(ValueError, match="needs --data"):
         config_from_mapping({"method": "simcse", "out": "o"})

@@ -285,16 +285,21 @@ def config_from_mapping(values: dict[str, Any]) -> TrainConfig:
     from lengthwise.training.recipes import apply_recipe
 
     values = apply_recipe(values)
-    fields = {item.name for item in dataclasses.fields(TrainConfig)} - {"settings"}
+    fields = [item.name for item in dataclasses.fields(TrainConfig) if item.name != "settings"]
     own = settings_fields()
-    unknown = sorted(set(values) - fields - set(own))
+    valid = [*fields, *own]  # in declaration order: the common settings, then each method's
+    unknown = sorted(set(values) - set(valid))
     if unknown:
-        raise ValueError(f"unknown training setting(s) {', '.join(unknown)}; valid: {', '.join([*fields, *own])}")
+        import difflib
+
+        close = {name: difflib.get_close_matches(name, valid, n=1) for name in unknown}
+        hints = "".join(f" ({name}: did you mean {match[0]}?)" for name, match in close.items() if match)
+        raise ValueError(f"unknown training setting(s) {', '.join(unknown)}{hints}; valid: {', '.join(valid)}")
     missing = [name for name in ("method", "data", "out") if name not in values]
     if missing:
         raise ValueError(f"training needs {', '.join('--' + name for name in missing)}")
-    hints = typing.get_type_hints(TrainConfig)
-    common = {name: _coerce(name, hints[name], value) for name, value in values.items() if name in fields}
+    types_of = typing.get_type_hints(TrainConfig)
+    common = {name: _coerce(name, types_of[name], value) for name, value in values.items() if name in fields}
     method = parse_method(common["method"])
     kind = settings_class(method)
     mine: dict[str, Any] = {}
