@@ -100,13 +100,7 @@ def stage_quality(cache: Path) -> dict[str, Any]:
         started = time.perf_counter()
         found = index.windows.search_vectors(vectors, k=100)
         latency_ms = 1000 * (time.perf_counter() - started) / len(texts)
-        candidates = index.windows.candidates(
-            np.asarray(vectors, dtype=np.float32), 1000, index.windows.default_probes()
-        )
-        recall = statistics.mean(
-            len({index.windows.doc_ids[j] for j in docs} & {d for d, _ in ex}) / len(ex)
-            for docs, ex in zip(candidates, exact, strict=True)
-        )
+        recall = _candidate_recall(index.windows, vectors, exact)
         row = {
             "ndcg@10": _ndcg(qrels, _run(query_ids, [r[:10] for r in found])),
             "candidate_recall@100": recall,
@@ -168,13 +162,7 @@ def stage_synthetic(cache: Path) -> dict[str, Any]:
                 exact = index.windows.exact_vectors(vectors, k=100)
                 rows["exact"] = {"acc@1": _accuracy(exact, gold)}
             found = index.windows.search_vectors(vectors, k=100)
-            candidates = index.windows.candidates(
-                np.asarray(vectors, dtype=np.float32), 1000, index.windows.default_probes()
-            )
-            recall = statistics.mean(
-                len({index.windows.doc_ids[j] for j in docs} & {d for d, _ in ex}) / len(ex)
-                for docs, ex in zip(candidates, exact, strict=True)
-            )
+            recall = _candidate_recall(index.windows, vectors, exact)
             row = {"acc@1": _accuracy(found, gold), "candidate_recall@100": recall}
             if quantize == "ubinary":
                 row["acc@1_without_rescoring"] = _accuracy(_unrescored(index.windows, vectors), gold)
@@ -186,6 +174,15 @@ def stage_synthetic(cache: Path) -> dict[str, Any]:
 
 def _accuracy(rows: list[list[tuple[str, float]]], gold: list[str]) -> float:
     return 100 * statistics.mean(float(bool(row) and row[0][0] == want) for row, want in zip(rows, gold, strict=True))
+
+
+def _candidate_recall(windows: Any, vectors: Any, exact: list[list[tuple[str, float]]]) -> float:
+    """Document-level recall of the candidate stage (1,000 windows, default probes) against the exact top 100."""
+    candidates = windows.candidates(np.asarray(vectors, dtype=np.float32), 1000, windows.default_probes())
+    return statistics.mean(
+        len({windows.doc_ids[j] for j in docs} & {d for d, _ in ex}) / len(ex)
+        for docs, ex in zip(candidates, exact, strict=True)
+    )
 
 
 def _unrescored(windows: Any, vectors: Any, count: int = 1000) -> list[list[tuple[str, float]]]:

@@ -485,13 +485,18 @@ class BakeResult:
     max_difference: float | None
 
 
-def _untouched_model(model: str | os.PathLike[str], device: str | None, trust_remote_code: bool) -> tuple[Any, Any]:
-    """The model without any TempScale saved beside it, and those settings (None when there were none)."""
+def _untouched_model(
+    model: str | os.PathLike[str], out: Path, device: str | None, trust_remote_code: bool
+) -> tuple[Any, str | None]:
+    """Check `out` (before anything loads), then the model without any TempScale saved beside it, and the note on
+    those settings (None when there were none)."""
     from lengthwise.facade import load_model
     from lengthwise.tempscale import remove_tempscale
 
+    _check_out(out, _writable_folder)
     loaded = load_model(model, device=device, trust_remote_code=trust_remote_code)
-    return loaded, remove_tempscale(loaded)
+    ignored = remove_tempscale(loaded)
+    return loaded, None if ignored is None else str(ignored)
 
 
 def bake(
@@ -520,14 +525,13 @@ def bake(
     source = Path(resolve_model_path(model))
     folder = source if source.is_dir() else None
     total, steps = bake_plan(config, out, folder, stack=rebake)
-    _check_out(out, _writable_folder)
-    loaded, ignored = _untouched_model(model, device, trust_remote_code)
+    loaded, ignored = _untouched_model(model, out, device, trust_remote_code)
     bake_tempscale(loaded, config, out, source=folder, stack=rebake)
     difference = _bake_difference(loaded, config, out) if verify else None
     if difference is not None and difference > 1e-5:
         raise TempScaleError(f"baked weights differ from the run-time patch by {difference:.2e} (> 1e-5); do not "
                              f"use {out}")  # fmt: skip
-    return BakeResult(out, total.t, tuple(steps), None if ignored is None else str(ignored), difference)
+    return BakeResult(out, total.t, tuple(steps), ignored, difference)
 
 
 def _bake_difference(model: SentenceTransformer, config: TempScaleConfig, out: Path) -> float:
@@ -561,11 +565,10 @@ def save_tempscaled(
 
     config = _tempscale_config(t)
     out = Path(out)
-    _check_out(out, _writable_folder)
-    loaded, ignored = _untouched_model(model, device, trust_remote_code)
+    loaded, ignored = _untouched_model(model, out, device, trust_remote_code)
     with tempscale(loaded, config):
         save_tempscale(loaded, out)
-    return None if ignored is None else str(ignored)
+    return ignored
 
 
 def save_long_documents(

@@ -133,13 +133,6 @@ def _scale_sets(text: str) -> tuple[tuple[int, ...], ...]:
     return tuple(() if part.lower() == "none" else _ints(part, "--scales") for part in sets)
 
 
-def _quiet() -> None:
-    """No weight-loading progress bars: loading is instant, and the output keeps to what matters."""
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-
-
 @app.command()
 def synth(
     task: Annotated[str, typer.Option("--task", "-t", help="passkey or needle.")],
@@ -297,7 +290,7 @@ def save(
     from lengthwise.pipelines import save_long_documents
 
     try:
-        _quiet()
+        quiet_loading()
         with console.status(f"loading {model}"):
             save_long_documents(model, long, out, device=device)
     except (ValueError, ModelLoadError) as err:

@@ -22,6 +22,7 @@ from lengthwise.cli.options import (
     TrustOption,
     field_default,
     field_help,
+    quiet_loading,
     setting_message,
 )
 from lengthwise.core.defaults import DEFAULT_MODEL
@@ -61,13 +62,6 @@ def _checked_config(t: float, t_query: float | None, t_doc: float | None, schedu
         return _config(t, t_query, t_doc, schedule)
     except TempScaleError as err:
         _fail(setting_message(err))
-
-
-def _quiet() -> None:
-    """No weight-loading progress bars: loading is instant, and the output keeps to what matters."""
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
 
 
 @app.command()
@@ -118,7 +112,7 @@ def bake(
 
     try:
         check_device(device)
-        _quiet()
+        quiet_loading()
         result = bake_model(
             model, config, out, rebake=rebake, verify=verify, device=device, trust_remote_code=trust_remote_code
         )
@@ -166,7 +160,7 @@ def save(
 
     try:
         check_device(device)
-        _quiet()
+        quiet_loading()
         ignored = save_tempscaled(model, config, out, device=device, trust_remote_code=trust_remote_code)
     except TempScaleError as err:
         _fail(setting_message(err))
@@ -236,7 +230,7 @@ def tune(
     try:
         check_device(device)
         check_out_dir(out)  # before the model loads and the dev data is scored: nothing is lost to a bad --out
-        _quiet()
+        quiet_loading()
         with console.status("tuning"):
             record = tune_tempscale(task, data, model, spec=spec, out=out, split=split, max_items=max_items,
                                     batch_size=batch_size, seed=seed, device=device, max_length=max_length,
