@@ -2,8 +2,8 @@
 
 Precedence: the method's defaults, then the config file, then flags given on the command line, then ``--set``.
 Each flag's help and default come from its `TrainConfig` field or its method's settings field
-(`lengthwise.training.methods`, one help panel per method), so the two cannot drift; a library error names the
-field, and this module names the flag that sets it. Works under
+(`lengthwise.training.methods`; the help names the methods it applies to), so the two cannot drift; a library
+error names the field, and this module names the flag that sets it. Works under
 ``torchrun --nproc_per_node K -m lengthwise.cli train ...`` (DDP; gloo on CPU).
 """
 
