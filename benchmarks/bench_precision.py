@@ -64,13 +64,27 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
 }
 
 
-def _load(precision: str, keep: Sequence[str] | None = None, max_length: int | None = None) -> Any:
+def _load(
+    precision: str, keep: Sequence[str] | None = None, max_length: int | None = None, engine: str | None = None
+) -> Any:
+    """`engine` overrides lengthwise's choice of quantized engine (to measure torch's default `x86` beside it)."""
     model = load_model(DEFAULT_MODEL, device="cpu", max_seq_length=max_length)
     if precision == "int8":
-        from lengthwise.core.quantize import DEFAULT_KEEP_FP32, quantize_int8
+        from lengthwise.core import quantize
 
-        quantize_int8(model, DEFAULT_KEEP_FP32 if keep is None else keep)
+        saved = quantize.QUANTIZED_ENGINES
+        quantize.QUANTIZED_ENGINES = (engine,) if engine else saved
+        try:
+            quantize.quantize_int8(model, quantize.DEFAULT_KEEP_FP32 if keep is None else keep)
+        finally:
+            quantize.QUANTIZED_ENGINES = saved
     return model
+
+
+def _engine() -> str:
+    from lengthwise.core.quantize import QUANTIZED_ENGINES
+
+    return next(e for e in QUANTIZED_ENGINES if e in torch.backends.quantized.supported_engines)
 
 
 def _sequences(model: Any, length: int, count: int) -> list[list[int]]:
@@ -131,7 +145,12 @@ def stage_layers(repeats: int) -> dict[str, Any]:
 def stage_speed(repeats: int) -> dict[str, Any]:
     from lengthwise.core.embed import embed_ids
 
-    arms = {"fp32": _load("fp32", max_length=512), "int8": _load("int8", max_length=512)}  # 512 = its positions
+    arms = {  # 512 = the model's positions
+        "fp32": _load("fp32", max_length=512),
+        "int8": _load("int8", max_length=512),
+        "int8, x86 engine": _load("int8", max_length=512, engine="x86"),
+        "int8, every Linear": _load("int8", (), max_length=512),
+    }
     table = []
     for threads in (1, 2):
         torch.set_num_threads(threads)
@@ -151,10 +170,11 @@ def stage_speed(repeats: int) -> dict[str, Any]:
                 "sequences": len(sequences),
                 "tokens_per_s": {arm: tokens / medians[arm] for arm in arms},
                 "speedup": medians["fp32"] / medians["int8"],
+                "speedup_by_arm": {arm: medians["fp32"] / medians[arm] for arm in arms},
             }
             print(row, flush=True)
             table.append(row)
-    return {"rows": table, "repeats": repeats}
+    return {"rows": table, "repeats": repeats, "engine": _engine()}
 
 
 def stage_quality(_: int) -> dict[str, Any]:
@@ -385,6 +405,7 @@ def main() -> None:
             seconds=round(time.perf_counter() - started),
             date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
             torch=torch.__version__,
+            quantized_engine=_engine(),
         )
         results[stage] = section
         write_json_atomic(args.out, results)  # after each stage: a later stage's failure keeps this one

@@ -38,6 +38,28 @@ def test_the_kept_layers_stay_fp32_and_the_rest_become_int8(tiny_model_dir: Path
     assert counts["int8"] == len(names) > 0 and counts["int8"] + counts["fp32"] == total
 
 
+def test_weights_are_packed_for_onednn_and_the_process_engine_is_restored(
+    tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch.ao.quantization as tq
+
+    if "onednn" not in torch.backends.quantized.supported_engines:
+        pytest.skip("this torch build has no oneDNN quantized engine")
+    seen: list[str] = []
+    real = tq.quantize_dynamic
+
+    def spy(*args: object, **kwargs: object) -> object:
+        seen.append(torch.backends.quantized.engine)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tq, "quantize_dynamic", spy)
+    before = torch.backends.quantized.engine
+    model = load_model(tiny_model_dir, device="cpu")
+    quantize_int8(model)
+    assert seen == ["onednn"] and torch.backends.quantized.engine == before
+    assert model.encode(TEXTS).shape[0] == len(TEXTS)  # the packed weights run under the restored engine
+
+
 def test_int8_embeddings_stay_close_to_fp32(tiny_model_dir: Path) -> None:
     fp32 = load_model(tiny_model_dir, device="cpu").encode(TEXTS, normalize_embeddings=True)
     int8 = load_model(tiny_model_dir, device="cpu", precision="int8").encode(TEXTS, normalize_embeddings=True)
