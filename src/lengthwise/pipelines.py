@@ -831,7 +831,7 @@ def _encode_worker(model: str, device: str | None, config: LongDocConfig, data: 
     store = EmbeddingStore(out, job["settings"])
     return encode_corpus(encoder, data, store, shard_docs=job["shard_docs"], batch_size=job["batch_size"],
                          worker=(job["index"], job["count"]), show_progress=job["progress"],
-                         repair=False)  # fmt: skip
+                         repair=False, parquet=job["parquet"])  # fmt: skip
 
 
 def encode(
@@ -848,6 +848,7 @@ def encode(
     engine: str = "local",
     address: str | None = None,
     workers: int | None = None,
+    format: str | None = None,
     show_progress: bool = False,
     on_note: Callable[[str], None] | None = None,
 ) -> int:
@@ -866,11 +867,14 @@ def encode(
         precision: fp32, or int8 Linear layers on the CPU (recorded in the folder's settings).
         engine: ``"local"`` (this process, or one per entry of `devices`) or ``"ray"``: the same encoder as a Ray
             Data actor pool (`lengthwise.longdoc._raydata`; the ``lengthwise[ray]`` extra), one actor per GPU, else
-            `workers` CPU actors; it also writes the window rows as Parquet under ``out/parquet``. A folder keeps
-            the engine that made it.
+            `workers` CPU actors. A folder keeps the engine that made it.
         address: The Ray cluster to join (``ray.init(address)``); None: the one this process runs, else a new
             local one.
         workers: CPU actors for the Ray engine (default: one per 4 CPUs of the cluster; ignored with GPUs).
+        format: ``"npy"`` (the shards) or ``"parquet"`` (the shards and one Parquet row per window under
+            ``out/parquet``: doc_id, window, start, end, vector; `lengthwise.longdoc._parquet`). None: npy locally,
+            parquet on Ray. The shards are always written: resuming and `LongIndex.build` read them. A folder keeps
+            its format.
         show_progress: A progress bar (one process only).
 
     Returns:
@@ -881,6 +885,7 @@ def encode(
 
     config = long if isinstance(long, LongDocConfig) else LongDocConfig.named(long)
     _check_engine(engine, devices, workers)
+    parquet = _check_format(format, engine)
     for name, value in (("shard_docs", shard_docs), ("batch_size", batch_size), ("threads", threads or 1)):
         if value < 1:
             raise SettingError(name, value, "must be ≥ 1")
@@ -891,13 +896,15 @@ def encode(
         raise LongDocError(f"{data}: holds no documents; pass a corpus.jsonl with one _id and text per line")
     settings = {"model": str(model), "data": str(data.resolve()), "long": config.to_dict(), "workers": len(devices),
                 "precision": precision}  # fmt: skip
+    if parquet != (engine == "ray"):  # recorded only when not the engine's default, so older folders still resume
+        settings["format"] = "parquet" if parquet else "npy"
     if engine == "ray":  # the actor count does not change the vectors; the engine decides the files (Parquet)
         from lengthwise.facade import load_model
         from lengthwise.longdoc._raydata import encode_on_ray
 
         settings = {**{k: v for k, v in settings.items() if k != "workers"}, "engine": "ray"}
         job = {"model": str(model), "precision": precision, "threads": threads, "shard_docs": shard_docs,
-               "batch_size": batch_size}  # fmt: skip
+               "batch_size": batch_size, "parquet": parquet}  # fmt: skip
         return encode_on_ray(load_model, data, EmbeddingStore(out, settings), config, job, address=address,
                              workers=workers, show_progress=show_progress, on_note=on_note)  # fmt: skip
     store = EmbeddingStore(out, settings)
@@ -906,7 +913,8 @@ def encode(
             on_note(line)
     jobs = [
         {"index": k, "count": len(devices), "settings": settings, "shard_docs": shard_docs, "batch_size": batch_size,
-         "threads": threads, "progress": show_progress and len(devices) == 1, "precision": precision}
+         "threads": threads, "progress": show_progress and len(devices) == 1, "precision": precision,
+         "parquet": parquet}
         for k in range(len(devices))
     ]  # fmt: skip
     if len(devices) == 1:
@@ -928,6 +936,19 @@ def _corpus_file(data: Path) -> Path:
         if (data / name).is_file():
             return data / name
     raise LongDocError(f"{data}: a folder without corpus.jsonl; pass a corpus.jsonl, a BEIR folder or a .txt file")
+
+
+def _check_format(format: str | None, engine: str) -> bool:
+    """`encode`'s ``format``, checked before any compute: True when the Parquet window rows are written (pyarrow
+    must then be installed)."""
+    from lengthwise.longdoc._parquet import FORMATS, require_pyarrow
+
+    if format is not None and format not in FORMATS:
+        raise SettingError("format", format, "use npy (the shards) or parquet (the shards and their window rows)")
+    parquet = format == "parquet" if format is not None else engine == "ray"
+    if parquet:
+        require_pyarrow()
+    return parquet
 
 
 def _check_engine(engine: str, devices: Sequence[str | None], workers: int | None) -> None:

@@ -15,6 +15,8 @@ from typer.testing import CliRunner
 
 from lengthwise.cli import app
 
+from .test_parquet_format import assert_window_rows
+
 HAYSTACK = Path(__file__).parent / "haystack.txt"
 COUNT = 11  # documents: 3 shards of 4 (the last one short)
 
@@ -83,26 +85,15 @@ def test_ray_actors_give_the_windows_of_one_local_process(multi: dict[str, Path]
 
 
 def test_parquet_rows_are_the_windows_of_the_shards(multi: dict[str, Path]) -> None:
-    import pyarrow.parquet as pq
+    assert_window_rows(multi["ray"])  # Parquet is the Ray engine's default format
 
-    from lengthwise.longdoc.store import read_embeddings
 
-    ids, windows = read_embeddings(multi["ray"])
-    table = pq.read_table(multi["ray"] / "parquet")
-    assert table.column_names == ["doc_id", "window", "start", "end", "vector"]
-    rows = table.to_pydict()
-    order = np.lexsort((rows["window"], [ids.index(i) for i in rows["doc_id"]]))
-    assert len(order) == windows.offsets[-1]  # one row per window
-    doc_ids, numbers = np.asarray(rows["doc_id"])[order], np.asarray(rows["window"])[order]
-    starts, ends = np.asarray(rows["start"])[order], np.asarray(rows["end"])[order]
-    for k, doc_id in enumerate(ids):
-        first, last = windows.offsets[k], windows.offsets[k + 1]
-        assert list(doc_ids[first:last]) == [doc_id] * (last - first)
-        assert list(numbers[first:last]) == list(range(last - first))
-        assert starts[first] == 0 and np.all(np.diff(starts[first:last]) > 0)
-        assert np.all(np.diff(ends[first:last]) > 0) and np.all(ends[first:last] > starts[first:last])
-    vectors = np.asarray(rows["vector"], dtype=np.float32)[order]
-    np.testing.assert_array_equal(vectors, windows.vectors)
+def test_ray_writes_no_parquet_when_asked_for_npy(cluster: Any, tiny_model_dir: Path, tmp_path: Path) -> None:
+    from lengthwise.pipelines import encode
+
+    corpus, out = _corpus(tmp_path), tmp_path / "ray-npy"
+    assert encode(corpus, out, tiny_model_dir, long="chunk-mean", shard_docs=6, engine="ray", format="npy") == COUNT
+    assert len(list(out.glob("*.shard.json"))) == 2 and not (out / "parquet").exists()
 
 
 def test_a_rerun_embeds_only_the_shard_whose_record_is_gone(cluster: Any, tiny_model_dir: Path, tmp_path: Path) -> None:

@@ -49,14 +49,23 @@ def encode(
     workers: Annotated[
         int | None, typer.Option("--workers", help="CPU actors for --engine ray (default: one per 4 CPUs).")
     ] = None,
+    format: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            help="npy (the shards) or parquet (the shards plus one row per window under OUT/parquet); "
+            "default: npy locally, parquet with --engine ray.",
+        ),
+    ] = None,
 ) -> None:
     """Embed every document of --data into OUT as .npy shards with their ids; a killed run resumes.
 
     Shards are `w{k}-{n}.npy` (vectors, or every window for multi-vector with `.offsets.npy`) and
     `w{k}-{n}.ids.txt`; `lengthwise.longdoc.store.read_embeddings(OUT)` reads them back in one array. A document
     without text stops the run with its file and line (no vector is invented for an empty document).
-    `--engine ray` runs the same encoder on a Ray cluster (`pip install 'lengthwise[ray]'`) and also writes one
-    Parquet row per window (doc_id, window, start, end, vector) under OUT/parquet.
+    `--format parquet` also writes one Parquet row per window (doc_id, window, start, end, vector) under
+    OUT/parquet, readable by pyarrow, DuckDB and polars. `--engine ray` runs the same encoder on a Ray cluster
+    (`pip install 'lengthwise[ray]'`), with Parquet by default.
     """
     from lengthwise.core.models import ModelLoadError
     from lengthwise.pipelines import encode as encode_corpus
@@ -76,7 +85,8 @@ def encode(
         check_out_dir(out)
         written = encode_corpus(data, out, model, long=long, devices=targets, shard_docs=shard_docs,
                                 batch_size=batch_size, threads=threads, precision=precision, engine=engine,
-                                address=address, workers=workers, show_progress=console.is_terminal,
+                                address=address, workers=workers, format=format,
+                                show_progress=console.is_terminal,
                                 on_note=note)  # fmt: skip
     except (ValueError, ModelLoadError) as err:  # SettingError, LongDocError, DataFormatError: ValueErrors
         _fail(setting_message(err))

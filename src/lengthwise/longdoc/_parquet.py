@@ -1,4 +1,5 @@
-"""Window rows as Parquet: one row per window vector that `lengthwise encode --engine ray` stores.
+"""Window rows as Parquet: one row per window vector that `lengthwise encode --format parquet` stores (the default of
+``--engine ray``).
 
 Columns (`SCHEMA`): ``doc_id`` (string), ``window`` (int32, 0, 1, … within the document, in the order of the
 ``.npy`` shard), ``start`` and ``end`` (int32, the window's span in the document's content tokens, special tokens
@@ -7,21 +8,47 @@ strategy gives one row per document: window 0, the span its vector reads (the wh
 ``truncate``). Each shard's rows are one part, ``OUT/parquet/part-{shard}.parquet``, written atomically and named
 in the shard's record, so the folder reads as one table: ``pyarrow.parquet.read_table(OUT / "parquet")``.
 
-pyarrow is imported inside the functions (it comes with Ray Data).
+pyarrow is imported inside the functions: it comes with Ray Data or the ``lengthwise[parquet]`` extra, and
+`require_pyarrow` turns its absence into a one-line install hint before any compute.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from lengthwise.core.encoder import MultiVectors
+from lengthwise.core.errors import SettingError
 
-__all__ = ["COLUMNS", "parquet_bytes", "window_spans", "window_table"]
+__all__ = ["COLUMNS", "FORMATS", "parquet_bytes", "require_pyarrow", "shard_part", "window_spans", "window_table"]
 
 COLUMNS = ("doc_id", "window", "start", "end", "vector")
+FORMATS = ("npy", "parquet")  # what `encode` writes: the shards alone, or the shards and their window rows
+
+
+def require_pyarrow() -> None:
+    """Raise a `SettingError` on ``format`` with the install hint when pyarrow is missing."""
+    try:
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        raise SettingError("format", "parquet", "needs pyarrow: pip install 'lengthwise[parquet]'") from None
+
+
+def shard_part(
+    encoder: Any, ids: Sequence[str], texts: Sequence[str], embeddings: np.ndarray | MultiVectors
+) -> Callable[[str], dict[str, bytes]]:
+    """The `EmbeddingStore.write` ``extra`` that adds a shard's window rows: its stem name → {part path: bytes}."""
+    from lengthwise.longdoc.store import parquet_part
+
+    table = window_table(ids, window_spans(encoder, texts), embeddings)
+
+    def part(stem: str) -> dict[str, bytes]:
+        return {parquet_part(Path("."), stem).as_posix(): parquet_bytes(table)}
+
+    return part
 
 
 def window_spans(encoder: Any, texts: Sequence[str]) -> list[list[tuple[int, int]]]:

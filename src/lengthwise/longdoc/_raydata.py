@@ -1,4 +1,4 @@
-"""`lengthwise encode --engine ray`: the same `LongEncoder` as a Ray Data actor pool, the same shards, plus Parquet.
+"""`lengthwise encode --engine ray`: the same `LongEncoder` as a Ray Data actor pool, the same shards (and Parquet).
 
 The driver reads the corpus once (`check_corpus`, the same one-line errors as the local path), repairs the folder
 (`EmbeddingStore.repair`) and plans the shards: the documents not yet embedded, in corpus order, ``shard_docs`` per
@@ -8,7 +8,8 @@ shard, shard j named ``w0-{base + j:05d}`` (`base`: past every shard already the
 and `map_groups` (a `map_batches` over the sorted blocks) hands each shard whole to one actor of a fixed pool
 holding the loaded model: one actor per GPU (``num_gpus=1``), else CPU actors with the torch threads split.
 
-An actor writes its shard's ``.npy`` / ``.offsets.npy`` / ``.ids.txt``, its Parquet part and, last, its record, all
+An actor writes its shard's ``.npy`` / ``.offsets.npy`` / ``.ids.txt``, its Parquet part (``job["parquet"]``) and,
+last, its record, all
 atomically and under the planned name: an actor killed mid-shard leaves no record (the rerun re-embeds those
 documents), and a retried shard rewrites the same files, so no document is lost or written twice.
 
@@ -112,8 +113,7 @@ class ShardWriter:
         self.job = job
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        from lengthwise.longdoc._parquet import parquet_bytes, window_spans, window_table
-        from lengthwise.longdoc.store import parquet_part
+        from lengthwise.longdoc._parquet import shard_part
 
         order = np.argsort(batch[_POS], kind="stable")  # corpus order within the shard, whatever the sort did
         ids = [str(batch[_ID][i]) for i in order]
@@ -126,12 +126,7 @@ class ShardWriter:
             embeddings: Any = self.encoder.encode_documents_multi(texts, batch_size=size)
         else:
             embeddings = self.encoder.encode_documents(texts, batch_size=size)
-        spans = window_spans(self.encoder, texts)
-
-        def part(stem: str) -> dict[str, bytes]:
-            name = parquet_part(Path("."), stem).as_posix()
-            return {name: parquet_bytes(window_table(ids, spans, embeddings))}
-
+        part = shard_part(self.encoder, ids, texts, embeddings) if self.job["parquet"] else None
         shard = int(batch[_SHARD][0])
         self.store.write(PREFIX, ids, embeddings, number=self.job["base"] + shard, extra=part)
         return {"shard": np.asarray([shard]), "docs": np.asarray([len(ids)])}
@@ -238,8 +233,8 @@ def encode_on_ray(
     """Embed the documents of `data` not yet in `store` on a Ray cluster (see the module docstring).
 
     `loader(model, device=, precision=)` loads the model in each actor; `job` holds ``model``, ``precision``,
-    ``threads``, ``shard_docs`` and ``batch_size``. The corpus has been checked (`check_corpus`). Returns the
-    number of documents embedded now.
+    ``threads``, ``shard_docs``, ``batch_size`` and ``parquet`` (write the window rows). The corpus has been
+    checked (`check_corpus`). Returns the number of documents embedded now.
     """
     ray = require_ray()
     done, removed = store.repair()

@@ -291,6 +291,7 @@ def encode_corpus(
     worker: tuple[int, int] = (0, 1),
     show_progress: bool = False,
     repair: bool = True,
+    parquet: bool = False,
     on_note: Callable[[str], None] | None = None,
 ) -> int:
     """Embed the documents of `path` not yet in `store` with a `LongEncoder`, `shard_docs` per shard.
@@ -298,9 +299,12 @@ def encode_corpus(
     `worker` = (k, n): this process takes documents k, k + n, k + 2n, … (by position in the file). Multi-vector
     strategies store every window. With `repair`, a damaged or unfinished shard is removed first and its documents
     are embedded again (`on_note` is told which); workers sharing a folder pass False after one `store.repair()`.
-    The corpus is checked first (`check_corpus`). Returns the number of documents embedded now.
+    With `parquet`, each shard's window rows are written too (`lengthwise.longdoc._parquet`) and named in its
+    record. The corpus is checked first (`check_corpus`). Returns the number of documents embedded now.
     """
     from tqdm.auto import tqdm
+
+    from lengthwise.longdoc._parquet import shard_part
 
     total = check_corpus(path)
     if repair:
@@ -321,7 +325,7 @@ def encode_corpus(
             embeddings: np.ndarray | MultiVectors = encoder.encode_documents_multi(texts, batch_size=batch_size)
         else:
             embeddings = encoder.encode_documents(texts, batch_size=batch_size)
-        store.write(prefix, ids, embeddings)
+        store.write(prefix, ids, embeddings, extra=shard_part(encoder, ids, texts, embeddings) if parquet else None)
         pending.clear()
 
     mine = len(range(worker[0], total, worker[1]))
