@@ -13,11 +13,13 @@ Stages (each writes its own section of the JSON; earlier sections are kept, so a
   256–8,192 tokens, essays haystack, seed 0) encoded with the recommended setting (``--long default``): Acc@1
   over the whole set through each index against the exact scan of the same windows, the candidate stage's
   document-level recall@100, and ubinary without rescoring.
-- ``scale``: 1 million window vectors (``--windows``) of 384 dimensions: the SciFact window vectors repeated with
+- ``scale``: 1 million window vectors (``--windows``; another count writes the section ``scale_{count}``) of 384
+  dimensions: the SciFact window vectors repeated with
   small seeded Gaussian noise (σ = 0.02, renormalised) to reach the count, 20 windows per document. For each
   engine × quantization: engine file bytes per window against fp32 (1,536 bytes), build time, single-query
   latency p50/p99 at k = 10 over 200 queries (SciFact queries), and peak RSS of a fresh process that opens the
-  index and runs the queries (the fp32 vectors stay memory-mapped).
+  index and runs the queries (the fp32 vectors stay memory-mapped). ``--arms`` picks engine/quantize pairs; each
+  arm's row is saved when it ends, and a rerun skips the arms already saved (a killed run resumes).
 
 The load average is recorded before and after each stage.
 
@@ -256,7 +258,11 @@ print(json.dumps({"open_s": opened, "p50_ms": statistics.median(times), "p99_ms"
 """
 
 
-def stage_scale(cache: Path, windows: int) -> dict[str, Any]:
+SCALE_ARMS = ("faiss/int8", "faiss/ubinary", "usearch/int8", "usearch/ubinary")
+
+
+def stage_scale(cache: Path, windows: int, arms: list[str], done: dict[str, Any], save: Any) -> dict[str, Any]:
+    """Each arm of `arms` not already in `done` (a resumed run keeps them); `save(section)` after each arm."""
     import lengthwise as lw
     from lengthwise.longdoc.index import WindowIndex
 
@@ -265,11 +271,15 @@ def stage_scale(cache: Path, windows: int) -> dict[str, Any]:
     base = lw.LongIndex.open(cache / "idx-faiss-int8")  # the quality stage's index: the same model and settings
     queries = np.asarray(base.embed_queries(texts[:200]), dtype=np.float32)
     np.save(cache / "queries.npy", queries)
-    rows = {}
-    for engine, quantize in (("faiss", "int8"), ("faiss", "ubinary"), ("usearch", "int8"), ("usearch", "ubinary")):
+    rows = dict(done)
+    section = {"rows": rows, "windows": windows, "dim": 384, "fp32_bytes_per_window": 1536}
+    for arm in arms:
+        if arm in rows:
+            continue
+        engine, quantize = arm.split("/")
         out = cache / f"scale-{windows}-{engine}-{quantize}"
-        started = time.perf_counter()
-        WindowIndex.build(encoded, out, quantize=quantize, engine=engine)
+        load_before, started = os.getloadavg(), time.perf_counter()
+        WindowIndex.build(encoded, out, quantize=quantize, engine=engine, show_progress=True)
         build_s = time.perf_counter() - started
         engine_bytes = (out / f"engine.{engine}").stat().st_size
         probe = subprocess.run(
@@ -283,16 +293,20 @@ def stage_scale(cache: Path, windows: int) -> dict[str, Any]:
             "engine_bytes_per_window": engine_bytes / windows,
             "vs_fp32": engine_bytes / (windows * 384 * 4),
             **json.loads(probe.stdout.strip().splitlines()[-1]),
+            "load_before": load_before,
+            "load_after": os.getloadavg(),
         }
-        rows[f"{engine}/{quantize}"] = row
-        print(engine, quantize, row, flush=True)
-    return {"rows": rows, "windows": windows, "dim": 384, "fp32_bytes_per_window": 1536}
+        rows[arm] = row
+        print(arm, row, flush=True)
+        save(section)
+    return section
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("stages", nargs="+", choices=("quality", "synthetic", "scale"))
     parser.add_argument("--windows", type=int, default=1_000_000)
+    parser.add_argument("--arms", default=",".join(SCALE_ARMS), help="scale: engine/quantize pairs, comma-separated")
     parser.add_argument("--cache", type=Path, default=Path(os.environ.get("LENGTHWISE_CACHE", "/tmp/lengthwise-bench")))
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args()
@@ -300,11 +314,22 @@ def main() -> None:
         raise SystemExit(f"error: {SCIFACT}: SciFact not found; set LENGTHWISE_DATA to the shared data folder")
     args.cache.mkdir(parents=True, exist_ok=True)
     results = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    scale_key = "scale" if args.windows == 1_000_000 else f"scale_{args.windows}"  # the 1M section stays
+    arms = [arm.strip() for arm in args.arms.split(",") if arm.strip()]
+    if unknown := sorted(set(arms) - set(SCALE_ARMS)):
+        raise SystemExit(f"error: --arms {','.join(unknown)}: use some of {','.join(SCALE_ARMS)}")
+
+    def save_scale(section: dict[str, Any]) -> None:  # after each arm: a killed 10M run resumes at the next arm
+        results[scale_key] = section
+        write_json_atomic(args.out, results)
+
     for stage in args.stages:
         load_before, started = os.getloadavg(), time.perf_counter()
-        stages = {"quality": lambda: stage_quality(args.cache), "synthetic": lambda: stage_synthetic(args.cache),
-                  "scale": lambda: stage_scale(args.cache, args.windows)}  # fmt: skip
-        section = stages[stage]()
+        if stage == "scale":
+            done = results.get(scale_key, {}).get("rows", {})
+            section = stage_scale(args.cache, args.windows, arms, done, save_scale)
+        else:
+            section = {"quality": stage_quality, "synthetic": stage_synthetic}[stage](args.cache)
         section.update(
             load_before=load_before,
             load_after=os.getloadavg(),
@@ -312,7 +337,7 @@ def main() -> None:
             date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
             peak_rss_mb_of_this_process=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         )
-        results[stage] = section
+        results[scale_key if stage == "scale" else stage] = section
         write_json_atomic(args.out, results)  # after each stage: a later stage's failure keeps this one
 
 

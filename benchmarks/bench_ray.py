@@ -45,7 +45,7 @@ def main() -> None:
     load_before = os.getloadavg()
     seconds = {}
     started = time.perf_counter()
-    lw.encode(corpus, work / "local", shard_docs=250, threads=args.threads)
+    lw.encode(corpus, work / "local", shard_docs=250, threads=args.threads, format="parquet")
     seconds["local"] = time.perf_counter() - started
     started = time.perf_counter()
     ray.init(num_cpus=args.threads, include_dashboard=False, log_to_driver=False)
@@ -54,7 +54,8 @@ def main() -> None:
     ray.shutdown()
     manifest = json.loads((work / "local" / "manifest.json").read_text())
     write_json_atomic(args.out, {
-        "docs": args.docs, "threads": args.threads, "long": manifest.get("settings", {}).get("long"),
+        "docs": args.docs, "threads": args.threads, "format": "parquet",
+        "long": manifest.get("settings", {}).get("long"),
         "seconds": seconds, "throughput_ray_vs_local": seconds["local"] / seconds["ray"],
         "load_before": load_before, "load_after": os.getloadavg(),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -163,3 +163,33 @@ def test_eval_through_an_index_of_another_corpus_is_refused(encoded: Path, tmp_p
                               "-o", str(tmp_path / "out")])  # fmt: skip
     assert run.exit_code == 2 and "build the index from this corpus" in run.output, run.output
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_the_build_streams_the_shards_instead_of_loading_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Peak numpy memory during a build stays near one chunk, not the corpus: 8 shards of 2,500 windows × 64 (5 MB
+    of fp32 in all) indexed 1,000 windows at a time, IVF lists trained on 1,000 of them, stay under 2 MB; the index
+    holds the same unit vectors."""
+    import tracemalloc
+
+    from lengthwise.core.encoder import MultiVectors
+    from lengthwise.longdoc import index as index_module
+    from lengthwise.longdoc.store import EmbeddingStore
+
+    rng = np.random.default_rng(0)
+    store = EmbeddingStore(tmp_path / "enc", {"model": "random", "long": {"strategy": "multi-vector"}})
+    shards = []
+    for k in range(8):
+        vectors = rng.normal(size=(2_500, 64)).astype(np.float32) * rng.uniform(0.5, 2.0)
+        shards.append(vectors)
+        store.write("w0-", [f"s{k}d{i}" for i in range(250)], MultiVectors(vectors, np.arange(0, 2_501, 10)))
+    monkeypatch.setattr(index_module, "CHUNK", 1_000)
+    monkeypatch.setattr(index_module, "TRAIN_SAMPLE", 1_000)  # bounded anyway (150 MB at 384 dimensions)
+    tracemalloc.start()
+    built = WindowIndex.build(tmp_path / "enc", tmp_path / "idx", quantize="int8", engine="faiss")
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 2_000_000, peak  # loading the shards whole took > 10 MB (concatenated, then normalised)
+    expected = np.concatenate(shards)
+    expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+    np.testing.assert_allclose(np.asarray(built.vectors), expected, rtol=1e-6, atol=1e-7)
+    assert built.doc_ids[:2] == ["s0d0", "s0d1"] and len(built.doc_ids) == 2_000 and built.offsets[-1] == 20_000

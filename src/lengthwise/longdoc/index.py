@@ -32,12 +32,13 @@ from lengthwise.core.encoder import MultiVectors, multi_vector_scores
 from lengthwise.core.errors import SettingError
 from lengthwise.core.scoring import WindowScoring
 from lengthwise.longdoc.config import LongDocError
-from lengthwise.longdoc.store import MANIFEST, read_embeddings
+from lengthwise.longdoc.store import MANIFEST, iter_shards
 
 __all__ = ["Engine", "Quantize", "WindowIndex"]
 
 INDEX_FILE = "index.json"
 CHUNK = 65_536  # windows added to the engine at once
+TRAIN_SAMPLE = 100_000  # windows an engine that needs training (FAISS IVF) learns its lists from
 REBUILD = "build it again with `lengthwise index build`"
 
 
@@ -180,6 +181,36 @@ class _USearch:
 _ENGINES: dict[Engine, Any] = {Engine.FAISS: _Faiss, Engine.USEARCH: _USearch}
 
 
+def _shard_layout(encoded: Path) -> tuple[list[str], np.ndarray, int]:
+    """Every document id, its window count and the dimension, from the shards' ids, offsets and array headers (each
+    shard checked, its vectors memory-mapped, not read)."""
+    ids: list[str] = []
+    counts: list[np.ndarray] = []
+    dim = 0
+    for shard_ids, array, offsets in iter_shards(encoded, mmap=True):
+        ids += shard_ids
+        counts.append(np.diff(offsets) if offsets is not None else np.ones(len(shard_ids), dtype=np.int64))
+        dim = array.shape[1]
+    if not ids:
+        raise LongDocError(f"{encoded}: no complete shard yet")
+    return ids, np.concatenate(counts).astype(np.int64), dim
+
+
+def _unit_vectors(encoded: Path, path: Path, windows: int, dim: int) -> np.ndarray:
+    """Every window vector of the shards, L2-normalised, streamed shard by shard and chunk by chunk into the
+    ``.npy`` at `path`; returned memory-mapped. Memory stays at one chunk, whatever the corpus size."""
+    vectors = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(windows, dim))
+    row = 0
+    for _, array, _ in iter_shards(encoded, mmap=True):
+        for first in range(0, len(array), CHUNK):
+            chunk = np.asarray(array[first : first + CHUNK], dtype=np.float32)
+            norms = np.maximum(np.linalg.norm(chunk, axis=1, keepdims=True), 1e-12)  # as torch's normalize
+            vectors[row : row + len(chunk)] = chunk / norms
+            row += len(chunk)
+    vectors.flush()
+    return vectors
+
+
 @dataclass
 class WindowIndex:
     """Window vectors indexed for document search (see the module docstring). Build with `build`, open with `open`."""
@@ -220,26 +251,22 @@ class WindowIndex:
         if not (encoded / MANIFEST).is_file():
             raise LongDocError(f"{encoded}: no {MANIFEST}; index a folder written by `lengthwise encode`")
         manifest = json.loads((encoded / MANIFEST).read_text(encoding="utf-8"))
-        ids, embeddings = read_embeddings(encoded)  # checks every shard; a damaged one names its file
-        documents = embeddings if isinstance(embeddings, MultiVectors) else MultiVectors(
-            embeddings, np.arange(len(ids) + 1, dtype=np.int64)
-        )  # fmt: skip
-        vectors = torch.nn.functional.normalize(torch.as_tensor(documents.vectors, dtype=torch.float32), dim=-1)
-        windows, dim = vectors.shape
+        ids, counts, dim = _shard_layout(encoded)  # checks every shard; a damaged one names its file
+        windows = int(counts.sum())
         out.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-building-", dir=out.parent))
         try:
-            np.save(staging / "vectors.npy", vectors.numpy())
-            np.save(staging / "offsets.npy", documents.offsets.astype(np.int64))
+            vectors = _unit_vectors(encoded, staging / "vectors.npy", windows, dim)
+            np.save(staging / "offsets.npy", np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
             (staging / "ids.txt").write_text("".join(f"{i}\n" for i in ids), encoding="utf-8")
             ann = _ENGINES[engine](quantize, dim, windows)
             rng = np.random.default_rng(0)
-            sample = vectors.numpy()[np.sort(rng.choice(windows, size=min(windows, 100_000), replace=False))]
-            ann.train(sample)
+            ann.train(vectors[np.sort(rng.choice(windows, size=min(windows, TRAIN_SAMPLE), replace=False))])
             for first in range(0, windows, CHUNK):
-                ann.add(vectors.numpy()[first : first + CHUNK], first)
+                ann.add(np.asarray(vectors[first : first + CHUNK]), first)
                 if on_progress is not None:
                     on_progress(min(first + CHUNK, windows), windows)
+            del vectors  # the memory map, closed before the rename
             ann.save(staging / f"engine.{engine.value}")
             nlist = _nlist(windows) if engine is Engine.FAISS else None
             settings = {"format": 1, "quantize": quantize.value, "engine": engine.value, "windows": windows,

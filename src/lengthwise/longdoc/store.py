@@ -26,7 +26,15 @@ from lengthwise.core.encoder import MultiVectors
 from lengthwise.core.results import write_bytes_atomic, write_json_atomic
 from lengthwise.longdoc.config import LongDocError
 
-__all__ = ["EmbeddingStore", "Shard", "check_corpus", "corpus_rows", "encode_corpus", "read_embeddings"]
+__all__ = [
+    "EmbeddingStore",
+    "Shard",
+    "check_corpus",
+    "corpus_rows",
+    "encode_corpus",
+    "iter_shards",
+    "read_embeddings",
+]
 
 MANIFEST = "manifest.json"
 RECORD = ".shard.json"
@@ -203,15 +211,18 @@ class EmbeddingStore:
         return write_json_atomic(Path(f"{stem}{RECORD}"), record)
 
 
-def _shard_arrays(folder: Path) -> Iterator[tuple[list[str], np.ndarray, np.ndarray | None]]:
-    for shard in _shards(folder):
+def iter_shards(folder: str | Path, *, mmap: bool = False) -> Iterator[tuple[list[str], np.ndarray, np.ndarray | None]]:
+    """(ids, vectors, window offsets or None) of each complete shard of `folder`, in order, each checked first
+    (size and sha256 of its files; a damaged one raises `LongDocError` naming it). With `mmap`, the vectors are
+    memory-mapped, not read: a corpus larger than memory streams shard by shard."""
+    for shard in _shards(Path(folder)):
         problem = shard.problem()
         if problem is not None:
             where = shard.stem.parent / f"{shard.stem.name}.npy"
             raise LongDocError(f"{where}: damaged or incomplete shard ({problem}); {REPAIR}")
         offsets_path = Path(f"{shard.stem}.offsets.npy")
         offsets = np.load(offsets_path, allow_pickle=False) if offsets_path.is_file() else None
-        yield shard.ids(), np.load(f"{shard.stem}.npy", allow_pickle=False), offsets
+        yield shard.ids(), np.load(f"{shard.stem}.npy", allow_pickle=False, mmap_mode="r" if mmap else None), offsets
 
 
 def read_embeddings(folder: str | Path) -> tuple[list[str], np.ndarray | MultiVectors]:
@@ -226,7 +237,7 @@ def read_embeddings(folder: str | Path) -> tuple[list[str], np.ndarray | MultiVe
     arrays: list[np.ndarray] = []
     counts: list[np.ndarray] = []
     multi = False
-    for shard_ids, array, offsets in _shard_arrays(folder):
+    for shard_ids, array, offsets in iter_shards(folder):
         ids += shard_ids
         arrays.append(array)
         multi = offsets is not None
