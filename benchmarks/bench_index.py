@@ -13,6 +13,8 @@ Stages (each writes its own section of the JSON; earlier sections are kept, so a
   256–8,192 tokens, essays haystack, seed 0) encoded with the recommended setting (``--long default``): Acc@1
   over the whole set through each index against the exact scan of the same windows, the candidate stage's
   document-level recall@100, and ubinary without rescoring.
+- ``connectivity``: USearch int8 at graph degrees 8, 12 and 16 on SciFact and the passkey/needle sets: engine
+  bytes per window and candidate recall@100 (can a sparser graph meet the 0.3× size goal?).
 - ``scale``: 1 million window vectors (``--windows``; another count writes the section ``scale_{count}``) of 384
   dimensions: the SciFact window vectors repeated with
   small seeded Gaussian noise (σ = 0.02, renormalised) to reach the count, 20 windows per document. For each
@@ -174,6 +176,39 @@ def stage_synthetic(cache: Path) -> dict[str, Any]:
     return sections
 
 
+def stage_connectivity(cache: Path) -> dict[str, Any]:
+    """USearch int8 at graph degrees 8, 12 and 16 (its default) on SciFact and the passkey/needle sets: engine bytes
+    per window and the candidate stage's document-level recall@100. Measures whether a sparser graph would meet
+    the 0.3× size goal; lengthwise keeps USearch's default. The degree is set by wrapping `usearch.index.Index`."""
+    import usearch.index
+
+    import lengthwise as lw
+
+    real = usearch.index.Index.__init__
+    sets = {"scifact": (_encoded(cache), _queries()[1])}
+    sets.update({task: _synthetic_set(cache, task)[:2] for task in ("passkey", "needle")})
+    rows: dict[str, Any] = {}
+    try:
+        for degree in (8, 12, 16):
+            usearch.index.Index.__init__ = lambda self, *a, d=degree, **k: real(self, *a, **{**k, "connectivity": d})
+            for name, (encoded, texts) in sets.items():
+                out = cache / f"conn-{name}-{degree}"
+                index = lw.LongIndex.build(encoded, out, quantize="int8", engine="usearch")
+                vectors = index.embed_queries(texts)
+                exact = index.windows.exact_vectors(vectors, k=100)
+                rows[f"{degree}/{name}"] = {
+                    "connectivity": degree,
+                    "set": name,
+                    "engine_bytes_per_window": (out / "engine.usearch").stat().st_size
+                    / index.windows.settings["windows"],
+                    "candidate_recall@100": _candidate_recall(index.windows, vectors, exact),
+                }
+                print(rows[f"{degree}/{name}"], flush=True)
+    finally:
+        usearch.index.Index.__init__ = real
+    return {"rows": rows, "fp32_bytes_per_window": 1536}
+
+
 def _accuracy(rows: list[list[tuple[str, float]]], gold: list[str]) -> float:
     return 100 * statistics.mean(float(bool(row) and row[0][0] == want) for row, want in zip(rows, gold, strict=True))
 
@@ -304,7 +339,7 @@ def stage_scale(cache: Path, windows: int, arms: list[str], done: dict[str, Any]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("stages", nargs="+", choices=("quality", "synthetic", "scale"))
+    parser.add_argument("stages", nargs="+", choices=("quality", "synthetic", "connectivity", "scale"))
     parser.add_argument("--windows", type=int, default=1_000_000)
     parser.add_argument("--arms", default=",".join(SCALE_ARMS), help="scale: engine/quantize pairs, comma-separated")
     parser.add_argument("--cache", type=Path, default=Path(os.environ.get("LENGTHWISE_CACHE", "/tmp/lengthwise-bench")))
@@ -329,7 +364,8 @@ def main() -> None:
             done = results.get(scale_key, {}).get("rows", {})
             section = stage_scale(args.cache, args.windows, arms, done, save_scale)
         else:
-            section = {"quality": stage_quality, "synthetic": stage_synthetic}[stage](args.cache)
+            stages = {"quality": stage_quality, "synthetic": stage_synthetic, "connectivity": stage_connectivity}
+            section = stages[stage](args.cache)
         section.update(
             load_before=load_before,
             load_after=os.getloadavg(),

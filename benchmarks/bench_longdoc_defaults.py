@@ -151,6 +151,17 @@ def _datasets(args, tokenizer) -> dict[str, dict]:
     return out
 
 
+def _precision_tag(precision: str) -> str:
+    """The cache files' precision tag: int8 vectors depend on the quantized engine their weights were packed for."""
+    if precision == "fp32":
+        return ""
+    import torch
+
+    from lengthwise.core.quantize import QUANTIZED_ENGINES
+
+    return "-int8-" + next(e for e in QUANTIZED_ENGINES if e in torch.backends.quantized.supported_engines)
+
+
 def _encode(model, name: str, plan: str, texts: list[str], cache: Path, batch_size: int) -> Stored:
     path = cache / f"{name}.{plan}.npz"
     if not path.exists():
@@ -292,7 +303,7 @@ def main() -> None:
     payload: dict = {"columns": {}, "encode": {}}
     for name, entry in data.items():
         plans = args.plans or (args.simple_plans if args.style == "simple" else list(PLANS))
-        tag = (f"simple-{name}" if args.style == "simple" else name) + ("" if args.precision == "fp32" else "-int8")
+        tag = (f"simple-{name}" if args.style == "simple" else name) + _precision_tag(args.precision)
         stored = {plan: _encode(model, tag, plan, entry["texts"], args.cache, args.batch_size) for plan in plans}
         unique = list(dict.fromkeys(entry["queries"]))
         queries = dict(zip(unique, truncate.encode_queries(unique, batch_size=args.batch_size), strict=True))
