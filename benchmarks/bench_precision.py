@@ -15,6 +15,8 @@ Stages (each writes its own section of the JSON, so a stage can be re-run alone;
 - ``onnx``: ONNX Runtime's `quantize_dynamic` (per-channel int8) on a `torch.onnx.export` of the model, no optimum:
   STS-B test Spearman and tokens/s against torch fp32 and torch int8 (needs `pip install onnxruntime onnx`; a
   measurement only, lengthwise does not ship it).
+- ``profile``: torch.profiler's self CPU time by operator as a share of one forward pass (fp32, the default int8,
+  every Linear int8; 16 × 128 and 16 × 512 tokens, one thread): what stays fp32 and bounds the int8 speed-up.
 - ``robustness``: the STS-B test attack at m = 100 per precision (mean shift, share risen, JSD with its
   permutation null), and a paired bootstrap (`lengthwise.core.stats.paired_bootstrap`: paired,
   percentile, 2,000 resamples, seed 0) of the per-pair shift difference int8 − fp32.
@@ -382,8 +384,35 @@ def stage_onnx(repeats: int) -> dict[str, Any]:
     return {"stsb_spearman": quality, "rows": table, "repeats": repeats}
 
 
+def stage_profile(_: int) -> dict[str, Any]:
+    """Where a forward pass spends its time: torch.profiler's self CPU time by operator, as a share of the pass,
+    for fp32, the default int8 and every Linear in int8, one thread, 16 sequences of 128 and of 512 tokens."""
+    from torch.profiler import profile
+
+    torch.set_num_threads(1)
+    arms = {"fp32": _load("fp32", max_length=512), "int8": _load("int8", max_length=512),
+            "int8, every Linear": _load("int8", (), max_length=512)}  # fmt: skip
+    rows: dict[str, Any] = {}
+    for length in (128, 512):
+        ids = torch.tensor(_sequences(arms["fp32"], length, 16))
+        inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+        for name, model in arms.items():
+            network = model[0].auto_model
+            with torch.inference_mode():
+                network(**inputs)  # warm-up
+                with profile() as prof:
+                    network(**inputs)
+            events = prof.key_averages()
+            total = sum(e.self_cpu_time_total for e in events)
+            top = sorted(events, key=lambda e: -e.self_cpu_time_total)[:6]
+            rows[f"{name}/{length}"] = {e.key: round(e.self_cpu_time_total / total, 3) for e in top}
+            print(name, length, rows[f"{name}/{length}"], flush=True)
+    return {"rows": rows, "threads": 1, "sequences": 16}
+
+
 STAGES = {"layers": stage_layers, "speed": stage_speed, "quality": stage_quality, "robustness": stage_robustness,
-          "scifact": stage_scifact, "onnx": stage_onnx, "robustness_scifact": stage_robustness_scifact}  # fmt: skip
+          "scifact": stage_scifact, "onnx": stage_onnx, "robustness_scifact": stage_robustness_scifact,
+          "profile": stage_profile}  # fmt: skip
 
 
 def main() -> None:
