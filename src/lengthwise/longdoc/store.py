@@ -18,13 +18,15 @@ import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lengthwise.core.encoder import MultiVectors
 from lengthwise.core.results import write_bytes_atomic, write_json_atomic
 from lengthwise.longdoc.config import LongDocError
+
+if TYPE_CHECKING:  # imported where used: Ray Data's read tasks import this module and need no torch
+    from lengthwise.core.encoder import MultiVectors
 
 __all__ = [
     "EmbeddingStore",
@@ -196,6 +198,8 @@ class EmbeddingStore:
         a fixed one, so that a retry rewrites the same files. `extra(stem name)`: further files (paths relative to
         the folder → bytes), written before the record and named in it.
         """
+        from lengthwise.core.encoder import MultiVectors
+
         stem = self.folder / f"{prefix}{self.next_index(prefix) if number is None else number:05d}"
         files: dict[str, bytes] = {}
         if isinstance(embeddings, MultiVectors):
@@ -246,6 +250,8 @@ def read_embeddings(folder: str | Path) -> tuple[list[str], np.ndarray | MultiVe
     if not arrays:
         raise LongDocError(f"{folder}: no complete shard yet")
     if multi:
+        from lengthwise.core.encoder import MultiVectors
+
         offsets = np.concatenate([[0], np.cumsum(np.concatenate(counts))]).astype(np.int64)
         return ids, MultiVectors(np.concatenate(arrays), offsets)
     return ids, np.concatenate(arrays)
