@@ -9,9 +9,8 @@ and `map_groups` (a `map_batches` over the sorted blocks) hands each shard whole
 holding the loaded model: one actor per GPU (``num_gpus=1``), else CPU actors with the torch threads split.
 
 An actor writes its shard's ``.npy`` / ``.offsets.npy`` / ``.ids.txt``, its Parquet part (``job["parquet"]``) and,
-last, its record, all
-atomically and under the planned name: an actor killed mid-shard leaves no record (the rerun re-embeds those
-documents), and a retried shard rewrites the same files, so no document is lost or written twice.
+last, its record, all atomically and under the planned name: an actor killed mid-shard leaves no record (the rerun
+re-embeds those documents), and a retried shard rewrites the same files, so no document is lost or written twice.
 
 `ray` is imported only here, inside the functions (the ``lengthwise[ray]`` extra).
 """
