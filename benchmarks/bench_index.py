@@ -246,14 +246,18 @@ def _synthetic(cache: Path, windows: int) -> Path:
     from lengthwise.longdoc.store import EmbeddingStore, read_embeddings
 
     folder = cache / f"synthetic-{windows}"
-    if (folder / "manifest.json").is_file() and any(folder.glob("*.shard.json")):
-        return folder
+    per_doc, chunk = 20, 100_000
+    records = sorted(folder.glob("*.shard.json"))
+    if sum(json.loads(r.read_text())["ids"] for r in records) == windows // per_doc:
+        return folder  # complete (a killed generation leaves fewer documents: it starts again)
+    import shutil
+
+    shutil.rmtree(folder, ignore_errors=True)
     _, base = read_embeddings(_encoded(cache))
     source = base.vectors if isinstance(base, MultiVectors) else base
     manifest = json.loads((_encoded(cache) / "manifest.json").read_text())["settings"]
     store = EmbeddingStore(folder, {**manifest, "synthetic_windows": windows})
     rng = np.random.default_rng(0)
-    per_doc, chunk = 20, 100_000
     for first in range(0, windows, chunk):
         count = min(chunk, windows - first)
         picked = source[rng.integers(0, len(source), size=count)] + rng.normal(0, 0.02, size=(count, source.shape[1]))
@@ -298,6 +302,8 @@ SCALE_ARMS = ("faiss/int8", "faiss/ubinary", "usearch/int8", "usearch/ubinary")
 
 def stage_scale(cache: Path, windows: int, arms: list[str], done: dict[str, Any], save: Any) -> dict[str, Any]:
     """Each arm of `arms` not already in `done` (a resumed run keeps them); `save(section)` after each arm."""
+    from tqdm.auto import tqdm
+
     import lengthwise as lw
     from lengthwise.longdoc.index import WindowIndex
 
@@ -314,7 +320,9 @@ def stage_scale(cache: Path, windows: int, arms: list[str], done: dict[str, Any]
         engine, quantize = arm.split("/")
         out = cache / f"scale-{windows}-{engine}-{quantize}"
         load_before, started = os.getloadavg(), time.perf_counter()
-        WindowIndex.build(encoded, out, quantize=quantize, engine=engine, show_progress=True)
+        with tqdm(total=windows, unit="window", desc=f"build {arm}") as bar:
+            WindowIndex.build(encoded, out, quantize=quantize, engine=engine,
+                              on_progress=lambda done, _: bar.update(done - bar.n))  # fmt: skip
         build_s = time.perf_counter() - started
         engine_bytes = (out / f"engine.{engine}").stat().st_size
         probe = subprocess.run(
