@@ -16,17 +16,35 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lengthwise.core.encoder import MultiVectors
 from lengthwise.core.errors import SettingError
 
-__all__ = ["COLUMNS", "FORMATS", "parquet_bytes", "require_pyarrow", "shard_part", "window_spans", "window_table"]
+if TYPE_CHECKING:  # imported where used: the shard store imports this module, and Ray's read tasks the store
+    from lengthwise.core.encoder import MultiVectors
+
+__all__ = [
+    "COLUMNS",
+    "FORMATS",
+    "PARQUET",
+    "parquet_bytes",
+    "parquet_part",
+    "require_pyarrow",
+    "shard_part",
+    "window_spans",
+    "window_table",
+]
 
 COLUMNS = ("doc_id", "window", "start", "end", "vector")
 FORMATS = ("npy", "parquet")  # what `encode` writes: the shards alone, or the shards and their window rows
+PARQUET = "parquet"  # the folder of the window rows inside an encoded folder, one part per shard
+
+
+def parquet_part(folder: Path, stem: str) -> Path:
+    """Where the Parquet window rows of shard `stem` go: ``folder/parquet/part-{stem}.parquet``."""
+    return folder / PARQUET / f"part-{stem}.parquet"
 
 
 def require_pyarrow() -> None:
@@ -41,8 +59,6 @@ def shard_part(
     encoder: Any, ids: Sequence[str], texts: Sequence[str], embeddings: np.ndarray | MultiVectors
 ) -> Callable[[str], dict[str, bytes]]:
     """The `EmbeddingStore.write` ``extra`` that adds a shard's window rows: its stem name → {part path: bytes}."""
-    from lengthwise.longdoc.store import parquet_part
-
     table = window_table(ids, window_spans(encoder, texts), embeddings)
 
     def part(stem: str) -> dict[str, bytes]:
@@ -68,6 +84,8 @@ def window_table(
     holds them (vectors (n, D), or every window (W, D) with offsets). Raises `ValueError` when the window counts
     and the offsets disagree."""
     import pyarrow as pa
+
+    from lengthwise.core.encoder import MultiVectors
 
     vectors = embeddings.vectors if isinstance(embeddings, MultiVectors) else embeddings
     counts = np.diff(embeddings.offsets) if isinstance(embeddings, MultiVectors) else np.ones(len(ids), np.int64)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lengthwise.core.results import write_bytes_atomic, write_json_atomic
+from lengthwise.longdoc._parquet import PARQUET, parquet_part, shard_part
 from lengthwise.longdoc.config import LongDocError
 
 if TYPE_CHECKING:  # imported where used: Ray Data's read tasks import this module and need no torch
@@ -40,7 +41,6 @@ __all__ = [
 
 MANIFEST = "manifest.json"
 RECORD = ".shard.json"
-PARQUET = "parquet"  # the folder of the window rows (`lengthwise.longdoc._parquet`), one part per shard
 REPAIR = "rerun `lengthwise encode` with the same settings to repair it"
 
 
@@ -94,11 +94,6 @@ class Shard:
 
     def ids(self) -> list[str]:
         return Path(f"{self.stem}.ids.txt").read_text(encoding="utf-8").splitlines()
-
-
-def parquet_part(folder: Path, stem: str) -> Path:
-    """Where the Parquet window rows of shard `stem` go: ``folder/parquet/part-{stem}.parquet``."""
-    return folder / PARQUET / f"part-{stem}.parquet"
 
 
 def _shards(folder: Path) -> list[Shard]:
@@ -320,8 +315,6 @@ def encode_corpus(
     record. The corpus is checked first (`check_corpus`). Returns the number of documents embedded now.
     """
     from tqdm.auto import tqdm
-
-    from lengthwise.longdoc._parquet import shard_part
 
     total = check_corpus(path)
     if repair:
