@@ -22,6 +22,7 @@ Stages (each writes its own section of the JSON; earlier sections are kept, so a
   latency p50/p99 at k = 10 over 200 queries (SciFact queries), and peak RSS of a fresh process that opens the
   index and runs the queries (the fp32 vectors stay memory-mapped). ``--arms`` picks engine/quantize pairs; each
   arm's row is saved when it ends, and a rerun skips the arms already saved (a killed run resumes).
+- ``probe``: the scale stage's queries again, alone, on the indexes it built (``probe_again`` in each row).
 
 The load average is recorded before and after each stage.
 
@@ -300,6 +301,28 @@ print(json.dumps({"open_s": opened, "p50_ms": statistics.median(times), "p99_ms"
 SCALE_ARMS = ("faiss/int8", "faiss/ubinary", "usearch/int8", "usearch/ubinary")
 
 
+def _probe(out: Path, cache: Path) -> dict[str, Any]:
+    """Open the index `out` in a fresh process and time 200 single queries there (`PROBE`), with its memory."""
+    load_before = os.getloadavg()
+    probe = subprocess.run(
+        [sys.executable, "-c", PROBE, str(out), str(cache / "queries.npy")], capture_output=True, text=True, check=True
+    )
+    return {**json.loads(probe.stdout.strip().splitlines()[-1]), "load_before": load_before,
+            "load_after": os.getloadavg()}  # fmt: skip
+
+
+def stage_probe(cache: Path, windows: int, arms: list[str], section: dict[str, Any], save: Any) -> dict[str, Any]:
+    """The scale stage's queries again on indexes it already built, alone: a row's `probe_again` (its build and
+    first probe are kept), for a first probe that ran beside another job."""
+    for arm in arms:
+        if arm in section.get("rows", {}):
+            engine, quantize = arm.split("/")
+            section["rows"][arm]["probe_again"] = _probe(cache / f"scale-{windows}-{engine}-{quantize}", cache)
+            print(arm, section["rows"][arm]["probe_again"], flush=True)
+            save(section)
+    return section
+
+
 def stage_scale(cache: Path, windows: int, arms: list[str], done: dict[str, Any], save: Any) -> dict[str, Any]:
     """Each arm of `arms` not already in `done` (a resumed run keeps them); `save(section)` after each arm."""
     from tqdm.auto import tqdm
@@ -347,7 +370,7 @@ def stage_scale(cache: Path, windows: int, arms: list[str], done: dict[str, Any]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("stages", nargs="+", choices=("quality", "synthetic", "connectivity", "scale"))
+    parser.add_argument("stages", nargs="+", choices=("quality", "synthetic", "connectivity", "scale", "probe"))
     parser.add_argument("--windows", type=int, default=1_000_000)
     parser.add_argument("--arms", default=",".join(SCALE_ARMS), help="scale: engine/quantize pairs, comma-separated")
     parser.add_argument("--cache", type=Path, default=Path(os.environ.get("LENGTHWISE_CACHE", "/tmp/lengthwise-bench")))
@@ -371,6 +394,9 @@ def main() -> None:
         if stage == "scale":
             done = results.get(scale_key, {}).get("rows", {})
             section = stage_scale(args.cache, args.windows, arms, done, save_scale)
+        elif stage == "probe":  # rows of the scale section updated in place; its own timings stay
+            stage_probe(args.cache, args.windows, arms, results.get(scale_key, {}), save_scale)
+            continue
         else:
             stages = {"quality": stage_quality, "synthetic": stage_synthetic, "connectivity": stage_connectivity}
             section = stages[stage](args.cache)
