@@ -193,3 +193,31 @@ def test_the_build_streams_the_shards_instead_of_loading_them(tmp_path: Path, mo
     expected /= np.linalg.norm(expected, axis=1, keepdims=True)
     np.testing.assert_allclose(np.asarray(built.vectors), expected, rtol=1e-6, atol=1e-7)
     assert built.doc_ids[:2] == ["s0d0", "s0d1"] and len(built.doc_ids) == 2_000 and built.offsets[-1] == 20_000
+
+
+def test_a_disk_without_room_is_refused_before_the_build_and_leaves_nothing(
+    encoded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seen at 10M windows: the disk filled while the fp32 copy was written through a memory map, and the build
+    died of SIGBUS, leaving a 15 GB staging folder. Now the space is checked first, and the copy's blocks are
+    allocated before any page is written, so a disk that fills meanwhile raises an error and cleans up."""
+    import errno
+    import shutil
+    from collections import namedtuple
+
+    from lengthwise.longdoc import index as index_module
+
+    usage, real = namedtuple("usage", "total used free"), shutil.disk_usage
+    monkeypatch.setattr(index_module.shutil, "disk_usage", lambda _: usage(10**9, 10**9 - 1_000, 1_000))
+    with pytest.raises(SettingError, match=r"needs about .* GB of disk for .* windows and 0\.0 GB is free"):
+        WindowIndex.build(encoded, tmp_path / "idx", engine="faiss")
+    assert list(tmp_path.iterdir()) == []  # no index, no staging folder
+    monkeypatch.setattr(index_module.shutil, "disk_usage", real)
+
+    def full(*_: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(index_module.os, "posix_fallocate", full, raising=False)
+    with pytest.raises(LongDocError, match=r"no room for the index.s vectors \(No space left on device\)"):
+        WindowIndex.build(encoded, tmp_path / "idx", engine="faiss")
+    assert list(tmp_path.iterdir()) == []

@@ -196,10 +196,33 @@ def _shard_layout(encoded: Path) -> tuple[list[str], np.ndarray, int]:
     return ids, np.concatenate(counts).astype(np.int64), dim
 
 
+def _disk_needed(windows: int, dim: int, quantize: Quantize) -> int:
+    """Bytes an index of `windows` vectors needs on disk, generously: the fp32 copy plus the engine's file (its
+    vectors and up to 200 bytes of lists or graph links per window; measured: 150 for USearch, 10 for FAISS)."""
+    engine = {Quantize.NONE: 4 * dim, Quantize.INT8: dim, Quantize.UBINARY: -(-dim // 8)}[quantize]
+    return windows * (4 * dim + engine + 200)
+
+
+def _allocate(path: Path) -> None:
+    """Give the memory-mapped file at `path` its disk blocks now (where the OS can): a disk that fills during the
+    build then fails here with an error, instead of killing the process (SIGBUS) when a mapped page is written."""
+    if not hasattr(os, "posix_fallocate"):
+        return
+    descriptor = os.open(path, os.O_RDWR)
+    try:
+        os.posix_fallocate(descriptor, 0, path.stat().st_size)
+    except OSError as err:
+        raise LongDocError(f"{path.parent}: no room for the index's vectors ({err.strerror}); free disk space or "
+                           "build into another folder") from None  # fmt: skip
+    finally:
+        os.close(descriptor)
+
+
 def _unit_vectors(encoded: Path, path: Path, windows: int, dim: int) -> np.ndarray:
     """Every window vector of the shards, L2-normalised, streamed shard by shard and chunk by chunk into the
     ``.npy`` at `path`; returned memory-mapped. Memory stays at one chunk, whatever the corpus size."""
     vectors = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(windows, dim))
+    _allocate(path)
     row = 0
     for _, array, _ in iter_shards(encoded, mmap=True):
         for first in range(0, len(array), CHUNK):
@@ -254,6 +277,10 @@ class WindowIndex:
         ids, counts, dim = _shard_layout(encoded)  # checks every shard; a damaged one names its file
         windows = int(counts.sum())
         out.parent.mkdir(parents=True, exist_ok=True)
+        need, free = _disk_needed(windows, dim, quantize), shutil.disk_usage(out.parent).free
+        if need > free:
+            raise SettingError("out", str(out), f"needs about {need / 1e9:.1f} GB of disk for {windows:,} windows "
+                               f"and {free / 1e9:.1f} GB is free; free space or pass another folder")  # fmt: skip
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-building-", dir=out.parent))
         try:
             vectors = _unit_vectors(encoded, staging / "vectors.npy", windows, dim)
