@@ -155,11 +155,9 @@ def _precision_tag(precision: str) -> str:
     """The cache files' precision tag: int8 vectors depend on the quantized engine their weights were packed for."""
     if precision == "fp32":
         return ""
-    import torch
+    from lengthwise.core.quantize import quantized_engine
 
-    from lengthwise.core.quantize import QUANTIZED_ENGINES
-
-    return "-int8-" + next(e for e in QUANTIZED_ENGINES if e in torch.backends.quantized.supported_engines)
+    return "-int8-" + quantized_engine()
 
 
 def _encode(model, name: str, plan: str, texts: list[str], cache: Path, batch_size: int) -> Stored:

@@ -54,6 +54,7 @@ import torch  # noqa: E402
 
 from lengthwise.core.defaults import DEFAULT_MODEL  # noqa: E402
 from lengthwise.core.models import load_model  # noqa: E402
+from lengthwise.core.quantize import quantized_engine  # noqa: E402
 
 CANDIDATES: dict[str, tuple[str, ...]] = {
     "all Linear int8": (),
@@ -72,21 +73,10 @@ def _load(
     """`engine` overrides lengthwise's choice of quantized engine (to measure torch's default `x86` beside it)."""
     model = load_model(DEFAULT_MODEL, device="cpu", max_seq_length=max_length)
     if precision == "int8":
-        from lengthwise.core import quantize
+        from lengthwise.core.quantize import DEFAULT_KEEP_FP32, quantize_int8
 
-        saved = quantize.QUANTIZED_ENGINES
-        quantize.QUANTIZED_ENGINES = (engine,) if engine else saved
-        try:
-            quantize.quantize_int8(model, quantize.DEFAULT_KEEP_FP32 if keep is None else keep)
-        finally:
-            quantize.QUANTIZED_ENGINES = saved
+        quantize_int8(model, DEFAULT_KEEP_FP32 if keep is None else keep, engine=engine)
     return model
-
-
-def _engine() -> str:
-    from lengthwise.core.quantize import QUANTIZED_ENGINES
-
-    return next(e for e in QUANTIZED_ENGINES if e in torch.backends.quantized.supported_engines)
 
 
 def _sequences(model: Any, length: int, count: int) -> list[list[int]]:
@@ -176,7 +166,7 @@ def stage_speed(repeats: int) -> dict[str, Any]:
             }
             print(row, flush=True)
             table.append(row)
-    return {"rows": table, "repeats": repeats, "engine": _engine()}
+    return {"rows": table, "repeats": repeats, "engine": quantized_engine()}
 
 
 def stage_quality(_: int) -> dict[str, Any]:
@@ -434,7 +424,7 @@ def main() -> None:
             seconds=round(time.perf_counter() - started),
             date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
             torch=torch.__version__,
-            quantized_engine=_engine(),
+            quantized_engine=quantized_engine(),
         )
         results[stage] = section
         write_json_atomic(args.out, results)  # after each stage: a later stage's failure keeps this one

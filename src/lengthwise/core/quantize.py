@@ -29,7 +29,14 @@ from sentence_transformers import SentenceTransformer
 
 from lengthwise.core.errors import SettingError
 
-__all__ = ["DEFAULT_KEEP_FP32", "QUANTIZED_ENGINES", "Precision", "linear_precision", "quantize_int8"]
+__all__ = [
+    "DEFAULT_KEEP_FP32",
+    "QUANTIZED_ENGINES",
+    "Precision",
+    "linear_precision",
+    "quantize_int8",
+    "quantized_engine",
+]
 
 # Linear layers left in fp32 by default (chosen on STS-B test by bench_precision.py; see the module docstring).
 DEFAULT_KEEP_FP32: tuple[str, ...] = ("*.output.dense",)
@@ -66,13 +73,24 @@ def _transformer(model: SentenceTransformer) -> torch.nn.Module:
     return inner
 
 
-def quantize_int8(model: SentenceTransformer, keep_fp32: Sequence[str] = DEFAULT_KEEP_FP32) -> list[str]:
+def quantized_engine() -> str:
+    """The quantized engine `quantize_int8` packs weights for here: the first of `QUANTIZED_ENGINES` this torch
+    build supports (else torch's current one)."""
+    supported = torch.backends.quantized.supported_engines
+    return next((e for e in QUANTIZED_ENGINES if e in supported), torch.backends.quantized.engine)
+
+
+def quantize_int8(
+    model: SentenceTransformer, keep_fp32: Sequence[str] = DEFAULT_KEEP_FP32, *, engine: str | None = None
+) -> list[str]:
     """Quantize `model`'s Linear layers to int8 in place, except those matching `keep_fp32`; return their names.
 
     Args:
         model: A loaded model on the CPU (int8 dynamic quantization has CPU kernels only).
         keep_fp32: Shell-style patterns on module names inside the transformer (e.g. ``"encoder.layer.5.*"``,
             ``"*.attention.output.dense"``); matching Linear layers stay fp32.
+        engine: The quantized engine to pack the weights for (default: `quantized_engine()`), e.g. ``"x86"`` to
+            measure torch's default beside it.
 
     Returns:
         The names of the quantized Linear layers.
@@ -96,11 +114,9 @@ def quantize_int8(model: SentenceTransformer, keep_fp32: Sequence[str] = DEFAULT
         raise SettingError("keep_fp32", list(keep_fp32), "leaves no Linear layer to quantize")
     from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
-    supported = torch.backends.quantized.supported_engines
-    engine = next((e for e in QUANTIZED_ENGINES if e in supported), torch.backends.quantized.engine)
     previous = torch.backends.quantized.engine
     try:
-        torch.backends.quantized.engine = engine  # the packed weights keep this engine's kernel
+        torch.backends.quantized.engine = engine or quantized_engine()  # the packed weights keep its kernel
         with warnings.catch_warnings():
             for message in _UPSTREAM_WARNINGS:
                 warnings.filterwarnings("ignore", message=message)
