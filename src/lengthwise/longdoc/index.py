@@ -181,19 +181,22 @@ class _USearch:
 _ENGINES: dict[Engine, Any] = {Engine.FAISS: _Faiss, Engine.USEARCH: _USearch}
 
 
-def _shard_layout(encoded: Path) -> tuple[list[str], np.ndarray, int]:
-    """Every document id, its window count and the dimension, from the shards' ids, offsets and array headers (each
-    shard checked, its vectors memory-mapped, not read)."""
+def _shard_layout(encoded: Path) -> tuple[list[str], np.ndarray, int, list[Path]]:
+    """Every document id, its window count, the dimension and the shards' vector files, from the shards' ids,
+    offsets and array headers (each shard checked once, here; its vectors memory-mapped, not read)."""
     ids: list[str] = []
     counts: list[np.ndarray] = []
+    files: list[Path] = []
     dim = 0
     for shard_ids, array, offsets in iter_shards(encoded, mmap=True):
         ids += shard_ids
         counts.append(np.diff(offsets) if offsets is not None else np.ones(len(shard_ids), dtype=np.int64))
+        assert isinstance(array, np.memmap) and array.filename is not None  # mmap=True
+        files.append(Path(array.filename))
         dim = array.shape[1]
     if not ids:
         raise LongDocError(f"{encoded}: no complete shard yet")
-    return ids, np.concatenate(counts).astype(np.int64), dim
+    return ids, np.concatenate(counts).astype(np.int64), dim, files
 
 
 def _disk_needed(windows: int, dim: int, quantize: Quantize) -> int:
@@ -218,13 +221,15 @@ def _allocate(path: Path) -> None:
         os.close(descriptor)
 
 
-def _unit_vectors(encoded: Path, path: Path, windows: int, dim: int) -> np.ndarray:
-    """Every window vector of the shards, L2-normalised, streamed shard by shard and chunk by chunk into the
-    ``.npy`` at `path`; returned memory-mapped. Memory stays at one chunk, whatever the corpus size."""
+def _unit_vectors(files: list[Path], path: Path, windows: int, dim: int) -> np.ndarray:
+    """Every window vector of the shard files (checked by `_shard_layout`), L2-normalised, streamed file by file and
+    chunk by chunk into the ``.npy`` at `path`; returned memory-mapped. Memory stays at one chunk, whatever the
+    corpus size."""
     vectors = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(windows, dim))
     _allocate(path)
     row = 0
-    for _, array, _ in iter_shards(encoded, mmap=True):
+    for file in files:
+        array = np.load(file, allow_pickle=False, mmap_mode="r")
         for first in range(0, len(array), CHUNK):
             chunk = np.asarray(array[first : first + CHUNK], dtype=np.float32)
             norms = np.maximum(np.linalg.norm(chunk, axis=1, keepdims=True), 1e-12)  # as torch's normalize
@@ -274,7 +279,7 @@ class WindowIndex:
         if not (encoded / MANIFEST).is_file():
             raise LongDocError(f"{encoded}: no {MANIFEST}; index a folder written by `lengthwise encode`")
         manifest = json.loads((encoded / MANIFEST).read_text(encoding="utf-8"))
-        ids, counts, dim = _shard_layout(encoded)  # checks every shard; a damaged one names its file
+        ids, counts, dim, files = _shard_layout(encoded)  # checks every shard; a damaged one names its file
         windows = int(counts.sum())
         out.parent.mkdir(parents=True, exist_ok=True)
         need, free = _disk_needed(windows, dim, quantize), shutil.disk_usage(out.parent).free
@@ -283,7 +288,7 @@ class WindowIndex:
                                f"and {free / 1e9:.1f} GB is free; free space or pass another folder")  # fmt: skip
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-building-", dir=out.parent))
         try:
-            vectors = _unit_vectors(encoded, staging / "vectors.npy", windows, dim)
+            vectors = _unit_vectors(files, staging / "vectors.npy", windows, dim)
             np.save(staging / "offsets.npy", np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
             (staging / "ids.txt").write_text("".join(f"{i}\n" for i in ids), encoding="utf-8")
             ann = _ENGINES[engine](quantize, dim, windows)
