@@ -8,7 +8,8 @@ times include Ray's start-up; the throughput ratio is local time / Ray time. Loa
 the CPU went: the CPU seconds each process of the machine used during each run (psutil, sampled every 0.5 s),
 by command line, so the Ray actor's share can be set against Ray's own processes.
 
-    python benchmarks/bench_ray.py --docs 1000            # → docs/results/bench_ray.json
+    python benchmarks/bench_ray.py --docs 1000            # → docs/results/bench_ray.json, runs["1000"]
+    python benchmarks/bench_ray.py --docs 0               # all 5,183 abstracts → runs["5183"]
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ class CpuSampler:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--docs", type=int, default=1000)
+    parser.add_argument("--docs", type=int, default=1000, help="the first N SciFact abstracts (0: all 5,183)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "results" / "bench_ray.json")
     args = parser.parse_args()
@@ -86,7 +87,9 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="lengthwise-bench-ray-"))
     corpus = work / "corpus.jsonl"
     with opener(source, "rt", encoding="utf-8") as handle:
-        corpus.write_text("".join(line for _, line in zip(range(args.docs), handle, strict=False)))
+        lines = list(handle)
+    corpus.write_text("".join(lines[: args.docs or None]))
+    docs = len(lines[: args.docs or None])
     load_before = os.getloadavg()
     seconds = {}
     cpu = {}
@@ -95,22 +98,29 @@ def main() -> None:
         lw.encode(corpus, work / "local", shard_docs=250, threads=args.threads, format="parquet")
     seconds["local"] = time.perf_counter() - started
     cpu["local"] = sampler.by_process()
+    phases = {}
     started = time.perf_counter()
     with CpuSampler() as sampler:
         ray.init(num_cpus=args.threads, include_dashboard=False, log_to_driver=False)
+        phases["init"] = time.perf_counter() - started
         lw.encode(corpus, work / "ray", shard_docs=250, engine="ray")
+        phases["encode"] = time.perf_counter() - started - phases["init"]
         ray.shutdown()
     seconds["ray"] = time.perf_counter() - started
+    phases["shutdown"] = seconds["ray"] - phases["init"] - phases["encode"]
     cpu["ray"] = sampler.by_process()
     manifest = json.loads((work / "local" / "manifest.json").read_text())
-    write_json_atomic(args.out, {
-        "docs": args.docs, "threads": args.threads, "format": "parquet",
+    saved = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    runs = saved.get("runs", {})
+    runs[str(docs)] = {
+        "docs": docs, "threads": args.threads, "format": "parquet",
         "long": manifest.get("settings", {}).get("long"),
-        "seconds": seconds, "throughput_ray_vs_local": seconds["local"] / seconds["ray"],
+        "seconds": seconds, "ray_phases": phases, "throughput_ray_vs_local": seconds["local"] / seconds["ray"],
         "cpu_seconds_by_process": cpu,
         "load_before": load_before, "load_after": os.getloadavg(),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    })  # fmt: skip
+    }  # fmt: skip
+    write_json_atomic(args.out, {"runs": runs})  # one run per corpus size, kept across runs
     print(seconds, seconds["local"] / seconds["ray"])
 
 
