@@ -15,6 +15,9 @@ Stages (each writes its own section of the JSON; earlier sections are kept, so a
   document-level recall@100, and ubinary without rescoring.
 - ``connectivity``: USearch int8 at graph degrees 8, 12 and 16 on SciFact and the passkey/needle sets: engine
   bytes per window and candidate recall@100 (can a sparser graph meet the 0.3× size goal?).
+- ``oversample``: candidate recall@100 and nDCG@10 / Acc@1 of every quantized index of ``quality`` and
+  ``synthetic`` (reused from ``--cache``, built where missing) with 1,000, 2,000 and 4,000 candidate windows per
+  query, and SciFact's ms per query: how many candidates do binary codes need to reach 0.98?
 - ``scale``: 1 million window vectors (``--windows``; another count writes the section ``scale_{count}``) of 384
   dimensions: the SciFact window vectors repeated with
   small seeded Gaussian noise (σ = 0.02, renormalised) to reach the count, 20 windows per document. For each
@@ -177,6 +180,47 @@ def stage_synthetic(cache: Path) -> dict[str, Any]:
     return sections
 
 
+OVERSAMPLE = (1000, 2000, 4000)
+
+
+def stage_oversample(cache: Path) -> dict[str, Any]:
+    """Each quantized arm of `quality` and `synthetic` with 1,000 / 2,000 / 4,000 candidate windows per query."""
+    import lengthwise as lw
+
+    query_ids, scifact_texts, qrels = _queries()
+    sets = {"scifact": (_encoded(cache), scifact_texts, None)}
+    for task in ("passkey", "needle"):
+        encoded, texts, gold = _synthetic_set(cache, task)
+        sets[task] = (encoded, texts, gold)
+    sections: dict[str, Any] = {}
+    for name, (encoded, texts, gold) in sets.items():
+        rows: dict[str, Any] = {}
+        vectors = exact = None
+        for engine, quantize in ARMS:
+            if quantize == "none":
+                continue
+            folder = cache / (f"idx-{engine}-{quantize}" if name == "scifact" else f"idx-{name}-{engine}-{quantize}")
+            index = (lw.LongIndex.open(folder) if (folder / "index.json").is_file()
+                     else lw.LongIndex.build(encoded, folder, quantize=quantize, engine=engine))  # fmt: skip
+            if vectors is None:
+                vectors = index.embed_queries(texts)
+                exact = index.windows.exact_vectors(vectors, k=100)
+            assert exact is not None
+            for count in OVERSAMPLE:
+                started = time.perf_counter()
+                found = index.windows.search_vectors(vectors, k=100, windows=count)
+                row = {"candidate_recall@100": _candidate_recall(index.windows, vectors, exact, count),
+                       "ms_per_query": 1000 * (time.perf_counter() - started) / len(texts)}  # fmt: skip
+                if gold is None:
+                    row["ndcg@10"] = _ndcg(qrels, _run(query_ids, [r[:10] for r in found]))
+                else:
+                    row["acc@1"] = _accuracy(found, gold)
+                rows[f"{engine}/{quantize}/{count}"] = row
+                print(name, engine, quantize, count, row, flush=True)
+        sections[name] = {"rows": rows}
+    return sections
+
+
 def stage_connectivity(cache: Path) -> dict[str, Any]:
     """USearch int8 at graph degrees 8, 12 and 16 (its default) on SciFact and the passkey/needle sets: engine bytes
     per window and the candidate stage's document-level recall@100. Measures whether a sparser graph would meet
@@ -214,9 +258,9 @@ def _accuracy(rows: list[list[tuple[str, float]]], gold: list[str]) -> float:
     return 100 * statistics.mean(float(bool(row) and row[0][0] == want) for row, want in zip(rows, gold, strict=True))
 
 
-def _candidate_recall(windows: Any, vectors: Any, exact: list[list[tuple[str, float]]]) -> float:
-    """Document-level recall of the candidate stage (1,000 windows, default probes) against the exact top 100."""
-    candidates = windows.candidates(np.asarray(vectors, dtype=np.float32), 1000, windows.default_probes())
+def _candidate_recall(windows: Any, vectors: Any, exact: list[list[tuple[str, float]]], count: int = 1000) -> float:
+    """Document-level recall of the candidate stage (`count` windows, default probes) against the exact top 100."""
+    candidates = windows.candidates(np.asarray(vectors, dtype=np.float32), count, windows.default_probes())
     return statistics.mean(
         len({windows.doc_ids[j] for j in docs} & {d for d, _ in ex}) / len(ex)
         for docs, ex in zip(candidates, exact, strict=True)
@@ -292,7 +336,8 @@ times.sort()
 # VmHWM is the peak of all resident pages; at the end, RssAnon is this process's own memory (model, index, buffers)
 # and RssFile the file-backed pages: the memory-mapped fp32 windows that rescoring read, and the engine file if
 # mapped. File pages are page cache: the kernel drops them under pressure, so they do not bound the process.
-print(json.dumps({"open_s": opened, "p50_ms": statistics.median(times), "p99_ms": times[int(0.99 * (len(times) - 1))],
+print(json.dumps({"open_s": opened, "candidates": index.default_windows(),
+                  "p50_ms": statistics.median(times), "p99_ms": times[int(0.99 * (len(times) - 1))],
                   "peak_rss_mb": status_mb("VmHWM"), "rss_anon_mb": status_mb("RssAnon"),
                   "rss_file_mb": status_mb("RssFile")}))
 """
@@ -370,7 +415,11 @@ def stage_scale(cache: Path, windows: int, arms: list[str], done: dict[str, Any]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("stages", nargs="+", choices=("quality", "synthetic", "connectivity", "scale", "probe"))
+    parser.add_argument(
+        "stages",
+        nargs="+",
+        choices=("quality", "synthetic", "oversample", "connectivity", "scale", "probe"),
+    )
     parser.add_argument("--windows", type=int, default=1_000_000)
     parser.add_argument("--arms", default=",".join(SCALE_ARMS), help="scale: engine/quantize pairs, comma-separated")
     parser.add_argument("--cache", type=Path, default=Path(os.environ.get("LENGTHWISE_CACHE", "/tmp/lengthwise-bench")))
@@ -398,7 +447,8 @@ def main() -> None:
             stage_probe(args.cache, args.windows, arms, results.get(scale_key, {}), save_scale)
             continue
         else:
-            stages = {"quality": stage_quality, "synthetic": stage_synthetic, "connectivity": stage_connectivity}
+            stages = {"quality": stage_quality, "synthetic": stage_synthetic, "oversample": stage_oversample,
+                      "connectivity": stage_connectivity}  # fmt: skip
             section = stages[stage](args.cache)
         section.update(
             load_before=load_before,

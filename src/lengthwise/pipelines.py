@@ -313,7 +313,8 @@ def evaluate_through_index(
     settings = config.retrieval
     k = settings.top_k + (1 if settings.drop_self_hits else 0)  # room for the self-hit that is dropped
     vectors = np.asarray(opened.embed_queries(list(data.query_texts)), dtype=np.float32)
-    runs = {"index": opened.windows.search_vectors(vectors, k, scoring=opened.scoring, windows=max(1000, 10 * k)),
+    candidates = max(opened.windows.default_windows(), 10 * k)
+    runs = {"index": opened.windows.search_vectors(vectors, k, scoring=opened.scoring, windows=candidates),
             "exact": opened.windows.exact_vectors(vectors, k, scoring=opened.scoring)}  # fmt: skip
     scores, overlap = _index_scores(runs, data, config.retrieval)
     made = provenance(opened.windows.settings["model"], dict(data.describe()),
@@ -1052,7 +1053,7 @@ class LongIndex:
         return encoder.encode_queries(list(queries), batch_size=batch_size)
 
     def search(
-        self, queries: str | Sequence[str], k: int = 10, *, windows: int = 1000, probes: int | None = None
+        self, queries: str | Sequence[str], k: int = 10, *, windows: int | None = None, probes: int | None = None
     ) -> list[list[tuple[str, float]]]:
         """The `k` best documents (id, exact score) for each query, best first (see `WindowIndex.search_vectors`)."""
         texts = [queries] if isinstance(queries, str) else list(queries)
