@@ -206,3 +206,47 @@ def test_a_text_file_reads_as_with_the_local_engine(cluster: Any, tiny_model_dir
     (ids_local, local), (ids_ray, ray) = read_embeddings(tmp_path / "local"), read_embeddings(tmp_path / "ray")
     assert ids_ray == ids_local == ["1", "2", "3", "4", "5"]
     assert _cosines(ray, local).min() >= 0.9999
+
+
+class _Resources:
+    """A stand-in for the `ray` module's `cluster_resources()`: the pool is sized from it alone."""
+
+    def __init__(self, **resources: float) -> None:
+        self.resources = resources
+
+    def cluster_resources(self) -> dict[str, float]:
+        return self.resources
+
+
+@pytest.mark.parametrize(
+    ("resources", "workers", "shards", "want"),
+    [
+        # a GPU cluster (4 nodes of 1 GPU and 4 CPUs): one actor per GPU, under one CPU each, no torch threads set
+        ({"CPU": 16, "GPU": 4}, None, 10, {"size": 4, "num_gpus": 1, "num_cpus": 1, "device": "cuda", "threads": None}),
+        ({"CPU": 16, "GPU": 4}, 2, 10, {"size": 2, "num_gpus": 1, "num_cpus": 1, "device": "cuda", "threads": None}),
+        (
+            {"CPU": 2, "GPU": 4},
+            None,
+            3,
+            {"size": 3, "num_gpus": 1, "num_cpus": 1 / 3, "device": "cuda", "threads": None},
+        ),
+        # CPU only: one actor per 4 CPUs, the CPUs split into torch threads, one CPU left for Ray Data's tasks
+        ({"CPU": 16}, None, 10, {"size": 4, "num_gpus": 0, "num_cpus": 3.75, "device": "cpu", "threads": 4}),
+        ({"CPU": 2}, None, 10, {"size": 1, "num_gpus": 0, "num_cpus": 1, "device": "cpu", "threads": 2}),
+        ({"CPU": 2}, 2, 10, {"size": 2, "num_gpus": 0, "num_cpus": 0.5, "device": "cpu", "threads": 1}),
+    ],
+)
+def test_the_actor_pool_follows_the_cluster(
+    resources: dict[str, float], workers: int | None, shards: int, want: dict[str, Any]
+) -> None:
+    from lengthwise.longdoc._raydata import _pool
+
+    assert _pool(_Resources(**resources), workers, None, shards) == pytest.approx(want)
+
+
+def test_a_pool_of_no_workers_is_refused() -> None:
+    from lengthwise.core.errors import SettingError
+    from lengthwise.longdoc._raydata import _pool
+
+    with pytest.raises(SettingError, match="workers"):
+        _pool(_Resources(CPU=2), 0, None, 3)
