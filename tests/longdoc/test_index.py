@@ -242,3 +242,95 @@ def test_a_disk_without_room_is_refused_before_the_build_and_leaves_nothing(
     with pytest.raises(LongDocError, match=r"no room for the index.s vectors \(No space left on device\)"):
         WindowIndex.build(encoded, tmp_path / "idx", engine="faiss")
     assert list(tmp_path.iterdir()) == []
+
+
+def _interrupted(encoded: Path, out: Path, engine: str, quantize: str, at: int) -> None:
+    """A build of `out` stopped by Ctrl-C once `at` windows are in the engine."""
+
+    def stop(done: int, _: int) -> None:
+        if done >= at:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        WindowIndex.build(encoded, out, quantize=quantize, engine=engine, on_progress=stop)
+
+
+@pytest.mark.parametrize("engine", ["faiss", "usearch"])
+def test_an_interrupted_build_resumes_from_its_last_engine_save(
+    encoded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: str
+) -> None:
+    """A 42-minute build at 10M windows started again from nothing when stopped. Now the staging folder stays, and
+    the same build run again keeps its vectors and its engine's last save (here: every chunk of 20 windows)."""
+    from lengthwise.longdoc import index as index_module
+
+    monkeypatch.setattr(index_module, "CHUNK", 20)
+    monkeypatch.setattr(index_module, "CHECKPOINT_SECONDS", 0.0)
+    fresh = WindowIndex.build(encoded, tmp_path / "fresh", quantize="int8", engine=engine)
+    _interrupted(encoded, tmp_path / "idx", engine, "int8", at=60)  # stopped before the save at 60: 40 are saved
+    staging = tmp_path / ".idx-building"
+    assert (staging / "build.json").is_file() and not (tmp_path / "idx").exists()
+
+    def copy_again(*_: object) -> None:
+        raise AssertionError("the vectors were copied again")
+
+    monkeypatch.setattr(index_module, "unit_vectors", copy_again)
+    reported: list[int] = []
+    built = WindowIndex.build(encoded, tmp_path / "idx", quantize="int8", engine=engine,
+                              on_progress=lambda done, _: reported.append(done))  # fmt: skip
+    windows = built.settings["windows"]
+    assert reported[0] == 60 and reported[-1] == windows  # from the save at 40 on, not from 0
+    assert built.engine.count() == windows  # nothing added twice
+    assert not staging.exists() and not (tmp_path / "idx" / "build.json").exists()
+    if engine == "faiss":  # deterministic: the resumed index is byte for byte a fresh build's
+        import faiss
+
+        assert (faiss.serialize_index(built.engine.index) == faiss.serialize_index(fresh.engine.index)).all()
+    vectors = np.array(built.vectors[:5])
+    exact = built.exact_vectors(vectors, k=5)
+    found = built.search_vectors(vectors, k=5, windows=windows, probes=10_000)
+    assert [[doc for doc, _ in row] for row in found] == [[doc for doc, _ in row] for row in exact]
+
+
+def test_another_build_starts_afresh_over_an_interrupted_one(
+    encoded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lengthwise.longdoc import index as index_module
+
+    monkeypatch.setattr(index_module, "CHUNK", 20)
+    monkeypatch.setattr(index_module, "CHECKPOINT_SECONDS", 0.0)
+    _interrupted(encoded, tmp_path / "idx", "faiss", "int8", at=60)
+    copies: list[Path] = []
+    copy = index_module.unit_vectors
+    monkeypatch.setattr(
+        index_module, "unit_vectors", lambda files, path, *rest: copies.append(path) or copy(files, path, *rest)
+    )
+    built = WindowIndex.build(encoded, tmp_path / "idx", quantize="ubinary", engine="faiss")
+    assert len(copies) == 1 and built.settings["quantize"] == "ubinary"
+    assert built.engine.count() == built.settings["windows"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]
+
+
+def test_the_cli_says_an_interrupted_build_resumes(
+    encoded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lengthwise.longdoc import index as index_module
+
+    monkeypatch.setattr(index_module, "CHUNK", 20)
+    monkeypatch.setattr(index_module, "CHECKPOINT_SECONDS", 0.0)
+    real = index_module.WindowIndex.build.__func__  # type: ignore[attr-defined]
+
+    def stopped(cls: type, *args: object, **kwargs: object) -> object:
+        def stop(done: int, _: int) -> None:
+            if done >= 40:
+                raise KeyboardInterrupt
+
+        return real(cls, *args, **{**kwargs, "on_progress": stop})
+
+    monkeypatch.setattr(index_module.WindowIndex, "build", classmethod(stopped))
+    run = runner.invoke(app, ["index", "build", str(encoded), "--out", str(tmp_path / "idx"), "--engine", "faiss"])
+    assert run.exit_code == 130, run.output
+    assert "run the same command again to resume" in run.output
+    monkeypatch.setattr(index_module.WindowIndex, "build", classmethod(real))
+    run = runner.invoke(app, ["index", "build", str(encoded), "--out", str(tmp_path / "idx"), "--engine", "faiss"])
+    assert run.exit_code == 0, run.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]

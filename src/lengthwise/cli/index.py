@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from lengthwise.cli.app import command_group
-from lengthwise.cli.console import console
+from lengthwise.cli.console import console, say
 from lengthwise.cli.console import fail as _fail
 from lengthwise.cli.options import quiet_loading, setting_message
 
@@ -43,6 +43,9 @@ def build(
             index = LongIndex.build(encoded, out, quantize=quantize, engine=engine, on_progress=advance)
     except (ValueError, ModelLoadError) as err:  # SettingError, LongDocError
         _fail(setting_message(err))
+    except KeyboardInterrupt:
+        say("interrupted: run the same command again to resume the build where it was last saved")
+        raise typer.Exit(code=130) from None
     made = index.windows.settings
     console.print(f"indexed {made['windows']} windows of {made['documents']} documents into {out} "
                   f"({made['engine']}, {made['quantize']})", highlight=False, soft_wrap=True)  # fmt: skip

@@ -10,15 +10,17 @@ an exact scan. This follows the rescoring scheme of sentence-transformers' ``sem
 
 Folder layout: ``index.json`` (settings, counts, engine), ``vectors.npy`` (W, D) fp32, ``offsets.npy`` (n + 1,)
 window offsets per document, ``ids.txt`` (document ids) and ``engine.faiss`` or ``engine.usearch``. A build is
-written into a staging folder and renamed into place, so an interrupted build leaves nothing half-written.
+written into a staging folder and renamed into place, so an interrupted build leaves no half-written index; run
+again with the same inputs, it resumes from its last engine save (`lengthwise.longdoc._staging`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
-import tempfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -31,13 +33,16 @@ import torch
 from lengthwise.core.encoder import MultiVectors, multi_vector_scores
 from lengthwise.core.errors import SettingError
 from lengthwise.core.scoring import WindowScoring
+from lengthwise.longdoc._staging import BUILD_STATE, record_plan, shard_layout, staging_folder, unit_vectors
 from lengthwise.longdoc.config import LongDocError
-from lengthwise.longdoc.store import MANIFEST, iter_shards
+from lengthwise.longdoc.store import MANIFEST
 
 __all__ = ["Engine", "Quantize", "WindowIndex"]
 
 INDEX_FILE = "index.json"
 CHUNK = 65_536  # windows added to the engine at once
+CHECKPOINT_SECONDS = 300.0  # the most engine work a killed build loses: it resumes from the last save
+Progress = Callable[[int, int], None] | None
 TRAIN_SAMPLE = 100_000  # windows an engine that needs training (FAISS IVF) learns its lists from
 REBUILD = "build it again with `lengthwise index build`"
 
@@ -119,6 +124,9 @@ class _Faiss:
     def add(self, vectors: np.ndarray, first: int) -> None:
         self.index.add(self._prepare(vectors))  # ids are the running window numbers
 
+    def count(self) -> int:
+        return int(self.index.ntotal)
+
     def set_probes(self, probes: int) -> None:
         self.index.nprobe = probes
 
@@ -131,7 +139,7 @@ class _Faiss:
         write(self.index, str(path))
 
     @classmethod
-    def load(cls, path: Path, quantize: Quantize) -> _Faiss:
+    def load(cls, path: Path, quantize: Quantize, view: bool = True) -> _Faiss:  # FAISS reads it whole either way
         engine = cls.__new__(cls)
         engine.faiss, engine.quantize = _require(Engine.FAISS), quantize
         read = engine.faiss.read_index_binary if quantize is Quantize.UBINARY else engine.faiss.read_index
@@ -158,6 +166,9 @@ class _USearch:
     def add(self, vectors: np.ndarray, first: int) -> None:
         self.index.add(np.arange(first, first + len(vectors), dtype=np.uint64), self._prepare(vectors))
 
+    def count(self) -> int:
+        return len(self.index)
+
     def set_probes(self, probes: int) -> None:
         self.index.expansion_search = max(probes, 16)
 
@@ -176,72 +187,53 @@ class _USearch:
         self.index.save(str(path))
 
     @classmethod
-    def load(cls, path: Path, quantize: Quantize) -> _USearch:
+    def load(cls, path: Path, quantize: Quantize, view: bool = True) -> _USearch:
         engine = cls.__new__(cls)
         engine.quantize = quantize
-        engine.index = _require(Engine.USEARCH).Index.restore(str(path), view=True)  # memory-mapped
+        engine.index = _require(Engine.USEARCH).Index.restore(str(path), view=view)  # view: memory-mapped, read-only
         return engine
 
 
 _ENGINES: dict[Engine, Any] = {Engine.FAISS: _Faiss, Engine.USEARCH: _USearch}
 
 
-def _shard_layout(encoded: Path) -> tuple[list[str], np.ndarray, int, list[Path]]:
-    """Every document id, its window count, the dimension and the shards' vector files, from the shards' ids,
-    offsets and array headers (each shard checked once, here; its vectors memory-mapped, not read)."""
-    ids: list[str] = []
-    counts: list[np.ndarray] = []
-    files: list[Path] = []
-    dim = 0
-    for shard_ids, array, offsets in iter_shards(encoded, mmap=True):
-        ids += shard_ids
-        counts.append(np.diff(offsets) if offsets is not None else np.ones(len(shard_ids), dtype=np.int64))
-        assert isinstance(array, np.memmap) and array.filename is not None  # mmap=True
-        files.append(Path(array.filename))
-        dim = array.shape[1]
-    if not ids:
-        raise LongDocError(f"{encoded}: no complete shard yet")
-    return ids, np.concatenate(counts).astype(np.int64), dim, files
-
-
-def _disk_needed(windows: int, dim: int, quantize: Quantize) -> int:
-    """Bytes an index of `windows` vectors needs on disk, generously: the fp32 copy plus the engine's file (its
-    vectors and up to 200 bytes of lists or graph links per window; measured: 150 for USearch, 10 for FAISS)."""
+def _disk_needed(windows: int, dim: int, quantize: Quantize, resumed: bool = False) -> int:
+    """Bytes a build of `windows` vectors still needs on disk, generously: the fp32 copy (unless a resumed build has
+    it already) plus twice the engine's file, which is saved beside its last save (its vectors and up to 200 bytes of
+    lists or graph links per window; measured: 150 for USearch, 10 for FAISS)."""
     engine = {Quantize.NONE: 4 * dim, Quantize.INT8: dim, Quantize.UBINARY: -(-dim // 8)}[quantize]
-    return windows * (4 * dim + engine + 200)
+    return windows * ((0 if resumed else 4 * dim) + 2 * (engine + 200))
 
 
-def _allocate(path: Path) -> None:
-    """Give the memory-mapped file at `path` its disk blocks now (where the OS can): a disk that fills during the
-    build then fails here with an error, instead of killing the process (SIGBUS) when a mapped page is written."""
-    if not hasattr(os, "posix_fallocate"):
-        return
-    descriptor = os.open(path, os.O_RDWR)
-    try:
-        os.posix_fallocate(descriptor, 0, path.stat().st_size)
-    except OSError as err:
-        raise LongDocError(f"{path.parent}: no room for the index's vectors ({err.strerror}); free disk space or "
-                           "build into another folder") from None  # fmt: skip
-    finally:
-        os.close(descriptor)
+def _fill(path: Path, engine: Engine, quantize: Quantize, vectors: np.ndarray, on_progress: Progress) -> None:
+    """Add every window of `vectors` to a new engine, or to the one saved at `path` by an interrupted build (from
+    its count on), saving it there at least every `CHECKPOINT_SECONDS` and at the end (each save atomic)."""
+    windows, ann = len(vectors), None
+    if path.is_file():
+        try:
+            ann = _ENGINES[engine].load(path, quantize, view=False)
+        except (OSError, RuntimeError, ValueError):
+            ann = None  # unreadable: start the engine again
+    if ann is None:
+        ann = _ENGINES[engine](quantize, vectors.shape[1], windows)
+        rng = np.random.default_rng(0)
+        ann.train(vectors[np.sort(rng.choice(windows, size=min(windows, TRAIN_SAMPLE), replace=False))])
+    saved = time.monotonic()
+    for first in range(ann.count(), windows, CHUNK):
+        ann.add(np.asarray(vectors[first : first + CHUNK]), first)
+        if on_progress is not None:
+            on_progress(min(first + CHUNK, windows), windows)
+        if time.monotonic() - saved >= CHECKPOINT_SECONDS:
+            _save(ann, path)
+            saved = time.monotonic()
+    _save(ann, path)
 
 
-def _unit_vectors(files: list[Path], path: Path, windows: int, dim: int) -> np.ndarray:
-    """Every window vector of the shard files (checked by `_shard_layout`), L2-normalised, streamed file by file and
-    chunk by chunk into the ``.npy`` at `path`; returned memory-mapped. Memory stays at one chunk, whatever the
-    corpus size."""
-    vectors = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(windows, dim))
-    _allocate(path)
-    row = 0
-    for file in files:
-        array = np.load(file, allow_pickle=False, mmap_mode="r")
-        for first in range(0, len(array), CHUNK):
-            chunk = np.asarray(array[first : first + CHUNK], dtype=np.float32)
-            norms = np.maximum(np.linalg.norm(chunk, axis=1, keepdims=True), 1e-12)  # as torch's normalize
-            vectors[row : row + len(chunk)] = chunk / norms
-            row += len(chunk)
-    vectors.flush()
-    return vectors
+def _save(ann: Any, path: Path) -> None:
+    """Save the engine to `path` atomically (written beside it, then renamed over it)."""
+    part = path.with_name(path.name + ".part")
+    ann.save(part)
+    os.replace(part, path)
 
 
 @dataclass
@@ -284,35 +276,38 @@ class WindowIndex:
         if not (encoded / MANIFEST).is_file():
             raise LongDocError(f"{encoded}: no {MANIFEST}; index a folder written by `lengthwise encode`")
         manifest = json.loads((encoded / MANIFEST).read_text(encoding="utf-8"))
-        ids, counts, dim, files = _shard_layout(encoded)  # checks every shard; a damaged one names its file
+        ids, counts, dim, files = shard_layout(encoded)  # checks every shard; a damaged one names its file
         windows = int(counts.sum())
         out.parent.mkdir(parents=True, exist_ok=True)
-        need, free = _disk_needed(windows, dim, quantize), shutil.disk_usage(out.parent).free
+        digest = hashlib.sha256("\n".join(ids).encode("utf-8")).hexdigest()
+        plan = {"quantize": quantize.value, "engine": engine.value, "windows": windows, "dim": dim,
+                "encoded": str(encoded.resolve()), "ids_sha256": digest}  # fmt: skip
+        staging, resumed = staging_folder(out, plan)
+        need, free = _disk_needed(windows, dim, quantize, resumed), shutil.disk_usage(out.parent).free
         if need > free:
             raise SettingError("out", str(out), f"needs about {need / 1e9:.1f} GB of disk for {windows:,} windows "
                                f"and {free / 1e9:.1f} GB is free; free space or pass another folder")  # fmt: skip
-        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-building-", dir=out.parent))
         try:
-            vectors = _unit_vectors(files, staging / "vectors.npy", windows, dim)
-            np.save(staging / "offsets.npy", np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
-            (staging / "ids.txt").write_text("".join(f"{i}\n" for i in ids), encoding="utf-8")
-            ann = _ENGINES[engine](quantize, dim, windows)
-            rng = np.random.default_rng(0)
-            ann.train(vectors[np.sort(rng.choice(windows, size=min(windows, TRAIN_SAMPLE), replace=False))])
-            for first in range(0, windows, CHUNK):
-                ann.add(np.asarray(vectors[first : first + CHUNK]), first)
-                if on_progress is not None:
-                    on_progress(min(first + CHUNK, windows), windows)
+            if resumed:
+                vectors = np.load(staging / "vectors.npy", mmap_mode="r", allow_pickle=False)
+            else:
+                staging.mkdir()
+                vectors = unit_vectors(files, staging / "vectors.npy", windows, dim, CHUNK)
+                np.save(staging / "offsets.npy", np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
+                (staging / "ids.txt").write_text("".join(f"{i}\n" for i in ids), encoding="utf-8")
+                record_plan(staging, plan)
+            _fill(staging / f"engine.{engine.value}", engine, quantize, vectors, on_progress)
             del vectors  # the memory map, closed before the rename
-            ann.save(staging / f"engine.{engine.value}")
             nlist = _nlist(windows) if engine is Engine.FAISS else None
-            settings = {"format": 1, "quantize": quantize.value, "engine": engine.value, "windows": windows,
-                        "documents": len(ids), "dim": dim, "nlist": nlist, "encoded": str(encoded.resolve()),
+            settings = {"format": 1, **plan, "documents": len(ids), "nlist": nlist,
                         "encode_settings": manifest["settings"], **(extra or {})}  # fmt: skip
             (staging / INDEX_FILE).write_text(json.dumps(settings, indent=1), encoding="utf-8")
+            (staging / BUILD_STATE).unlink()
             if out.exists():
                 shutil.rmtree(out)
             os.rename(staging, out)
+        except KeyboardInterrupt:
+            raise  # the staging folder stays: the same build, run again, resumes from it
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise

@@ -1,0 +1,97 @@
+"""An index folder built in steps that survive a kill (`lengthwise.longdoc.index.WindowIndex.build`).
+
+The shards are checked once and their vectors memory-mapped (`shard_layout`); the unit vectors are streamed into
+a memory-mapped ``vectors.npy`` whose disk blocks are allocated first (`unit_vectors`, `allocate`). All of it is
+written into one staging folder beside the index, ``.{name}-building``. When the vectors, offsets and ids are
+complete, the build's plan (inputs and settings) is recorded there (`BUILD_STATE`), and the engine is saved there
+from time to time. A rerun of the same build finds the plan and resumes from the last engine save; any other
+build starts afresh (`staging_folder`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lengthwise.core.results import write_json_atomic
+from lengthwise.longdoc.config import LongDocError
+from lengthwise.longdoc.store import iter_shards
+
+__all__ = ["BUILD_STATE", "allocate", "record_plan", "shard_layout", "staging_folder", "unit_vectors"]
+
+BUILD_STATE = "build.json"
+
+
+def shard_layout(encoded: Path) -> tuple[list[str], np.ndarray, int, list[Path]]:
+    """Every document id, its window count, the dimension and the shards' vector files, from the shards' ids,
+    offsets and array headers (each shard checked once, here; its vectors memory-mapped, not read)."""
+    ids: list[str] = []
+    counts: list[np.ndarray] = []
+    files: list[Path] = []
+    dim = 0
+    for shard_ids, array, offsets in iter_shards(encoded, mmap=True):
+        ids += shard_ids
+        counts.append(np.diff(offsets) if offsets is not None else np.ones(len(shard_ids), dtype=np.int64))
+        assert isinstance(array, np.memmap) and array.filename is not None  # mmap=True
+        files.append(Path(array.filename))
+        dim = array.shape[1]
+    if not ids:
+        raise LongDocError(f"{encoded}: no complete shard yet")
+    return ids, np.concatenate(counts).astype(np.int64), dim, files
+
+
+def allocate(path: Path) -> None:
+    """Give the memory-mapped file at `path` its disk blocks now (where the OS can): a disk that fills during the
+    build then fails here with an error, instead of killing the process (SIGBUS) when a mapped page is written."""
+    if not hasattr(os, "posix_fallocate"):
+        return
+    descriptor = os.open(path, os.O_RDWR)
+    try:
+        os.posix_fallocate(descriptor, 0, path.stat().st_size)
+    except OSError as err:
+        raise LongDocError(f"{path.parent}: no room for the index's vectors ({err.strerror}); free disk space or "
+                           "build into another folder") from None  # fmt: skip
+    finally:
+        os.close(descriptor)
+
+
+def unit_vectors(files: list[Path], path: Path, windows: int, dim: int, chunk: int) -> np.ndarray:
+    """Every window vector of the shard files (checked by `shard_layout`), L2-normalised, streamed file by file and
+    `chunk` rows at a time into the ``.npy`` at `path`; returned memory-mapped. Memory stays at one chunk, whatever
+    the corpus size."""
+    vectors = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(windows, dim))
+    allocate(path)
+    row = 0
+    for file in files:
+        array = np.load(file, allow_pickle=False, mmap_mode="r")
+        for first in range(0, len(array), chunk):
+            part = np.asarray(array[first : first + chunk], dtype=np.float32)
+            norms = np.maximum(np.linalg.norm(part, axis=1, keepdims=True), 1e-12)  # as torch's normalize
+            vectors[row : row + len(part)] = part / norms
+            row += len(part)
+    vectors.flush()
+    return vectors
+
+
+def staging_folder(out: Path, plan: dict[str, Any]) -> tuple[Path, bool]:
+    """The staging folder of a build of `out` and whether it resumes: True when an earlier build with the same
+    `plan` left its vectors complete there. Otherwise whatever is there (another build's, or a half-written copy)
+    is removed, and the build starts afresh."""
+    staging = out.parent / f".{out.name}-building"
+    try:
+        if json.loads((staging / BUILD_STATE).read_text(encoding="utf-8")) == plan:
+            return staging, True
+    except (OSError, ValueError):
+        pass
+    shutil.rmtree(staging, ignore_errors=True)
+    return staging, False
+
+
+def record_plan(staging: Path, plan: dict[str, Any]) -> None:
+    """Mark the staging folder's vectors, offsets and ids complete for `plan`: from here on a rerun resumes."""
+    write_json_atomic(staging / BUILD_STATE, plan)
