@@ -72,18 +72,48 @@ def test_sign_bit_indexes_take_four_times_the_candidate_windows(
     import lengthwise as lw
 
     asked: list[int] = []
-    original = WindowIndex.candidates
+    original = WindowIndex.candidate_windows
 
     def spy(self: WindowIndex, queries: np.ndarray, windows: int, probes: int) -> list[np.ndarray]:
         asked.append(windows)
         return original(self, queries, windows, probes)
 
-    monkeypatch.setattr(WindowIndex, "candidates", spy)
+    monkeypatch.setattr(WindowIndex, "candidate_windows", spy)
     for quantize in ("int8", "ubinary"):
         index = lw.LongIndex.build(encoded, tmp_path / quantize, quantize=quantize, engine="faiss")
         assert index.search(QUERIES[0], k=3)[0]
         index.search(QUERIES[0], k=3, windows=50)  # asked for: kept
     assert asked == [1000, 50, 4000, 50]
+
+
+def test_only_the_best_candidates_are_scored_on_all_their_windows(
+    encoded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At 1M windows, 4,000 candidate windows made a ubinary query 7x slower: every window of every candidate
+    document was read. Now the candidates are ranked on their candidate windows first, and only the best
+    `RESCORED` per document asked for are read whole (here 1 per document: 3)."""
+    import lengthwise as lw
+    from lengthwise.longdoc import index as index_module
+
+    monkeypatch.setattr(index_module, "RESCORED", 1)
+    monkeypatch.setattr(index_module, "RESCORED_AT_LEAST", 0)
+    index = lw.LongIndex.build(encoded, tmp_path / "idx", quantize="none", engine="faiss")
+    read: list[int] = []
+    original = WindowIndex._scores
+
+    def spy(self: WindowIndex, query: object, rows: np.ndarray, *rest: object) -> object:
+        read.append(len(rows))
+        return original(self, query, rows, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(WindowIndex, "_scores", spy)
+    windows = index.windows.settings["windows"]
+    found = index.search(QUERIES[0], k=3, windows=windows, probes=10_000)[0]  # every window a candidate
+    exact = index.windows.exact_vectors(index.embed_queries(QUERIES[:1]), k=3, scoring=2)[0]
+    assert [doc for doc, _ in found] == [doc for doc, _ in exact]
+    assert [score for _, score in found] == pytest.approx([score for _, score in exact], abs=1e-5)
+    position = {doc: i for i, doc in enumerate(index.windows.doc_ids)}
+    whole = sum(int(np.diff(index.windows.offsets)[position[doc]]) for doc, _ in found)
+    assert read == [windows, whole] and whole < windows
 
 
 def test_a_single_query_through_usearch(encoded: Path, tmp_path: Path) -> None:

@@ -41,6 +41,7 @@ __all__ = ["Engine", "Quantize", "WindowIndex"]
 
 INDEX_FILE = "index.json"
 CHUNK = 65_536  # windows added to the engine at once
+RESCORED, RESCORED_AT_LEAST = 10, 100  # documents scored on all their windows: per document asked for, at least
 CHECKPOINT_SECONDS = 300.0  # the most engine work a killed build loses: it resumes from the last save
 Progress = Callable[[int, int], None] | None
 TRAIN_SAMPLE = 100_000  # windows an engine that needs training (FAISS IVF) learns its lists from
@@ -346,12 +347,38 @@ class WindowIndex:
         (USearch) and 0.94 (FAISS) of the exact top-100 SciFact documents at 1,000, and 0.998 and 0.980 at 4,000."""
         return CANDIDATES[Quantize(self.settings["quantize"])]
 
-    def candidates(self, queries: np.ndarray, windows: int, probes: int) -> list[np.ndarray]:
-        """Per query, the distinct documents of its `windows` nearest windows in the engine (approximate)."""
+    def candidate_windows(self, queries: np.ndarray, windows: int, probes: int) -> list[np.ndarray]:
+        """Per query, its `windows` nearest windows in the engine (approximate), as sorted window numbers."""
         self.engine.set_probes(probes)
         found = self.engine.search(np.asarray(queries, dtype=np.float32), min(windows, len(self.vectors)))
-        owner = np.searchsorted(self.offsets, np.clip(found, 0, None), side="right") - 1
-        return [np.unique(row_owner[row >= 0]) for row, row_owner in zip(found, owner, strict=True)]
+        return [np.sort(row[row >= 0]) for row in found]
+
+    def candidates(self, queries: np.ndarray, windows: int, probes: int) -> list[np.ndarray]:
+        """Per query, the distinct documents of its `windows` nearest windows in the engine (approximate)."""
+        owners = (self._owner(row) for row in self.candidate_windows(queries, windows, probes))
+        return [np.unique(owner) for owner in owners]
+
+    def _owner(self, windows: np.ndarray) -> np.ndarray:
+        """The document of each window number."""
+        return np.searchsorted(self.offsets, windows, side="right") - 1
+
+    def _scores(self, query: torch.Tensor, rows: np.ndarray, offsets: np.ndarray, scoring: WindowScoring | int) -> Any:
+        """Exact scores of the documents whose windows are `rows` (sorted), grouped by `offsets`."""
+        subset = MultiVectors(np.asarray(self.vectors[rows]), offsets)
+        return multi_vector_scores(query[None], subset, scoring)[0].numpy()
+
+    def _rescored(self, query: torch.Tensor, found: np.ndarray, k: int, scoring: WindowScoring | int) -> list[Any]:
+        """The `k` best documents for one query from its candidate windows `found` (sorted): each candidate document
+        scored on its candidate windows (exact fp32, those windows only), then the best `RESCORED` · k (at least
+        100) scored on all their windows."""
+        docs, first = np.unique(self._owner(found), return_index=True)
+        provisional = self._scores(query, found, np.append(first, len(found)), scoring)
+        docs = np.sort(docs[np.argsort(-provisional, kind="stable")[: max(RESCORED * k, RESCORED_AT_LEAST)]])
+        starts, ends = self.offsets[docs], self.offsets[docs + 1]
+        rows = np.concatenate([np.arange(a, b) for a, b in zip(starts, ends, strict=True)])
+        scores = self._scores(query, rows, np.concatenate([[0], np.cumsum(ends - starts)]), scoring)
+        best = np.argsort(-scores, kind="stable")[:k]
+        return [(self.doc_ids[docs[j]], float(scores[j])) for j in best]
 
     def search_vectors(
         self,
@@ -376,18 +403,11 @@ class WindowIndex:
         probes = probes if probes is not None else self.default_probes()
         windows = windows if windows is not None else self.default_windows()
         units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries), dtype=torch.float32), dim=-1)
-        results: list[list[tuple[str, float]]] = []
-        for query, docs in zip(units, self.candidates(units.numpy(), windows, probes), strict=True):
-            if len(docs) == 0:
-                results.append([])
-                continue
-            starts, ends = self.offsets[docs], self.offsets[docs + 1]
-            rows = np.concatenate([np.arange(a, b) for a, b in zip(starts, ends, strict=True)])
-            subset = MultiVectors(np.asarray(self.vectors[rows]), np.concatenate([[0], np.cumsum(ends - starts)]))
-            scores = multi_vector_scores(query[None], subset, scoring)[0].numpy()  # (len(docs),)
-            best = np.argsort(-scores, kind="stable")[:k]
-            results.append([(self.doc_ids[docs[j]], float(scores[j])) for j in best])
-        return results
+        found = self.candidate_windows(units.numpy(), windows, probes)
+        return [
+            self._rescored(query, rows, k, scoring) if len(rows) else []
+            for query, rows in zip(units, found, strict=True)
+        ]
 
     def exact_vectors(
         self, queries: np.ndarray, k: int = 10, *, scoring: WindowScoring | int = 1
