@@ -258,8 +258,12 @@ def _accuracy(rows: list[list[tuple[str, float]]], gold: list[str]) -> float:
     return 100 * statistics.mean(float(bool(row) and row[0][0] == want) for row, want in zip(rows, gold, strict=True))
 
 
-def _candidate_recall(windows: Any, vectors: Any, exact: list[list[tuple[str, float]]], count: int = 1000) -> float:
-    """Document-level recall of the candidate stage (`count` windows, default probes) against the exact top 100."""
+def _candidate_recall(
+    windows: Any, vectors: Any, exact: list[list[tuple[str, float]]], count: int | None = None
+) -> float:
+    """Document-level recall of the candidate stage (`count` windows, default: the index's; default probes) against
+    the exact top 100."""
+    count = count if count is not None else windows.default_windows()
     candidates = windows.candidates(np.asarray(vectors, dtype=np.float32), count, windows.default_probes())
     return statistics.mean(
         len({windows.doc_ids[j] for j in docs} & {d for d, _ in ex}) / len(ex)

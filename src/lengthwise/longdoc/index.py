@@ -1,12 +1,13 @@
 """An approximate-nearest-neighbour index over the window vectors `lengthwise encode` wrote, searched by document.
 
 The length-specific part is ours; the engines are not. Candidate windows come from FAISS (IVF over 8-bit scalar
-quantized vectors, or IVF over packed sign bits for ``ubinary``) or USearch (HNSW over i8 or b1 vectors). Their
-documents are then rescored *exactly*: every window of each candidate document, read from the fp32 vectors kept
-memory-mapped in the index folder (never loaded whole), scored with `lengthwise.core.encoder.multi_vector_scores`
-(max, or the mean of the best `top_k` windows) — so a document the candidate stage finds gets the same score as in
-an exact scan. This follows the rescoring scheme of sentence-transformers' ``semantic_search_faiss`` /
-``semantic_search_usearch`` (oversample candidates on quantized vectors, rescore), at document level.
+quantized vectors, or IVF over packed sign bits for ``ubinary``) or USearch (HNSW over i8 or b1 vectors). They
+are rescored *exactly*, from the fp32 vectors kept memory-mapped in the index folder (never loaded whole), in two
+steps: the candidate windows themselves rank their documents, then the best documents are scored on every window
+with `lengthwise.core.encoder.multi_vector_scores` (max, or the mean of the best `top_k` windows) — so a document
+returned has the same score as in an exact scan, and only those few documents are read whole. This follows the
+rescoring scheme of sentence-transformers' ``semantic_search_faiss`` / ``semantic_search_usearch`` (oversample
+candidates on quantized vectors, rescore them), at document level.
 
 Folder layout: ``index.json`` (settings, counts, engine), ``vectors.npy`` (W, D) fp32, ``offsets.npy`` (n + 1,)
 window offsets per document, ``ids.txt`` (document ids) and ``engine.faiss`` or ``engine.usearch``. A build is
