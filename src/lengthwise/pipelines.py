@@ -1057,8 +1057,9 @@ class LongIndex:
     ) -> list[list[tuple[str, float]]]:
         """The `k` best documents (id, exact score) for each query, best first (see `WindowIndex.search_vectors`)."""
         texts = [queries] if isinstance(queries, str) else list(queries)
-        if k < 1:
-            raise SettingError("k", k, "must be ≥ 1")
+        for name, value in (("k", k), ("windows", windows), ("probes", probes)):
+            if value is not None and value < 1:
+                raise SettingError(name, value, "must be ≥ 1")
         if not texts or any(not text.strip() for text in texts):
             raise SettingError("query", queries, "a query is empty; give the text to search for")
         vectors = self.embed_queries(texts)

@@ -364,3 +364,20 @@ def test_the_cli_says_an_interrupted_build_resumes(
     run = runner.invoke(app, ["index", "build", str(encoded), "--out", str(tmp_path / "idx"), "--engine", "faiss"])
     assert run.exit_code == 0, run.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]
+
+
+def test_cli_search_takes_the_candidate_windows_and_probes(encoded: Path, tmp_path: Path) -> None:
+    import lengthwise as lw
+
+    index = lw.LongIndex.build(encoded, tmp_path / "idx", engine="faiss")
+    windows = str(index.windows.settings["windows"])
+    args = ["search", str(tmp_path / "idx"), "--query", QUERIES[0], "--k", "3", "--json"]
+    run = runner.invoke(app, [*args, "--windows", windows, "--probes", "10000"])  # every window a candidate
+    assert run.exit_code == 0, run.output
+    exact = index.windows.exact_vectors(index.embed_queries(QUERIES[:1]), k=3, scoring=2)[0]
+    assert [hit["id"] for hit in json.loads(run.output)["hits"]] == [doc for doc, _ in exact]
+    run = runner.invoke(app, [*args, "--windows", "1", "--probes", "1"])  # one candidate window: one document
+    assert run.exit_code == 0, run.output
+    assert len(json.loads(run.output)["hits"]) == 1
+    with pytest.raises(SettingError, match="windows=0: must be ≥ 1"):
+        index.search(QUERIES[0], windows=0)

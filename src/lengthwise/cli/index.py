@@ -72,6 +72,14 @@ def search(
     queries: Annotated[Path | None, typer.Option("--queries", help="JSONL file of queries (_id, text).")] = None,
     k: Annotated[int, typer.Option("--k", help="Documents per query.", min=1)] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line: query_id and hits.")] = False,
+    windows: Annotated[
+        int | None,
+        typer.Option("--windows", help="Candidate windows per query (default 1,000; 4,000 on ubinary).", min=1),
+    ] = None,
+    probes: Annotated[
+        int | None,
+        typer.Option("--probes", help="FAISS lists probed (default: a quarter) or USearch expansion (64).", min=1),
+    ] = None,
 ) -> None:
     """Search INDEX: queries embedded with the settings recorded in the index, documents best first."""
     from lengthwise.core.models import ModelLoadError
@@ -82,7 +90,7 @@ def search(
 
     try:
         asked = _queries(query, queries)
-        results = LongIndex.open(index).search([text for _, text in asked], k)
+        results = LongIndex.open(index).search([text for _, text in asked], k, windows=windows, probes=probes)
     except (ValueError, ModelLoadError) as err:
         _fail(setting_message(err))
     for (query_id, _), hits in zip(asked, results, strict=True):
