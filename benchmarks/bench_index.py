@@ -397,18 +397,12 @@ def stage_scale(cache: Path, windows: int, arms: list[str], done: dict[str, Any]
                               on_progress=lambda done, _: bar.update(done - bar.n))  # fmt: skip
         build_s = time.perf_counter() - started
         engine_bytes = (out / f"engine.{engine}").stat().st_size
-        probe = subprocess.run(
-            [sys.executable, "-c", PROBE, str(out), str(cache / "queries.npy")],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
         row = {
             "build_s": build_s,
             "engine_bytes_per_window": engine_bytes / windows,
             "vs_fp32": engine_bytes / (windows * 384 * 4),
-            **json.loads(probe.stdout.strip().splitlines()[-1]),
-            "load_before": load_before,
+            **_probe(out, cache),
+            "load_before": load_before,  # the build's, over the probe's own
             "load_after": os.getloadavg(),
         }
         rows[arm] = row

@@ -1,7 +1,7 @@
 """An index folder built in steps that survive a kill (`lengthwise.longdoc.index.WindowIndex.build`).
 
 The shards are checked once and their vectors memory-mapped (`shard_layout`); the unit vectors are streamed into
-a memory-mapped ``vectors.npy`` whose disk blocks are allocated first (`unit_vectors`, `allocate`). All of it is
+a memory-mapped ``vectors.npy`` whose disk blocks are allocated first (`unit_vectors`). All of it is
 written into one staging folder beside the index, ``.{name}-building``. When the vectors, offsets and ids are
 complete, the build's plan (inputs and settings) is recorded there (`BUILD_STATE`), and the engine is saved there
 from time to time. A rerun of the same build finds the plan and resumes from the last engine save; any other
@@ -22,7 +22,7 @@ from lengthwise.core.results import write_json_atomic
 from lengthwise.longdoc.config import LongDocError
 from lengthwise.longdoc.store import iter_shards
 
-__all__ = ["BUILD_STATE", "allocate", "record_plan", "shard_layout", "staging_folder", "unit_vectors"]
+__all__ = ["BUILD_STATE", "record_plan", "shard_layout", "staging_folder", "unit_vectors"]
 
 BUILD_STATE = "build.json"
 
@@ -45,7 +45,7 @@ def shard_layout(encoded: Path) -> tuple[list[str], np.ndarray, int, list[Path]]
     return ids, np.concatenate(counts).astype(np.int64), dim, files
 
 
-def allocate(path: Path) -> None:
+def _allocate(path: Path) -> None:
     """Give the memory-mapped file at `path` its disk blocks now (where the OS can): a disk that fills during the
     build then fails here with an error, instead of killing the process (SIGBUS) when a mapped page is written."""
     if not hasattr(os, "posix_fallocate"):
@@ -65,7 +65,7 @@ def unit_vectors(files: list[Path], path: Path, windows: int, dim: int, chunk: i
     `chunk` rows at a time into the ``.npy`` at `path`; returned memory-mapped. Memory stays at one chunk, whatever
     the corpus size."""
     vectors = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(windows, dim))
-    allocate(path)
+    _allocate(path)
     row = 0
     for file in files:
         array = np.load(file, allow_pickle=False, mmap_mode="r")

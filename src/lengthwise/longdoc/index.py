@@ -44,7 +44,7 @@ INDEX_FILE = "index.json"
 CHUNK = 65_536  # windows added to the engine at once
 RESCORED, RESCORED_AT_LEAST = 10, 100  # documents scored on all their windows: per document asked for, at least
 CHECKPOINT_SECONDS = 300.0  # the most engine work a killed build loses: it resumes from the last save
-Progress = Callable[[int, int], None] | None
+Progress = Callable[[int, int], None] | None  # called with (windows added, windows)
 TRAIN_SAMPLE = 100_000  # windows an engine that needs training (FAISS IVF) learns its lists from
 REBUILD = "build it again with `lengthwise index build`"
 
@@ -258,7 +258,7 @@ class WindowIndex:
         quantize: Quantize | str = Quantize.INT8,
         engine: Engine | str = Engine.USEARCH,
         extra: dict[str, Any] | None = None,
-        on_progress: Callable[[int, int], None] | None = None,
+        on_progress: Progress = None,
     ) -> WindowIndex:
         """Index the folder `lengthwise encode` wrote (`encoded`) into `out` (new, or an earlier index: replaced).
 
