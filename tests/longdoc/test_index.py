@@ -274,6 +274,14 @@ def test_a_disk_without_room_is_refused_before_the_build_and_leaves_nothing(
     assert list(tmp_path.iterdir()) == []
 
 
+def _save_every_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks of 20 windows, the engine saved after each one."""
+    from lengthwise.longdoc import index as index_module
+
+    monkeypatch.setattr(index_module, "CHUNK", 20)
+    monkeypatch.setattr(index_module, "CHECKPOINT_SECONDS", 0.0)
+
+
 def _interrupted(encoded: Path, out: Path, engine: str, quantize: str, at: int) -> None:
     """A build of `out` stopped by Ctrl-C once `at` windows are in the engine."""
 
@@ -293,8 +301,7 @@ def test_an_interrupted_build_resumes_from_its_last_engine_save(
     the same build run again keeps its vectors and its engine's last save (here: every chunk of 20 windows)."""
     from lengthwise.longdoc import index as index_module
 
-    monkeypatch.setattr(index_module, "CHUNK", 20)
-    monkeypatch.setattr(index_module, "CHECKPOINT_SECONDS", 0.0)
+    _save_every_chunk(monkeypatch)
     fresh = WindowIndex.build(encoded, tmp_path / "fresh", quantize="int8", engine=engine)
     _interrupted(encoded, tmp_path / "idx", engine, "int8", at=60)  # stopped before the save at 60: 40 are saved
     staging = tmp_path / ".idx-building"
@@ -326,8 +333,7 @@ def test_another_build_starts_afresh_over_an_interrupted_one(
 ) -> None:
     from lengthwise.longdoc import index as index_module
 
-    monkeypatch.setattr(index_module, "CHUNK", 20)
-    monkeypatch.setattr(index_module, "CHECKPOINT_SECONDS", 0.0)
+    _save_every_chunk(monkeypatch)
     _interrupted(encoded, tmp_path / "idx", "faiss", "int8", at=60)
     copies: list[Path] = []
     copy = index_module.unit_vectors
@@ -345,8 +351,7 @@ def test_the_cli_says_an_interrupted_build_resumes(
 ) -> None:
     from lengthwise.longdoc import index as index_module
 
-    monkeypatch.setattr(index_module, "CHUNK", 20)
-    monkeypatch.setattr(index_module, "CHECKPOINT_SECONDS", 0.0)
+    _save_every_chunk(monkeypatch)
     real = index_module.WindowIndex.build.__func__  # type: ignore[attr-defined]
 
     def stopped(cls: type, *args: object, **kwargs: object) -> object:
