@@ -1,0 +1,360 @@
+"""Hybrid long-document search: dense windows, BM25 and their fusion, measured through the product's own path.
+
+Stages:
+
+- ``quality``: each data set is encoded with ``--long default`` (`lengthwise.encode`, resumable, under ``--work``)
+  and indexed with its text (`lengthwise.LongIndex.build`, the defaults). Every arm is then scored from exact
+  scores: the dense side's fp32 window scores of every document, BM25 over whole documents and over the index's
+  windows, and their fusions (convex at lexical weights 0.1 … 0.9, RRF). Data sets: QMSum (``data/qmsum``, dev and
+  test queries, nDCG@10), SciFact (the 450-document sample of ``bench_longdoc_scifact.py``, its test queries split
+  in two halves by a seeded shuffle: dev and test, nDCG@10; skipped without ../shared/data), realistic passkey and
+  needle (Acc@1 within each length group, LongEmbed's protocol; dev seed 1, test seed 0, lengths 256 … 32,768).
+  The default is then chosen on the dev sets only by the rule written in docs/longdoc.md ("Hybrid search") before
+  the first run, and reported on the test sets; the chosen setting is also run through the index
+  (`LongIndex.search`, ANN candidates) to give the recall of its top 10 against the exact fused scan.
+- ``engines``: bm25s against tantivy on the same documents: build time, peak memory, bytes on disk, query latency.
+
+    nice -n 5 python benchmarks/bench_hybrid.py quality --threads 1
+    nice -n 5 python benchmarks/bench_hybrid.py engines --docs 100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "docs" / "results" / "bench_hybrid.json"
+WEIGHTS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+LENGTHS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+
+
+def _load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def _write(section: str, payload: dict[str, Any]) -> None:
+    from lengthwise.core.results import environment, write_json_atomic
+
+    out = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+    out[section] = {**payload, "environment": environment()}
+    write_json_atomic(RESULTS, out)
+
+
+# --- data sets ------------------------------------------------------------------------------------------------------
+
+
+def _retrieval_sets(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """name → {"ids", "texts", "queries": {split: (ids, texts)}, "qrels"}: QMSum and the SciFact sample."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_longdoc_scifact import _sample
+
+    from lengthwise.evaluation.data import read_beir
+
+    out = {}
+    qmsum = {split: read_beir(args.qmsum, split) for split in ("dev", "test")}
+    out["qmsum"] = {"ids": list(qmsum["dev"].doc_ids), "texts": list(qmsum["dev"].doc_texts),
+                    "splits": {s: _queries(d) for s, d in qmsum.items()}}  # fmt: skip
+    if args.scifact.exists():
+        data = _sample(read_beir(args.scifact, "test"), 450, 0)
+        queries = [q for q in data.query_ids if q in data.qrels]
+        random.Random(0).shuffle(queries)
+        halves = {"dev": set(queries[: len(queries) // 2]), "test": set(queries[len(queries) // 2 :])}
+        splits = {s: _queries(replace(data, query_ids=tuple(q for q in data.query_ids if q in keep),
+                                      query_texts=tuple(t for q, t in zip(data.query_ids, data.query_texts,
+                                                                          strict=True) if q in keep)))
+                  for s, keep in halves.items()}  # fmt: skip
+        out["scifact"] = {"ids": list(data.doc_ids), "texts": list(data.doc_texts), "splits": splits}
+    else:
+        print(f"SciFact skipped: {args.scifact} is absent", flush=True)
+    return out
+
+
+def _queries(data: Any) -> dict[str, Any]:
+    keep = [(q, t) for q, t in zip(data.query_ids, data.query_texts, strict=True) if q in data.qrels]
+    return {"ids": [q for q, _ in keep], "texts": [t for _, t in keep], "qrels": {q: data.qrels[q] for q, _ in keep}}
+
+
+def _synthetic_sets(args: argparse.Namespace, tokenizer: Any) -> dict[str, dict[str, Any]]:
+    from lengthwise.core._textio import open_text
+    from lengthwise.longdoc.synthetic import make_synthetic
+
+    haystack = []
+    for path in sorted((ROOT / "data" / "essays").glob("*.txt.gz")):
+        with open_text(path) as handle:
+            haystack.extend(line.strip() for _, line in handle.lines() if line.strip())
+    out = {}
+    for task in ("passkey", "needle"):
+        for split, seed, per in (("dev", 1, args.dev_per_length), ("test", 0, args.per_length)):
+            data = make_synthetic(task, haystack, tokenizer, lengths=LENGTHS, per_length=per, seed=seed)
+            out[f"{task}-{split}"] = {"ids": [f"d{i}" for i in range(len(data.items))],
+                                      "texts": [item.text for item in data.items], "data": data}  # fmt: skip
+    return out
+
+
+# --- one data set through the product --------------------------------------------------------------------------------
+
+
+def _indexed(name: str, ids: list[str], texts: list[str], args: argparse.Namespace) -> Any:
+    """Encode (resumable) and index one corpus with the defaults; reused when already built."""
+    import lengthwise as lw
+
+    work = args.work / name
+    work.mkdir(parents=True, exist_ok=True)
+    corpus = work / "corpus.jsonl"
+    rows = "".join(json.dumps({"_id": i, "text": t}) + "\n" for i, t in zip(ids, texts, strict=True))
+    if not corpus.is_file() or corpus.read_text() != rows:
+        corpus.write_text(rows)
+    started = time.perf_counter()
+    lw.encode(corpus, work / "encoded", threads=args.threads, show_progress=True)
+    encoded = time.perf_counter() - started
+    if not (work / "index" / "lexical" / "lexical.json").is_file():
+        lw.LongIndex.build(work / "encoded", work / "index")
+    index = lw.LongIndex.open(work / "index")
+    print(f"{name}: {len(ids)} documents, {index.windows.settings['windows']} windows (encode {encoded:.0f} s, "
+          f"load {_load()})", flush=True)  # fmt: skip
+    return index
+
+
+def _score_matrices(index: Any, queries: list[str], args: argparse.Namespace) -> dict[str, np.ndarray]:
+    """(Q, n) exact scores of every document: dense (fp32 windows), BM25 over documents and over windows."""
+    from lengthwise.core.encoder import MultiVectors, multi_vector_scores
+    from lengthwise.longdoc.lexical import LexicalIndex
+
+    vectors = torch.nn.functional.normalize(torch.as_tensor(np.asarray(index.embed_queries(queries))), dim=-1)
+    documents = MultiVectors(np.asarray(index.windows.vectors), index.windows.offsets)
+    dense = multi_vector_scores(vectors, documents, index.scoring).double().numpy()
+    lexical = index.lexical
+    folder = Path(index.windows.folder).parent / "lexical-window"
+    if not (folder / "lexical.json").is_file():
+        texts = [lexical.text(n) for n in range(lexical.settings["documents"])]
+        offsets = lexical.window_offsets
+        spans = [np.asarray(lexical.spans[a:b]) for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
+        LexicalIndex.build(texts, spans, folder, granularity="window")
+    windows = LexicalIndex.open(folder)
+    return {"dense": dense, "document": np.stack([lexical.scores(q) for q in queries]).astype(np.float64),
+            "window": np.stack([windows.scores(q) for q in queries]).astype(np.float64)}  # fmt: skip
+
+
+def _arms(matrices: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every arm's (Q, n) ranking scores."""
+    from lengthwise.longdoc.hybrid import Fusion, FusionSettings, fuse
+
+    arms = {"dense": matrices["dense"], "bm25-document": matrices["document"], "bm25-window": matrices["window"]}
+    for granularity in ("document", "window"):
+        pairs = list(zip(matrices["dense"], matrices[granularity], strict=True))
+        arms[f"rrf-{granularity}"] = np.stack([fuse(d, x, FusionSettings(Fusion.RRF)) for d, x in pairs])
+        for weight in WEIGHTS:
+            settings = FusionSettings(Fusion.CONVEX, weight)
+            arms[f"convex-{granularity}-{weight}"] = np.stack([fuse(d, x, settings) for d, x in pairs])
+    return arms
+
+
+def _ndcg(scores: np.ndarray, doc_ids: list[str], split: dict[str, Any]) -> float:
+    from lengthwise.evaluation.config import RetrievalConfig
+    from lengthwise.evaluation.retrieval import trec_scores
+
+    run = {}
+    for qid, row in zip(split["ids"], scores, strict=True):
+        top = np.argsort(-row, kind="stable")[:100]
+        run[qid] = {doc_ids[j]: float(row[j]) for j in top}
+    per_query = trec_scores(split["qrels"], run, RetrievalConfig())
+    return round(100 * float(np.mean([row["ndcg_cut_10"] for row in per_query.values()])), 2)
+
+
+def _acc1(scores: np.ndarray, data: Any) -> dict[str, Any]:
+    """Acc@1 within each length group (query i asks for document i), ties shared: the mean and by length."""
+    groups = np.asarray([item.group for item in data.items])
+    hits = np.zeros(len(groups))
+    for group in np.unique(groups):
+        members = np.nonzero(groups == group)[0]
+        block = scores[np.ix_(members, members)]
+        own = block[np.arange(len(members)), np.arange(len(members))]
+        higher, tied = (block > own[:, None]).sum(1), (block == own[:, None]).sum(1)
+        hits[members] = np.where(higher == 0, 1.0 / tied, 0.0)
+    by_length = {int(g): round(100 * float(hits[groups == g].mean()), 2) for g in np.unique(groups)}
+    return {"mean": round(float(np.mean(list(by_length.values()))), 2), "by_length": by_length}
+
+
+def stage_quality(args: argparse.Namespace) -> None:
+    from lengthwise.core.models import load_model
+
+    torch.set_num_threads(args.threads)
+    started, load_before = time.perf_counter(), _load()
+    table: dict[str, dict[str, Any]] = {}
+    through: dict[str, Any] = {}
+    for name, entry in _retrieval_sets(args).items():
+        index = _indexed(name, entry["ids"], entry["texts"], args)
+        for split, queries in entry["splits"].items():
+            arms = _arms(_score_matrices(index, queries["texts"], args))
+            table[f"{name}-{split}"] = {arm: _ndcg(s, index.windows.doc_ids, queries) for arm, s in arms.items()}
+            print(f"{name}-{split}: " + _summary(table[f"{name}-{split}"]), flush=True)
+        through[name] = index
+    tokenizer = load_model(args.model).tokenizer
+    for name, entry in _synthetic_sets(args, tokenizer).items():
+        index = _indexed(name, entry["ids"], entry["texts"], args)
+        assert index.windows.doc_ids == entry["ids"]
+        arms = _arms(_score_matrices(index, [item.query for item in entry["data"].items], args))
+        results = {arm: _acc1(s, entry["data"]) for arm, s in arms.items()}
+        table[name] = {arm: r["mean"] for arm, r in results.items()}
+        table[name + ":by_length"] = {arm: r["by_length"] for arm, r in results.items() if "-0." not in arm
+                                      or arm.endswith(("-0.3", "-0.5", "-0.7"))}  # fmt: skip
+        print(f"{name}: " + _summary(table[name]), flush=True)
+    _write("quality", {"table": table, "dev_sets": DEV_SETS, "rule": RULE, "seconds": round(time.perf_counter() - started),
+                       "load": [load_before, _load()], "lengths": LENGTHS,
+                       "per_length": {"dev": args.dev_per_length, "test": args.per_length}})  # fmt: skip
+
+
+DEV_SETS = ("qmsum-dev", "scifact-dev", "passkey-dev", "needle-dev")
+RULE = ("the arm with the highest mean over the dev sets (QMSum dev and SciFact dev nDCG@10, passkey and needle dev "
+        "Acc@1); hybrid becomes the default mode only if that arm is a fusion whose dev mean is above both dense's and "
+        "BM25's (either granularity); ties go to the lower lexical weight")  # fmt: skip
+
+
+def _summary(row: dict[str, float]) -> str:
+    best = max((a for a in row if a.startswith(("convex", "rrf"))), key=row.__getitem__)
+    return (f"dense {row['dense']}, bm25 doc {row['bm25-document']} / window {row['bm25-window']}, "
+            f"best fusion {best} {row[best]}")  # fmt: skip
+
+
+def choose(table: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """The rule of docs/longdoc.md applied to the dev sets present."""
+    sets = [s for s in DEV_SETS if s in table]
+    means = {arm: float(np.mean([table[s][arm] for s in sets])) for arm in table[sets[0]]}
+    order = sorted(means, key=lambda arm: (-round(means[arm], 6), arm))
+    return {"dev_sets": sets, "means": {a: round(m, 2) for a, m in means.items()}, "chosen": order[0]}
+
+
+# --- engines ---------------------------------------------------------------------------------------------------------
+
+
+def stage_engines(args: argparse.Namespace) -> None:
+    """bm25s and tantivy on the same documents, each in its own process (peak memory is the process's)."""
+    started, load_before = time.perf_counter(), _load()
+    rows = {}
+    for engine in ("bm25s", "tantivy"):
+        out = subprocess.run([sys.executable, __file__, "engine-run", engine, "--docs", str(args.docs),
+                              "--work", str(args.work)], capture_output=True, text=True, check=True)  # fmt: skip
+        rows[engine] = json.loads(out.stdout.strip().splitlines()[-1])
+        print(engine, rows[engine], flush=True)
+    _write("engines", {"docs": args.docs, "rows": rows, "seconds": round(time.perf_counter() - started),
+                       "load": [load_before, _load()]})  # fmt: skip
+
+
+def _scale_texts(docs: int) -> list[str]:
+    """Documents of 150–600 words drawn from the essays (seeded), each with one unique code word."""
+    from lengthwise.core._textio import open_text
+
+    words: list[str] = []
+    for path in sorted((ROOT / "data" / "essays").glob("*.txt.gz")):
+        with open_text(path) as handle:
+            for _, line in handle.lines():
+                words.extend(line.split())
+    rng = random.Random(0)
+    texts = []
+    for n in range(docs):
+        size, start = rng.randint(150, 600), rng.randrange(len(words) - 600)
+        texts.append(" ".join(words[start : start + size]) + f" code{n:07d}")
+    return texts
+
+
+def _engine_run(engine: str, docs: int, work: Path) -> dict[str, Any]:
+    texts = _scale_texts(docs)
+    rng = random.Random(1)
+    queries = [" ".join(rng.sample(texts[rng.randrange(docs)].split(), 6)) for _ in range(200)]
+    folder = work / f"engine-{engine}"
+    shutil.rmtree(folder, ignore_errors=True)
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started = time.perf_counter()
+    search = _build_bm25s(texts, folder) if engine == "bm25s" else _build_tantivy(texts, folder)
+    built = time.perf_counter() - started
+    del texts
+    times = []
+    for query in queries:
+        t = time.perf_counter()
+        search(query)
+        times.append(1000 * (time.perf_counter() - t))
+    size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"build_s": round(built, 1), "bytes_per_doc": round(size / docs, 1), "peak_rss_mb": round(peak / 1024),
+            "rss_before_mb": round(base / 1024), "p50_ms": round(statistics.median(times), 2),
+            "p99_ms": round(float(np.percentile(times, 99)), 2)}  # fmt: skip
+
+
+def _build_bm25s(texts: list[str], folder: Path) -> Any:
+    from lengthwise.longdoc.lexical import LexicalIndex
+
+    index = LexicalIndex.build(texts, [np.zeros((1, 2), dtype=np.int64)] * len(texts), folder)
+
+    def search(query: str) -> Any:
+        scores = index.scores(query)
+        top = np.argpartition(-scores, 100)[:100]
+        return top[np.argsort(-scores[top])]
+
+    return search
+
+
+def _build_tantivy(texts: list[str], folder: Path) -> Any:
+    import tantivy
+
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("body", stored=False, tokenizer_name="en_stem")
+    builder.add_unsigned_field("doc", stored=True, fast=True)
+    schema = builder.build()
+    folder.mkdir(parents=True)
+    index = tantivy.Index(schema, path=str(folder))
+    writer = index.writer(heap_size=256_000_000, num_threads=1)
+    for n, text in enumerate(texts):
+        writer.add_document(tantivy.Document(body=text, doc=n))
+    writer.commit()
+    writer.wait_merging_threads()
+    index.reload()
+    searcher = index.searcher()
+
+    def search(query: str) -> Any:
+        parsed = index.parse_query_lenient(query, ["body"])[0]
+        return searcher.search(parsed, 100).hits
+
+    return search
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("stage", choices=["quality", "engines", "engine-run", "choose"])
+    parser.add_argument("engine", nargs="?", default="bm25s")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/lengthwise-bench-hybrid"))
+    parser.add_argument("--qmsum", type=Path, default=ROOT / "data" / "qmsum")
+    parser.add_argument("--scifact", type=Path, default=ROOT.parent / "shared" / "data" / "scifact")
+    parser.add_argument("--model", default="sentence-transformers/all-MiniLM-L6-v2")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--per-length", type=int, default=10)
+    parser.add_argument("--dev-per-length", type=int, default=4)
+    parser.add_argument("--docs", type=int, default=100_000)
+    args = parser.parse_args()
+    if args.stage == "quality":
+        stage_quality(args)
+    elif args.stage == "engines":
+        stage_engines(args)
+    elif args.stage == "engine-run":
+        print(json.dumps(_engine_run(args.engine, args.docs, args.work)))
+    else:
+        table = json.loads(RESULTS.read_text())["quality"]["table"]
+        print(json.dumps(choose(table), indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,270 @@
+"""Hybrid document search: the window index (dense) and BM25 (lexical), fused, with each hit's passages.
+
+The two sides find different documents: windows find paraphrases and meaning, BM25 finds names, numbers and rare
+terms. Each side proposes its `depth` best documents; every proposed document is then scored *exactly* on both
+sides (its dense score over all its windows in fp32, its BM25 score from the matrix), and the two are fused:
+
+- ``convex`` (default): ``(1 - w) · dense' + w · lexical'``, each side normalised by its theoretical minimum and the
+  query's best score (Bruch, Gai & Ingber, "An Analysis of Fusion Functions for Hybrid Retrieval", ACM TOIS 2023,
+  arXiv:2210.11934, "TMM": cosine from −1, BM25 from 0). Bruch et al. found a tuned convex combination better than
+  RRF and insensitive to its normaliser; the weight `w` is tuned on a dev split and recorded in the index.
+- ``rrf``: reciprocal rank fusion, ``Σ 1 / (60 + rank)`` (Cormack, Clarke & Büttcher, SIGIR 2009).
+
+Because both normalisers use only the query's best score on each side (which the proposals always hold), a fused
+score does not depend on which other documents were proposed: the fused top-k equals an exact fused scan of every
+document whenever each of its documents is among either side's proposals (`exact_fused` checks it).
+
+A hit carries its best windows as passages: the character span in the document's text and the text, ranked by the
+window's own dense cosine (dense and hybrid) or by the query terms it holds (lexical).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+import numpy as np
+import torch
+
+from lengthwise.core.encoder import MultiVectors, multi_vector_scores
+from lengthwise.core.errors import SettingError
+from lengthwise.core.scoring import WindowScoring
+
+__all__ = ["Fusion", "FusionSettings", "Hit", "HybridSearch", "Mode", "Passage", "fuse"]
+
+RRF_K = 60  # Cormack et al.'s constant
+DEPTH = 100  # documents each side proposes per query (at least 10·k)
+
+
+class Mode(str, Enum):
+    """Which evidence ranks the documents."""
+
+    DENSE = "dense"  # the window vectors (ANN candidates, exact rescoring)
+    LEXICAL = "lexical"  # BM25 over the documents' text
+    HYBRID = "hybrid"  # both, fused
+
+
+class Fusion(str, Enum):
+    """How a hybrid search combines the two sides."""
+
+    CONVEX = "convex"
+    RRF = "rrf"
+
+
+def _choice(kind: Any, name: str, value: Any) -> Any:
+    try:
+        return kind(value)
+    except ValueError:
+        raise SettingError(name, value, f"use {' or '.join(m.value for m in kind)}") from None
+
+
+@dataclass(frozen=True)
+class FusionSettings:
+    """How a hybrid search fuses: the rule, the lexical weight (convex) and each side's proposals per query.
+
+    Args:
+        fusion: ``convex`` or ``rrf``.
+        weight: The lexical side's weight in a convex fusion, in [0, 1] (0: dense only, 1: BM25 only).
+        depth: Documents each side proposes per query (at least 10 · k are taken).
+    """
+
+    fusion: Fusion = Fusion.CONVEX
+    weight: float = 0.5
+    depth: int = DEPTH
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fusion", _choice(Fusion, "fusion", self.fusion))
+        if not isinstance(self.weight, (int, float)) or not 0.0 <= self.weight <= 1.0:
+            raise SettingError("weight", self.weight, "the lexical weight must be in [0, 1]")
+        if self.depth < 1:
+            raise SettingError("depth", self.depth, "must be ≥ 1")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"fusion": self.fusion.value, "weight": self.weight, "depth": self.depth}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FusionSettings:
+        return cls(Fusion(data["fusion"]), float(data["weight"]), int(data.get("depth", DEPTH)))
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A window of a hit: its number in the document, its character span in the text, the text and its score."""
+
+    window: int
+    start: int
+    end: int
+    score: float
+    text: str
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One document found for a query: its id and fused score (the side's own score in a one-sided mode), each
+    side's exact score where computed, and its best passages."""
+
+    id: str
+    score: float
+    dense: float | None = None
+    lexical: float | None = None
+    passages: tuple[Passage, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: scores rounded to 6 places, passages only when there are some."""
+        out: dict[str, Any] = {"id": self.id, "score": round(self.score, 6)}
+        for name in ("dense", "lexical"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = round(value, 6)
+        if self.passages:
+            out["passages"] = [{**asdict(p), "score": round(p.score, 6)} for p in self.passages]
+        return out
+
+
+def fuse(dense: np.ndarray, lexical: np.ndarray, settings: FusionSettings) -> np.ndarray:
+    """Fused scores of documents from their exact dense and lexical scores (same order).
+
+    Convex: each side from its theoretical minimum (cosine −1, BM25 0) to the query's best score (`dense.max()`,
+    `lexical.max()`: the proposals always hold each side's best document). RRF: ranks within the given documents.
+    """
+    if settings.fusion is Fusion.RRF:
+        return _rrf_ranks(dense) + _rrf_ranks(lexical, zero_last=True)
+    top_dense, top_lexical = float(dense.max()) if len(dense) else 1.0, float(lexical.max()) if len(lexical) else 0.0
+    dense_part = (dense + 1.0) / (top_dense + 1.0) if top_dense > -1.0 else np.zeros_like(dense)
+    lexical_part = lexical / top_lexical if top_lexical > 0 else np.zeros_like(lexical)
+    return (1.0 - settings.weight) * dense_part + settings.weight * lexical_part
+
+
+def _rrf_ranks(scores: np.ndarray, *, zero_last: bool = False) -> np.ndarray:
+    """1 / (60 + rank) of each score (rank 1 = best; ties broken by order); a BM25 score of 0 (no query term)
+    contributes nothing."""
+    order = np.argsort(-scores, kind="stable")
+    ranks = np.empty(len(scores), dtype=np.float64)
+    ranks[order] = np.arange(1, len(scores) + 1)
+    out = 1.0 / (RRF_K + ranks)
+    return np.where(scores > 0, out, 0.0) if zero_last else out
+
+
+class HybridSearch:
+    """Searches one `WindowIndex` (dense) and its `LexicalIndex` (lexical; None for an index built without text).
+
+    Args:
+        windows: The dense window index (`lengthwise.longdoc.index.WindowIndex`).
+        lexical: Its lexical side (`lengthwise.longdoc.lexical.LexicalIndex`), or None.
+        scoring: How a document scores from its windows.
+        settings: The fusion settings (those recorded in the index by default).
+    """
+
+    def __init__(self, windows: Any, lexical: Any, scoring: WindowScoring, settings: FusionSettings) -> None:
+        self.windows, self.lexical, self.scoring, self.settings = windows, lexical, scoring, settings
+        self.position = {doc_id: n for n, doc_id in enumerate(windows.doc_ids)}
+
+    def search(
+        self,
+        vectors: np.ndarray | None,
+        texts: Sequence[str],
+        k: int,
+        mode: Mode,
+        *,
+        passages: int = 0,
+        windows: int | None = None,
+        probes: int | None = None,
+    ) -> list[list[Hit]]:
+        """The `k` best documents per query (`vectors`: unit query rows, None in lexical mode)."""
+        depth = max(self.settings.depth, 10 * k)
+        dense_lists: list[list[tuple[str, float]]] = [[] for _ in texts]
+        if mode is not Mode.LEXICAL:
+            assert vectors is not None
+            dense_lists = self.windows.search_vectors(
+                vectors, k if mode is Mode.DENSE else depth, scoring=self.scoring, windows=windows, probes=probes
+            )
+        out = []
+        for n, text in enumerate(texts):
+            query = None if vectors is None else torch.as_tensor(np.asarray(vectors[n], dtype=np.float32))
+            if query is not None:
+                query = torch.nn.functional.normalize(query, dim=-1)
+            docs, fused, dense, lexical = self._ranked(mode, text, query, dense_lists[n], depth, k)
+            out.append([self._hit(d, f, dn, lx, query, text, passages)
+                        for d, f, dn, lx in zip(docs, fused, dense, lexical, strict=True)])  # fmt: skip
+        return out
+
+    def _ranked(
+        self, mode: Mode, text: str, query: torch.Tensor | None, found: list[tuple[str, float]], depth: int, k: int
+    ) -> tuple[np.ndarray, np.ndarray, list[float | None], list[float | None]]:
+        """Document numbers, fused scores and each side's score of the `k` best, best first."""
+        if mode is Mode.DENSE:
+            docs = np.asarray([self.position[i] for i, _ in found], dtype=np.int64)
+            scores = np.asarray([s for _, s in found], dtype=np.float64)
+            return docs, scores, list(scores), [None] * len(docs)
+        all_lexical = self.lexical.scores(text)
+        if mode is Mode.LEXICAL or query is None:
+            docs = _top(all_lexical, k)
+            docs = docs[all_lexical[docs] > 0]  # a document without any query term is not found by BM25
+            return docs, all_lexical[docs].astype(np.float64), [None] * len(docs), list(all_lexical[docs])
+        proposed = np.union1d(
+            np.asarray([self.position[i] for i, _ in found], dtype=np.int64), _top(all_lexical, depth)
+        )
+        dense = self.dense_scores(query, proposed)
+        fused = fuse(dense, all_lexical[proposed].astype(np.float64), self.settings)
+        best = np.argsort(-fused, kind="stable")[:k]
+        return proposed[best], fused[best], list(dense[best]), list(all_lexical[proposed[best]])
+
+    def dense_scores(self, query: torch.Tensor, docs: np.ndarray) -> np.ndarray:
+        """Exact dense scores of documents `docs` (every window, fp32)."""
+        if not len(docs):
+            return np.zeros(0)
+        starts, ends = self.windows.offsets[docs], self.windows.offsets[docs + 1]
+        rows = np.concatenate([np.arange(a, b) for a, b in zip(starts, ends, strict=True)])
+        subset = MultiVectors(np.asarray(self.windows.vectors[rows]), np.concatenate([[0], np.cumsum(ends - starts)]))
+        return multi_vector_scores(query[None], subset, self.scoring)[0].double().numpy()
+
+    def _hit(
+        self, doc: int, score: float, dense: float | None, lexical: float | None, query: Any, text: str, count: int
+    ) -> Hit:
+        def clean(value: float | None) -> float | None:
+            return None if value is None else float(value)
+
+        found = self._passages(doc, query, text, count) if count else ()
+        return Hit(self.windows.doc_ids[doc], float(score), clean(dense), clean(lexical), found)
+
+    def _passages(self, doc: int, query: torch.Tensor | None, text: str, count: int) -> tuple[Passage, ...]:
+        """The document's `count` best windows: by their dense cosine with the query, else by the query terms
+        they hold (lexical mode)."""
+        if self.lexical is None:
+            raise SettingError("passages", count, "the index holds no text to cut passages from; build it with text")
+        first, last = int(self.windows.offsets[doc]), int(self.windows.offsets[doc + 1])
+        body = self.lexical.text(doc)
+        spans = [self.lexical.passage(row) for row in range(first, last)]
+        if query is not None:
+            vectors = torch.nn.functional.normalize(
+                torch.as_tensor(np.array(self.windows.vectors[first:last])), dim=-1
+            )
+            scores = (vectors @ query).double().numpy()
+        else:
+            terms = set(self.lexical.query_tokens(text))
+            scores = np.asarray([self._term_score(body[s:e], terms) for s, e in spans])
+        best = np.argsort(-scores, kind="stable")[:count]
+        return tuple(Passage(int(w), spans[w][0], spans[w][1], float(scores[w]), body[spans[w][0] : spans[w][1]])
+                     for w in best)  # fmt: skip
+
+    def _term_score(self, window: str, terms: set[int]) -> float:
+        """A window's lexical evidence: Σ log(1 + count) over the query's terms it holds."""
+        held = self.lexical.query_tokens(window)
+        return sum(math.log1p(held.count(t)) for t in terms)
+
+    def exact_fused(self, query: torch.Tensor, text: str, k: int) -> list[str]:
+        """The fused top-k ids by an exact scan of every document on both sides (for checks and benchmarks)."""
+        everything = np.arange(len(self.windows.doc_ids))
+        fused = fuse(self.dense_scores(query, everything), self.lexical.scores(text).astype(np.float64), self.settings)
+        return [self.windows.doc_ids[d] for d in np.argsort(-fused, kind="stable")[:k]]
+
+
+def _top(scores: np.ndarray, count: int) -> np.ndarray:
+    """The indices of the `count` highest scores, best first (stable)."""
+    if count >= len(scores):
+        return np.argsort(-scores, kind="stable")
+    part = np.argpartition(-scores, count)[:count]
+    return part[np.argsort(-scores[part], kind="stable")]

@@ -1,0 +1,221 @@
+"""Hybrid long-document search (`lengthwise.longdoc.lexical`, `lengthwise.longdoc.hybrid`, `LongIndex.search(mode=,
+passages=)`): the lexical side indexes the encoded corpus's text, the fusion ranks as an exact fused scan does, hits
+carry the passages that scored, and bad input is refused in one line before any model load."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from lengthwise.cli import app
+from lengthwise.core.errors import SettingError
+from lengthwise.longdoc.config import LongDocError
+from lengthwise.longdoc.hybrid import Fusion, FusionSettings, Hit, HybridSearch, Mode, fuse
+
+HAYSTACK = Path(__file__).with_name("haystack.txt")
+runner = CliRunner()
+RARE = "zanzibarite"  # a word only one document holds
+
+
+def _rows() -> list[dict[str, str]]:
+    lines = [line for line in HAYSTACK.read_text().splitlines() if line.strip()]
+    rows = [{"_id": f"doc{i}", "text": " ".join(lines[(i * 5 + j) % len(lines)] for j in range(2 + i % 5))}
+            for i in range(24)]  # fmt: skip
+    rows[7]["text"] += f" The mineral {RARE} was found under the old mill."
+    return rows
+
+
+@pytest.fixture(scope="module")
+def encoded(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """24 documents encoded multi-vector in 24-token windows (stride 12) by the tiny BERT, with their corpus."""
+    folder = tmp_path_factory.mktemp("lexical")
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(row) + "\n" for row in _rows()))
+    args = ["encode", "-d", folder / "corpus.jsonl", "-o", folder / "emb", "-m", tiny_model_dir, "--long",
+            "multi-vector", "--window", "24", "--stride", "12"]  # fmt: skip
+    run = runner.invoke(app, [str(a) for a in args])
+    assert run.exit_code == 0, run.output
+    return folder / "emb"
+
+
+@pytest.fixture(scope="module")
+def index(encoded: Path, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    import lengthwise as lw
+
+    return lw.LongIndex.build(encoded, tmp_path_factory.mktemp("idx") / "idx", quantize="none", engine="faiss")
+
+
+def test_the_index_holds_the_text_and_each_windows_span(index, encoded: Path) -> None:  # type: ignore[no-untyped-def]
+    rows = {row["_id"]: row["text"] for row in _rows()}
+    lexical = index.lexical
+    assert lexical is not None and lexical.settings["documents"] == 24
+    assert [lexical.text(n) for n in range(24)] == [rows[i] for i in index.windows.doc_ids]
+    assert len(lexical.spans) == len(index.windows.vectors)  # one span per window row
+
+
+def test_lexical_search_finds_the_rare_word_and_bm25_scores_match_bm25s(index) -> None:  # type: ignore[no-untyped-def]
+    hits = index.search(f"where was {RARE} found", k=3, mode="lexical")[0]
+    assert hits[0].id == "doc7" and hits[0].lexical == pytest.approx(hits[0].score) and hits[0].dense is None
+    import bm25s
+    import Stemmer
+
+    texts = [index.lexical.text(n) for n in range(24)]
+    stemmer = Stemmer.Stemmer("english")
+    retriever = bm25s.BM25()
+    retriever.index(bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False)
+    query = bm25s.tokenize([f"where was {RARE} found"], stopwords="en", stemmer=stemmer, show_progress=False)
+    docs, scores = retriever.retrieve(query, k=1, show_progress=False)
+    assert index.windows.doc_ids[int(docs[0, 0])] == "doc7"
+    assert hits[0].score == pytest.approx(float(scores[0, 0]), rel=1e-5)
+
+
+@pytest.mark.parametrize("fusion", ["convex", "rrf"])
+def test_hybrid_ranks_as_an_exact_fused_scan(index, fusion: str) -> None:  # type: ignore[no-untyped-def]
+    settings = FusionSettings(Fusion(fusion), weight=0.3, depth=5)
+    searcher = HybridSearch(index.windows, index.lexical, index.scoring, settings)
+    queries = ["the river and the old bridge", f"{RARE} under the mill", "a keyboard with a broken key"]
+    vectors = np.asarray(index.embed_queries(queries))
+    found = searcher.search(vectors, queries, 5, Mode.HYBRID, windows=10_000, probes=10_000)
+    for row, query, text in zip(found, vectors, queries, strict=True):
+        unit = torch.nn.functional.normalize(torch.as_tensor(query), dim=-1)
+        exact = searcher.exact_fused(unit, text, 5)
+        if fusion == "convex":  # set-independent normalisers: the same documents in the same order
+            assert [hit.id for hit in row] == exact
+        else:  # ranks within the proposals: the top document agrees
+            assert row[0].id == exact[0]
+        assert all(hit.dense is not None and hit.lexical is not None for hit in row)
+
+
+def test_convex_fusion_is_the_weighted_sum_of_normalised_sides() -> None:
+    dense, lexical = np.array([0.8, 0.2, -0.2]), np.array([0.0, 4.0, 2.0])
+    fused = fuse(dense, lexical, FusionSettings(Fusion.CONVEX, weight=0.25))
+    expected = 0.75 * (dense + 1) / 1.8 + 0.25 * lexical / 4.0
+    np.testing.assert_allclose(fused, expected)
+    assert fuse(dense, np.zeros(3), FusionSettings(weight=0.5)).argmax() == 0  # no query term: dense decides
+
+
+def test_each_hit_carries_the_windows_that_scored(index, tiny_model_dir: Path) -> None:  # type: ignore[no-untyped-def]
+    """A passage is the window whose vector scored: its text, embedded again in the same window, gives that
+    window's vector (for a span starting at a word, where the text's own tokens begin the window)."""
+    from lengthwise.longdoc import LongDocConfig, LongEncoder
+
+    query = "the river and the old bridge"
+    hits = index.search(query, k=4, mode="dense", passages=3)[0]
+    assert all(isinstance(hit, Hit) and 1 <= len(hit.passages) <= 3 for hit in hits)
+    unit = torch.nn.functional.normalize(torch.as_tensor(np.asarray(index.embed_queries([query]))[0]), dim=-1)
+    encoder = LongEncoder(index._model, LongDocConfig(strategy="truncate", window=24))
+    checked = 0
+    for hit in hits:
+        doc = index.windows.doc_ids.index(hit.id)
+        first = int(index.windows.offsets[doc])
+        scores = [p.score for p in hit.passages]
+        assert scores == sorted(scores, reverse=True)
+        assert hit.passages[0].score == pytest.approx(hit.score, abs=1e-5)  # max scoring: the best window is the hit
+        body = index.lexical.text(doc)
+        for passage in hit.passages:
+            assert passage.text == body[passage.start : passage.end]
+            window = np.asarray(index.windows.vectors[first + passage.window])
+            assert float(torch.as_tensor(window) @ unit) / float(np.linalg.norm(window)) == pytest.approx(
+                passage.score, abs=1e-5
+            )
+            if passage.start == 0 or body[passage.start - 1] == " ":
+                again = np.asarray(encoder.encode_documents([passage.text]))[0]
+                cosine = float(again @ window / np.linalg.norm(again) / np.linalg.norm(window))
+                assert cosine > 0.999, (passage, cosine)
+                checked += 1
+    assert checked
+
+
+def test_hybrid_is_the_default_mode_of_an_index_with_text(index) -> None:  # type: ignore[no-untyped-def]
+    hybrid = index.search("the river and the old bridge", k=3)[0]
+    assert all(hit.dense is not None and hit.lexical is not None for hit in hybrid)
+
+
+def test_a_stop_word_query_is_refused_lexically_and_searched_densely_in_hybrid(index) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(SettingError, match="holds no word the documents hold"):
+        index.search("the and of it", mode="lexical")
+    hybrid = index.search("the and of it", k=3, mode="hybrid")[0]
+    dense = index.search("the and of it", k=3, mode="dense")[0]
+    assert [h.id for h in hybrid] == [h.id for h in dense]
+
+
+def test_unknown_mode_and_negative_passages_are_refused(index) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(SettingError, match="use dense, lexical or hybrid"):
+        index.search("river", mode="sparse")
+    with pytest.raises(SettingError, match="passages"):
+        index.search("river", passages=-1)
+
+
+def test_an_index_without_text_searches_dense_and_says_so(encoded: Path, tmp_path: Path) -> None:
+    import lengthwise as lw
+
+    moved = tmp_path / "emb"
+    import shutil
+
+    shutil.copytree(encoded, moved)
+    manifest = json.loads((moved / "manifest.json").read_text())
+    manifest["settings"]["data"] = str(tmp_path / "gone.jsonl")
+    (moved / "manifest.json").write_text(json.dumps(manifest))
+    notes: list[str] = []
+    index = lw.LongIndex.build(moved, tmp_path / "idx", quantize="none", engine="faiss", on_note=notes.append)
+    assert index.lexical is None and len(notes) == 1 and "built without text" in notes[0]
+    assert index.search("river", k=2)[0][0].lexical is None  # dense by default
+    with pytest.raises(SettingError, match="built without its documents' text"):
+        index.search("river", mode="hybrid")
+
+
+def test_text_that_is_not_the_encoded_corpus_is_refused_before_the_model_loads(
+    encoded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import lengthwise as lw
+    from lengthwise import pipelines
+
+    def no_model(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the model was loaded before the text was checked")
+
+    monkeypatch.setattr(pipelines.LongIndex, "_load", staticmethod(no_model))
+    rows = _rows()
+    changed, missing = tmp_path / "changed.jsonl", tmp_path / "missing.jsonl"
+    changed.write_text("".join(json.dumps({**r, "text": r["text"] + " x" * (r["_id"] == "doc3")}) + "\n" for r in rows))
+    missing.write_text("".join(json.dumps(r) + "\n" for r in rows[1:]))
+    for corpus in (changed, missing, tmp_path / "nowhere.jsonl"):
+        with pytest.raises(LongDocError, match=str(corpus.name)):
+            lw.LongIndex.build(encoded, tmp_path / "idx", text=corpus)
+        assert not (tmp_path / "idx").exists()
+
+
+def test_a_failed_lexical_build_leaves_no_half_index(index, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    from lengthwise.longdoc import lexical
+
+    texts = [index.lexical.text(n) for n in range(24)]
+    spans = [np.asarray(index.lexical.spans[a:b]) for a, b in itertools.pairwise(index.lexical.window_offsets)]
+    out = Path(index.windows.folder) / "lexical-copy"
+    lexical.LexicalIndex.build(texts, spans, out)
+
+    def killed(*args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lexical, "_write_bm25", killed)
+    with pytest.raises(KeyboardInterrupt):
+        lexical.LexicalIndex.build(texts, spans, out, granularity="window")
+    assert lexical.LexicalIndex.open(out).settings["granularity"] == "document"  # the earlier build still whole
+    assert not any(p.name.startswith(".lexical-copy") for p in out.parent.iterdir())
+
+
+def test_window_granularity_scores_a_document_by_its_best_window(index, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from lengthwise.longdoc.lexical import LexicalIndex
+
+    texts = [index.lexical.text(n) for n in range(24)]
+    offsets = index.lexical.window_offsets
+    spans = [np.asarray(index.lexical.spans[a:b]) for a, b in itertools.pairwise(offsets)]
+    windows = LexicalIndex.build(texts, spans, tmp_path / "lex", granularity="window")
+    scores = windows.scores(f"{RARE} mill")
+    assert int(scores.argmax()) == index.windows.doc_ids.index("doc7")
+    units = np.asarray(windows.retriever.get_scores(windows.query_tokens(f"{RARE} mill")))
+    assert len(units) == len(index.windows.vectors)
+    np.testing.assert_allclose(scores, [units[a:b].max() for a, b in itertools.pairwise(offsets)])
