@@ -21,6 +21,7 @@ Stages:
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -68,7 +69,8 @@ def _retrieval_sets(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     out = {}
     qmsum = {split: read_beir(args.qmsum, split) for split in ("dev", "test")}
     out["qmsum"] = {"ids": list(qmsum["dev"].doc_ids), "texts": list(qmsum["dev"].doc_texts),
-                    "splits": {s: _queries(d) for s, d in qmsum.items()}}  # fmt: skip
+                    "splits": {s: _queries(d) for s, d in qmsum.items()},
+                    "corpus": args.qmsum / "corpus.jsonl.gz"}  # fmt: skip
     if args.scifact.exists():
         data = _sample(read_beir(args.scifact, "test"), 450, 0)
         queries = [q for q in data.query_ids if q in data.qrels]
@@ -109,16 +111,18 @@ def _synthetic_sets(args: argparse.Namespace, tokenizer: Any) -> dict[str, dict[
 # --- one data set through the product --------------------------------------------------------------------------------
 
 
-def _indexed(name: str, ids: list[str], texts: list[str], args: argparse.Namespace) -> Any:
-    """Encode (resumable) and index one corpus with the defaults; reused when already built."""
+def _indexed(name: str, ids: list[str], texts: list[str], args: argparse.Namespace, corpus: Path | None = None) -> Any:
+    """Encode (resumable) and index one corpus with the defaults (`corpus`: its file, else written from `ids`
+    and `texts`); reused when already built."""
     import lengthwise as lw
 
     work = args.work / name
     work.mkdir(parents=True, exist_ok=True)
-    corpus = work / "corpus.jsonl"
-    rows = "".join(json.dumps({"_id": i, "text": t}) + "\n" for i, t in zip(ids, texts, strict=True))
-    if not corpus.is_file() or corpus.read_text() != rows:
-        corpus.write_text(rows)
+    if corpus is None:
+        corpus = work / "corpus.jsonl"
+        rows = "".join(json.dumps({"_id": i, "text": t}) + "\n" for i, t in zip(ids, texts, strict=True))
+        if not corpus.is_file() or corpus.read_text() != rows:
+            corpus.write_text(rows)
     started = time.perf_counter()
     lw.encode(corpus, work / "encoded", threads=args.threads, show_progress=True)
     encoded = time.perf_counter() - started
@@ -143,7 +147,7 @@ def _score_matrices(index: Any, queries: list[str], args: argparse.Namespace) ->
     if not (folder / "lexical.json").is_file():
         texts = [lexical.text(n) for n in range(lexical.settings["documents"])]
         offsets = lexical.window_offsets
-        spans = [np.asarray(lexical.spans[a:b]) for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
+        spans = [np.asarray(lexical.spans[a:b]) for a, b in itertools.pairwise(offsets)]
         LexicalIndex.build(texts, spans, folder, granularity="window")
     windows = LexicalIndex.open(folder)
     return {"dense": dense, "document": np.stack([lexical.scores(q) for q in queries]).astype(np.float64),
@@ -173,7 +177,7 @@ def _ndcg(scores: np.ndarray, doc_ids: list[str], split: dict[str, Any]) -> floa
         top = np.argsort(-row, kind="stable")[:100]
         run[qid] = {doc_ids[j]: float(row[j]) for j in top}
     per_query = trec_scores(split["qrels"], run, RetrievalConfig())
-    return round(100 * float(np.mean([row["ndcg_cut_10"] for row in per_query.values()])), 2)
+    return round(100 * sum(row["ndcg@10"] for row in per_query.values()) / len(split["ids"]), 2)
 
 
 def _acc1(scores: np.ndarray, data: Any) -> dict[str, Any]:
@@ -198,7 +202,7 @@ def stage_quality(args: argparse.Namespace) -> None:
     table: dict[str, dict[str, Any]] = {}
     through: dict[str, Any] = {}
     for name, entry in _retrieval_sets(args).items():
-        index = _indexed(name, entry["ids"], entry["texts"], args)
+        index = _indexed(name, entry["ids"], entry["texts"], args, entry.get("corpus"))
         for split, queries in entry["splits"].items():
             arms = _arms(_score_matrices(index, queries["texts"], args))
             table[f"{name}-{split}"] = {arm: _ndcg(s, index.windows.doc_ids, queries) for arm, s in arms.items()}
@@ -214,8 +218,9 @@ def stage_quality(args: argparse.Namespace) -> None:
         table[name + ":by_length"] = {arm: r["by_length"] for arm, r in results.items() if "-0." not in arm
                                       or arm.endswith(("-0.3", "-0.5", "-0.7"))}  # fmt: skip
         print(f"{name}: " + _summary(table[name]), flush=True)
-    _write("quality", {"table": table, "dev_sets": DEV_SETS, "rule": RULE, "seconds": round(time.perf_counter() - started),
-                       "load": [load_before, _load()], "lengths": LENGTHS,
+    _write("quality", {"table": table, "dev_sets": DEV_SETS, "rule": RULE,
+                       "seconds": round(time.perf_counter() - started), "load": [load_before, _load()],
+                       "lengths": LENGTHS,
                        "per_length": {"dev": args.dev_per_length, "test": args.per_length}})  # fmt: skip
 
 

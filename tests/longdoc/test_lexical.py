@@ -219,3 +219,46 @@ def test_window_granularity_scores_a_document_by_its_best_window(index, tmp_path
     units = np.asarray(windows.retriever.get_scores(windows.query_tokens(f"{RARE} mill")))
     assert len(units) == len(index.windows.vectors)
     np.testing.assert_allclose(scores, [units[a:b].max() for a, b in itertools.pairwise(offsets)])
+
+
+def test_cli_search_prints_the_same_hits_as_python(index) -> None:  # type: ignore[no-untyped-def]
+    folder = str(index.windows.folder)
+    run = runner.invoke(app, ["search", folder, "-q", f"{RARE} mill", "--k", "3", "--mode", "hybrid", "--json",
+                              "--passages", "2"])  # fmt: skip
+    assert run.exit_code == 0, run.output
+    printed = json.loads(run.stdout.strip().splitlines()[-1])
+    python = index.search(f"{RARE} mill", k=3, mode="hybrid", passages=2)[0]
+    assert printed == {"query_id": "q", "hits": [hit.to_dict() for hit in python]}
+    assert printed["hits"][0]["passages"][0]["text"]
+    text = runner.invoke(app, ["search", folder, "-q", f"{RARE} mill", "--k", "2", "--mode", "lexical"])
+    assert text.exit_code == 0 and "doc7" in text.stdout  # the hits on stdout, not stderr
+    bad = runner.invoke(app, ["search", folder, "-q", "river", "--mode", "sparse"])
+    assert bad.exit_code != 0 and "--mode" in bad.output and "use dense, lexical or hybrid" in bad.output
+
+
+def test_tune_records_the_best_arm_and_search_uses_it(encoded: Path, tmp_path: Path) -> None:
+    import lengthwise as lw
+    from lengthwise.pipelines import tune_hybrid
+
+    index = lw.LongIndex.build(encoded, tmp_path / "idx", quantize="none", engine="faiss")
+    beir = tmp_path / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    rows = _rows()
+    (beir / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    queries = [{"_id": f"q{i}", "text": " ".join(r["text"].split()[3:9])} for i, r in enumerate(rows)]
+    (beir / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    (beir / "qrels" / "dev.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"q{i}\tdoc{i}\t1\n" for i in range(len(rows))))  # fmt: skip
+    result = tune_hybrid(index, beir, split="dev", weights=(0.3, 0.7))
+    assert set(result["scores"]) == {"dense", "lexical", "rrf", "convex-0.3", "convex-0.7"}
+    best = max(result["scores"].values())
+    assert result["scores"][result["mode"] if result["mode"] != "hybrid" else _arm(result["fusion"])] == best
+    reopened = lw.LongIndex.open(tmp_path / "idx")
+    assert reopened.lexical.settings["mode"] == result["mode"]
+    assert reopened.fusion.to_dict() == result["fusion"]
+    hits = reopened.search(queries[0]["text"], k=3)[0]
+    assert (hits[0].dense is None) == (result["mode"] == "lexical")
+
+
+def _arm(fusion: dict) -> str:
+    return "rrf" if fusion["fusion"] == "rrf" else f"convex-{fusion['weight']:g}"

@@ -190,6 +190,13 @@ class LexicalIndex:
             raise LongDocError(f"{folder}: the lexical files disagree in size; build the index again")
         return cls(folder, settings, retriever, tokenizer, text_offsets, texts, spans, window_offsets)
 
+    def record(self, **settings: Any) -> None:
+        """Record further settings in ``lexical.json`` (atomically): the tuned search mode and fusion."""
+        from lengthwise.core.results import write_json_atomic
+
+        self.settings = {**self.settings, **settings}
+        write_json_atomic(self.folder / SETTINGS_FILE, self.settings)
+
     @property
     def granularity(self) -> Granularity:
         return Granularity(self.settings["granularity"])

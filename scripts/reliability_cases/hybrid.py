@@ -1,0 +1,142 @@
+"""Bad inputs and faults for hybrid search (issue 35): the text an index is built with, the search mode, stop-word
+queries and passages. Each must end in one clear line (exit 2) or a right result, and touch nothing the user owns.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from reliability_cases import Case, Context
+from reliability_cases.longdoc import _cli, _encoded, _indexed
+
+
+def _changed_corpus(tmp: Path, context: Context) -> None:
+    """An encoded folder, and a copy of its corpus with one document's text changed."""
+    _encoded(tmp, context)
+    rows = [json.loads(line) for line in (tmp / "c.jsonl").read_text().splitlines()]
+    rows[2]["text"] += " and a new sentence"
+    (tmp / "changed.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+
+
+def _short_corpus(tmp: Path, context: Context) -> None:
+    _encoded(tmp, context)
+    lines = (tmp / "c.jsonl").read_text().splitlines()
+    (tmp / "short.jsonl").write_text("\n".join(lines[1:]) + "\n", encoding="utf-8")
+
+
+def _without_text(tmp: Path, context: Context) -> None:
+    """An index whose recorded corpus was deleted before it was built: dense only."""
+    _encoded(tmp, context)
+    (tmp / "c.jsonl").unlink()
+    _cli(tmp, context, ["index", "build", "{tmp}/e", "--out", "{tmp}/i"])
+
+
+def _no_index(folder: str):
+    def check(tmp: Path, _: str) -> str | None:
+        return None if not (tmp / folder).exists() else f"{folder} was written"
+
+    return check
+
+
+def _passages(tmp: Path, output: str) -> str | None:
+    line = next((line for line in output.splitlines() if line.startswith("{")), None)
+    if line is None:
+        return "no JSON line"
+    hits = json.loads(line)["hits"]
+    source = {json.loads(r)["_id"]: json.loads(r)["text"] for r in (tmp / "c.jsonl").read_text().splitlines()}
+    for hit in hits:
+        for passage in hit.get("passages", []):
+            if source[hit["id"]][passage["start"] : passage["end"]] != passage["text"]:
+                return f"passage {passage} is not the text at its span"
+    return None if hits and all(hit.get("passages") for hit in hits) else f"hits without passages: {hits}"
+
+
+_BUILD = ["index", "build", "{tmp}/e", "--out", "{tmp}/i"]
+CASES: list[Case] = [
+    Case(
+        "index-build-text-changed",
+        "35",
+        [*_BUILD, "--text", "{tmp}/changed.jsonl"],
+        2,
+        "are not the ones encoded",
+        _changed_corpus,
+        _no_index("i"),
+    ),
+    Case(
+        "index-build-text-missing-a-document",
+        "35",
+        [*_BUILD, "--text", "{tmp}/short.jsonl"],
+        2,
+        "are not the ones encoded",
+        _short_corpus,
+        _no_index("i"),
+    ),
+    Case(
+        "index-build-text-not-a-file",
+        "35",
+        [*_BUILD, "--text", "{tmp}/nowhere.jsonl"],
+        2,
+        "nowhere.jsonl: no such corpus file",
+        _encoded,
+        _no_index("i"),
+    ),
+    Case(
+        "index-build-unknown-granularity",
+        "35",
+        [*_BUILD, "--granularity", "sentence"],
+        2,
+        "--granularity 'sentence': use document or window",
+        _encoded,
+        _no_index("i"),
+    ),
+    Case(
+        "index-build-recorded-corpus-gone",
+        "35",
+        _BUILD,
+        0,
+        "built without text",
+        lambda tmp, ctx: (_encoded(tmp, ctx), (tmp / "c.jsonl").unlink()),
+    ),
+    Case(
+        "search-hybrid-without-text",
+        "35",
+        ["search", "{tmp}/i", "--query", "bridge", "--mode", "hybrid"],
+        2,
+        "was built without its documents' text",
+        _without_text,
+    ),
+    Case(
+        "search-unknown-mode",
+        "35",
+        ["search", "{tmp}/i", "--query", "bridge", "--mode", "sparse"],
+        2,
+        "--mode 'sparse': use dense, lexical or hybrid",
+        _indexed,
+    ),
+    Case(
+        "search-lexical-stop-words-only",
+        "35",
+        ["search", "{tmp}/i", "--query", "the and of it", "--mode", "lexical"],
+        2,
+        "holds no word the documents hold",
+        _indexed,
+    ),
+    Case(
+        "search-hybrid-passages",
+        "35",
+        ["search", "{tmp}/i", "--query", "the old bridge", "--k", "2", "--passages", "1", "--json"],
+        0,
+        "passages",
+        _indexed,
+        _passages,
+    ),
+    Case(
+        "search-negative-passages",
+        "35",
+        ["search", "{tmp}/i", "--query", "bridge", "--passages", "-1"],
+        2,
+        "-1",
+        _indexed,
+    ),
+]
