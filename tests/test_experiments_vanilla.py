@@ -7,6 +7,7 @@ sentences written to a temporary file, one torch thread.
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import shutil
@@ -106,3 +107,32 @@ def test_resume_with_other_settings_is_refused(vanilla, corpus, tmp_path, one_th
     shutil.rmtree(out / "model")
     with pytest.raises(SystemExit, match="other settings"):
         vanilla.main([*args, "--max-steps", "4", "--lr", "0.01"])
+
+
+@pytest.fixture(scope="module")
+def arms():
+    spec = importlib.util.spec_from_file_location("experiments_vanilla_arms", SCRIPT.with_name("vanilla_arms.py"))
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_arms_share_one_sample_and_a_pair_arm_trains(arms, tiny_model_dir, tmp_path, one_thread):
+    """vanilla_arms.py (part 2): one seeded sample for every arm (the pair arms get its self-pairs); an arm trains
+    from the given start with the shared settings."""
+    documents = tmp_path / "docs.jsonl"
+    docs = [" ".join(SENTENCES[i : i + 3]) for i in range(len(SENTENCES) - 2)] * 4
+    documents.write_text("".join(json.dumps({"text": doc}) + "\n" for doc in docs), encoding="utf-8")
+    out = tmp_path / "arms"
+    common = ["--out", str(out), "--model", str(tiny_model_dir), "--documents", str(documents), "--texts", "16"]
+    assert arms.main(["data", *common]) == 0
+    data = json.loads((out / "data.json").read_text(encoding="utf-8"))
+    texts = [json.loads(line)["text"] for line in Path(data["texts"]).read_text(encoding="utf-8").splitlines()]
+    pairs = [json.loads(line) for line in Path(data["pairs"]).read_text(encoding="utf-8").splitlines()]
+    assert len(texts) == 16 and [p["anchor"] for p in pairs] == texts == [p["positive"] for p in pairs]
+    steps = ["--steps", "2", "--batch-size", "4", "--max-length", "48", "--save-steps", "1"]
+    assert arms.main(["train", "copy-concat", "--seed", "2", *common, *steps]) == 0
+    record = json.loads((out / "copy-concat" / "seed2" / "train_record.json").read_text(encoding="utf-8"))
+    assert record["steps"] == 2 and record["settings"]["pooling"] == "mean" and record["settings"]["seed"] == 2
+    assert len(arms.plan(argparse.Namespace(out=out, model="m"))) == 2 + 3 * 7 * 2  # data, start, train+eval each
