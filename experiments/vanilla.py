@@ -38,6 +38,7 @@ import gzip
 import hashlib
 import json
 import math
+import os
 import shutil
 import sys
 import time
@@ -349,7 +350,7 @@ def measure(args: argparse.Namespace) -> int:
             "tokens_per_s": round(args.batch_size * args.seq_len / s_per_step, 1),
             f"steps_in_{args.budget_hours:g}h": steps,
             f"tokens_in_{args.budget_hours:g}h": steps * args.batch_size * args.seq_len,
-            "load_average_1_5_15": [round(x, 2) for x in __import__("os").getloadavg()],
+            "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
         }  # fmt: skip
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -556,8 +557,6 @@ def save_model(model: Any, tokenizer: Any, path: Path, seq_len: int) -> Path:
 
 def check(args: argparse.Namespace) -> int:
     """Load OUT/model offline as a SentenceTransformer (mean pooling) and as a masked LM; encode two texts."""
-    import os
-
     os.environ["HF_HUB_OFFLINE"] = "1"
     from sentence_transformers import SentenceTransformer
     from transformers import AutoModelForMaskedLM
