@@ -222,13 +222,13 @@ def build_encoder(
 
 def evaluate(
     config: EvalConfig,
-    model: str | os.PathLike[str] = DEFAULT_MODEL,
+    model: str | os.PathLike[str] | None = None,
     *,
     out: str | os.PathLike[str] | None = None,
     device: str | None = None,
     max_length: int | None = None,
     trust_remote_code: bool = False,
-    precision: str = "fp32",
+    precision: str | None = None,
     tempscale: float | TempScaleConfig | None = None,
     long: str | LongDocConfig | None = None,
     window: int | None = None,
@@ -240,13 +240,14 @@ def evaluate(
 
     Args:
         config: The task, its data and settings (`EvalConfig`).
-        model: A model folder, an installed model package's name or a Hugging Face id.
+        model: A model folder, an installed model package's name or a Hugging Face id (None: `DEFAULT_MODEL`).
         out: Where ``results.json`` and its plots are written as one set (new, empty, or an earlier eval's);
             checked before any compute. None writes nothing.
-        device, max_length, trust_remote_code, precision: As for `lengthwise.load_model`.
+        device, max_length, trust_remote_code, precision: As for `lengthwise.load_model` (precision None: fp32).
         tempscale, long, window, stride: As for `build_encoder`.
         index: Retrieval only: rank through this index (`lengthwise index build`) instead of encoding the corpus;
-            see `evaluate_through_index` (the model and settings are the index's own).
+            see `evaluate_through_index`. The model and how it embeds are the index's own: `model`, `max_length`,
+            `precision`, `tempscale`, `long`, `window` and `stride` are refused with it (`SettingError`).
         show_progress: Show progress bars while encoding.
 
     Returns:
@@ -256,15 +257,19 @@ def evaluate(
     from lengthwise.facade import load_model
 
     started = time.perf_counter()
+    if index is not None:
+        _refuse_with_index(model=model, max_length=max_length, precision=precision, tempscale=tempscale, long=long,
+                           window=window, stride=stride)  # fmt: skip
     out = None if out is None else Path(out)
     if out is not None:
         check_output(out)  # a folder holding other files is refused now, not after the compute
     if index is not None:
         return evaluate_through_index(config, index, out=out)
+    model = DEFAULT_MODEL if model is None else model
     config = resolve(config)
     data = load_data(config)
     loaded = load_model(model, device=device, trust_remote_code=trust_remote_code, max_seq_length=max_length,
-                        precision=precision)  # fmt: skip
+                        precision=precision or "fp32")  # fmt: skip
     setup = build_encoder(loaded, tempscale=tempscale, long=long, window=window, stride=stride)
     record = evaluate_task(
         config,
@@ -281,6 +286,30 @@ def evaluate(
     return record
 
 
+def _refuse_with_index(**given: Any) -> None:
+    """A `SettingError` on the first of `given` that is set: an index fixes the model and how it embeds."""
+    for name, value in given.items():
+        if value is not None:
+            shown = value if isinstance(value, (str, int, float)) else str(value)
+            raise SettingError(name, shown, "the index fixes the model and how it embeds (its queries are embedded "
+                               "as its documents were); leave it out when ranking through an index")  # fmt: skip
+
+
+def _check_index_texts(index: Any, opened: LongIndex, data: str | os.PathLike[str]) -> None:
+    """A `SettingError` on ``index`` unless it holds the texts of the corpus at `data` (the digest `lengthwise
+    encode` recorded against the corpus read now): the same ids with other texts would score as if they were it."""
+    from lengthwise.longdoc.store import TEXTS, corpus_digests, texts_sha256
+
+    recorded = opened.windows.settings["encode_settings"].get(TEXTS)
+    if recorded is None:
+        raise SettingError("index", str(index), "records no digest of the texts it holds (built by an older "
+                           f"lengthwise, or from an unfinished encode), so it cannot be checked against {data}; "
+                           "encode the corpus and build the index again")  # fmt: skip
+    if texts_sha256(corpus_digests(_corpus_file(Path(data)))) != recorded:
+        raise SettingError("index", str(index), f"holds the ids of {data} with other texts (it was built from "
+                           "another version of the corpus); build the index from this corpus")  # fmt: skip
+
+
 def evaluate_through_index(
     config: EvalConfig, index: str | os.PathLike[str] | LongIndex, *, out: str | os.PathLike[str] | None = None
 ) -> EvalRecord:
@@ -289,7 +318,8 @@ def evaluate_through_index(
 
     The record's ``scores`` are the index's; ``exact_scores`` the exact scan's; ``index.overlap`` the share of the
     exact top-k documents the index also returns (k = ``config.retrieval.top_k``), averaged over the queries. The
-    corpus of `config.data` must be the one the index holds (same ids). Nothing is encoded but the queries.
+    corpus of `config.data` must be the one the index holds (same ids, and the same texts by the digest `lengthwise
+    encode` recorded). Nothing is encoded but the queries.
     """
     import numpy as np
 
@@ -310,6 +340,7 @@ def evaluate_through_index(
         missing = len(set(data.doc_ids) - held)
         raise SettingError("index", str(index), f"holds {len(held)} documents, {missing} of the {len(data.doc_ids)} "
                            f"in {config.data} are not among them; build the index from this corpus")  # fmt: skip
+    _check_index_texts(index, opened, config.data)
     settings = config.retrieval
     k = settings.top_k + (1 if settings.drop_self_hits else 0)  # room for the self-hit that is dropped
     vectors = np.asarray(opened.embed_queries(list(data.query_texts)), dtype=np.float32)
@@ -881,19 +912,22 @@ def encode(
     Returns:
         The number of documents embedded by this call.
     """
+    from lengthwise.core.quantize import Precision
     from lengthwise.longdoc import LongDocConfig, LongDocError
-    from lengthwise.longdoc.store import EmbeddingStore, check_corpus
+    from lengthwise.longdoc.store import EmbeddingStore, corpus_digests
 
     config = long if isinstance(long, LongDocConfig) else LongDocConfig.named(long)
-    _check_engine(engine, devices, workers)
+    _check_engine(engine, devices, workers, address)
     parquet = _check_format(format, engine)
-    for name, value in (("shard_docs", shard_docs), ("batch_size", batch_size), ("threads", threads or 1)):
-        if value < 1:
+    precision = Precision.parse(precision).value  # "INT8" is int8: the folder records one spelling
+    for name, value in (("shard_docs", shard_docs), ("batch_size", batch_size), ("threads", threads)):
+        if value is not None and value < 1:
             raise SettingError(name, value, "must be ≥ 1")
     if not devices:
         raise SettingError("devices", list(devices), "name at least one device, e.g. cpu or cuda:0,cuda:1")
     data, out = _corpus_file(Path(data)), Path(out)
-    if check_corpus(data) == 0:  # every text and id before any compute
+    digests = corpus_digests(data)  # every text and id before any compute
+    if not digests:
         raise LongDocError(f"{data}: holds no documents; pass a corpus.jsonl with one _id and text per line")
     settings = {"model": str(model), "data": str(data.resolve()), "long": config.to_dict(), "workers": len(devices),
                 "precision": precision}  # fmt: skip
@@ -906,10 +940,13 @@ def encode(
         settings = {**{k: v for k, v in settings.items() if k != "workers"}, "engine": "ray"}
         job = {"model": str(model), "precision": precision, "threads": threads, "shard_docs": shard_docs,
                "batch_size": batch_size, "parquet": parquet}  # fmt: skip
-        return encode_on_ray(load_model, data, EmbeddingStore(out, settings), config, job, address=address,
-                             workers=workers, show_progress=show_progress, on_note=on_note)  # fmt: skip
-    store = EmbeddingStore(out, settings)
-    for line in store.repair()[1]:
+        store = EmbeddingStore(out, settings)
+        written = encode_on_ray(load_model, data, store, config, job, address=address, workers=workers,
+                                show_progress=show_progress, on_note=on_note, corpus=digests)  # fmt: skip
+        store.finish()
+        return written
+    store = EmbeddingStore(out, settings)  # checks the folder; the manifest is written with the first shard
+    for line in store.repair(digests)[1]:
         if on_note is not None:
             on_note(line)
     jobs = [
@@ -919,12 +956,15 @@ def encode(
         for k in range(len(devices))
     ]  # fmt: skip
     if len(devices) == 1:
-        return _encode_worker(str(model), devices[0], config, data, out, jobs[0])
-    import multiprocessing
+        written = _encode_worker(str(model), devices[0], config, data, out, jobs[0])
+    else:
+        import multiprocessing
 
-    with multiprocessing.get_context("spawn").Pool(len(devices)) as pool:
-        args = [(str(model), device, config, data, out, job) for device, job in zip(devices, jobs, strict=True)]
-        return sum(pool.starmap(_encode_worker, args))
+        with multiprocessing.get_context("spawn").Pool(len(devices)) as pool:
+            args = [(str(model), device, config, data, out, job) for device, job in zip(devices, jobs, strict=True)]
+            written = sum(pool.starmap(_encode_worker, args))
+    store.finish()  # the digest of the texts embedded: an index built from the folder carries it
+    return written
 
 
 def _corpus_file(data: Path) -> Path:
@@ -952,21 +992,26 @@ def _check_format(format: str | None, engine: str) -> bool:
     return parquet
 
 
-def _check_engine(engine: str, devices: Sequence[str | None], workers: int | None) -> None:
-    """`encode`'s engine settings, checked before anything is read: Ray must be installed for ``"ray"``."""
+def _check_engine(engine: str, devices: Sequence[str | None], workers: int | None, address: str | None = None) -> None:
+    """`encode`'s engine settings, checked before anything is read: Ray must be installed for ``"ray"``, and a
+    cluster `address` must answer."""
     if engine not in ("local", "ray"):
         raise SettingError("engine", engine, "use local (this machine) or ray (a Ray cluster)")
     if engine == "local":
         if workers is not None:
             raise SettingError("workers", workers, "is for --engine ray; the local engine takes --devices")
+        if address is not None:
+            raise SettingError("address", address, "is for --engine ray; the local engine runs on this machine")
         return
     if tuple(devices) != (None,):
         raise SettingError("devices", list(devices), "is for --engine local; Ray places one actor per GPU")
     if workers is not None and workers < 1:
         raise SettingError("workers", workers, "must be ≥ 1")
-    from lengthwise.longdoc._raydata import require_ray
+    from lengthwise.longdoc._raydata import check_address, require_ray
 
     require_ray()
+    if address is not None:
+        check_address(address)
 
 
 class LongIndex:

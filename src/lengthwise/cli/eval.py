@@ -15,9 +15,8 @@ import typer
 from lengthwise.cli.console import console
 from lengthwise.cli.console import fail as _fail
 from lengthwise.cli.options import (
+    PRECISION_HELP,
     DeviceOption,
-    ModelOption,
-    PrecisionOption,
     TrustOption,
     check_device,
     check_out_dir,
@@ -68,7 +67,12 @@ def _number(value: float | None) -> str:
 def evaluate(
     task: Annotated[Task, field_option(EvalConfig, "task", "--task", "-t")],
     data: Annotated[str, field_option(EvalConfig, "data", "--data", "-d")],
-    model: ModelOption = DEFAULT_MODEL,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model", "-m", help=f"Model directory or Hugging Face id (default: {DEFAULT_MODEL}).", show_default=False
+        ),
+    ] = None,
     out: Annotated[
         Path,
         typer.Option(
@@ -103,7 +107,9 @@ def evaluate(
     batch_size: Annotated[int, field_option(EvalConfig, "batch_size")] = field_default(EvalConfig, "batch_size"),
     seed: Annotated[int, field_option(EvalConfig, "seed")] = field_default(EvalConfig, "seed"),
     device: DeviceOption = None,
-    precision: PrecisionOption = "fp32",
+    precision: Annotated[
+        str | None, typer.Option("--precision", help=f"{PRECISION_HELP} Default: fp32.", show_default=False)
+    ] = None,
     trust_remote_code: TrustOption = False,
     tempscale: Annotated[
         float | None,
@@ -169,17 +175,18 @@ def evaluate(
 
 def _run(
     config: EvalConfig,
-    model: str,
+    model: str | None,
     out: Path,
     device: str | None,
     max_length: int | None,
     trust_remote_code: bool,
     tempscale: float | None,
     long: tuple[str | None, int | None, int | None] = (None, None, None),
-    precision: str = "fp32",
+    precision: str | None = None,
     index: Path | None = None,
 ) -> None:
     """Check the device and `--out`, then make the one library call (`lengthwise.evaluate`) and print."""
+    from rich.text import Text
     from transformers.utils import logging as hf_logging
 
     from lengthwise.core.errors import DataFormatError
@@ -191,7 +198,7 @@ def _run(
     try:
         check_device(device)
         check_out_dir(out)
-        with console.status(f"evaluating {model}"):
+        with console.status(Text(f"evaluating {index if index is not None else model or DEFAULT_MODEL}")):
             record = evaluate(config, model, out=out, device=device, max_length=max_length,
                               trust_remote_code=trust_remote_code, precision=precision, tempscale=tempscale,
                               long=strategy, window=window, stride=stride, index=index,

@@ -17,6 +17,7 @@ import typer
 
 __all__ = [
     "FLAGS",
+    "PRECISION_HELP",
     "DeviceOption",
     "ModelOption",
     "PrecisionOption",
@@ -77,16 +78,11 @@ def field_option(config: type, name: str, *flags: str, **kwargs: Any) -> Any:
 ModelOption = Annotated[str, typer.Option("--model", "-m", help="Model directory or Hugging Face id.")]
 DeviceOption = Annotated[str | None, typer.Option("--device", help="cpu, cuda, mps… Default: best available.")]
 TrustOption = Annotated[bool, typer.Option("--trust-remote-code", help="Allow the model repository's own code to run.")]
-PrecisionOption = Annotated[
-    str,
-    typer.Option(
-        "--precision",
-        help=(
-            "fp32, or int8: Linear layers quantized at load (CPU only; 1.2-1.3x faster for all-MiniLM-L6-v2 here, "
-            "see docs/benchmarks.md)."
-        ),
-    ),
-]
+PRECISION_HELP = (
+    "fp32, or int8: Linear layers quantized at load (CPU only; 1.2-1.3x faster for all-MiniLM-L6-v2 here, "
+    "see docs/benchmarks.md)."
+)
+PrecisionOption = Annotated[str, typer.Option("--precision", help=PRECISION_HELP)]
 
 
 def flag_for(field: str) -> str:
@@ -114,7 +110,9 @@ def setting_message(error: Exception, *, flags: Collection[str] | None = None) -
 def check_out_dir(path: Path, flag: str = "--out") -> None:
     """Raise `ValueError` naming `flag` unless `path` is (or can be made) a writable directory.
 
-    Called before any model is loaded, so an unwritable output never costs the computation.
+    Called before any model is loaded, so an unwritable output never costs the computation. The folders made to
+    try it are removed again: a command refused later leaves no empty `path` behind (the command makes it when it
+    writes).
     """
     if path.exists() and not path.is_dir():
         raise ValueError(f"{flag} {path}: exists and is not a directory; pass a directory path")
@@ -123,12 +121,19 @@ def check_out_dir(path: Path, flag: str = "--out") -> None:
         probe_root = probe_root.parent
     if not probe_root.is_dir() or not os.access(probe_root, os.W_OK | os.X_OK):
         raise ValueError(f"{flag} {path}: {probe_root} is not writable; pass a directory you can write to")
+    made = [folder for folder in (path, *path.parents) if not folder.exists()]  # deepest first
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=path):
             pass
     except OSError as err:
         raise ValueError(f"{flag} {path}: cannot write there ({err.strerror}); pass a writable directory") from err
+    finally:
+        for folder in made:
+            try:
+                folder.rmdir()
+            except OSError:
+                break
 
 
 def check_device(device: str | None) -> None:

@@ -17,7 +17,6 @@ re-embeds those documents), and a retried shard rewrites the same files, so no d
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,9 +26,9 @@ import numpy as np
 
 from lengthwise.core.errors import SettingError
 from lengthwise.longdoc.config import LongDocConfig, LongDocError
-from lengthwise.longdoc.store import EmbeddingStore, corpus_rows
+from lengthwise.longdoc.store import EmbeddingStore, corpus_rows, text_digest
 
-__all__ = ["encode_on_ray", "require_ray"]
+__all__ = ["check_address", "encode_on_ray", "require_ray"]
 
 INSTALL = "needs Ray Data: pip install 'lengthwise[ray]'"
 PREFIX = "w0-"
@@ -51,9 +50,33 @@ def require_ray() -> Any:
     return ray
 
 
-def digest(text: str) -> int:
-    """A 63-bit digest of a document's text: the plan carries it, the actor checks the text it got against it."""
-    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little") >> 1
+def check_address(address: str, timeout: float = 5.0) -> None:
+    """A `SettingError` on ``address`` unless something answers at its host:port within `timeout` seconds: Ray's
+    own connect retries for minutes before it says anything. ``auto`` and other addresses without a port are left
+    to Ray."""
+    target = address.removeprefix("ray://")
+    host, _, port = target.rpartition(":")
+    if not host:
+        return
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise SettingError("address", address, "not host:port; give the Ray head's address, e.g. 10.0.0.5:6379")
+    import socket
+
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except OSError as error:
+        timed_out = isinstance(error, TimeoutError)
+        problem = f"no answer in {timeout:g} s" if timed_out else error.strerror or str(error) or type(error).__name__
+        raise SettingError(
+            "address",
+            address,
+            f"no Ray cluster answers there ({problem}); start one with `ray start --head`, or leave the address "
+            "out for a local one",
+        ) from None
+
+
+digest = text_digest  # the plan carries each text's digest; the actor checks the text it got, and records it
 
 
 def _plan(data: Path, done: set[str], shard_docs: int) -> tuple[Any, int]:
@@ -127,7 +150,8 @@ class ShardWriter:
             embeddings = self.encoder.encode_documents(texts, batch_size=size)
         part = shard_part(self.encoder, ids, texts, embeddings) if self.job["parquet"] else None
         shard = int(batch[_SHARD][0])
-        self.store.write(PREFIX, ids, embeddings, number=self.job["base"] + shard, extra=part)
+        self.store.write(PREFIX, ids, embeddings, number=self.job["base"] + shard, extra=part,
+                         digests=[int(batch[_DIGEST][i]) for i in order])  # fmt: skip
         return {"shard": np.asarray([shard]), "docs": np.asarray([len(ids)])}
 
 
@@ -228,15 +252,17 @@ def encode_on_ray(
     workers: int | None = None,
     show_progress: bool = False,
     on_note: Callable[[str], None] | None = None,
+    corpus: dict[str, int] | None = None,
 ) -> int:
     """Embed the documents of `data` not yet in `store` on a Ray cluster (see the module docstring).
 
     `loader(model, device=, precision=)` loads the model in each actor; `job` holds ``model``, ``precision``,
     ``threads``, ``shard_docs``, ``batch_size`` and ``parquet`` (write the window rows). The corpus has been
-    checked (`check_corpus`). Returns the number of documents embedded now.
+    checked (`corpus_digests`: `corpus`, id → text digest; a shard holding a document whose text changed is
+    embedded again). Returns the number of documents embedded now.
     """
     ray = require_ray()
-    done, removed = store.repair()
+    done, removed = store.repair(corpus)
     for line in removed:
         if on_note is not None:
             on_note(line)

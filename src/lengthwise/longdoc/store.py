@@ -15,7 +15,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-from collections.abc import Callable, Iterator
+import re
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,15 +34,50 @@ __all__ = [
     "EmbeddingStore",
     "Shard",
     "check_corpus",
+    "corpus_digests",
     "corpus_rows",
     "encode_corpus",
     "iter_shards",
     "read_embeddings",
+    "text_digest",
+    "texts_sha256",
 ]
 
 MANIFEST = "manifest.json"
 RECORD = ".shard.json"
 REPAIR = "rerun `lengthwise encode` with the same settings to repair it"
+TEXTS = "texts_sha256"  # the manifest's digest of every (id, text) the shards hold: the folder's, not a setting
+SHARD_NAME = re.compile(r"w\d+-\d{5,}")  # a shard's stem; any other file in the folder is not the store's
+
+
+def text_digest(text: str) -> int:
+    """A 63-bit digest of a document's text: each shard records its documents', so a resumed run finds the documents
+    whose text changed, and the Ray engine checks that each actor got the text the plan read."""
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little") >> 1
+
+
+def texts_sha256(digests: Mapping[str, int]) -> str:
+    """One sha256 over every (id, text digest) pair, in id order: the same for the same documents, however they
+    are split into shards or ordered in the corpus."""
+    hasher = hashlib.sha256()
+    for doc_id in sorted(digests):
+        hasher.update(f"{json.dumps(doc_id)}\t{digests[doc_id]}\n".encode())
+    return hasher.hexdigest()
+
+
+def read_manifest(folder: Path) -> dict[str, Any]:
+    """The folder's ``manifest.json``; one that is not JSON with settings raises `LongDocError` naming the file."""
+    path = folder / MANIFEST
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("settings"), dict):
+            raise ValueError("no settings in it")
+    except (UnicodeDecodeError, ValueError) as error:
+        raise LongDocError(
+            f"{path}: not a manifest written by `lengthwise encode` ({error}); restore it, or delete the folder "
+            "and encode again"
+        ) from None
+    return manifest
 
 
 def _npy_bytes(array: np.ndarray) -> bytes:
@@ -95,14 +131,38 @@ class Shard:
     def ids(self) -> list[str]:
         return Path(f"{self.stem}.ids.txt").read_text(encoding="utf-8").splitlines()
 
+    def digests(self) -> list[int] | None:
+        """The text digest of each document (`text_digest`), in id order; None for a shard written before they were
+        recorded."""
+        return None if self.record is None else self.record.get("texts")
+
+    def stale(self, corpus: Mapping[str, int]) -> str | None:
+        """Why the shard's vectors no longer stand for `corpus` (id → `text_digest`): documents whose text changed
+        or that are gone from it; None when every one is as embedded (or the shard recorded no digests)."""
+        digests = self.digests()
+        if digests is None:
+            return None
+        ids = self.ids()
+        if len(digests) != len(ids):
+            return f"its record holds {len(digests)} text digests for {len(ids)} ids"
+        changed = [doc_id for doc_id, digest in zip(ids, digests, strict=True) if corpus.get(doc_id) != digest]
+        if not changed:
+            return None
+        gone = sum(doc_id not in corpus for doc_id in changed)
+        parts = [f"{len(changed) - gone} of its {len(ids)} documents have another text in the corpus now"] * (
+            gone < len(changed)
+        ) + [f"{gone} of its {len(ids)} documents are gone from the corpus"] * (gone > 0)
+        return f"{' and '.join(parts)} (first: {changed[0]!r})"
+
 
 def _shards(folder: Path) -> list[Shard]:
-    """Every shard stem in `folder` (from any of its files), with its record when there is one, in name order."""
+    """Every shard stem in `folder` (from any of its files), with its record when there is one, in name order. Only
+    names of the shard pattern (``w{k}-{n:05d}``) count: a user's ``labels.npy`` beside them is not a shard."""
     stems: set[str] = set()
     for path in folder.iterdir():
         name = path.name
         for suffix in (RECORD, ".ids.txt", ".offsets.npy", ".npy"):
-            if name.endswith(suffix) and not name.startswith("."):
+            if name.endswith(suffix) and SHARD_NAME.fullmatch(name[: -len(suffix)]):
                 stems.add(name[: -len(suffix)])
                 break
     shards = []
@@ -117,49 +177,64 @@ def _shards(folder: Path) -> list[Shard]:
 
 
 class EmbeddingStore:
-    """A resumable embedding folder for one set of `settings` (see the module docstring)."""
+    """A resumable embedding folder for one set of `settings` (see the module docstring).
+
+    Opening one checks the folder and writes nothing: ``manifest.json`` is written with the first shard (or the
+    first repair), so a run refused before it (a bad setting, a model that does not load) leaves no trace, and a
+    folder holding no shard is new whatever its manifest says. `finish` records the digest of the texts embedded.
+    """
 
     def __init__(self, folder: str | Path, settings: dict[str, Any]) -> None:
         self.folder = Path(folder)
-        self.settings = settings
-        manifest = self.folder / MANIFEST
-        if manifest.is_file():
-            saved = json.loads(manifest.read_text(encoding="utf-8"))["settings"]
-            if saved != json.loads(json.dumps(settings)):
-                changed = sorted(k for k in set(saved) | set(settings) if saved.get(k) != settings.get(k))
+        self.settings = {key: value for key, value in settings.items() if key != TEXTS}
+        self._started = False
+        if (self.folder / MANIFEST).is_file() and self.shards():
+            saved = {k: v for k, v in read_manifest(self.folder)["settings"].items() if k != TEXTS}
+            wanted = json.loads(json.dumps(self.settings))
+            if saved != wanted:
+                changed = sorted(k for k in set(saved) | set(wanted) if saved.get(k) != wanted.get(k))
                 raise LongDocError(
                     f"{self.folder} holds embeddings made with other settings ({', '.join(changed)}); "
                     "write to another folder, or delete it to start again"
                 )
-        else:
-            if self.folder.is_dir() and (files := sorted(p.name for p in self.folder.iterdir())):
-                raise LongDocError(
-                    f"{self.folder} holds files that are not embeddings written by lengthwise ({files[0]}); pass a "
-                    "new or empty directory, or one that `lengthwise encode` wrote"
-                )
+            return
+        files = sorted(p.name for p in self.folder.iterdir()) if self.folder.is_dir() else []
+        if files and not (self.folder / MANIFEST).is_file():
+            raise LongDocError(
+                f"{self.folder} holds files that are not embeddings written by lengthwise ({files[0]}); pass a "
+                "new or empty directory, or one that `lengthwise encode` wrote"
+            )
+
+    def _start(self) -> None:
+        """Make the folder and write its manifest (without a texts digest: the shards are about to change)."""
+        if not self._started:
             self.folder.mkdir(parents=True, exist_ok=True)
-            write_json_atomic(manifest, {"format": 2, "settings": settings})
+            write_json_atomic(self.folder / MANIFEST, {"format": 2, "settings": self.settings})
+            self._started = True
 
     def shards(self) -> list[Shard]:
         """Every shard in the folder, whole or not, in name order."""
-        return _shards(self.folder)
+        return _shards(self.folder) if self.folder.is_dir() else []
 
     def done_ids(self) -> set[str]:
         """Ids of the whole shards (sizes checked; nothing is removed, so it is safe while other workers write)."""
         return {doc_id for shard in self.shards() if shard.problem(hashes=False) is None for doc_id in shard.ids()}
 
-    def repair(self) -> tuple[set[str], list[str]]:
-        """(ids of the whole shards, one line per damaged or incomplete shard removed): a resumed run re-embeds the
-        documents of every removed shard."""
+    def repair(self, corpus: Mapping[str, int] | None = None) -> tuple[set[str], list[str]]:
+        """(ids of the whole shards, one line per shard removed): a resumed run re-embeds the documents of every
+        removed shard. A shard is removed when damaged or unfinished, or, given the `corpus` (id → `text_digest`),
+        when one of its documents has another text there or is gone from it."""
         done: set[str] = set()
         removed: list[str] = []
         for shard in self.shards():
             problem = shard.problem()
+            if problem is None and corpus is not None:
+                problem = shard.stale(corpus)
             if problem is None:
                 done.update(shard.ids())
                 continue
-            if shard.record is not None:  # a shard that was complete and got damaged; an unfinished one is silent
-                removed.append(f"{shard.stem.name}: {problem}; its documents are embedded again")
+            self._start()  # the manifest loses its texts digest before any shard goes
+            removed.append(f"{shard.stem.name}: {problem}; its documents are embedded again")
             for path in shard.files:
                 path.unlink()
         parts = self.folder / PARQUET
@@ -169,6 +244,22 @@ class EmbeddingStore:
                 removed.append(f"{PARQUET}/{path.name}: no shard of its own; removed")
                 path.unlink()
         return done, removed
+
+    def finish(self) -> str | None:
+        """Record in the manifest the digest of every (id, text) the whole shards hold (`texts_sha256`), so that an
+        index built from the folder can tell whether a corpus is the one embedded; None (nothing recorded) when a
+        shard predates the text digests. Call it once every worker is done."""
+        digests: dict[str, int] = {}
+        for shard in self.shards():
+            shard_digests = shard.digests() if shard.problem(hashes=False) is None else None
+            if shard_digests is None:
+                return None
+            digests.update(zip(shard.ids(), shard_digests, strict=True))
+        if not digests:
+            return None
+        total = texts_sha256(digests)
+        write_json_atomic(self.folder / MANIFEST, {"format": 2, "settings": {**self.settings, TEXTS: total}})
+        return total
 
     def next_index(self, prefix: str) -> int:
         """One past the highest shard number of `prefix` (numbers freed by a repair are not reused)."""
@@ -186,15 +277,18 @@ class EmbeddingStore:
         *,
         number: int | None = None,
         extra: Callable[[str], dict[str, bytes]] | None = None,
+        digests: list[int] | None = None,
     ) -> Path:
         """Write one shard: vectors (n, D), or all windows (W, D) with offsets (n + 1,); ids; its record last.
 
         `number`: the shard's number (default: the next free one of `prefix`); a writer that may be retried gives
         a fixed one, so that a retry rewrites the same files. `extra(stem name)`: further files (paths relative to
-        the folder → bytes), written before the record and named in it.
+        the folder → bytes), written before the record and named in it. `digests`: each document's
+        `text_digest`, kept in the record (a resumed run re-embeds a document whose text changed).
         """
         from lengthwise.core.encoder import MultiVectors
 
+        self._start()
         stem = self.folder / f"{prefix}{self.next_index(prefix) if number is None else number:05d}"
         files: dict[str, bytes] = {}
         if isinstance(embeddings, MultiVectors):
@@ -206,7 +300,9 @@ class EmbeddingStore:
         files.update(extra(stem.name) if extra is not None else {})
         for name, data in files.items():
             write_bytes_atomic(self.folder / name, data)
-        record = {"ids": len(ids), "files": {name: _digest(data) for name, data in files.items()}}
+        record: dict[str, Any] = {"ids": len(ids), "files": {name: _digest(data) for name, data in files.items()}}
+        if digests is not None:
+            record["texts"] = [int(digest) for digest in digests]
         return write_json_atomic(Path(f"{stem}{RECORD}"), record)
 
 
@@ -277,20 +373,27 @@ def corpus_rows(path: str | Path) -> Iterator[tuple[str, str]]:
         yield doc_id, text
 
 
-def check_corpus(path: str | Path) -> int:
-    """Read the whole corpus once before any compute: every row must have text and a unique id. Returns the count.
+def corpus_digests(path: str | Path) -> dict[str, int]:
+    """Read the whole corpus once before any compute: every row must have text and a unique id. Returns each id's
+    `text_digest`, in corpus order.
 
     Raises `LongDocError` naming the file and the line of a second occurrence of an id: two vectors under one id
     could not be told apart by a search or an evaluation.
     """
-    seen: dict[str, int] = {}
-    for line_no, doc_id, _ in _corpus_lines(path):
-        first = seen.setdefault(doc_id, line_no)
-        if first != line_no:
+    digests: dict[str, int] = {}
+    for line_no, doc_id, text in _corpus_lines(path):
+        if doc_id in digests:
+            first = next(n for n, other, _ in _corpus_lines(path) if other == doc_id)
             raise LongDocError(
                 f"{path}:{line_no}: duplicate _id {doc_id!r} (first at line {first}); give every document its own id"
             )
-    return len(seen)
+        digests[doc_id] = text_digest(text)
+    return digests
+
+
+def check_corpus(path: str | Path) -> int:
+    """`corpus_digests`' checks; returns the number of documents."""
+    return len(corpus_digests(path))
 
 
 def encode_corpus(
@@ -316,9 +419,10 @@ def encode_corpus(
     """
     from tqdm.auto import tqdm
 
-    total = check_corpus(path)
+    corpus = corpus_digests(path)
+    total = len(corpus)
     if repair:
-        done, removed = store.repair()
+        done, removed = store.repair(corpus)
         for line in removed:
             if on_note is not None:
                 on_note(line)
@@ -335,7 +439,8 @@ def encode_corpus(
             embeddings: np.ndarray | MultiVectors = encoder.encode_documents_multi(texts, batch_size=batch_size)
         else:
             embeddings = encoder.encode_documents(texts, batch_size=batch_size)
-        store.write(prefix, ids, embeddings, extra=shard_part(encoder, ids, texts, embeddings) if parquet else None)
+        store.write(prefix, ids, embeddings, extra=shard_part(encoder, ids, texts, embeddings) if parquet else None,
+                    digests=[corpus[doc_id] for doc_id in ids])  # fmt: skip
         pending.clear()
 
     mine = len(range(worker[0], total, worker[1]))
@@ -355,4 +460,6 @@ def encode_corpus(
             written += len(pending)
             bar.update(len(pending))
             flush()
+    if repair:  # the whole job in this process: record the texts digest
+        store.finish()
     return written

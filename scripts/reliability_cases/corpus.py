@@ -1,0 +1,112 @@
+"""Issue 33, the encode / eval / CLI side of the corpus-scale surfaces: `encode` resumed over a changed corpus or
+among the user's files, a refused `encode` leaving nothing, `eval --index` against another corpus or with the
+settings an index fixes. Each must end in one clear line (exit 2) or a right result, and lose nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from reliability_cases import Case, Context
+
+NO_MODEL = "/nonexistent/lengthwise-model"
+TEXTS = ["the recipe needs flour and eggs", "pianos have eighty-eight keys", "the moon orbits the earth",
+         "rivers run to the sea", "a bridge spans the old river"]  # fmt: skip
+
+
+def _cli(tmp: Path, context: Context, argv: list[str]) -> None:
+    """Run `lengthwise` in a setup; raise if it fails."""
+    argv = [part.format(tmp=tmp, tiny=context.tiny_model) for part in argv]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-m", "lengthwise.cli", *argv], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"setup `lengthwise {' '.join(argv)}` failed: {done.stdout}{done.stderr}")
+
+
+def _corpus(path: Path, texts: list[str] = TEXTS) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = [{"_id": f"d{i}", "text": text} for i, text in enumerate(texts)]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+
+
+def _beir(folder: Path, texts: list[str]) -> None:
+    _corpus(folder / "corpus.jsonl", texts)
+    (folder / "queries.jsonl").write_text('{"_id": "q0", "text": "keys of a piano"}\n', encoding="utf-8")
+    (folder / "qrels").mkdir()
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq0\td1\t1\n", encoding="utf-8")
+
+
+_ENCODE = ["encode", "-d", "{tmp}/c.jsonl", "-o", "{tmp}/e", "-m", "{tiny}", "--long", "truncate", "--shard-docs", "2"]
+
+
+def _encoded(tmp: Path, context: Context) -> None:
+    _corpus(tmp / "c.jsonl")
+    _cli(tmp, context, _ENCODE)
+
+
+def _changed_text(tmp: Path, context: Context) -> None:
+    _encoded(tmp, context)
+    _corpus(tmp / "c.jsonl", [*TEXTS[:3], "a different text about cats", TEXTS[4]])
+
+
+def _user_files(tmp: Path, context: Context) -> None:
+    _encoded(tmp, context)
+    (tmp / "e" / "my_labels.npy").write_bytes(b"the user's own")
+    (tmp / "e" / "w0-00001.shard.json").unlink()
+
+
+def _other_texts(tmp: Path, context: Context) -> None:
+    _beir(tmp / "a", TEXTS)
+    _beir(tmp / "b", [text.upper() + " and more" for text in TEXTS])
+    _cli(tmp, context, ["encode", "-d", "{tmp}/a", "-o", "{tmp}/e", "-m", "{tiny}", "--long", "truncate"])
+    _cli(tmp, context, ["index", "build", "{tmp}/e", "-o", "{tmp}/i"])
+
+
+# --- checks ----------------------------------------------------------------------------------------------------
+
+
+def _current(tmp: Path, _: str) -> str | None:
+    """Every shard stands for the corpus as it is now (its recorded text digests)."""
+    from lengthwise.longdoc.store import _shards, corpus_digests, read_embeddings
+
+    corpus = corpus_digests(tmp / "c.jsonl")
+    stale = [problem for shard in _shards(tmp / "e") if (problem := shard.stale(corpus))]
+    ids = sorted(read_embeddings(tmp / "e")[0])
+    return stale[0] if stale else None if ids == sorted(corpus) else f"the shards hold {ids}"
+
+
+def _labels_kept(tmp: Path, output: str) -> str | None:
+    path = tmp / "e" / "my_labels.npy"
+    return None if path.is_file() and path.read_bytes() == b"the user's own" else "my_labels.npy was removed"
+
+
+def _absent(folder: str):
+    def check(tmp: Path, _: str) -> str | None:
+        return None if not (tmp / folder).exists() else f"{folder} was left: {os.listdir(tmp / folder)}"
+
+    return check
+
+
+CASES: list[Case] = [
+    Case("encode-resume-after-the-text-changed", "33.3", _ENCODE, 0, "1 of its 2 documents have another text",
+         _changed_text, _current),
+    Case("encode-resume-keeps-the-users-files", "33.7", _ENCODE, 0, "w0-00001: no shard record", _user_files,
+         _labels_kept),
+    Case("encode-refused-precision-leaves-nothing", "33.8", [*_ENCODE, "--precision", "fp16"], 2,
+         "--precision 'fp16': use fp32 or int8", lambda tmp, _: _corpus(tmp / "c.jsonl"), _absent("e")),
+    Case("encode-refused-model-leaves-nothing", "33.8", [*_ENCODE[:5], "-m", NO_MODEL], 2, "lengthwise-model",
+         lambda tmp, _: _corpus(tmp / "c.jsonl"), _absent("e")),
+    Case("eval-index-of-other-texts", "33.4",
+         ["eval", "-t", "retrieval", "-d", "{tmp}/b", "--index", "{tmp}/i", "-o", "{tmp}/out"], 2,
+         "with other texts", _other_texts, _absent("out")),
+    Case("eval-index-with-a-model", "33.4",
+         ["eval", "-t", "retrieval", "-d", "{tmp}", "--index", "{tmp}/i", "-o", "{tmp}/out", "-m", NO_MODEL], 2,
+         "the index fixes the model", None, _absent("out")),
+    Case("eval-index-with-tempscale", "33.4",
+         ["eval", "-t", "retrieval", "-d", "{tmp}", "--index", "{tmp}/i", "-o", "{tmp}/out", "--tempscale", "0.8"],
+         2, "--tempscale 0.8: the index fixes", None, _absent("out")),
+]  # fmt: skip
