@@ -26,6 +26,12 @@ Stages (each writes its own section of the JSON; earlier sections are kept, so a
   index and runs the queries (the fp32 vectors stay memory-mapped). ``--arms`` picks engine/quantize pairs; each
   arm's row is saved when it ends, and a rerun skips the arms already saved (a killed run resumes).
 - ``probe``: the scale stage's queries again, alone, on the indexes it built (``probe_again`` in each row).
+- ``duplicated`` (issue 33.0; no data set or model needed): a corpus shaped like the LongEmbed passkey protocol,
+  where every document is the same filler text around one needle: 250 documents of 20 to 250 windows of 384
+  dimensions, each a run of a 600-vector filler cycle (all vectors share a common direction, as sentence
+  embeddings do) with one window of its own; the query of a document is its needle plus Gaussian noise. For each
+  engine × quantization: Acc@1 through the index against the exact scan, the candidate stage's recall@100, the
+  documents ever returned first, and the windows against the distinct vectors the engine holds.
 
 The load average is recorded before and after each stage.
 
@@ -276,8 +282,7 @@ def _unrescored(windows: Any, vectors: Any, count: int = 1000) -> list[list[tupl
     bits = np.packbits(np.asarray(windows.vectors) > 0, axis=-1)
     out = []
     for query in np.asarray(vectors, dtype=np.float32):
-        found = windows.engine.search(query[None], count)[0]
-        found = found[found >= 0]
+        found = windows.candidate_windows(query[None], count, windows.default_probes())[0]  # all their windows
         q = np.packbits(query > 0)
         similarity = -np.unpackbits(bits[found] ^ q, axis=-1).sum(axis=1).astype(np.float64)
         owner = np.searchsorted(windows.offsets, found, side="right") - 1
@@ -287,6 +292,59 @@ def _unrescored(windows: Any, vectors: Any, count: int = 1000) -> list[list[tupl
         ranked = sorted(best.items(), key=lambda item: -item[1])[:100]
         out.append([(windows.doc_ids[d], s) for d, s in ranked])
     return out
+
+
+def _duplicated_corpus(folder: Path, docs: int = 250, cycle: int = 600, dim: int = 384) -> np.ndarray:
+    """The ``duplicated`` stage's shard folder (see the module docstring); returns the queries (docs, dim)."""
+    from lengthwise.core.encoder import MultiVectors
+    from lengthwise.longdoc.store import EmbeddingStore
+
+    rng = np.random.default_rng(0)
+    common = rng.normal(size=dim).astype(np.float32)
+    filler = (2 * common + rng.normal(size=(cycle, dim))).astype(np.float32)
+    needles = (2 * common + rng.normal(size=(docs, dim))).astype(np.float32)
+    counts = rng.integers(20, 251, size=docs)
+    rows = []
+    for doc, count in enumerate(counts):
+        windows = filler[(rng.integers(cycle) + np.arange(count)) % cycle].copy()
+        windows[rng.integers(count)] = needles[doc]
+        rows.append(windows)
+    if not (folder / "manifest.json").is_file():
+        store = EmbeddingStore(folder, {"model": "random", "long": {"strategy": "multi-vector"}})
+        offsets = np.concatenate([[0], np.cumsum(counts)])
+        store.write("w0-", [f"d{i}" for i in range(docs)], MultiVectors(np.concatenate(rows), offsets))
+    return needles + 4 * rng.normal(size=needles.shape).astype(np.float32)
+
+
+def stage_duplicated(cache: Path) -> dict[str, Any]:
+    """Acc@1 through each index against the exact scan on a corpus of heavily duplicated windows (issue 33.0)."""
+    from lengthwise.longdoc.index import WindowIndex
+
+    encoded = cache / "duplicated"
+    queries = _duplicated_corpus(encoded)
+    gold = [f"d{i}" for i in range(len(queries))]
+    rows: dict[str, Any] = {}
+    exact = None
+    for engine, quantize in ARMS:
+        folder = cache / f"idx-duplicated-{engine}-{quantize}"
+        started = time.perf_counter()
+        index = WindowIndex.build(encoded, folder, quantize=quantize, engine=engine)
+        built = time.perf_counter() - started
+        if exact is None:
+            exact = index.exact_vectors(queries, k=100)
+            rows["exact"] = {"acc@1": _accuracy(exact, gold)}
+        found = index.search_vectors(queries, k=100)
+        engine_bytes = sum(p.stat().st_size for p in folder.glob("engine.*"))
+        rows[f"{engine}/{quantize}"] = {
+            "acc@1": _accuracy(found, gold),
+            "candidate_recall@100": _candidate_recall(index, queries, exact),
+            "documents_returned_first": len({row[0][0] for row in found if row}),
+            "distinct_vectors": index.settings.get("distinct", index.settings["windows"]),
+            "engine_bytes": engine_bytes,
+            "build_seconds": round(built, 2),
+        }
+        print(engine, quantize, rows[f"{engine}/{quantize}"], flush=True)
+    return {"rows": rows, "documents": len(gold), "windows": index.settings["windows"]}
 
 
 def _synthetic(cache: Path, windows: int) -> Path:
@@ -416,14 +474,14 @@ def main() -> None:
     parser.add_argument(
         "stages",
         nargs="+",
-        choices=("quality", "synthetic", "oversample", "connectivity", "scale", "probe"),
+        choices=("quality", "synthetic", "oversample", "connectivity", "scale", "probe", "duplicated"),
     )
     parser.add_argument("--windows", type=int, default=1_000_000)
     parser.add_argument("--arms", default=",".join(SCALE_ARMS), help="scale: engine/quantize pairs, comma-separated")
     parser.add_argument("--cache", type=Path, default=Path(os.environ.get("LENGTHWISE_CACHE", "/tmp/lengthwise-bench")))
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args()
-    if not (SCIFACT / "qrels" / "test.tsv").is_file():
+    if set(args.stages) - {"duplicated"} and not (SCIFACT / "qrels" / "test.tsv").is_file():
         raise SystemExit(f"error: {SCIFACT}: SciFact not found; set LENGTHWISE_DATA to the shared data folder")
     args.cache.mkdir(parents=True, exist_ok=True)
     results = json.loads(args.out.read_text()) if args.out.is_file() else {}
@@ -446,7 +504,7 @@ def main() -> None:
             continue
         else:
             stages = {"quality": stage_quality, "synthetic": stage_synthetic, "oversample": stage_oversample,
-                      "connectivity": stage_connectivity}  # fmt: skip
+                      "connectivity": stage_connectivity, "duplicated": stage_duplicated}  # fmt: skip
             section = stages[stage](args.cache)
         section.update(
             load_before=load_before,

@@ -47,8 +47,8 @@ def build(
         say("interrupted: run the same command again to resume the build where it was last saved")
         raise typer.Exit(code=130) from None
     made = index.windows.settings
-    console.print(f"indexed {made['windows']} windows of {made['documents']} documents into {out} "
-                  f"({made['engine']}, {made['quantize']})", highlight=False, soft_wrap=True)  # fmt: skip
+    console.print(f"indexed {made['windows']} windows ({made['distinct']} distinct) of {made['documents']} documents "
+                  f"into {out} ({made['engine']}, {made['quantize']})", highlight=False, soft_wrap=True)  # fmt: skip
 
 
 def _queries(query: str | None, queries: Path | None) -> list[tuple[str, str]]:

@@ -4,12 +4,15 @@ The shards are checked once and their vectors memory-mapped (`shard_layout`); th
 a memory-mapped ``vectors.npy`` whose disk blocks are allocated first (`unit_vectors`). All of it is
 written into one staging folder beside the index, ``.{name}-building``. When the vectors, offsets and ids are
 complete, the build's plan (inputs and settings) is recorded there (`BUILD_STATE`), and the engine is saved there
-from time to time. A rerun of the same build finds the plan and resumes from the last engine save; any other
+from time to time. The engine holds each distinct window vector once (`content_address`): identical windows (a
+template, a disclaimer, the filler of a passkey test repeated in every document) are one vector standing for all
+their rows. A rerun of the same build finds the plan and resumes from the last engine save; any other
 build starts afresh (`staging_folder`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -22,7 +25,7 @@ from lengthwise.core.results import write_json_atomic
 from lengthwise.longdoc.config import LongDocError
 from lengthwise.longdoc.store import iter_shards
 
-__all__ = ["BUILD_STATE", "record_plan", "shard_layout", "staging_folder", "unit_vectors"]
+__all__ = ["BUILD_STATE", "content_address", "record_plan", "shard_layout", "staging_folder", "unit_vectors"]
 
 BUILD_STATE = "build.json"
 
@@ -76,6 +79,46 @@ def unit_vectors(files: list[Path], path: Path, windows: int, dim: int, chunk: i
             row += len(part)
     vectors.flush()
     return vectors
+
+
+def content_address(vectors: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of `vectors` by their exact bytes, numbered in the order they first appear: ``(members,
+    starts)``, where ``members[starts[u] : starts[u + 1]]`` are the rows (ascending) holding distinct vector ``u``
+    and ``members[starts[u]]`` is its first row. Without duplicates both are ``arange``. Rows are grouped by a
+    64-bit BLAKE2b of their bytes, then each compared with its group's first row: a row that only shares the hash
+    (about once in 10^5 builds of 10M windows) becomes a vector of its own. Read `chunk` rows at a time; memory is
+    about 40 bytes per row."""
+    digests = np.empty(len(vectors), dtype=np.uint64)
+    for first in range(0, len(vectors), chunk):
+        part = np.ascontiguousarray(vectors[first : first + chunk], dtype=np.float32)
+        joined = b"".join(hashlib.blake2b(row, digest_size=8).digest() for row in part)
+        digests[first : first + len(part)] = np.frombuffer(joined, dtype=np.uint64)
+    _, first_seen, inverse = np.unique(digests, return_index=True, return_inverse=True)
+    del digests
+    number = np.empty(len(first_seen), dtype=np.int64)
+    number[np.argsort(first_seen, kind="stable")] = np.arange(len(first_seen))  # by first appearance
+    distinct = number[inverse.reshape(-1)]
+    del inverse, number
+    distinct = _split_collisions(vectors, distinct, np.sort(first_seen), chunk)
+    members = np.argsort(distinct, kind="stable").astype(np.int64)
+    starts = np.concatenate([[0], np.cumsum(np.bincount(distinct))]).astype(np.int64)
+    return members, starts
+
+
+def _split_collisions(vectors: np.ndarray, distinct: np.ndarray, firsts: np.ndarray, chunk: int) -> np.ndarray:
+    """`distinct` with each row whose bytes differ from its vector's first row (`firsts[u]`) given a number of its
+    own (after the others)."""
+    following = int(distinct.max(initial=-1)) + 1
+    for first in range(0, len(vectors), chunk):
+        rows = np.arange(first, min(first + chunk, len(vectors)))
+        shared = rows[firsts[distinct[rows]] != rows]  # rows after the first of their vector
+        if not len(shared):
+            continue
+        mine = np.ascontiguousarray(vectors[shared], dtype=np.float32).view(np.uint32)
+        theirs = np.ascontiguousarray(vectors[firsts[distinct[shared]]], dtype=np.float32).view(np.uint32)
+        for row in shared[(mine != theirs).any(axis=1)]:
+            distinct[row], following = following, following + 1
+    return distinct
 
 
 def staging_folder(out: Path, plan: dict[str, Any]) -> tuple[Path, bool]:

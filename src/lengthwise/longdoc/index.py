@@ -9,8 +9,16 @@ returned has the same score as in an exact scan, and only those few documents ar
 rescoring scheme of sentence-transformers' ``semantic_search_faiss`` / ``semantic_search_usearch`` (oversample
 candidates on quantized vectors, rescore them), at document level.
 
+The engine holds each *distinct* window vector once (content-addressed by its exact bytes): a corpus whose documents
+share runs of identical text (templates, disclaimers, the filler of a passkey test) has many windows with one
+vector, and an HNSW graph over thousands of exact duplicates falls into islands that a search never leaves (issue
+33.0: Acc@1 50.4 through the index against 84.4 exact). A candidate vector stands for every window that holds it,
+so every document holding it becomes a candidate (up to `EXPANDED_AT_MOST` windows per query).
+
 Folder layout: ``index.json`` (settings, counts, engine), ``vectors.npy`` (W, D) fp32, ``offsets.npy`` (n + 1,)
-window offsets per document, ``ids.txt`` (document ids) and ``engine.faiss`` or ``engine.usearch``. A build is
+window offsets per document, ``ids.txt`` (document ids, one JSON string per line), ``members.npy`` (W,) and
+``member_starts.npy`` (U + 1,) (the windows of each distinct vector, the engine's key) and ``engine.faiss`` or
+``engine.usearch``. A build is
 written into a staging folder and renamed into place, so an interrupted build leaves no half-written index; run
 again with the same inputs, it resumes from its last engine save (`lengthwise.longdoc._staging`).
 """
@@ -34,17 +42,27 @@ import torch
 from lengthwise.core.encoder import MultiVectors, multi_vector_scores
 from lengthwise.core.errors import SettingError
 from lengthwise.core.scoring import WindowScoring
-from lengthwise.longdoc._staging import BUILD_STATE, record_plan, shard_layout, staging_folder, unit_vectors
+from lengthwise.longdoc._staging import (
+    BUILD_STATE,
+    content_address,
+    record_plan,
+    shard_layout,
+    staging_folder,
+    unit_vectors,
+)
 from lengthwise.longdoc.config import LongDocError
 from lengthwise.longdoc.store import MANIFEST
 
 __all__ = ["Engine", "Quantize", "WindowIndex"]
 
 INDEX_FILE = "index.json"
+FORMAT = 2  # 2: distinct vectors in the engine (members.npy, member_starts.npy), ids as JSON lines; 1: neither
+MEMBERS, STARTS = "members.npy", "member_starts.npy"
 CHUNK = 65_536  # windows added to the engine at once
+EXPANDED_AT_MOST = 1_000_000  # windows a query's candidate vectors may stand for (see `WindowIndex._expanded`)
 RESCORED, RESCORED_AT_LEAST = 10, 100  # documents scored on all their windows: per document asked for, at least
 CHECKPOINT_SECONDS = 300.0  # the most engine work a killed build loses: it resumes from the last save
-Progress = Callable[[int, int], None] | None  # called with (windows added, windows)
+Progress = Callable[[int, int], None] | None  # called with (distinct vectors added, distinct vectors)
 TRAIN_SAMPLE = 100_000  # windows an engine that needs training (FAISS IVF) learns its lists from
 REBUILD = "build it again with `lengthwise index build`"
 
@@ -207,10 +225,13 @@ def _disk_needed(windows: int, dim: int, quantize: Quantize, resumed: bool = Fal
     return windows * ((0 if resumed else 4 * dim) + 2 * (engine + 200))
 
 
-def _fill(path: Path, engine: Engine, quantize: Quantize, vectors: np.ndarray, on_progress: Progress) -> None:
-    """Add every window of `vectors` to a new engine, or to the one saved at `path` by an interrupted build (from
-    its count on), saving it there at least every `CHECKPOINT_SECONDS` and at the end (each save atomic)."""
-    windows, ann = len(vectors), None
+def _fill(
+    path: Path, engine: Engine, quantize: Quantize, vectors: np.ndarray, rows: np.ndarray, on_progress: Progress
+) -> None:
+    """Add the windows `rows` of `vectors` (the first of each distinct vector) to a new engine under the keys 0,
+    1, …, or to the one saved at `path` by an interrupted build (from its count on), saving it there at least every
+    `CHECKPOINT_SECONDS` and at the end (each save atomic)."""
+    windows, ann = len(rows), None
     if path.is_file():
         try:
             ann = _ENGINES[engine].load(path, quantize, view=False)
@@ -219,10 +240,10 @@ def _fill(path: Path, engine: Engine, quantize: Quantize, vectors: np.ndarray, o
     if ann is None:
         ann = _ENGINES[engine](quantize, vectors.shape[1], windows)
         rng = np.random.default_rng(0)
-        ann.train(vectors[np.sort(rng.choice(windows, size=min(windows, TRAIN_SAMPLE), replace=False))])
+        ann.train(vectors[rows[np.sort(rng.choice(windows, size=min(windows, TRAIN_SAMPLE), replace=False))]])
     saved = time.monotonic()
     for first in range(ann.count(), windows, CHUNK):
-        ann.add(np.asarray(vectors[first : first + CHUNK]), first)
+        ann.add(np.asarray(vectors[rows[first : first + CHUNK]]), first)
         if on_progress is not None:
             on_progress(min(first + CHUNK, windows), windows)
         if time.monotonic() - saved >= CHECKPOINT_SECONDS:
@@ -238,6 +259,55 @@ def _save(ann: Any, path: Path) -> None:
     os.replace(part, path)
 
 
+def _write_ids(path: Path, ids: Sequence[str]) -> None:
+    """Document ids, one JSON string per line: any string round-trips (a line break in an id stays in it)."""
+    path.write_text("".join(json.dumps(i) + "\n" for i in ids), encoding="utf-8")
+
+
+def _read_ids(path: Path, format: int) -> list[str]:
+    """The ids `_write_ids` wrote (format 1: raw lines, as the first indexes wrote them)."""
+    text = path.read_text(encoding="utf-8")
+    if format < 2:
+        return text.splitlines()
+    ids = [json.loads(line) for line in text.split("\n") if line]
+    if not all(isinstance(i, str) for i in ids):
+        raise ValueError(f"{path.name} holds a line that is not a JSON string")
+    return ids
+
+
+def _stage(staging: Path, files: list[Path], counts: np.ndarray, ids: list[str], dim: int) -> np.ndarray:
+    """Write a new build's vectors, offsets, ids and distinct-vector members into `staging`; the vectors, mapped."""
+    staging.mkdir()
+    vectors = unit_vectors(files, staging / "vectors.npy", int(counts.sum()), dim, CHUNK)
+    members, starts = content_address(vectors, CHUNK)
+    np.save(staging / MEMBERS, members)
+    np.save(staging / STARTS, starts)
+    np.save(staging / "offsets.npy", np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
+    _write_ids(staging / "ids.txt", ids)
+    return vectors
+
+
+def _members(folder: Path, settings: dict[str, Any], windows: int) -> tuple[np.ndarray, np.ndarray]:
+    """(members, starts) of an index folder (memory-mapped); a format-1 index has one key per window."""
+    if settings.get("format", 1) < 2:
+        return np.arange(windows, dtype=np.int64), np.arange(windows + 1, dtype=np.int64)
+    members = np.load(folder / MEMBERS, mmap_mode="r", allow_pickle=False)
+    return members, np.load(folder / STARTS, allow_pickle=False)
+
+
+def _consistent(settings: dict[str, Any], ids: list[str], offsets: np.ndarray, vectors: np.ndarray,
+                members: np.ndarray, starts: np.ndarray, keys: int) -> bool:  # fmt: skip
+    """Whether the files of an index agree: counts, sizes and the offsets' and members' order."""
+    windows, distinct = settings["windows"], settings.get("distinct", settings["windows"])
+    if offsets.ndim != 1 or len(ids) + 1 != len(offsets) or len(vectors) != windows or keys != distinct:
+        return False
+    if not np.issubdtype(offsets.dtype, np.integer) or offsets[0] != 0 or offsets[-1] != windows:
+        return False
+    if len(members) != windows or len(starts) != distinct + 1 or starts[0] != 0 or starts[-1] != windows:
+        return False
+    return bool((np.diff(offsets) >= 0).all() and (np.diff(starts) > 0).all())
+
+
 @dataclass
 class WindowIndex:
     """Window vectors indexed for document search (see the module docstring). Build with `build`, open with `open`."""
@@ -247,7 +317,14 @@ class WindowIndex:
     doc_ids: list[str]
     offsets: np.ndarray  # (n + 1,) window offsets of each document in `vectors`
     vectors: np.ndarray  # (W, D) fp32, memory-mapped
-    engine: Any
+    engine: Any  # its keys are distinct-vector numbers
+    members: np.ndarray | None = None  # (W,) window rows grouped by distinct vector (None: one per window)
+    starts: np.ndarray | None = None  # (U + 1,) where each distinct vector's rows start in `members`
+
+    def __post_init__(self) -> None:
+        if self.members is None or self.starts is None:
+            self.members = np.arange(len(self.vectors), dtype=np.int64)
+            self.starts = np.arange(len(self.vectors) + 1, dtype=np.int64)
 
     @classmethod
     def build(
@@ -269,7 +346,7 @@ class WindowIndex:
             engine: ``usearch`` (HNSW; default: it found ≥ 0.99 of the exact top-100 documents on SciFact at its
                 default search expansion) or ``faiss`` (IVF; needs about a quarter of its lists probed for that).
             extra: More settings to record in ``index.json`` (the query model's fingerprint, …).
-            on_progress: Called with (windows added, windows) as the engine is filled.
+            on_progress: Called with (distinct vectors added, distinct vectors) as the engine is filled.
         """
         quantize, engine = _choice(Quantize, "quantize", quantize), _choice(Engine, "engine", engine)
         encoded, out = Path(encoded), Path(out)
@@ -293,15 +370,13 @@ class WindowIndex:
             if resumed:
                 vectors = np.load(staging / "vectors.npy", mmap_mode="r", allow_pickle=False)
             else:
-                staging.mkdir()
-                vectors = unit_vectors(files, staging / "vectors.npy", windows, dim, CHUNK)
-                np.save(staging / "offsets.npy", np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
-                (staging / "ids.txt").write_text("".join(f"{i}\n" for i in ids), encoding="utf-8")
+                vectors = _stage(staging, files, counts, ids, dim)
                 record_plan(staging, plan)
-            _fill(staging / f"engine.{engine.value}", engine, quantize, vectors, on_progress)
-            del vectors  # the memory map, closed before the rename
-            nlist = _nlist(windows) if engine is Engine.FAISS else None
-            settings = {"format": 1, **plan, "documents": len(ids), "nlist": nlist,
+            members, starts = np.load(staging / MEMBERS, mmap_mode="r"), np.load(staging / STARTS)
+            _fill(staging / f"engine.{engine.value}", engine, quantize, vectors, members[starts[:-1]], on_progress)
+            del vectors, members  # the memory maps, closed before the rename
+            nlist = _nlist(len(starts) - 1) if engine is Engine.FAISS else None
+            settings = {"format": FORMAT, **plan, "documents": len(ids), "distinct": len(starts) - 1, "nlist": nlist,
                         "encode_settings": manifest["settings"], **(extra or {})}  # fmt: skip
             (staging / INDEX_FILE).write_text(json.dumps(settings, indent=1), encoding="utf-8")
             (staging / BUILD_STATE).unlink()
@@ -324,19 +399,16 @@ class WindowIndex:
         try:
             settings = json.loads((folder / INDEX_FILE).read_text(encoding="utf-8"))
             engine = Engine(settings["engine"])
-            doc_ids = (folder / "ids.txt").read_text(encoding="utf-8").splitlines()
+            doc_ids = _read_ids(folder / "ids.txt", settings.get("format", 1))
             offsets = np.load(folder / "offsets.npy", allow_pickle=False)
             vectors = np.load(folder / "vectors.npy", mmap_mode="r", allow_pickle=False)
+            members, starts = _members(folder, settings, len(vectors))
             ann = _ENGINES[engine].load(folder / f"engine.{engine.value}", Quantize(settings["quantize"]))
-        except (OSError, ValueError, KeyError, RuntimeError) as error:
-            raise LongDocError(
-                f"{folder}: unreadable index ({error}); build it again with `lengthwise index build`"
-            ) from None
-        if len(doc_ids) + 1 != len(offsets) or offsets[-1] != len(vectors) or len(vectors) != settings["windows"]:
-            raise LongDocError(
-                f"{folder}: the index files disagree in size; build it again with `lengthwise index build`"
-            )
-        return cls(folder, settings, doc_ids, offsets, vectors, ann)
+        except (OSError, ValueError, KeyError, TypeError, RuntimeError) as error:
+            raise LongDocError(f"{folder}: unreadable index ({error}); {REBUILD}") from None
+        if not _consistent(settings, doc_ids, offsets, vectors, members, starts, ann.count()):
+            raise LongDocError(f"{folder}: the index files disagree in size or order; {REBUILD}")
+        return cls(folder, settings, doc_ids, offsets, vectors, ann, members, starts)
 
     def default_probes(self) -> int:
         """FAISS: a quarter of the IVF lists (at least 32); USearch: a search expansion of 64."""
@@ -348,14 +420,36 @@ class WindowIndex:
         (USearch) and 0.94 (FAISS) of the exact top-100 SciFact documents at 1,000, and 0.998 and 0.980 at 4,000."""
         return CANDIDATES[Quantize(self.settings["quantize"])]
 
+    def _candidate_vectors(self, queries: np.ndarray, windows: int, probes: int) -> list[np.ndarray]:
+        """Per query, the keys of its `windows` nearest distinct vectors in the engine, nearest first. `probes`
+        beyond what the index has (FAISS: its lists; USearch: its vectors) are the same as all of them."""
+        assert self.starts is not None
+        distinct = len(self.starts) - 1
+        probes = min(probes, self.settings.get("nlist") or distinct) if self.engine.count() else 1
+        self.engine.set_probes(max(1, probes))
+        found = self.engine.search(np.asarray(queries, dtype=np.float32), max(1, min(windows, distinct)))
+        return [row[row >= 0] for row in found]
+
+    def _expanded(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, key of each row): every window holding one of the distinct vectors `keys` (nearest first), in
+        key order. A query stands for at most `EXPANDED_AT_MOST` windows: vectors are taken nearest first while
+        they fit (the first always whole), so a document reached only through a farther vector shared by a very
+        large number of windows is left out, as with fewer candidate windows."""
+        assert self.members is not None and self.starts is not None
+        firsts, counts = self.starts[keys], self.starts[keys + 1] - self.starts[keys]
+        kept = max(1, int(np.searchsorted(np.cumsum(counts), EXPANDED_AT_MOST, side="right")))
+        firsts, counts, keys = firsts[:kept], counts[:kept], keys[:kept]
+        ends = np.cumsum(counts)
+        positions = np.arange(int(ends[-1]) if len(ends) else 0) - np.repeat(ends - counts - firsts, counts)
+        return np.asarray(self.members[positions], dtype=np.int64), np.repeat(keys, counts)
+
     def candidate_windows(self, queries: np.ndarray, windows: int, probes: int) -> list[np.ndarray]:
-        """Per query, its `windows` nearest windows in the engine (approximate), as sorted window numbers."""
-        self.engine.set_probes(probes)
-        found = self.engine.search(np.asarray(queries, dtype=np.float32), min(windows, len(self.vectors)))
-        return [np.sort(row[row >= 0]) for row in found]
+        """Per query, the windows holding one of its `windows` nearest distinct vectors in the engine
+        (approximate), as sorted window numbers (a vector many windows share brings all of them)."""
+        return [np.sort(self._expanded(keys)[0]) for keys in self._candidate_vectors(queries, windows, probes)]
 
     def candidates(self, queries: np.ndarray, windows: int, probes: int) -> list[np.ndarray]:
-        """Per query, the distinct documents of its `windows` nearest windows in the engine (approximate)."""
+        """Per query, the distinct documents of its candidate windows (`candidate_windows`)."""
         owners = (self._owner(row) for row in self.candidate_windows(queries, windows, probes))
         return [np.unique(owner) for owner in owners]
 
@@ -368,12 +462,24 @@ class WindowIndex:
         subset = MultiVectors(np.asarray(self.vectors[rows]), offsets)
         return multi_vector_scores(query[None], subset, scoring)[0].numpy()
 
-    def _rescored(self, query: torch.Tensor, found: np.ndarray, k: int, scoring: WindowScoring | int) -> list[Any]:
-        """The `k` best documents for one query from its candidate windows `found` (sorted): each candidate document
-        scored on its candidate windows (exact fp32, those windows only), then the best `RESCORED` · k (at least
-        100) scored on all their windows."""
-        docs, first = np.unique(self._owner(found), return_index=True)
-        provisional = self._scores(query, found, np.append(first, len(found)), scoring)
+    def _provisional(self, query: torch.Tensor, keys: np.ndarray, scoring: WindowScoring | int) -> Any:
+        """(documents, scores): each document holding a candidate vector, scored on its candidate vectors (each
+        distinct vector once per document; each read once, however many windows share it)."""
+        assert self.members is not None and self.starts is not None
+        rows, row_keys = self._expanded(keys)
+        distinct = len(self.starts) - 1
+        pairs = np.unique(self._owner(rows) * distinct + row_keys)  # (document, vector), by document
+        docs, first = np.unique(pairs // distinct, return_index=True)
+        read = np.sort(np.unique(row_keys))
+        vectors = np.asarray(self.vectors[self.members[self.starts[read]]])
+        subset = MultiVectors(vectors[np.searchsorted(read, pairs % distinct)], np.append(first, len(pairs)))
+        return docs, multi_vector_scores(query[None], subset, scoring)[0].numpy()
+
+    def _rescored(self, query: torch.Tensor, keys: np.ndarray, k: int, scoring: WindowScoring | int) -> list[Any]:
+        """The `k` best documents for one query from its candidate vectors `keys` (nearest first): every document
+        holding one scored on its candidate vectors (`_provisional`), then the best `RESCORED` · k (at least 100)
+        scored on all their windows (exact fp32)."""
+        docs, provisional = self._provisional(query, keys, scoring)
         docs = np.sort(docs[np.argsort(-provisional, kind="stable")[: max(RESCORED * k, RESCORED_AT_LEAST)]])
         starts, ends = self.offsets[docs], self.offsets[docs + 1]
         rows = np.concatenate([np.arange(a, b) for a, b in zip(starts, ends, strict=True)])
@@ -396,18 +502,20 @@ class WindowIndex:
             queries: (Q, D) query vectors.
             k: Documents per query.
             scoring: How a document scores from its windows (`WindowScoring`; an int is a top-k: 1 = max).
-            windows: Candidate windows the engine returns per query (more: higher recall, slower; default
-                `default_windows`: 1,000, or 4,000 over sign bits).
+            windows: Candidate distinct window vectors the engine returns per query, each standing for every window
+                that holds it (more: higher recall, slower; default `default_windows`: 1,000, or 4,000 over sign
+                bits).
             probes: FAISS IVF lists visited (default: a quarter of the lists, which found ≥ 0.98 of the exact top-100
-                documents on SciFact) or USearch's search expansion (default 64).
+                documents on SciFact) or USearch's search expansion (default 64); more than the index has are the
+                same as all of them.
         """
         probes = probes if probes is not None else self.default_probes()
         windows = windows if windows is not None else self.default_windows()
         units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries), dtype=torch.float32), dim=-1)
-        found = self.candidate_windows(units.numpy(), windows, probes)
+        found = self._candidate_vectors(units.numpy(), windows, probes)
         return [
-            self._rescored(query, rows, k, scoring) if len(rows) else []
-            for query, rows in zip(units, found, strict=True)
+            self._rescored(query, keys, k, scoring) if len(keys) else []
+            for query, keys in zip(units, found, strict=True)
         ]
 
     def exact_vectors(
