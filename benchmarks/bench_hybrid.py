@@ -202,6 +202,8 @@ def stage_quality(args: argparse.Namespace) -> None:
     table: dict[str, dict[str, Any]] = {}
     through: dict[str, Any] = {}
     for name, entry in _retrieval_sets(args).items():
+        if name not in args.sets:
+            continue
         index = _indexed(name, entry["ids"], entry["texts"], args, entry.get("corpus"))
         for split, queries in entry["splits"].items():
             arms = _arms(_score_matrices(index, queries["texts"], args))
@@ -210,6 +212,8 @@ def stage_quality(args: argparse.Namespace) -> None:
         through[name] = index
     tokenizer = load_model(args.model).tokenizer
     for name, entry in _synthetic_sets(args, tokenizer).items():
+        if name.split("-")[0] not in args.sets:
+            continue
         index = _indexed(name, entry["ids"], entry["texts"], args)
         assert index.windows.doc_ids == entry["ids"]
         arms = _arms(_score_matrices(index, [item.query for item in entry["data"].items], args))
@@ -218,6 +222,8 @@ def stage_quality(args: argparse.Namespace) -> None:
         table[name + ":by_length"] = {arm: r["by_length"] for arm, r in results.items() if "-0." not in arm
                                       or arm.endswith(("-0.3", "-0.5", "-0.7"))}  # fmt: skip
         print(f"{name}: " + _summary(table[name]), flush=True)
+    earlier = json.loads(RESULTS.read_text()).get("quality", {}) if RESULTS.is_file() else {}
+    table = {**earlier.get("table", {}), **table}  # a run of some sets keeps the others' rows
     _write("quality", {"table": table, "dev_sets": DEV_SETS, "rule": RULE,
                        "seconds": round(time.perf_counter() - started), "load": [load_before, _load()],
                        "lengths": LENGTHS,
@@ -337,9 +343,129 @@ def _build_tantivy(texts: list[str], folder: Path) -> Any:
     return search
 
 
+# --- scale -----------------------------------------------------------------------------------------------------------
+
+PER_DOC = 20  # windows per document, as bench_index.py's scale corpus
+
+
+def _scale_index(windows: int, work: Path) -> Path:
+    """A dense index of `windows` window vectors (20 per document; seeded vectors around a common direction, as
+    sentence embeddings are) with the USearch int8 default, reused when built."""
+    from lengthwise.core.encoder import MultiVectors
+    from lengthwise.longdoc.index import WindowIndex
+    from lengthwise.longdoc.store import EmbeddingStore
+
+    out = work / f"scale-{windows}" / "index"
+    if (out / "index.json").is_file():
+        return out
+    shards = work / f"scale-{windows}" / "encoded"
+    shutil.rmtree(shards, ignore_errors=True)
+    store = EmbeddingStore(shards, {"model": "random", "long": {"strategy": "multi-vector"}})
+    rng, common = np.random.default_rng(0), np.random.default_rng(1).normal(size=384)
+    for first in range(0, windows, 100_000):
+        docs = min(100_000, windows - first) // PER_DOC
+        vectors = rng.normal(size=(docs * PER_DOC, 384)) + 0.5 * common / np.linalg.norm(common) * np.sqrt(384)
+        vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+        ids = [f"s{first // PER_DOC + i}" for i in range(docs)]
+        store.write("w0-", ids, MultiVectors(vectors, np.arange(docs + 1, dtype=np.int64) * PER_DOC))
+    WindowIndex.build(shards, out)
+    return out
+
+
+def _lexical_build(index: Path, docs: int) -> None:
+    """The lexical side of the scale index (run in its own process: its peak memory is the build's)."""
+    from lengthwise.longdoc.lexical import LexicalIndex
+
+    texts = _scale_texts(docs)
+    spans = []
+    for text in texts:  # 20 even character spans per document
+        edges = np.linspace(0, len(text), PER_DOC + 1).astype(np.int64)
+        spans.append(np.stack([edges[:-1], edges[1:]], axis=1))
+    LexicalIndex.build(texts, spans, index / "lexical")
+
+
+def _timed(search: Any, queries: list[Any], clients: int) -> dict[str, float]:
+    """p50 / p99 ms per query with `clients` threads issuing queries at once, and queries per second."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(query: Any) -> float:
+        t = time.perf_counter()
+        search(query)
+        return 1000 * (time.perf_counter() - t)
+
+    for query in queries[:5]:
+        search(query)  # warm the page cache and the engine
+    started = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        times = list(pool.map(one, queries))
+    wall = time.perf_counter() - started
+    return {"p50_ms": round(statistics.median(times), 2), "p99_ms": round(float(np.percentile(times, 99)), 2),
+            "qps": round(len(queries) / wall, 1)}  # fmt: skip
+
+
+def stage_scale(args: argparse.Namespace) -> None:
+    """Dense against hybrid at `args.windows` windows: the lexical side's build time, memory and bytes per document,
+    query latency alone and with 8 clients, and the recall of the fused top 10 against the exact fused scan."""
+    from lengthwise.core.scoring import WindowScoring
+    from lengthwise.longdoc.hybrid import FusionSettings, HybridSearch, Mode
+    from lengthwise.longdoc.index import WindowIndex
+    from lengthwise.longdoc.lexical import LexicalIndex
+
+    load_before, docs = _load(), args.windows // PER_DOC
+    started = time.perf_counter()
+    folder = _scale_index(args.windows, args.work)
+    dense_built = time.perf_counter() - started
+    started = time.perf_counter()
+    if not (folder / "lexical" / "lexical.json").is_file():
+        code = f"import sys; sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); import bench_hybrid as b; " \
+               f"from pathlib import Path; b._lexical_build(Path({str(folder)!r}), {docs})"  # fmt: skip
+        peak = "; import resource; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"  # the child's peak
+        done = subprocess.run([sys.executable, "-c", code + peak], capture_output=True, text=True, check=True)
+        peak_mb = round(int(done.stdout.strip().splitlines()[-1]) / 1024)
+    else:
+        peak_mb = None
+    lexical_built = time.perf_counter() - started
+    windows, lexical = WindowIndex.open(folder), LexicalIndex.open(folder / "lexical")
+    texts = _scale_texts(docs)
+    rng = np.random.default_rng(2)
+    picks = rng.integers(0, docs, size=args.queries)
+    vectors = np.asarray(windows.vectors[picks * PER_DOC + rng.integers(0, PER_DOC, size=args.queries)])
+    vectors = vectors + rng.normal(0, 0.02, size=vectors.shape).astype(np.float32)
+    words = [texts[d].split() for d in picks]
+    query_texts = [" ".join(w[i] for i in sorted(rng.choice(len(w), 5, replace=False))) for w in words]
+    del texts
+    searcher = HybridSearch(windows, lexical, WindowScoring(), FusionSettings())
+    asked = list(range(args.queries))
+    rows: dict[str, Any] = {}
+    for mode in (Mode.DENSE, Mode.HYBRID):
+
+        def search(n: int, mode: Mode = mode) -> Any:
+            return searcher.search(vectors[n : n + 1], query_texts[n : n + 1], 10, mode)
+
+        rows[mode.value] = {f"clients_{c}": _timed(search, asked, c) for c in (1, 8)}
+        print(mode.value, rows[mode.value], flush=True)
+    recall = []
+    for n in asked[: args.recall_queries]:
+        unit = torch.nn.functional.normalize(torch.as_tensor(vectors[n]), dim=-1)
+        exact = searcher.exact_fused(unit, query_texts[n], 10)
+        found = [hit.id for hit in searcher.search(vectors[n : n + 1], query_texts[n : n + 1], 10, Mode.HYBRID)[0]]
+        recall.append(len(set(found) & set(exact)) / 10)
+    size = sum(p.stat().st_size for p in (folder / "lexical").rglob("*") if p.is_file())
+    bm25 = sum(p.stat().st_size for p in (folder / "lexical" / "bm25").rglob("*") if p.is_file())
+    section = {"windows": args.windows, "documents": docs, "dense_build_s": round(dense_built),
+               "lexical_build_s": round(lexical_built), "lexical_peak_rss_mb": peak_mb,
+               "lexical_bytes_per_doc": round(size / docs), "bm25_bytes_per_doc": round(bm25 / docs),
+               "queries": args.queries, "latency": rows,
+               "recall_at_10_vs_exact_fused": round(float(np.mean(recall)), 4),
+               "recall_queries": len(recall), "load": [load_before, _load()]}  # fmt: skip
+    print(section, flush=True)
+    out = json.loads(RESULTS.read_text()).get("scale", {}) if RESULTS.is_file() else {}
+    _write("scale", {**{k: v for k, v in out.items() if k != "environment"}, str(args.windows): section})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("stage", choices=["quality", "engines", "engine-run", "choose"])
+    parser.add_argument("stage", choices=["quality", "engines", "engine-run", "choose", "scale"])
     parser.add_argument("engine", nargs="?", default="bm25s")
     parser.add_argument("--work", type=Path, default=Path("/tmp/lengthwise-bench-hybrid"))
     parser.add_argument("--qmsum", type=Path, default=ROOT / "data" / "qmsum")
@@ -349,11 +475,17 @@ def main() -> None:
     parser.add_argument("--per-length", type=int, default=10)
     parser.add_argument("--dev-per-length", type=int, default=4)
     parser.add_argument("--docs", type=int, default=100_000)
+    parser.add_argument("--windows", type=int, default=1_000_000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--recall-queries", type=int, default=100)
+    parser.add_argument("--sets", default="qmsum,scifact,passkey,needle", type=lambda v: v.split(","))
     args = parser.parse_args()
     if args.stage == "quality":
         stage_quality(args)
     elif args.stage == "engines":
         stage_engines(args)
+    elif args.stage == "scale":
+        stage_scale(args)
     elif args.stage == "engine-run":
         print(json.dumps(_engine_run(args.engine, args.docs, args.work)))
     else:

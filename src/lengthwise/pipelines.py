@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from lengthwise.evaluation.config import EvalConfig, Task
     from lengthwise.evaluation.schema import EvalRecord
     from lengthwise.longdoc.config import LongDocConfig
+    from lengthwise.longdoc.hybrid import Hit
     from lengthwise.longdoc.synthetic import SyntheticSet
     from lengthwise.longdoc.tune import LongTuneResult
     from lengthwise.tempscale.config import TempScaleConfig
@@ -737,6 +738,68 @@ def tune_long_documents(
     return result, record
 
 
+def tune_hybrid(
+    index: str | os.PathLike[str] | LongIndex,
+    data: str | os.PathLike[str],
+    *,
+    split: str = "dev",
+    weights: Sequence[float] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
+    save: bool = True,
+    on_eval: Callable[[str, float], None] | None = None,
+) -> dict[str, Any]:
+    """`lengthwise index tune`: choose an index's search mode and fusion on a BEIR dev split (nDCG@10 through the
+    index) and record them in it, so that `LongIndex.search` and `lengthwise search` use them by default.
+
+    The arms are dense, lexical, RRF and convex fusion at each of `weights`. A fusion becomes the mode only if its
+    nDCG@10 is above both sides'; ties go to the lower weight. The corpus of `data` must be the index's (same ids).
+
+    Args:
+        index: The index (folder or `LongIndex`); it must hold its documents' text.
+        data: A BEIR folder with a `split` qrels file.
+        split: The split tuned on (never the one reported).
+        weights: The lexical weights of the convex fusion tried.
+        save: Record the choice in the index.
+        on_eval: Called with (arm, nDCG@10) after each arm.
+
+    Returns:
+        ``{"split", "scores": {arm: nDCG@10}, "mode", "fusion"}``.
+    """
+    from lengthwise.evaluation.config import RetrievalConfig
+    from lengthwise.evaluation.data import read_beir
+    from lengthwise.evaluation.retrieval import trec_scores
+    from lengthwise.longdoc.hybrid import Fusion, FusionSettings, HybridSearch, Mode
+
+    opened = index if isinstance(index, LongIndex) else LongIndex.open(index)
+    if opened.lexical is None:
+        raise SettingError("index", str(opened.windows.folder), "holds no text to tune a fusion on; build it again "
+                           "with the corpus")  # fmt: skip
+    corpus = read_beir(data, split)
+    if set(corpus.doc_ids) != set(opened.windows.doc_ids):
+        raise SettingError("data", str(data), "holds other documents than the index; tune on the indexed corpus")
+    asked = [(q, t) for q, t in zip(corpus.query_ids, corpus.query_texts, strict=True) if q in corpus.qrels]
+    texts = [t for _, t in asked]
+    vectors = opened.embed_queries(texts)
+    arms: dict[str, tuple[Mode, FusionSettings]] = {"dense": (Mode.DENSE, FusionSettings()),
+                                                    "lexical": (Mode.LEXICAL, FusionSettings()),
+                                                    "rrf": (Mode.HYBRID, FusionSettings(Fusion.RRF))}  # fmt: skip
+    arms.update({f"convex-{w:g}": (Mode.HYBRID, FusionSettings(Fusion.CONVEX, float(w))) for w in weights})
+    scores = {}
+    for name, (mode, fusion) in arms.items():
+        found = HybridSearch(opened.windows, opened.lexical, opened.scoring, fusion).search(vectors, texts, 10, mode)
+        run = {q: {hit.id: hit.score for hit in hits} for (q, _), hits in zip(asked, found, strict=True)}
+        per_query = trec_scores({q: corpus.qrels[q] for q in run}, run, RetrievalConfig())
+        scores[name] = round(100 * sum(r["ndcg@10"] for r in per_query.values()) / len(asked), 4)  # none found: 0
+        if on_eval is not None:
+            on_eval(name, scores[name])
+    best = max(arms, key=lambda name: (scores[name], -list(arms).index(name)))
+    if arms[best][0] is Mode.HYBRID and scores[best] <= max(scores["dense"], scores["lexical"]):
+        best = "dense" if scores["dense"] >= scores["lexical"] else "lexical"
+    mode, fusion = arms[best]
+    if save:
+        opened.lexical.record(mode=mode.value, fusion=fusion.to_dict(), tuned={"data": str(data), "split": split})
+    return {"split": split, "scores": scores, "mode": mode.value, "fusion": fusion.to_dict()}
+
+
 def haystack_files(haystack: Path) -> list[Path]:
     """The haystack's text files: the file itself, or a folder's ``*.txt`` and ``*.txt.gz`` in name order."""
     if haystack.is_dir():
@@ -1040,26 +1103,63 @@ class LongIndex:
         *,
         quantize: str = "int8",
         engine: str = "usearch",
+        text: str | os.PathLike[str] | None = None,
+        granularity: str = "document",
         on_progress: Callable[[int, int], None] | None = None,
+        on_note: Callable[[str], None] | None = None,
     ) -> LongIndex:
-        """`lengthwise index build`: index `encoded` into `out`, recording the query model's fingerprint."""
+        """`lengthwise index build`: index `encoded` into `out`, recording the query model's fingerprint, and the
+        documents' text beside it for lexical and hybrid search (`lengthwise.longdoc.lexical`).
+
+        Args:
+            encoded: A folder written by `lengthwise encode`.
+            out: The index folder.
+            quantize, engine: The dense side's candidate vectors and ANN engine (`WindowIndex.build`).
+            text: The corpus the folder was encoded from (default: the path `encode` recorded); checked against
+                the encoded ids and text digests before anything is built. Without it, and with the recorded file
+                gone, the index is dense only (`on_note` says so).
+            granularity: What BM25 ranks: ``document`` (whole documents) or ``window`` (the dense windows).
+            on_progress: Called with (windows added, windows) as the engine is filled.
+            on_note: Told, in one line, when the index is built without text.
+        """
         import json
 
         from lengthwise.core.models import model_fingerprint
         from lengthwise.longdoc.index import WindowIndex
-        from lengthwise.longdoc.store import MANIFEST
+        from lengthwise.longdoc.lexical import check_corpus_digest
+        from lengthwise.longdoc.store import MANIFEST, TEXTS
 
         manifest_path = Path(encoded) / MANIFEST
         if not manifest_path.is_file():
             raise SettingError("encoded", str(encoded), f"no {MANIFEST}; pass a folder written by `lengthwise encode`")
         made = json.loads(manifest_path.read_text(encoding="utf-8"))["settings"]
+        corpus = check_corpus_digest(text, made.get("data"), made.get(TEXTS), granularity)  # before any model load
         model = cls._load(made)
         fingerprint = model_fingerprint(model, made["model"])
         extra = {"model": {"name": made["model"], "weights_sha256_16": fingerprint["weights_sha256_16"]}}
         windows = WindowIndex.build(
             encoded, out, quantize=quantize, engine=engine, extra=extra, on_progress=on_progress
         )
-        return cls(windows, model)
+        index = cls(windows, model)
+        if corpus is None:
+            if on_note is not None:
+                on_note(f"built without text ({made.get('data')} is gone): dense search only; pass the corpus as "
+                        "text to search it lexically")  # fmt: skip
+            return index
+        index._build_text(corpus, made, granularity, on_progress)
+        return index
+
+    def _build_text(
+        self, corpus: Path, made: dict[str, Any], granularity: str, on_progress: Callable[[int, int], None] | None
+    ) -> None:
+        from lengthwise.longdoc import LongDocConfig, LongEncoder
+        from lengthwise.longdoc.lexical import build_text_side
+        from lengthwise.longdoc.store import TEXTS
+
+        assert self._model is not None
+        encoder = LongEncoder(self._model, LongDocConfig.from_dict(made["long"]))
+        build_text_side(self.windows, encoder, corpus, recorded=made.get(TEXTS), granularity=granularity,
+                        on_progress=on_progress)  # fmt: skip
 
     @classmethod
     def open(cls, folder: str | os.PathLike[str], *, model: SentenceTransformer | None = None) -> LongIndex:
@@ -1097,18 +1197,79 @@ class LongIndex:
         encoder = LongEncoder(self._model, LongDocConfig.from_dict(made["long"]))
         return encoder.encode_queries(list(queries), batch_size=batch_size)
 
+    @property
+    def lexical(self) -> Any:
+        """The index's lexical side (`lengthwise.longdoc.lexical.LexicalIndex`), or None when built without text."""
+        from lengthwise.longdoc.lexical import LEXICAL, SETTINGS_FILE, LexicalIndex
+
+        if not hasattr(self, "_lexical"):
+            folder = Path(self.windows.folder) / LEXICAL
+            self._lexical = LexicalIndex.open(folder) if (folder / SETTINGS_FILE).is_file() else None
+        return self._lexical
+
     def search(
-        self, queries: str | Sequence[str], k: int = 10, *, windows: int | None = None, probes: int | None = None
-    ) -> list[list[tuple[str, float]]]:
-        """The `k` best documents (id, exact score) for each query, best first (see `WindowIndex.search_vectors`)."""
+        self,
+        queries: str | Sequence[str],
+        k: int = 10,
+        *,
+        mode: str | None = None,
+        passages: int = 0,
+        windows: int | None = None,
+        probes: int | None = None,
+    ) -> list[list[Hit]]:
+        """The `k` best documents for each query, best first, as `Hit`s (id, score, each side's exact score, and the
+        `passages` best windows of each with their character spans and text).
+
+        Args:
+            queries: One query or several.
+            k: Documents per query.
+            mode: ``dense`` (the window vectors), ``lexical`` (BM25) or ``hybrid`` (both, fused by the settings
+                recorded in the index); default: the index's recorded mode (hybrid when it holds text).
+            passages: Best windows returned with each hit (0: none).
+            windows, probes: The dense side's candidate windows and probes (`WindowIndex.search_vectors`).
+        """
+        from lengthwise.longdoc.hybrid import HybridSearch, Mode
+
         texts = [queries] if isinstance(queries, str) else list(queries)
         for name, value in (("k", k), ("windows", windows), ("probes", probes)):
             if value is not None and value < 1:
                 raise SettingError(name, value, "must be ≥ 1")
+        if passages < 0:
+            raise SettingError("passages", passages, "must be ≥ 0")
         if not texts or any(not text.strip() for text in texts):
             raise SettingError("query", queries, "a query is empty; give the text to search for")
-        vectors = self.embed_queries(texts)
-        return self.windows.search_vectors(vectors, k, scoring=self.scoring, windows=windows, probes=probes)
+        chosen = self._mode(mode)
+        if chosen is Mode.LEXICAL:
+            for text in texts:
+                if not self.lexical.query_tokens(text):
+                    raise SettingError("query", text, "holds no word the documents hold (stop words only, or "
+                                       "unknown words): nothing to search lexically; use dense or hybrid")  # fmt: skip
+        vectors = None if chosen is Mode.LEXICAL else self.embed_queries(texts)
+        searcher = HybridSearch(self.windows, self.lexical, self.scoring, self.fusion)
+        return searcher.search(vectors, texts, k, chosen, passages=passages, windows=windows, probes=probes)
+
+    @property
+    def fusion(self) -> Any:
+        """The hybrid fusion settings recorded in the index (`FusionSettings`; the defaults before any tuning)."""
+        from lengthwise.longdoc.hybrid import FusionSettings
+
+        recorded = self.lexical.settings.get("fusion") if self.lexical is not None else None
+        return FusionSettings.from_dict(recorded) if recorded else FusionSettings()
+
+    def _mode(self, mode: str | None) -> Any:
+        from lengthwise.longdoc.hybrid import Mode
+
+        if mode is None:
+            recorded = self.lexical.settings.get("mode") if self.lexical is not None else None
+            return Mode(recorded) if recorded else (Mode.HYBRID if self.lexical is not None else Mode.DENSE)
+        try:
+            chosen = Mode(mode)
+        except ValueError:
+            raise SettingError("mode", mode, "use dense, lexical or hybrid") from None
+        if chosen is not Mode.DENSE and self.lexical is None:
+            raise SettingError("mode", mode, f"{self.windows.folder} was built without its documents' text; build it "
+                               "again with the corpus, or search dense")  # fmt: skip
+        return chosen
 
     @property
     def scoring(self) -> WindowScoring:

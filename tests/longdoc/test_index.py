@@ -46,7 +46,8 @@ def test_the_index_ranks_as_the_exact_scan(encoded: Path, tmp_path: Path, engine
 
     index = lw.LongIndex.build(encoded, tmp_path / "idx", quantize=quantize, engine=engine)
     windows = index.windows.settings["windows"]
-    found = index.search(QUERIES, k=5, windows=windows, probes=10_000)  # every window a candidate
+    found = [[(hit.id, hit.score) for hit in row]
+             for row in index.search(QUERIES, k=5, mode="dense", windows=windows, probes=10_000)]  # fmt: skip
     exact = index.windows.exact_vectors(index.embed_queries(QUERIES), k=5, scoring=2)
     assert [[doc for doc, _ in row] for row in found] == [[doc for doc, _ in row] for row in exact]
     np.testing.assert_allclose(
@@ -59,10 +60,10 @@ def test_ubinary_candidates_rescored_exactly(encoded: Path, tmp_path: Path) -> N
 
     for engine in ("usearch", "faiss"):
         index = lw.LongIndex.build(encoded, tmp_path / engine, quantize="ubinary", engine=engine)
-        hits = index.search(QUERIES[0], k=3, windows=50)
+        hits = index.search(QUERIES[0], k=3, mode="dense", windows=50)
         exact = dict(index.windows.exact_vectors(index.embed_queries(QUERIES[:1]), k=30, scoring=2)[0])
-        for doc, score in hits[0]:
-            assert score == pytest.approx(exact[doc], abs=1e-5)  # a found document gets its exact score
+        for hit in hits[0]:
+            assert hit.score == pytest.approx(exact[hit.id], abs=1e-5)  # a found document gets its exact score
 
 
 def test_sign_bit_indexes_take_four_times_the_candidate_windows(
@@ -112,7 +113,8 @@ def test_only_the_best_candidates_are_scored_on_all_their_windows(
     monkeypatch.setattr(WindowIndex, "_scores", spy)
     monkeypatch.setattr(WindowIndex, "_provisional", spy_provisional)
     windows = index.windows.settings["windows"]
-    found = index.search(QUERIES[0], k=3, windows=windows, probes=10_000)[0]  # every window a candidate
+    found = [(hit.id, hit.score) for hit in index.search(QUERIES[0], k=3, mode="dense", windows=windows,
+                                                          probes=10_000)[0]]  # every window a candidate  # fmt: skip
     exact = index.windows.exact_vectors(index.embed_queries(QUERIES[:1]), k=3, scoring=2)[0]
     assert [doc for doc, _ in found] == [doc for doc, _ in exact]
     assert [score for _, score in found] == pytest.approx([score for _, score in exact], abs=1e-5)
@@ -382,7 +384,7 @@ def test_cli_search_takes_the_candidate_windows_and_probes(encoded: Path, tmp_pa
 
     index = lw.LongIndex.build(encoded, tmp_path / "idx", engine="faiss")
     windows = str(index.windows.settings["windows"])
-    args = ["search", str(tmp_path / "idx"), "--query", QUERIES[0], "--k", "3", "--json"]
+    args = ["search", str(tmp_path / "idx"), "--query", QUERIES[0], "--k", "3", "--json", "--mode", "dense"]
     run = runner.invoke(app, [*args, "--windows", windows, "--probes", "10000"])  # every window a candidate
     assert run.exit_code == 0, run.output
     exact = index.windows.exact_vectors(index.embed_queries(QUERIES[:1]), k=3, scoring=2)[0]

@@ -26,8 +26,16 @@ def build(
     out: Annotated[Path, typer.Option("--out", "-o", help="The index folder (new, or an earlier index: replaced).")],
     quantize: Annotated[str, typer.Option("--quantize", help="Candidate vectors: int8, ubinary or none.")] = "int8",
     engine: Annotated[str, typer.Option("--engine", help="usearch (HNSW) or faiss (IVF).")] = "usearch",
+    text: Annotated[
+        Path | None,
+        typer.Option("--text", help="The corpus ENCODED was made from (default: the path encode recorded)."),
+    ] = None,
+    granularity: Annotated[
+        str, typer.Option("--granularity", help="What BM25 ranks: document (whole texts) or window.")
+    ] = "document",
 ) -> None:
-    """Index every window of ENCODED; documents are then found by their windows and rescored exactly in fp32."""
+    """Index every window of ENCODED, and the documents' text beside them (BM25, passages): documents are then found
+    by their windows (rescored exactly in fp32), by BM25, or by both fused."""
     from rich.progress import Progress
 
     from lengthwise.core.models import ModelLoadError
@@ -40,7 +48,8 @@ def build(
             def advance(done: int, total: int) -> None:
                 progress.update(task, completed=done, total=total)
 
-            index = LongIndex.build(encoded, out, quantize=quantize, engine=engine, on_progress=advance)
+            index = LongIndex.build(encoded, out, quantize=quantize, engine=engine, text=text,
+                                    granularity=granularity, on_progress=advance, on_note=say)  # fmt: skip
     except (ValueError, ModelLoadError) as err:  # SettingError, LongDocError
         _fail(setting_message(err))
     except KeyboardInterrupt:
@@ -62,8 +71,11 @@ def _queries(query: str | None, queries: Path | None) -> list[tuple[str, str]]:
 
     if not queries.is_file():
         raise ValueError(f"--queries {queries}: no such file; pass a JSONL file with _id and text")
-    return [(str(row.get("_id", row.get("id", n))), checked_text(queries, n, row.get("text"), "'text'"))
-            for n, row in jsonl_objects(queries, "a JSON object with _id and text")]  # fmt: skip
+    asked = [(str(row.get("_id", row.get("id", n))), checked_text(queries, n, row.get("text"), "'text'"))
+             for n, row in jsonl_objects(queries, "a JSON object with _id and text")]  # fmt: skip
+    if not asked:
+        raise ValueError(f"--queries {queries}: holds no queries; pass a JSONL file with one _id and text per line")
+    return asked
 
 
 def search(
@@ -80,23 +92,65 @@ def search(
         int | None,
         typer.Option("--probes", help="FAISS lists probed (default: a quarter) or USearch expansion (64).", min=1),
     ] = None,
+    mode: Annotated[
+        str | None,
+        typer.Option("--mode", help="dense, lexical (BM25) or hybrid (default: hybrid when the index holds text)."),
+    ] = None,
+    passages: Annotated[int, typer.Option("--passages", help="Best windows shown with each hit.", min=0)] = 0,
 ) -> None:
     """Search INDEX: queries embedded with the settings recorded in the index, documents best first."""
     from lengthwise.core.models import ModelLoadError
-    from lengthwise.longdoc.index import hits_json
     from lengthwise.pipelines import LongIndex
 
     quiet_loading()
 
     try:
         asked = _queries(query, queries)
-        results = LongIndex.open(index).search([text for _, text in asked], k, windows=windows, probes=probes)
+        results = LongIndex.open(index).search(
+            [text for _, text in asked], k, mode=mode, passages=passages, windows=windows, probes=probes
+        )
     except (ValueError, ModelLoadError) as err:
         _fail(setting_message(err))
     for (query_id, _), hits in zip(asked, results, strict=True):
         if as_json:
-            print(hits_json(query_id, hits))
+            print(json.dumps({"query_id": query_id, "hits": [hit.to_dict() for hit in hits]}, ensure_ascii=False))
             continue
-        console.print(f"{query_id}:", highlight=False)
-        for rank, (doc_id, score) in enumerate(hits, 1):
-            console.print(f"  {rank:>3}  {score:.4f}  {json.dumps(doc_id)}", highlight=False, markup=False)
+        _print_hits(query_id, hits)
+
+
+def _print_hits(query_id: str, hits: list) -> None:
+    """The hits of one query as text: rank, score, id, and each passage's span and text on its own line."""
+    print(f"{query_id}:")
+    for rank, hit in enumerate(hits, 1):
+        print(f"  {rank:>3}  {hit.score:.4f}  {json.dumps(hit.id, ensure_ascii=False)}")
+        for passage in hit.passages:
+            print(f"         [{passage.start}:{passage.end}] {passage.score:.4f}  {' '.join(passage.text.split())}")
+
+
+@app.command()
+def tune(
+    index: Annotated[Path, typer.Argument(help="A folder written by `lengthwise index build` (with its text).")],
+    data: Annotated[Path, typer.Option("--data", "-d", help="The indexed corpus as a BEIR folder with qrels.")],
+    split: Annotated[str, typer.Option("--split", help="The qrels split tuned on (not the test split).")] = "dev",
+    weights: Annotated[
+        str, typer.Option("--weights", help="Lexical weights of the convex fusion tried, comma-separated.")
+    ] = "0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9",
+) -> None:
+    """Choose INDEX's search mode and fusion (dense, lexical, RRF, convex at each weight) by nDCG@10 on a dev split,
+    and record it in the index: `lengthwise search` then uses it by default."""
+    from lengthwise.core.models import ModelLoadError
+    from lengthwise.pipelines import tune_hybrid
+
+    quiet_loading()
+    try:
+        chosen = [float(w) for w in weights.split(",") if w.strip()]
+    except ValueError:
+        _fail(f"--weights {weights}: give numbers in [0, 1], comma-separated, e.g. 0.3,0.5")
+    try:
+        result = tune_hybrid(index, data, split=split, weights=chosen,
+                             on_eval=lambda arm, score: say(f"{arm:>12}  nDCG@10 {score:.2f}"))  # fmt: skip
+    except (ValueError, ModelLoadError) as err:
+        _fail(setting_message(err))
+    fusion = result["fusion"]
+    print(f"chosen: {result['mode']}" + (f" ({fusion['fusion']}, lexical weight {fusion['weight']:g})"
+                                         if result["mode"] == "hybrid" else "") + f"; recorded in {index}")  # fmt: skip
