@@ -1,7 +1,8 @@
 """Embeddings of a corpus on disk, shard by shard, so a killed run resumes where it stopped.
 
 A folder holds ``manifest.json`` (the settings that made it) and shards ``{prefix}{n:05d}.npy`` with their ids
-``{prefix}{n:05d}.ids.txt`` (one id per line) and, for multi-vector output, ``{prefix}{n:05d}.offsets.npy``. Each
+``{prefix}{n:05d}.ids.txt`` (one JSON string per line, so that any id round-trips; shards written before that
+hold one raw id per line) and, for multi-vector output, ``{prefix}{n:05d}.offsets.npy``. Each
 shard's record, ``{prefix}{n:05d}.shard.json`` (the byte size and sha256 of each of its files, and its id count), is
 written last and atomically: a shard counts only when its record is there and every file matches it. A resumed run
 re-embeds the documents of a damaged or missing shard; a reader refuses one. Several workers write their own
@@ -114,8 +115,8 @@ class Shard:
         return [path for path in paths if path.exists()]
 
     def problem(self, *, hashes: bool = True) -> str | None:
-        """Why the shard cannot be used (no record, a file missing, truncated or changed), or None when it is whole.
-        With `hashes` False only the sizes are compared (cheap)."""
+        """Why the shard cannot be used (no record, a file missing, truncated or changed, its ids not the count its
+        record says), or None when it is whole. With `hashes` False the sizes are compared, not the sha256s."""
         if self.record is None:
             return "no shard record (an interrupted write)"
         for name, expected in self.record["files"].items():
@@ -126,10 +127,31 @@ class Shard:
                 return f"{name} has {path.stat().st_size} bytes, its record says {expected['bytes']}"
             if hashes and _file_digest(path)["sha256"] != expected["sha256"]:
                 return f"{name} does not match its sha256"
-        return None
+        return self.id_count_problem()
 
     def ids(self) -> list[str]:
-        return Path(f"{self.stem}.ids.txt").read_text(encoding="utf-8").splitlines()
+        """The shard's document ids, in order (`LongDocError` naming the file when one is not a JSON string)."""
+        path = Path(f"{self.stem}.ids.txt")
+        text = path.read_text(encoding="utf-8")
+        if (self.record or {}).get("id_format") != "json":
+            return text.splitlines()  # written before ids were JSON: raw lines
+        try:
+            ids = [json.loads(line) for line in text.split("\n") if line]
+        except ValueError:
+            ids = [None]
+        if not all(isinstance(i, str) for i in ids):
+            raise LongDocError(f"{path}: a line is not a JSON string; {REPAIR}")
+        return ids
+
+    def id_count_problem(self) -> str | None:
+        """Why the shard's ids disagree with its record's count (a raw id holding a line break reads as two), or
+        None."""
+        try:
+            found = len(self.ids())
+        except LongDocError:
+            return f"{self.stem.name}.ids.txt holds a line that is not a JSON string"
+        expected = (self.record or {}).get("ids", found)
+        return None if found == expected else f"{self.stem.name}.ids.txt holds {found} ids, its record says {expected}"
 
     def digests(self) -> list[int] | None:
         """The text digest of each document (`text_digest`), in id order; None for a shard written before they were
@@ -296,11 +318,12 @@ class EmbeddingStore:
             files[f"{stem.name}.offsets.npy"] = _npy_bytes(embeddings.offsets)
         else:
             files[f"{stem.name}.npy"] = _npy_bytes(embeddings)
-        files[f"{stem.name}.ids.txt"] = "".join(f"{i}\n" for i in ids).encode("utf-8")
+        files[f"{stem.name}.ids.txt"] = "".join(json.dumps(i) + "\n" for i in ids).encode("ascii")  # any id
         files.update(extra(stem.name) if extra is not None else {})
         for name, data in files.items():
             write_bytes_atomic(self.folder / name, data)
-        record: dict[str, Any] = {"ids": len(ids), "files": {name: _digest(data) for name, data in files.items()}}
+        record: dict[str, Any] = {"ids": len(ids), "id_format": "json",
+                                  "files": {name: _digest(data) for name, data in files.items()}}  # fmt: skip
         if digests is not None:
             record["texts"] = [int(digest) for digest in digests]
         return write_json_atomic(Path(f"{stem}{RECORD}"), record)
