@@ -14,6 +14,7 @@ from pathlib import Path
 from reliability_cases import Case, Context
 
 NO_MODEL = "/nonexistent/lengthwise-model"
+HAYSTACK = Path(__file__).resolve().parents[2] / "tests" / "longdoc" / "prose.txt"
 TEXTS = ["the recipe needs flour and eggs", "pianos have eighty-eight keys", "the moon orbits the earth",
          "rivers run to the sea", "a bridge spans the old river"]  # fmt: skip
 
@@ -66,6 +67,19 @@ def _other_texts(tmp: Path, context: Context) -> None:
     _cli(tmp, context, ["index", "build", "{tmp}/e", "-o", "{tmp}/i"])
 
 
+def _indexed(tmp: Path, context: Context) -> None:
+    _encoded(tmp, context)
+    _cli(tmp, context, ["index", "build", "{tmp}/e", "-o", "{tmp}/i"])
+    (tmp / "q.jsonl").write_text('{"_id": "[/x]", "text": "keys of a piano"}\n', encoding="utf-8")
+
+
+def _pairs(tmp: Path, _: Context) -> None:
+    rows = [{"anchor": f"question {i}", "positive": f"answer {i}"} for i in range(8)]
+    (tmp / "pairs.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    (tmp / "mine").mkdir()
+    (tmp / "mine" / "notes.txt").write_text("keep me\n", encoding="utf-8")
+
+
 # --- checks ----------------------------------------------------------------------------------------------------
 
 
@@ -91,6 +105,28 @@ def _absent(folder: str):
     return check
 
 
+def _int8_recorded(tmp: Path, _: str) -> str | None:
+    precision = json.loads((tmp / "e" / "manifest.json").read_text(encoding="utf-8"))["settings"]["precision"]
+    return None if precision == "int8" else f"the folder records precision {precision!r}"
+
+
+def _results_on_stdout(tmp: Path, _: str) -> str | None:
+    """The same search again, its stdout alone: the hits must be there (`search … > hits.txt`)."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    argv = [sys.executable, "-m", "lengthwise.cli", "search", str(tmp / "i"), "--queries", str(tmp / "q.jsonl")]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=tmp)
+    lines = done.stdout.splitlines()
+    return None if lines[:1] == ["[/x]:"] and len(lines) == 6 else f"stdout held {lines}"
+
+
+def _users_folder_kept(tmp: Path, _: str) -> str | None:
+    names = sorted(p.name for p in (tmp / "mine").iterdir())
+    return None if names == ["notes.txt"] else f"the user's folder now holds {names}"
+
+
+_SYNTH = ["longdoc", "synth", "-t", "passkey", "--haystack", str(HAYSTACK), "--lengths", "48", "-o", "{tmp}/new/t"]
+_BEIR = ["eval", "-t", "retrieval", "-d", "{tmp}/a", "-o", "{tmp}/new/out"]
+
 CASES: list[Case] = [
     Case("encode-resume-after-the-text-changed", "33.3", _ENCODE, 0, "1 of its 2 documents have another text",
          _changed_text, _current),
@@ -109,4 +145,27 @@ CASES: list[Case] = [
     Case("eval-index-with-tempscale", "33.4",
          ["eval", "-t", "retrieval", "-d", "{tmp}", "--index", "{tmp}/i", "-o", "{tmp}/out", "--tempscale", "0.8"],
          2, "--tempscale 0.8: the index fixes", None, _absent("out")),
+    Case("encode-out-with-brackets", "33.9", [*_ENCODE[:4], "{tmp}/e[/x]", *_ENCODE[5:]], 0,
+         "embedded 5 new documents", lambda tmp, _: _corpus(tmp / "c.jsonl")),
+    Case("search-results-on-stdout", "33.10", ["search", "{tmp}/i", "--queries", "{tmp}/q.jsonl"], 0, "[/x]:",
+         _indexed, _results_on_stdout),
+    Case("encode-ray-address-no-answer", "33.11", [*_ENCODE, "--engine", "ray", "--address", "127.0.0.1:1"], 2,
+         "--address '127.0.0.1:1': no Ray cluster answers there", lambda tmp, _: _corpus(tmp / "c.jsonl"),
+         _absent("e"), timeout=120),
+    Case("encode-threads-zero", "33.13", [*_ENCODE, "--threads", "0"], 2, "--threads 0: must be ≥ 1",
+         lambda tmp, _: _corpus(tmp / "c.jsonl"), _absent("e")),
+    Case("encode-precision-upper-case", "33.13", [*_ENCODE, "--precision", "INT8"], 0, "embedded 5 new documents",
+         lambda tmp, _: _corpus(tmp / "c.jsonl"), _int8_recorded),
+    Case("encode-duplicate-scales", "33.13", [*_ENCODE[:-4], "--long", "multi-vector", "--window", "16",
+                                              "--scales", "8,8"], 2, "--scales '8,8': a size is given twice",
+         lambda tmp, _: _corpus(tmp / "c.jsonl"), _absent("e")),
+    Case("search-empty-queries-file", "33.13", ["search", "{tmp}", "--queries", "{tmp}/q.jsonl"], 2,
+         "q.jsonl: holds no queries", lambda tmp, _: (tmp / "q.jsonl").write_text("")),
+    Case("eval-refused-leaves-no-out", "33.13", [*_BEIR, "-m", NO_MODEL], 2, "lengthwise-model",
+         lambda tmp, _: _beir(tmp / "a", TEXTS), _absent("new")),
+    Case("synth-refused-leaves-no-out", "33.13", [*_SYNTH, "-m", NO_MODEL], 2, "lengthwise-model", None,
+         _absent("new")),
+    Case("train-into-a-users-folder", "33.13", ["train", "--method", "pairs", "-d", "{tmp}/pairs.jsonl", "-o",
+                                                "{tmp}/mine", "-m", "{tiny}"], 2, "notes.txt", _pairs,
+         _users_folder_kept),
 ]  # fmt: skip

@@ -15,6 +15,7 @@ from lengthwise.cli import app
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 runner = CliRunner()
+HAYSTACK = Path(__file__).parent / "prose.txt"
 TEXTS = ["the recipe needs flour and eggs", "pianos have eighty-eight keys", "the moon orbits the earth",
          "rivers run to the sea", "a bridge spans the old river"]  # fmt: skip
 
@@ -171,3 +172,55 @@ def test_a_ray_address_where_nothing_answers_is_refused_at_once(tiny_model_dir: 
     assert time.perf_counter() - started < 60 and not (tmp_path / "e").exists()
     line = _error(["encode", "-d", corpus, "-o", tmp_path / "e", "-m", tiny_model_dir, "--address", "10.0.0.1:6379"])
     assert line.startswith("error: --address '10.0.0.1:6379': is for --engine ray"), line
+
+
+def test_user_strings_print_as_they_are_and_search_results_go_to_stdout(tiny_model_dir: Path, tmp_path: Path) -> None:
+    # before: `-o 'enc[/x]'` and a query id `[/x]` raised rich's MarkupError (for encode, after the work was done),
+    # and `search` wrote its text results to stderr (`search … > out.txt` left the file empty)
+    corpus, out = _corpus(tmp_path / "c.jsonl"), tmp_path / "enc[/x]"
+    code, output = _run(["encode", "-d", corpus, "-o", out, "-m", tiny_model_dir, "--long", "truncate"])
+    assert code == 0 and f"into {out} (truncate)" in " ".join(output.split()), output
+    assert _run(["index", "build", out, "-o", tmp_path / "i"])[0] == 0
+    (tmp_path / "q.jsonl").write_text('{"_id": "[/x]", "text": "keys of a piano"}\n', encoding="utf-8")
+    result = runner.invoke(app, ["search", str(tmp_path / "i"), "--queries", str(tmp_path / "q.jsonl"), "--k", "2"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == "[/x]:" and len(result.stdout.splitlines()) >= 3, result.stdout
+    assert "[/x]" not in result.stderr
+
+
+def test_an_empty_queries_file_is_named(tmp_path: Path) -> None:
+    # before: "error: --query : a query is empty" (a flag not given, and no file named)
+    (tmp_path / "q.jsonl").write_text("", encoding="utf-8")
+    line = _error(["search", tmp_path, "--queries", tmp_path / "q.jsonl"])
+    assert line.startswith(f"error: --queries {tmp_path / 'q.jsonl'}: holds no queries"), line
+
+
+def test_duplicate_scales_are_refused(tiny_model_dir: Path, tmp_path: Path) -> None:
+    # before: each window of a repeated scale was stored once per repeat
+    args = ["encode", "-d", _corpus(tmp_path / "c.jsonl"), "-o", tmp_path / "e", "-m", tiny_model_dir]
+    line = _error([*args, "--long", "multi-vector", "--window", "16", "--scales", "8,8"])
+    assert line.startswith("error: --scales '8,8': a size is given twice"), line
+
+
+@pytest.mark.parametrize("command", ["encode", "eval", "synth"])
+def test_a_refusal_after_the_out_check_leaves_no_empty_out(tmp_path: Path, command: str) -> None:
+    # before: --out was made by the check and left empty when the model then failed to load
+    no_model, out = "/nonexistent/lengthwise-model", tmp_path / "new" / "out"
+    args = {
+        "encode": ["encode", "-d", _corpus(tmp_path / "c.jsonl"), "--long", "truncate"],
+        "eval": ["eval", "-t", "retrieval", "-d", _beir(tmp_path / "b", TEXTS)],
+        "synth": ["longdoc", "synth", "-t", "passkey", "--haystack", HAYSTACK, "--lengths", "48"],
+    }[command]
+    assert "lengthwise-model" in _error([*args, "-o", out, "-m", no_model])
+    assert not (tmp_path / "new").exists()
+
+
+def test_train_refuses_a_folder_of_the_users_files(tiny_model_dir: Path, tmp_path: Path) -> None:
+    # before: checkpoints/, config.json and model/ were written beside the user's files
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("".join(json.dumps({"anchor": f"q {i}", "positive": f"a {i}"}) + "\n" for i in range(8)))
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep\n", encoding="utf-8")
+    line = _error(["train", "--method", "pairs", "-d", pairs, "-o", tmp_path / "mine", "-m", tiny_model_dir])
+    assert line.startswith("error: --out") and "notes.txt" in line and "new or empty" in line, line
+    assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["notes.txt"]

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from lengthwise.cli.console import console
+from lengthwise.cli.console import console, say
 from lengthwise.cli.console import fail as _fail
 from lengthwise.cli.longdoc import long_options
 from lengthwise.cli.options import ModelOption, PrecisionOption, check_device, check_out_dir, setting_message
@@ -71,7 +71,7 @@ def encode(
     from lengthwise.pipelines import encode as encode_corpus
 
     def note(line: str) -> None:
-        console.print(f"repair: {line}", highlight=False, markup=False)
+        say(f"repair: {line}")
 
     from lengthwise.core.errors import SettingError
 
@@ -90,4 +90,4 @@ def encode(
                                 on_note=note)  # fmt: skip
     except (ValueError, ModelLoadError) as err:  # SettingError, LongDocError, DataFormatError: ValueErrors
         _fail(setting_message(err))
-    console.print(f"embedded {written} new documents into {out} ({long.describe()})", highlight=False)
+    say(f"embedded {written} new documents into {out} ({long.describe()})")  # a path is printed as it is

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from lengthwise.cli.console import console
+from lengthwise.cli.console import console, say
 from lengthwise.cli.console import fail as _fail
 from lengthwise.cli.options import (
     PRECISION_HELP,
@@ -45,8 +45,10 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 def _headline_table(record: EvalRecord) -> Table:
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=f"{record['task']} — {record['model']['name']}", title_justify="left")
+    title = Text(f"{record['task']} — {record['model']['name']}")  # a model path is printed as it is, no markup
+    table = Table(title=title, title_justify="left")
     rows = record["bins"]["queries"] if record["task"] == "retrieval" else record["bins"]
     metrics = list(record["scores"])
     table.add_column("length bin")
@@ -212,6 +214,6 @@ def _run(
         extra: dict[str, Any] = dict(record)
         exact = "  ".join(f"{name} {value:.2f}" for name, value in extra["exact_scores"].items())
         shared, k = extra["index"]["overlap"], extra["index"]["k"]
-        console.print(f"exact scan: {exact}; the index returns {shared:.1%} of its top {k}", highlight=False)
+        say(f"exact scan: {exact}; the index returns {shared:.1%} of its top {k}")
     plots = sorted(out.glob("*.png"))
-    console.print(f"wrote {out / 'results.json'} and {len(plots)} plot(s)", highlight=False)
+    say(f"wrote {out / 'results.json'} and {len(plots)} plot(s)")

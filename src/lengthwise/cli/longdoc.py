@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from lengthwise.cli.app import command_group
-from lengthwise.cli.console import console
+from lengthwise.cli.console import console, escape, say
 from lengthwise.cli.console import fail as _fail
 from lengthwise.cli.options import (
     DeviceOption,
@@ -172,8 +172,7 @@ def synth(
     except (ValueError, ModelLoadError, DataFormatError) as err:
         _fail(setting_message(err))
     groups = len(set(sizes))
-    console.print(f"wrote {len(data.items)} documents in {groups} length group{'s' * (groups != 1)} to {out}",
-                  highlight=False)  # fmt: skip
+    say(f"wrote {len(data.items)} documents in {groups} length group{'s' * (groups != 1)} to {out}")
 
 
 @app.command("eval")
@@ -203,7 +202,7 @@ def evaluate(
     lengths = "  ".join(f"{k}: {v:.1f}" for k, v in result.by_length.items())
     task = record["provenance"]["data"].get("task", "task")
     console.print(f"{task} {long.describe()}: mean Acc@1 {result.mean:.2f}  ({lengths})", highlight=False)
-    console.print(f"wrote {out / 'results.json'}", highlight=False)
+    say(f"wrote {out / 'results.json'}")
 
 
 @app.command()
@@ -270,10 +269,9 @@ def tune(
     except (ValueError, ModelLoadError, DataFormatError) as err:
         _fail(setting_message(err))
     saved = f"; saved the model with it to {save}" if save is not None else ""
-    console.print(
+    say(
         f"best {result.best.describe()}: {record['metric']} {result.best_score:.3f} "
-        f"(truncate: {result.baseline_score:.3f}){saved}; wrote {out / 'tune.json'}",
-        highlight=False,
+        f"(truncate: {result.baseline_score:.3f}){saved}; wrote {out / 'tune.json'}"
     )
 
 
@@ -291,8 +289,8 @@ def save(
 
     try:
         quiet_loading()
-        with console.status(f"loading {model}"):
+        with console.status(escape(f"loading {model}")):
             save_long_documents(model, long, out, device=device)
     except (ValueError, ModelLoadError) as err:
         _fail(setting_message(err))
-    console.print(f"wrote {out} with {long.describe()}", highlight=False)
+    say(f"wrote {out} with {long.describe()}")

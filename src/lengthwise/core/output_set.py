@@ -50,7 +50,9 @@ def check_output_target(out: Path, replaceable: Collection[str], *, what: str) -
                 f"is replaced as one unit, so pass a new or empty directory, or one that {what} wrote earlier"
             )
     parent = out.resolve().parent
-    if not os.access(parent, os.W_OK | os.X_OK):
+    while not parent.exists() and parent != parent.parent:  # folders still to make: the nearest one there decides
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         raise ValueError(f"{out}: its parent {parent} is not writable; the output is staged beside it")
 
 
@@ -116,6 +118,7 @@ def write_output_set(out: Path, files: Mapping[str, bytes], replaceable: Collect
     """
     out = Path(out)
     check_output_target(out, replaceable, what=what)
+    out.resolve().parent.mkdir(parents=True, exist_ok=True)  # only now: a run refused earlier leaves no folder
     staging = Path(tempfile.mkdtemp(prefix=f"{_STAGING}{out.name}-new-", dir=out.resolve().parent))
     old: Path | None = None
     try:

@@ -130,6 +130,12 @@ class LongDocConfig:
             raise LongDocError(
                 "each scale is a window of at least 3 tokens", field="scales", value=",".join(map(str, self.scales))
             )
+        if len(set(self.scales)) < len(self.scales):
+            raise LongDocError(
+                "a size is given twice (its windows would be stored twice); give each scale once",
+                field="scales",
+                value=",".join(map(str, self.scales)),
+            )
         if not 0.0 <= self.fuse_mean <= 1.0:
             raise LongDocError("must be in [0, 1], e.g. 0.3", field="fuse_mean", value=self.fuse_mean)
         if self.macro_window is not None and self.window is not None and self.macro_window < self.window:

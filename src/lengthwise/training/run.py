@@ -142,12 +142,21 @@ def _check_same_settings(config: TrainConfig, out: Path) -> None:
         raise ValueError(f"--resume: settings differ from the run in {out} ({', '.join(changed)}); use a new --out")
 
 
+RUN_NAMES = frozenset({"config.json", "checkpoints", "model", "model.partial", "train.json"})  # what a run writes
+
+
 def _start_from(config: TrainConfig, resume: bool, state: RunState) -> Path | None:
-    """The checkpoint to resume from (None: a fresh start); refuses to overwrite or to resume another run."""
+    """The checkpoint to resume from (None: a fresh start); refuses to overwrite or to resume another run, and to
+    start one among files it did not write (its checkpoints would land beside the user's own)."""
     out = state.out
     if not resume:
         if state.last_complete is not None or state.has_model or state.record is not None:
             raise FileExistsError(f"--out {out} holds an earlier run; pass --resume to continue it or pick a new --out")
+        names = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
+        foreign = [name for name in names if name not in RUN_NAMES and not name.startswith(".")]
+        if foreign:
+            raise SettingError("out", str(out), f"holds files that are not a training run's ({', '.join(foreign[:3])})"
+                               "; pass a new or empty directory")  # fmt: skip
         return None
     _check_same_settings(config, out)
     if state.last_complete is None:
