@@ -175,12 +175,13 @@ class HybridSearch:
     ) -> list[list[Hit]]:
         """The `k` best documents per query (`vectors`: unit query rows, None in lexical mode)."""
         depth = max(self.settings.depth, 10 * k)
-        dense_lists: list[list[tuple[str, float]]] = [[] for _ in texts]
-        if mode is not Mode.LEXICAL:
+        dense_lists: list[Any] = [[] for _ in texts]
+        if mode is Mode.DENSE:
             assert vectors is not None
-            dense_lists = self.windows.search_vectors(
-                vectors, k if mode is Mode.DENSE else depth, scoring=self.scoring, windows=windows, probes=probes
-            )
+            dense_lists = self.windows.search_vectors(vectors, k, scoring=self.scoring, windows=windows, probes=probes)
+        elif mode is Mode.HYBRID:  # the dense side's proposals, ranked on their candidate windows; scored below
+            assert vectors is not None
+            dense_lists = self.windows.proposals(vectors, depth, scoring=self.scoring, windows=windows, probes=probes)
         out = []
         for n, text in enumerate(texts):
             query = None if vectors is None else torch.as_tensor(np.asarray(vectors[n], dtype=np.float32))
@@ -192,9 +193,10 @@ class HybridSearch:
         return out
 
     def _ranked(
-        self, mode: Mode, text: str, query: torch.Tensor | None, found: list[tuple[str, float]], depth: int, k: int
+        self, mode: Mode, text: str, query: torch.Tensor | None, found: Any, depth: int, k: int
     ) -> tuple[np.ndarray, np.ndarray, list[float | None], list[float | None]]:
-        """Document numbers, fused scores and each side's score of the `k` best, best first."""
+        """Document numbers, fused scores and each side's score of the `k` best, best first (`found`: the dense
+        hits in dense mode, the dense side's proposed document numbers in hybrid mode)."""
         if mode is Mode.DENSE:
             docs = np.asarray([self.position[i] for i, _ in found], dtype=np.int64)
             scores = np.asarray([s for _, s in found], dtype=np.float64)
@@ -204,9 +206,7 @@ class HybridSearch:
             docs = _top(all_lexical, k)
             docs = docs[all_lexical[docs] > 0]  # a document without any query term is not found by BM25
             return docs, all_lexical[docs].astype(np.float64), [None] * len(docs), list(all_lexical[docs])
-        proposed = np.union1d(
-            np.asarray([self.position[i] for i, _ in found], dtype=np.int64), _top(all_lexical, depth)
-        )
+        proposed = np.union1d(np.asarray(found, dtype=np.int64), _top(all_lexical, depth))
         dense = self.dense_scores(query, proposed)
         fused = fuse(dense, all_lexical[proposed].astype(np.float64), self.settings)
         best = np.argsort(-fused, kind="stable")[:k]
@@ -239,9 +239,7 @@ class HybridSearch:
         body = self.lexical.text(doc)
         spans = [self.lexical.passage(row) for row in range(first, last)]
         if query is not None:
-            vectors = torch.nn.functional.normalize(
-                torch.as_tensor(np.array(self.windows.vectors[first:last])), dim=-1
-            )
+            vectors = torch.nn.functional.normalize(torch.as_tensor(np.array(self.windows.vectors[first:last])), dim=-1)
             scores = (vectors @ query).double().numpy()
         else:
             terms = set(self.lexical.query_tokens(text))

@@ -51,9 +51,9 @@ from lengthwise.longdoc._staging import (
     unit_vectors,
 )
 from lengthwise.longdoc.config import LongDocError
-from lengthwise.longdoc.store import MANIFEST
+from lengthwise.longdoc.store import MANIFEST, RECORD
 
-__all__ = ["Engine", "Quantize", "WindowIndex"]
+__all__ = ["Engine", "Quantize", "WindowIndex", "read_manifest"]
 
 INDEX_FILE = "index.json"
 FORMAT = 2  # 2: distinct vectors in the engine (members.npy, member_starts.npy), ids as JSON lines; 1: neither
@@ -225,6 +225,95 @@ def _disk_needed(windows: int, dim: int, quantize: Quantize, resumed: bool = Fal
     return windows * ((0 if resumed else 4 * dim) + 2 * (engine + 200))
 
 
+INDEX_NAMES = frozenset({INDEX_FILE, "vectors.npy", "offsets.npy", "ids.txt", MEMBERS, STARTS, "engine.faiss",
+                         "engine.usearch", "lexical"})  # fmt: skip  # what an index folder may hold
+
+
+def read_manifest(encoded: Path) -> dict[str, Any]:
+    """The ``manifest.json`` of a folder `lengthwise encode` wrote; `LongDocError` naming the file when it is
+    missing or unreadable."""
+    path = encoded / MANIFEST
+    if not path.is_file():
+        raise LongDocError(f"{encoded}: no {MANIFEST}; index a folder written by `lengthwise encode`")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("settings"), dict):
+            raise ValueError("no settings")
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise LongDocError(f"{path}: unreadable ({err}); encode into a new folder with `lengthwise encode`") from None
+    return manifest
+
+
+def _check_out(encoded: Path, out: Path) -> None:
+    """Refuse an `out` that a build could not write, or whose replacement would lose what is not the index's."""
+    if out.is_symlink():
+        raise SettingError("out", str(out), f"is a symbolic link (to {os.readlink(out)}); pass the folder itself")
+    parent = out.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise SettingError("out", str(out), f"{parent} is a file; pass a folder path")
+    try:
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError as err:
+        raise SettingError("out", str(out), f"cannot write in {parent} ({err.strerror}); pass a folder you can "
+                           "write to") from None  # fmt: skip
+    if not out.exists():
+        return
+    if not out.is_dir() or not (out / INDEX_FILE).is_file():
+        raise SettingError("out", str(out), "exists and is not an index; pass a new folder or an earlier index")
+    here, target = Path.cwd().resolve(), out.resolve()
+    if here == target or target in here.parents:
+        raise SettingError("out", str(out), "holds the working directory; build into a new folder")
+    if encoded.resolve() == target or target in encoded.resolve().parents:
+        raise SettingError("out", str(out), f"holds {encoded}, the folder to index; build into a new folder")
+    if foreign := sorted(path.name for path in out.iterdir() if path.name not in INDEX_NAMES):
+        raise SettingError("out", str(out), f"holds {foreign[0]}, which is not the index's; move it out or pass "
+                           "a new folder")  # fmt: skip
+
+
+def _records_digest(files: list[Path]) -> str:
+    """A sha256 over the records of the shards whose vector files are `files` (each record holds the sha256 of
+    its shard's files): a resumed build whose shards changed since is another build."""
+    hasher = hashlib.sha256()
+    for file in files:
+        hasher.update(file.name.encode() + b"\0" + file.with_name(file.name[: -len(".npy")] + RECORD).read_bytes())
+    return hasher.hexdigest()
+
+
+def _size(count: float) -> str:
+    """Bytes for a message: 3.2 GB, 41 MB, 12 kB."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count:.0f} bytes"
+
+
+def _check_room(out: Path, need: int, windows: int) -> None:
+    """Refuse a build that the disk under `out` has no room for."""
+    free = shutil.disk_usage(out.parent).free
+    if need > free:
+        raise SettingError("out", str(out), f"needs about {_size(need)} of disk for {windows:,} windows and "
+                           f"{_size(free)} is free; free space or pass another folder")  # fmt: skip
+
+
+def _swap(staging: Path, out: Path) -> None:
+    """Put the checked index `staging` in place of `out`: the earlier index is renamed aside first, renamed back if
+    the new one cannot take its place, and removed only once it has."""
+    aside = out.parent / f".{out.name}-replaced"
+    shutil.rmtree(aside, ignore_errors=True)
+    if out.exists():
+        os.rename(out, aside)
+    try:
+        os.rename(staging, out)
+    except BaseException:
+        if aside.exists():
+            os.rename(aside, out)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
+
+
 def _fill(
     path: Path, engine: Engine, quantize: Quantize, vectors: np.ndarray, rows: np.ndarray, on_progress: Progress
 ) -> None:
@@ -327,6 +416,27 @@ class WindowIndex:
             self.starts = np.arange(len(self.vectors) + 1, dtype=np.int64)
 
     @classmethod
+    def check_build(
+        cls,
+        encoded: str | os.PathLike[str],
+        out: str | os.PathLike[str],
+        *,
+        quantize: Quantize | str = Quantize.INT8,
+        engine: Engine | str = Engine.USEARCH,
+    ) -> dict[str, Any]:
+        """Check a build's inputs before anything is loaded or written (`build` calls it; `LongIndex.build` calls it
+        before the model loads): the settings, the encoded folder's manifest, and `out`. Returns the manifest.
+
+        Raises:
+            SettingError: An unknown `quantize` or `engine`; an `out` that is not a folder path, cannot be written, is
+                a symbolic link, holds files the index did not write, holds `encoded`, or holds the working directory.
+            LongDocError: `encoded` has no readable ``manifest.json``.
+        """
+        _choice(Quantize, "quantize", quantize), _choice(Engine, "engine", engine)
+        _check_out(Path(encoded), Path(out))
+        return read_manifest(Path(encoded))
+
+    @classmethod
     def build(
         cls,
         encoded: str | os.PathLike[str],
@@ -341,31 +451,25 @@ class WindowIndex:
 
         Args:
             encoded: The shard folder; every shard is checked (size and sha256) before anything is indexed.
-            out: The index folder; built in a staging folder beside it and renamed into place.
+            out: The index folder; built in a staging folder beside it, opened there, and only then swapped into
+                place (an earlier index stays until the new one opens). Checked first (`check_build`).
             quantize: ``int8`` (default), ``ubinary`` or ``none`` for the candidate stage.
             engine: ``usearch`` (HNSW; default: it found ≥ 0.99 of the exact top-100 documents on SciFact at its
                 default search expansion) or ``faiss`` (IVF; needs about a quarter of its lists probed for that).
             extra: More settings to record in ``index.json`` (the query model's fingerprint, …).
             on_progress: Called with (distinct vectors added, distinct vectors) as the engine is filled.
         """
-        quantize, engine = _choice(Quantize, "quantize", quantize), _choice(Engine, "engine", engine)
+        manifest = cls.check_build(encoded, out, quantize=quantize, engine=engine)
+        quantize, engine = Quantize(quantize), Engine(engine)
         encoded, out = Path(encoded), Path(out)
-        if out.exists() and not (out / INDEX_FILE).is_file():
-            raise SettingError("out", str(out), "exists and is not an index; pass a new folder or an earlier index")
-        if not (encoded / MANIFEST).is_file():
-            raise LongDocError(f"{encoded}: no {MANIFEST}; index a folder written by `lengthwise encode`")
-        manifest = json.loads((encoded / MANIFEST).read_text(encoding="utf-8"))
         ids, counts, dim, files = shard_layout(encoded)  # checks every shard; a damaged one names its file
         windows = int(counts.sum())
         out.parent.mkdir(parents=True, exist_ok=True)
-        digest = hashlib.sha256("\n".join(ids).encode("utf-8")).hexdigest()
         plan = {"quantize": quantize.value, "engine": engine.value, "windows": windows, "dim": dim,
-                "encoded": str(encoded.resolve()), "ids_sha256": digest}  # fmt: skip
+                "encoded": str(encoded.resolve()), "ids_sha256": hashlib.sha256(json.dumps(ids).encode()).hexdigest(),
+                "shards_sha256": _records_digest(files)}  # fmt: skip
         staging, resumed = staging_folder(out, plan)
-        need, free = _disk_needed(windows, dim, quantize, resumed), shutil.disk_usage(out.parent).free
-        if need > free:
-            raise SettingError("out", str(out), f"needs about {need / 1e9:.1f} GB of disk for {windows:,} windows "
-                               f"and {free / 1e9:.1f} GB is free; free space or pass another folder")  # fmt: skip
+        _check_room(out, _disk_needed(windows, dim, quantize, resumed), windows)
         try:
             if resumed:
                 vectors = np.load(staging / "vectors.npy", mmap_mode="r", allow_pickle=False)
@@ -380,9 +484,8 @@ class WindowIndex:
                         "encode_settings": manifest["settings"], **(extra or {})}  # fmt: skip
             (staging / INDEX_FILE).write_text(json.dumps(settings, indent=1), encoding="utf-8")
             (staging / BUILD_STATE).unlink()
-            if out.exists():
-                shutil.rmtree(out)
-            os.rename(staging, out)
+            cls.open(staging)  # the new index must open before it replaces anything
+            _swap(staging, out)
         except KeyboardInterrupt:
             raise  # the staging folder stays: the same build, run again, resumes from it
         except BaseException:
@@ -517,6 +620,30 @@ class WindowIndex:
             self._rescored(query, keys, k, scoring) if len(keys) else []
             for query, keys in zip(units, found, strict=True)
         ]
+
+    def proposals(
+        self,
+        queries: np.ndarray,
+        count: int,
+        *,
+        scoring: WindowScoring | int = 1,
+        windows: int | None = None,
+        probes: int | None = None,
+    ) -> list[np.ndarray]:
+        """Per (normalised) query row, the document numbers of its `count` best candidates, ranked on their candidate
+        windows only (the first of `search_vectors`' two steps; a hybrid search scores the proposals of both sides
+        on all their windows itself)."""
+        probes = probes if probes is not None else self.default_probes()
+        windows = windows if windows is not None else self.default_windows()
+        units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries), dtype=torch.float32), dim=-1)
+        out = []
+        for query, keys in zip(units, self._candidate_vectors(units.numpy(), windows, probes), strict=True):
+            if not len(keys):
+                out.append(np.zeros(0, dtype=np.int64))
+                continue
+            docs, provisional = self._provisional(query, keys, scoring)
+            out.append(np.asarray(docs[np.argsort(-provisional, kind="stable")[:count]], dtype=np.int64))
+        return out
 
     def exact_vectors(
         self, queries: np.ndarray, k: int = 10, *, scoring: WindowScoring | int = 1
