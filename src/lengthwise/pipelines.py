@@ -235,6 +235,7 @@ def evaluate(
     window: int | None = None,
     stride: int | None = None,
     index: str | os.PathLike[str] | None = None,
+    mode: str | None = None,
     show_progress: bool = False,
 ) -> EvalRecord:
     """`lengthwise eval` as one call: read the data, load the model, build its encoder, score, write `out`.
@@ -249,6 +250,7 @@ def evaluate(
         index: Retrieval only: rank through this index (`lengthwise index build`) instead of encoding the corpus;
             see `evaluate_through_index`. The model and how it embeds are the index's own: `model`, `max_length`,
             `precision`, `tempscale`, `long`, `window` and `stride` are refused with it (`SettingError`).
+        mode: With `index`: ``dense``, ``lexical`` or ``hybrid`` (default: the index's recorded mode).
         show_progress: Show progress bars while encoding.
 
     Returns:
@@ -265,7 +267,9 @@ def evaluate(
     if out is not None:
         check_output(out)  # a folder holding other files is refused now, not after the compute
     if index is not None:
-        return evaluate_through_index(config, index, out=out)
+        return evaluate_through_index(config, index, out=out, mode=mode)
+    if mode is not None:
+        raise SettingError("mode", mode, "ranks through an index; give the index to search")
     model = DEFAULT_MODEL if model is None else model
     config = resolve(config)
     data = load_data(config)
@@ -312,7 +316,11 @@ def _check_index_texts(index: Any, opened: LongIndex, data: str | os.PathLike[st
 
 
 def evaluate_through_index(
-    config: EvalConfig, index: str | os.PathLike[str] | LongIndex, *, out: str | os.PathLike[str] | None = None
+    config: EvalConfig,
+    index: str | os.PathLike[str] | LongIndex,
+    *,
+    out: str | os.PathLike[str] | None = None,
+    mode: str | None = None,
 ) -> EvalRecord:
     """`lengthwise eval --task retrieval --index INDEX`: the BEIR task ranked through the index (candidates from
     its ANN engine, rescored exactly) and, on the same query vectors, by the exact scan of every window.
@@ -320,9 +328,10 @@ def evaluate_through_index(
     The record's ``scores`` are the index's; ``exact_scores`` the exact scan's; ``index.overlap`` the share of the
     exact top-k documents the index also returns (k = ``config.retrieval.top_k``), averaged over the queries. The
     corpus of `config.data` must be the one the index holds (same ids, and the same texts by the digest `lengthwise
-    encode` recorded). Nothing is encoded but the queries.
+    encode` recorded). Nothing is encoded but the queries. `mode` (default: the index's recorded mode) searches
+    dense, lexical or hybrid; the exact scan is then the same mode's over every document (for hybrid: both sides'
+    exact scores of every document, fused).
     """
-    import numpy as np
 
     from lengthwise.core.output_set import write_output_set
     from lengthwise.core.results import json_bytes, provenance
@@ -344,10 +353,8 @@ def evaluate_through_index(
     _check_index_texts(index, opened, config.data)
     settings = config.retrieval
     k = settings.top_k + (1 if settings.drop_self_hits else 0)  # room for the self-hit that is dropped
-    vectors = np.asarray(opened.embed_queries(list(data.query_texts)), dtype=np.float32)
-    candidates = max(opened.windows.default_windows(), 10 * k)
-    runs = {"index": opened.windows.search_vectors(vectors, k, scoring=opened.scoring, windows=candidates),
-            "exact": opened.windows.exact_vectors(vectors, k, scoring=opened.scoring)}  # fmt: skip
+    chosen = opened._mode(mode)
+    runs = _index_runs(opened, chosen, list(data.query_texts), k)
     scores, overlap = _index_scores(runs, data, config.retrieval)
     made = provenance(opened.windows.settings["model"], dict(data.describe()),
                       {"retrieval": settings.to_dict(), "index": str(index)}, started=started)  # fmt: skip
@@ -355,11 +362,31 @@ def evaluate_through_index(
         "task": "retrieval", "model": opened.windows.settings["model"], "scores": scores["index"],
         "exact_scores": scores["exact"], "bins": {"queries": [], "documents": []},
         "index": {"engine": opened.windows.settings["engine"], "quantize": opened.windows.settings["quantize"],
-                  "overlap": round(overlap, 4), "k": settings.top_k}, **made,
+                  "overlap": round(overlap, 4), "k": settings.top_k, "mode": chosen.value,
+                  **({"fusion": opened.fusion.to_dict()} if chosen.value == "hybrid" else {})}, **made,
     }  # fmt: skip
     if out is not None:
         write_output_set(Path(out), {"results.json": json_bytes(record)}, OUTPUT_NAMES, what="an evaluation")
     return record  # type: ignore[return-value]
+
+
+def _index_runs(opened: LongIndex, mode: Any, texts: list[str], k: int) -> dict[str, list]:
+    """(id, score) rankings of the `k` best documents per query: through the index in `mode`, and by the same
+    mode's exact scan of every document."""
+    import numpy as np
+
+    from lengthwise.longdoc.hybrid import HybridSearch, Mode
+
+    vectors = None if mode is Mode.LEXICAL else np.asarray(opened.embed_queries(texts), dtype=np.float32)
+    candidates = max(opened.windows.default_windows(), 10 * k)
+    if mode is Mode.DENSE:
+        return {"index": opened.windows.search_vectors(vectors, k, scoring=opened.scoring, windows=candidates),
+                "exact": opened.windows.exact_vectors(vectors, k, scoring=opened.scoring)}  # fmt: skip
+    searcher = HybridSearch(opened.windows, opened.lexical, opened.scoring, opened.fusion)
+    found = searcher.search(vectors, texts, k, mode, windows=candidates)
+    exact = [searcher.exact_ranked(None if vectors is None else vectors[n], text, k, mode)
+             for n, text in enumerate(texts)]  # fmt: skip
+    return {"index": [[(hit.id, hit.score) for hit in row] for row in found], "exact": exact}
 
 
 def _index_scores(runs: dict[str, list], data: Any, settings: Any) -> tuple[dict[str, dict[str, float]], float]:

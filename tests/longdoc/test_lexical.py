@@ -241,14 +241,7 @@ def test_tune_records_the_best_arm_and_search_uses_it(encoded: Path, tmp_path: P
     from lengthwise.pipelines import tune_hybrid
 
     index = lw.LongIndex.build(encoded, tmp_path / "idx", quantize="none", engine="faiss")
-    beir = tmp_path / "beir"
-    (beir / "qrels").mkdir(parents=True)
-    rows = _rows()
-    (beir / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    queries = [{"_id": f"q{i}", "text": " ".join(r["text"].split()[3:9])} for i, r in enumerate(rows)]
-    (beir / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
-    (beir / "qrels" / "dev.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
-        f"q{i}\tdoc{i}\t1\n" for i in range(len(rows))))  # fmt: skip
+    beir, queries = _beir(tmp_path, "dev")
     result = tune_hybrid(index, beir, split="dev", weights=(0.3, 0.7))
     assert set(result["scores"]) == {"dense", "lexical", "rrf", "convex-0.3", "convex-0.7"}
     best = max(result["scores"].values())
@@ -262,3 +255,35 @@ def test_tune_records_the_best_arm_and_search_uses_it(encoded: Path, tmp_path: P
 
 def _arm(fusion: dict) -> str:
     return "rrf" if fusion["fusion"] == "rrf" else f"convex-{fusion['weight']:g}"
+
+
+def _beir(tmp_path: Path, split: str) -> tuple[Path, list[dict[str, str]]]:
+    """The fixture's corpus as a BEIR folder: query i (words 3 to 9 of document i) asks for document i."""
+    beir = tmp_path / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    rows = _rows()
+    (beir / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    queries = [{"_id": f"q{i}", "text": " ".join(r["text"].split()[3:9])} for i, r in enumerate(rows)]
+    (beir / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    (beir / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"q{i}\tdoc{i}\t1\n" for i in range(len(rows))))  # fmt: skip
+    return beir, queries
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "lexical"])
+def test_eval_through_the_index_takes_the_mode(index, tmp_path: Path, mode: str) -> None:  # type: ignore[no-untyped-def]
+    from lengthwise.evaluation.config import EvalConfig
+    from lengthwise.pipelines import evaluate_through_index
+
+    beir, _ = _beir(tmp_path, "test")
+    record = evaluate_through_index(EvalConfig(task="retrieval", data=beir, split="test"), index, mode=mode)
+    assert record["index"]["mode"] == mode and ("fusion" in record["index"]) == (mode == "hybrid")
+    assert record["index"]["overlap"] == 1.0  # 24 documents: the candidates hold them all
+    assert record["scores"] == record["exact_scores"]
+    dense = evaluate_through_index(EvalConfig(task="retrieval", data=beir, split="test"), index, mode="dense")
+    assert record["scores"]["ndcg@10"] != dense["scores"]["ndcg@10"]
+    run = runner.invoke(app, ["eval", "-t", "retrieval", "-d", str(beir), "--split", "test", "--index",
+                              str(index.windows.folder), "--mode", mode, "-o", str(tmp_path / "ev")])  # fmt: skip
+    assert run.exit_code == 0, run.output
+    saved = json.loads((tmp_path / "ev" / "results.json").read_text())
+    assert saved["scores"] == record["scores"] and saved["index"]["mode"] == mode

@@ -138,6 +138,10 @@ def evaluate(
             "gives the exact scan's scores beside it (the index's model and settings are used).",
         ),
     ] = None,
+    mode: Annotated[
+        str | None,
+        typer.Option("--mode", help="--index: dense, lexical or hybrid (default: the index's recorded mode)."),
+    ] = None,
 ) -> None:
     """Evaluate a model overall and per token-length bin; writes OUT/results.json and PNG plots.
 
@@ -172,7 +176,7 @@ def evaluate(
     except ValueError as err:
         _fail(setting_message(err))
     _run(config, model, out, device, max_length, trust_remote_code, tempscale, (long, window, stride), precision,
-         index)  # fmt: skip
+         (index, mode))  # fmt: skip
 
 
 def _run(
@@ -185,7 +189,7 @@ def _run(
     tempscale: float | None,
     long: tuple[str | None, int | None, int | None] = (None, None, None),
     precision: str | None = None,
-    index: Path | None = None,
+    searched: tuple[Path | None, str | None] = (None, None),
 ) -> None:
     """Check the device and `--out`, then make the one library call (`lengthwise.evaluate`) and print."""
     from rich.text import Text
@@ -197,13 +201,14 @@ def _run(
 
     hf_logging.disable_progress_bar()
     strategy, window, stride = long
+    index, mode = searched
     try:
         check_device(device)
         check_out_dir(out)
         with console.status(Text(f"evaluating {index if index is not None else model or DEFAULT_MODEL}")):
             record = evaluate(config, model, out=out, device=device, max_length=max_length,
                               trust_remote_code=trust_remote_code, precision=precision, tempscale=tempscale,
-                              long=strategy, window=window, stride=stride, index=index,
+                              long=strategy, window=window, stride=stride, index=index, mode=mode,
                               show_progress=console.is_terminal)  # fmt: skip
     except (ModelLoadError, DataFormatError, ValueError) as err:  # ValueError: a setting the data cannot satisfy
         _fail(setting_message(err))

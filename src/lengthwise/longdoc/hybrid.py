@@ -253,11 +253,27 @@ class HybridSearch:
         held = self.lexical.query_tokens(window)
         return sum(math.log1p(held.count(t)) for t in terms)
 
+    def exact_ranked(self, query: np.ndarray | None, text: str, k: int, mode: Mode) -> list[tuple[str, float]]:
+        """The `k` best (id, score) by an exact scan of every document in `mode` (for checks and benchmarks): every
+        document's dense score over all its windows, its BM25 score, or both fused."""
+        everything = np.arange(len(self.windows.doc_ids))
+        lexical = self.lexical.scores(text).astype(np.float64) if mode is not Mode.DENSE else None
+        if mode is Mode.LEXICAL:
+            assert lexical is not None
+            ranked = everything[lexical > 0]  # as the lexical search: no query term, not found
+            scores = lexical
+        else:
+            assert query is not None
+            unit = torch.nn.functional.normalize(torch.as_tensor(np.asarray(query, dtype=np.float32)), dim=-1)
+            dense = self.dense_scores(unit, everything)
+            scores = dense if lexical is None else fuse(dense, lexical, self.settings)
+            ranked = everything
+        best = ranked[np.argsort(-scores[ranked], kind="stable")[:k]]
+        return [(self.windows.doc_ids[d], float(scores[d])) for d in best]
+
     def exact_fused(self, query: torch.Tensor, text: str, k: int) -> list[str]:
         """The fused top-k ids by an exact scan of every document on both sides (for checks and benchmarks)."""
-        everything = np.arange(len(self.windows.doc_ids))
-        fused = fuse(self.dense_scores(query, everything), self.lexical.scores(text).astype(np.float64), self.settings)
-        return [self.windows.doc_ids[d] for d in np.argsort(-fused, kind="stable")[:k]]
+        return [doc for doc, _ in self.exact_ranked(query.numpy(), text, k, Mode.HYBRID)]
 
 
 def _top(scores: np.ndarray, count: int) -> np.ndarray:
