@@ -38,7 +38,8 @@ ROOMS = ("audit", "tempscale", "longdoc", "evaluation", "training")
 CLI = "cli"
 FACADE = "facade"
 # top-level modules/packages that belong to the facade or the hall without living under core/
-FACADE_MODULES = ("__init__", "facade", "pipelines", "_version")
+# (`service/`: the index behind HTTP, a whole job over `pipelines.LongIndex` like those in pipelines.py)
+FACADE_MODULES = ("__init__", "facade", "pipelines", "_version", "service")
 HALL_EXTRAS = ("probes", "testing")  # data files read through importlib.resources; test models for users
 GROUP_ORDER = (HALL, *ROOMS, FACADE, CLI)
 

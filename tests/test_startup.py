@@ -10,7 +10,9 @@ import textwrap
 
 import pytest
 
-HEAVY = ("torch", "sentence_transformers", "transformers", "numpy", "scipy", "matplotlib", "sklearn", "datasets")
+# (fastapi, uvicorn, starlette, httpx: `lengthwise serve` imports them when it runs)
+HEAVY = ("torch", "sentence_transformers", "transformers", "numpy", "scipy", "matplotlib", "sklearn", "datasets",
+         "fastapi", "uvicorn", "starlette", "httpx")  # fmt: skip
 # typer's rich help formatter (rich.markdown + markdown-it) and the progress bar: 0.1–0.25 s each to import
 # and the stderr console, made on first use (lengthwise.cli.console)
 SLOW_RICH = ("rich", "markdown_it", "typer.rich_utils")

@@ -6,7 +6,7 @@ their functions, so `lengthwise --help` starts fast.
 
 from __future__ import annotations
 
-from lengthwise.cli import audit, encode, index, longdoc, report, tempscale, train  # noqa: F401  (register on `app`)
+from lengthwise.cli import audit, encode, index, longdoc, report, serve, tempscale, train  # noqa: F401  (register on `app`)
 from lengthwise.cli import eval as eval_command
 from lengthwise.cli.app import app
 
@@ -17,6 +17,7 @@ app.add_typer(longdoc.app, name="longdoc")
 app.command("encode")(encode.encode)
 app.add_typer(index.app, name="index")
 app.command("search")(index.search)
+app.command("serve")(serve.serve)
 
 __all__ = ["app", "main"]
 

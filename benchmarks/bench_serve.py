@@ -1,0 +1,228 @@
+"""`lengthwise serve` under concurrent load: 1, 8 and 32 clients against a served index, beside the in-process
+`LongIndex.search` on the same queries, so the HTTP overhead is a ratio.
+
+For each concurrency: p50/p99 latency of one-query requests, throughput, errors (must be 0) and the server's RSS
+(current and peak). The in-process figure is one query per call, sequential, measured first (before the server
+starts, so the two never share the CPU). The issue's goals (issue 36) are checked and printed:
+
+- p50 at 8 clients ≤ 2 × the in-process p50;
+- throughput at 32 clients ≥ 4 × one client's (the batcher embeds concurrent queries together);
+- zero errors.
+
+    # the 1M-window index (built with `lengthwise index build`), 10,000 requests per concurrency
+    nice -n 5 python benchmarks/bench_serve.py out/index --requests 10000 --out docs/results/bench_serve.json
+    # a smoke run on a tiny index built here (random 2-layer BERT, 200 documents): does it work?
+    python benchmarks/bench_serve.py --tiny --requests 50
+
+Queries: ``--queries FILE.jsonl`` (``text`` per line), else sentences cut from the indexed documents' own text (the
+lexical side), else a fixed list. The load average is recorded: numbers from a busy machine are marked as such.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import select
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+FALLBACK = ["the river and the old bridge", "who wrote the report", "how long does the winter last",
+            "where was the mineral found", "the market in autumn", "the village school"]  # fmt: skip
+WORDS = ("river mill valley winter school museum market honey church stone lake railway bridge harbour orchard quarry "
+         "bakery mayor bells wheat barley tools settlers summer autumn apples")  # fmt: skip
+
+
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def _queries(index: Any, path: Path | None, count: int, seed: int) -> list[str]:
+    if path is not None:
+        return [json.loads(line)["text"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rng = random.Random(seed)
+    found: list[str] = []
+    if index.lexical is not None:
+        documents = len(index.windows.doc_ids)
+        for _ in range(count * 3):
+            words = index.lexical.text(rng.randrange(documents)).split()
+            if len(words) >= 4:
+                start = rng.randrange(max(1, len(words) - 8))
+                found.append(" ".join(words[start : start + rng.randint(3, 8)]))
+            if len(found) >= count:
+                break
+    return found or FALLBACK
+
+
+def in_process(folder: Path, queries: list[str], requests: int, settings: dict[str, Any]) -> dict[str, Any]:
+    """`LongIndex.search`, one query per call, sequential: the latency the service is compared with."""
+    import lengthwise as lw
+
+    index = lw.LongIndex.open(folder)
+    for query in queries[:5]:  # warm: the model, the engine's pages, the lexical side
+        index.search([query], **settings)
+    latencies = []
+    started = time.perf_counter()
+    for n in range(requests):
+        t0 = time.perf_counter()
+        index.search([queries[n % len(queries)]], **settings)
+        latencies.append(time.perf_counter() - t0)
+    wall = time.perf_counter() - started
+    return {"requests": requests, "p50_ms": 1e3 * statistics.median(latencies),
+            "p99_ms": 1e3 * _percentile(latencies, 0.99), "throughput_qps": requests / wall}  # fmt: skip
+
+
+def start_server(folder: Path, extra: list[str], log: Path) -> tuple[subprocess.Popen[str], str]:
+    """`lengthwise serve FOLDER --port 0`, and its URL once it answers."""
+    env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}
+    command = [sys.executable, "-m", "lengthwise.cli", "serve", str(folder), "--port", "0", *extra]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log.open("w"), text=True, env=env)
+    assert process.stdout is not None
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and process.poll() is None:
+        readable = select.select([process.stdout], [], [], 0.5)[0]
+        if readable and (found := re.search(r" at (http://\S+) ", process.stdout.readline())):
+            return process, found.group(1)
+    process.kill()
+    raise SystemExit(f"the server did not start: {log.read_text()}")
+
+
+def _rss_mb(pid: int) -> dict[str, float]:
+    status = Path(f"/proc/{pid}/status").read_text()
+    field = {name: float(re.search(rf"{name}:\s+(\d+) kB", status).group(1)) / 1024 for name in ("VmRSS", "VmHWM")}  # type: ignore[union-attr]
+    return {"rss_mb": round(field["VmRSS"], 1), "peak_rss_mb": round(field["VmHWM"], 1)}
+
+
+async def load(url: str, clients: int, queries: list[str], requests: int, settings: dict[str, Any]) -> dict[str, Any]:
+    """`clients` concurrent clients, each sending one-query requests back to back, `requests` in all."""
+    import httpx
+
+    latencies: list[float] = []
+    errors: list[str] = []
+    sent = iter(range(requests))
+
+    async def client(session: httpx.AsyncClient) -> None:
+        for n in sent:
+            t0 = time.perf_counter()
+            try:
+                response = await session.post("/search", json={"queries": [queries[n % len(queries)]], **settings})
+                if response.status_code != 200 or len(response.json()["results"]) != 1:
+                    errors.append(f"{response.status_code}: {response.text[:200]}")
+            except httpx.HTTPError as error:
+                errors.append(repr(error))
+            latencies.append(time.perf_counter() - t0)
+
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as session:
+        await session.post("/search", json={"queries": [queries[0]], **settings})  # the connection pool warmed
+        started = time.perf_counter()
+        await asyncio.gather(*(client(session) for _ in range(clients)))
+        wall = time.perf_counter() - started
+    return {"clients": clients, "requests": requests, "errors": len(errors), "first_errors": errors[:3],
+            "p50_ms": 1e3 * statistics.median(latencies), "p99_ms": 1e3 * _percentile(latencies, 0.99),
+            "throughput_qps": requests / wall}  # fmt: skip
+
+
+def tiny_index(work: Path, documents: int = 200) -> Path:
+    """A tiny index for smoke runs: the random 2-layer BERT, `documents` synthetic texts, FAISS, no quantization."""
+    import lengthwise as lw
+    from lengthwise.longdoc import LongDocConfig
+    from lengthwise.testing import tiny_bert
+
+    tiny_bert(work / "hf", work / "st", max_positions=128, max_seq_length=64)
+    rng = random.Random(0)
+    words = WORDS.split()
+
+    def text() -> str:
+        return ". ".join(" ".join(rng.choices(words, k=rng.randint(6, 14))) for _ in range(rng.randint(2, 12)))
+
+    rows = [{"_id": f"doc{i}", "text": text()} for i in range(documents)]
+    (work / "corpus.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    long = LongDocConfig(strategy="multi-vector", window=24, stride=12)
+    lw.encode(work / "corpus.jsonl", work / "emb", model=str(work / "st"), long=long)
+    lw.LongIndex.build(work / "emb", work / "idx", quantize="none", engine="faiss")
+    return work / "idx"
+
+
+def _goals(local: dict[str, Any], levels: list[dict[str, Any]]) -> dict[str, Any]:
+    by = {level["clients"]: level for level in levels}
+    goals: dict[str, Any] = {"zero_errors": all(level["errors"] == 0 for level in levels)}
+    if 8 in by:
+        goals["p50_8_over_in_process"] = round(by[8]["p50_ms"] / local["p50_ms"], 2)
+        goals["p50_8_within_2x"] = goals["p50_8_over_in_process"] <= 2.0
+    if 1 in by and 32 in by:
+        goals["throughput_32_over_1"] = round(by[32]["throughput_qps"] / by[1]["throughput_qps"], 2)
+        goals["throughput_32_at_least_4x"] = goals["throughput_32_over_1"] >= 4.0
+    return goals
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("index", type=Path, nargs="?", help="a folder written by `lengthwise index build`")
+    parser.add_argument("--tiny", action="store_true", help="build a tiny index here and serve that (smoke run)")
+    parser.add_argument("--clients", default="1,8,32", help="concurrencies, comma-separated")
+    parser.add_argument("--requests", type=int, default=10_000, help="requests per concurrency")
+    parser.add_argument("--local-requests", type=int, default=None, help="in-process calls (default: --requests)")
+    parser.add_argument("--queries", type=Path, default=None, help="JSONL of queries (text)")
+    parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--mode", default=None, help="dense, lexical or hybrid (default: the index's)")
+    parser.add_argument("--passages", type=int, default=0)
+    parser.add_argument("--max-batch", type=int, default=64)
+    parser.add_argument("--batch-wait-ms", type=float, default=2.0)
+    parser.add_argument("--out", type=Path, default=None, help="write the figures here as JSON")
+    args = parser.parse_args()
+    if (args.index is None) == (not args.tiny):
+        parser.error("give an INDEX folder or --tiny")
+    settings = {"k": args.k, "passages": args.passages, **({"mode": args.mode} if args.mode else {})}
+    with tempfile.TemporaryDirectory(prefix="bench-serve-") as scratch:
+        folder = tiny_index(Path(scratch)) if args.tiny else args.index
+        report = run(folder, args, settings, Path(scratch))
+    print(json.dumps(report, indent=2))
+    if args.out is not None:
+        from lengthwise.core.results import environment, write_json_atomic
+
+        write_json_atomic(args.out, {**report, "environment": environment()})
+
+
+def run(folder: Path, args: argparse.Namespace, settings: dict[str, Any], scratch: Path) -> dict[str, Any]:
+    import lengthwise as lw
+
+    queries = _queries(lw.LongIndex.open(folder), args.queries, 1000, seed=0)
+    load_before = _load()
+    local = in_process(folder, queries, args.local_requests or args.requests, settings)
+    print(f"in-process: p50 {local['p50_ms']:.2f} ms, p99 {local['p99_ms']:.2f} ms", file=sys.stderr)
+    extra = ["--max-batch", str(args.max_batch), "--batch-wait-ms", str(args.batch_wait_ms)]
+    process, url = start_server(folder, extra, scratch / "server.log")
+    levels = []
+    try:
+        for clients in (int(c) for c in args.clients.split(",")):
+            level = asyncio.run(load(url, clients, queries, args.requests, settings)) | _rss_mb(process.pid)
+            print(f"{clients:>3} clients: p50 {level['p50_ms']:.2f} ms, p99 {level['p99_ms']:.2f} ms, "
+                  f"{level['throughput_qps']:.1f} q/s, {level['errors']} errors, RSS {level['rss_mb']} MB",
+                  file=sys.stderr)  # fmt: skip
+            levels.append(level)
+    finally:
+        process.terminate()
+        code = process.wait(timeout=120)
+    return {"index": str(folder) if not args.tiny else "tiny (random 2-layer BERT, 200 documents)",
+            "settings": settings, "batching": {"max_batch": args.max_batch, "wait_ms": args.batch_wait_ms},
+            "in_process": local, "served": levels, "goals": _goals(local, levels), "server_exit": code,
+            "load_average": {"before": load_before, "after": _load()}, "cpus": os.cpu_count()}  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""`lengthwise serve`: an index behind HTTP (`lengthwise.service.serve`). Flags → one call → a ready line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from lengthwise.cli.console import fail as _fail
+from lengthwise.cli.console import say
+from lengthwise.cli.options import field_option, setting_message
+from lengthwise.service.config import ServeConfig
+
+__all__ = ["serve"]
+
+FLAGGED = ("host", "port", "workers", "api_key_file", "max_batch", "batch_wait_ms")
+
+
+def _message(error: Exception, index: Path) -> str:
+    """A refusal in one line: a setting this command has a flag for as its flag; the index's own (its model, its
+    files) as INDEX: problem."""
+    from lengthwise.core.errors import SettingError
+
+    if isinstance(error, SettingError) and error.field and error.field not in FLAGGED:
+        return f"{index}: {error.problem}"
+    return setting_message(error)
+
+
+def serve(
+    index: Annotated[Path, typer.Argument(help="A folder written by `lengthwise index build`.")],
+    host: Annotated[str, field_option(ServeConfig, "host")] = "127.0.0.1",
+    port: Annotated[int, field_option(ServeConfig, "port")] = 8000,
+    workers: Annotated[int, field_option(ServeConfig, "workers")] = 1,
+    api_key_file: Annotated[Path | None, field_option(ServeConfig, "api_key_file")] = None,
+    max_batch: Annotated[int, field_option(ServeConfig, "max_batch")] = 64,
+    batch_wait_ms: Annotated[float, field_option(ServeConfig, "batch_wait_ms")] = 2.0,
+) -> None:
+    """Serve INDEX over HTTP: POST /search and /embed, GET /health, /info and / (a search page); the model and the
+    index are loaded once, and concurrent queries are embedded in batches. Stops on SIGTERM or Ctrl-C once the
+    requests in flight are answered."""
+    from lengthwise.cli.options import quiet_loading
+    from lengthwise.core.models import ModelLoadError
+    from lengthwise.service import serve as run_service
+
+    quiet_loading()
+
+    def ready(url: str) -> None:
+        print(f"serving {index} at {url} (API docs: {url}/docs; stop with Ctrl-C or SIGTERM)", flush=True)
+
+    try:
+        config = ServeConfig(host, port, workers, api_key_file, max_batch, batch_wait_ms)
+        if config.public and api_key_file is None:
+            say(f"warning: {host} is reachable from other machines and no --api-key-file is set")
+        run_service(index, config, on_ready=ready)
+    except (ValueError, ModelLoadError) as err:
+        _fail(_message(err, index))
+    except KeyboardInterrupt:
+        pass
+    say("stopped")

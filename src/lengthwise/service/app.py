@@ -1,0 +1,232 @@
+"""The FastAPI application: `POST /search`, `POST /embed`, `GET /health`, `GET /info`, `GET /` (the search page),
+over one opened `LongIndex` whose model and index are used by one worker thread, fed by the dynamic batcher.
+
+Errors are JSON with a one-line ``detail`` and the ``field`` at fault: 422 for a request the schema refuses or the
+index cannot answer (a `SettingError`), 413 for a body over the cap, 401 for a missing or wrong API key.
+"""
+
+# no `from __future__ import annotations`: FastAPI reads the route's body model (a class made inside create_app)
+# from the live annotation
+import hmac
+import json
+from collections.abc import AsyncIterator, Hashable
+from contextlib import asynccontextmanager
+from importlib import resources
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from lengthwise._version import __version__
+from lengthwise.core.errors import SettingError
+from lengthwise.service.batching import Batcher
+from lengthwise.service.config import Limits, ServeConfig
+from lengthwise.service.schema import request_models
+
+__all__ = ["Searcher", "create_app"]
+
+SEARCH_FIELDS = ("k", "mode", "passages", "context", "windows", "probes")
+
+
+class Searcher:
+    """The batcher's handler: one batch of query texts searched (or embedded) with one key's settings.
+
+    Runs on the worker thread only. The hits are turned into `lengthwise search --json`'s dicts there too, and a
+    passage asked with context gets the document's text either side of it (``before``, ``after``).
+    """
+
+    def __init__(self, index: Any) -> None:
+        self.index = index
+        self._numbers: dict[str, int] | None = None
+
+    def __call__(self, key: Hashable, texts: list[str]) -> list[Any]:
+        assert isinstance(key, tuple)
+        if key[0] == "embed":
+            return [[float(x) for x in row] for row in self.index.embed_queries(texts)]
+        settings = dict(zip(SEARCH_FIELDS, key[1:], strict=True))
+        context = settings.pop("context")
+        results = self.index.search(texts, settings.pop("k"), **settings)
+        return [[self._hit(hit, context) for hit in hits] for hits in results]
+
+    def _hit(self, hit: Any, context: int) -> dict[str, Any]:
+        out: dict[str, Any] = hit.to_dict()
+        if context and out.get("passages") and self.index.lexical is not None:
+            if self._numbers is None:
+                self._numbers = {doc_id: n for n, doc_id in enumerate(self.index.windows.doc_ids)}
+            text = self.index.lexical.text(self._numbers[hit.id])
+            for passage in out["passages"]:
+                start, end = passage["start"], passage["end"]
+                passage["before"], passage["after"] = text[max(0, start - context) : start], text[end : end + context]
+        return out
+
+
+def _field(loc: tuple[Any, ...] | list[Any]) -> str:
+    """``("body", "queries", 0, "text")`` → ``queries[0].text``; the body itself (malformed JSON) → ``body``."""
+    parts = list(loc[1:]) if loc and loc[0] == "body" else list(loc)
+    name = ""
+    for part in parts:
+        if isinstance(part, int):
+            name += f"[{part}]"
+        elif isinstance(part, str) and part.isidentifier():
+            name += f".{part}" if name else part
+    return name or "body"
+
+
+def error(status: int, field: str, detail: str, **extra: Any) -> JSONResponse:
+    """The one error shape: ``{"detail": one line, "field": the field at fault}``."""
+    return JSONResponse({"detail": detail, "field": field, **extra}, status_code=status)
+
+
+def _invalid(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = [{"field": _field(e.get("loc", ())), "type": e.get("type"), "msg": e.get("msg")} for e in exc.errors()]
+    first = errors[0] if errors else {"field": "body", "msg": "invalid request"}
+    if first["type"] == "json_invalid":
+        first = {**first, "field": "body", "msg": "the body is not valid JSON"}
+    return error(422, str(first["field"]), f"{first['field']}: {first['msg']}", errors=errors)
+
+
+def _http(_: Request, exc: Exception) -> JSONResponse:
+    """FastAPI's HTTP errors (401, 404, 405) in the one error shape."""
+    assert isinstance(exc, StarletteHTTPException)
+    field = {401: "authorization", 405: "method"}.get(exc.status_code, "path")
+    detail = exc.detail if exc.status_code == 401 else f"{field}: {exc.detail}"
+    return JSONResponse({"detail": detail, "field": field}, status_code=exc.status_code, headers=exc.headers)
+
+
+def _refused(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, SettingError)
+    field = "queries" if exc.field in (None, "query") else exc.field  # the library's one query is one of `queries`
+    return error(422, field, f"{field}: {exc.problem}")
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over `limit` bytes is answered 413 (by its Content-Length before it is read,
+    or as it streams in); the body is drained up to `drain` bytes so the client can read the answer."""
+
+    def __init__(self, app: Any, limit: int, drain: int = 64 * 1024 * 1024) -> None:
+        self.app, self.limit, self.drain = app, limit, drain
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.limit:
+            await self._too_large(scope, receive, send, int(declared))
+            return
+        body, more = bytearray(), True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > self.limit:
+                await self._too_large(scope, receive, send, None if more else len(body))
+                return
+        replay = [{"type": "http.request", "body": bytes(body), "more_body": False}]
+
+        async def replayed() -> dict[str, Any]:
+            return replay.pop() if replay else await receive()
+
+        await self.app(scope, replayed, send)
+
+    async def _too_large(self, scope: dict[str, Any], receive: Any, send: Any, size: int | None) -> None:
+        read = 0
+        while read < self.drain and (size is None or read < size):
+            message = await receive()
+            read += len(message.get("body", b""))
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                break
+        response = error(413, "body", f"body: larger than {self.limit:,} bytes; send fewer or shorter queries")
+        await response(scope, receive, send)
+
+
+def create_app(index: Any, config: ServeConfig | None = None) -> FastAPI:
+    """The service over an opened `lengthwise.LongIndex` (model loaded on the worker thread at start-up)."""
+    config = config or ServeConfig()
+    limits: Limits = config.limits
+    batcher = Batcher(Searcher(index), max_batch=config.max_batch, wait_s=config.batch_wait_ms / 1000)
+    SearchRequest, EmbedRequest = request_models(limits)
+    key = config.api_key()
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await batcher.start()
+        await batcher.run(lambda: index.embed_queries(["warm up"]))  # the model loaded before the first request
+        yield
+        await batcher.stop()
+
+    app = FastAPI(title="lengthwise", version=__version__, lifespan=lifespan,
+                  description="Long-document search over a `lengthwise index build` folder.")  # fmt: skip
+    app.add_exception_handler(RequestValidationError, _invalid)
+    app.add_exception_handler(SettingError, _refused)
+    app.add_exception_handler(StarletteHTTPException, _http)
+    app.add_middleware(BodyLimit, limit=limits.max_body_bytes)
+    guarded = [Depends(_bearer(key))] if key else []
+
+    @app.post("/search", dependencies=guarded)
+    async def search(request: SearchRequest) -> dict[str, Any]:  # type: ignore[valid-type]
+        """The `k` best documents per query, best first: the same JSON as `lengthwise search --json`."""
+        asked = request.queries  # type: ignore[attr-defined]
+        settings = tuple(getattr(request, name) for name in SEARCH_FIELDS)
+        found = await batcher.submit(("search", *settings), [query.text for query in asked])
+        return {"results": [({"query_id": q.id} if q.id is not None else {}) | {"hits": hits}
+                            for q, hits in zip(asked, found, strict=True)]}  # fmt: skip
+
+    @app.post("/embed", dependencies=guarded)
+    async def embed(request: EmbedRequest) -> dict[str, Any]:  # type: ignore[valid-type]
+        """The query vectors, embedded as the index's documents were (the recorded model and settings)."""
+        vectors = await batcher.submit(("embed",), [query.text for query in request.queries])  # type: ignore[attr-defined]
+        return {"model": index.windows.settings["model"]["name"], "dim": len(vectors[0]), "vectors": vectors}
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        """Ready to answer: the model and the index are loaded."""
+        return {"status": "ok"}
+
+    @app.get("/info", dependencies=guarded)
+    async def info() -> dict[str, Any]:
+        """The model's fingerprint, the index's settings and counts, the caps and the version."""
+        return describe(index, config) | {"batches": {"run": batcher.batches, "queries": batcher.texts}}
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def page() -> HTMLResponse:
+        return HTMLResponse(resources.files("lengthwise.service").joinpath("page.html").read_text(encoding="utf-8"))
+
+    return app
+
+
+def describe(index: Any, config: ServeConfig) -> dict[str, Any]:
+    """What `GET /info` shows: the version, the model, the index's and the lexical side's settings, the caps."""
+    settings = index.windows.settings
+    lexical = index.lexical
+    return {
+        "lengthwise": __version__,
+        "model": settings.get("model"),
+        "index": settings,
+        "lexical": lexical.settings if lexical is not None else None,
+        "mode": (lexical.settings.get("mode") or "hybrid") if lexical is not None else "dense",
+        "fusion": index.fusion.to_dict(),
+        "limits": json.loads(json.dumps(config.limits.__dict__)),
+        "batching": {"max_batch": config.max_batch, "wait_ms": config.batch_wait_ms},
+    }
+
+
+def _bearer(key: str) -> Any:
+    """A dependency that refuses a request without ``Authorization: Bearer KEY`` (compared in constant time)."""
+    from fastapi import HTTPException
+
+    expected = key.encode("utf-8")
+
+    async def check(request: Request) -> None:
+        sent = request.headers.get("authorization", "")
+        scheme, _, token = sent.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode("utf-8"), expected):
+            raise HTTPException(401, "authorization: send the API key as `Authorization: Bearer KEY`",
+                                headers={"WWW-Authenticate": "Bearer"})  # fmt: skip
+
+    return check

@@ -1,0 +1,105 @@
+"""The service's settings: where it listens, how it batches, and the caps on every request (safe by default).
+
+Plain dataclasses, checked on construction with `SettingError`s that name the field; importing this module loads
+neither FastAPI nor torch.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lengthwise.core.errors import SettingError
+
+__all__ = ["Limits", "ServeConfig"]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may ask for; anything beyond is refused with a 4xx JSON error naming the field.
+
+    Args:
+        max_body_bytes: The request body, in bytes (413 beyond).
+        max_query_chars: One query's text, in characters.
+        max_queries: Queries in one request.
+        max_k: Documents per query.
+        max_passages: Passages per hit.
+        max_context: Characters of the document shown either side of a passage.
+        max_candidates: The dense side's candidate windows and probes per query.
+    """
+
+    max_body_bytes: int = 1_000_000
+    max_query_chars: int = 2_000
+    max_queries: int = 64
+    max_k: int = 1_000
+    max_passages: int = 20
+    max_context: int = 2_000
+    max_candidates: int = 100_000
+
+    def __post_init__(self) -> None:
+        for name, value in vars(self).items():
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise SettingError(name, value, "must be a whole number ≥ 1")
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """How `lengthwise.service.serve` runs.
+
+    Args:
+        host: The address to bind; 127.0.0.1 (this machine only) unless told otherwise.
+        port: The TCP port (0: any free port, printed when ready).
+        workers: Server processes, each with its own model and index.
+        api_key_file: A file holding the key every search, embed and info request must send as
+            ``Authorization: Bearer KEY`` (none: no key asked).
+        max_batch: Queries embedded and searched together at most.
+        batch_wait_ms: How long the first query of a batch waits for others from concurrent requests.
+        limits: The caps on one request.
+    """
+
+    host: str = field(default="127.0.0.1", metadata={"help": "The address to bind (127.0.0.1: this machine only)."})
+    port: int = field(default=8000, metadata={"help": "The TCP port (0: any free port)."})
+    workers: int = field(default=1, metadata={"help": "Server processes, each loading the model and the index."})
+    api_key_file: Path | None = field(
+        default=None, metadata={"help": "A file holding the API key clients send as `Authorization: Bearer KEY`."}
+    )
+    max_batch: int = field(default=64, metadata={"help": "Queries embedded and searched together at most."})
+    batch_wait_ms: float = field(
+        default=2.0, metadata={"help": "Milliseconds a query waits for others to share its batch."}
+    )
+    limits: Limits = field(default_factory=Limits)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise SettingError("port", self.port, "use a TCP port in 0–65535 (0: any free port)")
+        for name in ("workers", "max_batch"):
+            if getattr(self, name) < 1:
+                raise SettingError(name, getattr(self, name), "must be ≥ 1")
+        if not 0 <= self.batch_wait_ms <= 1000:
+            raise SettingError("batch_wait_ms", self.batch_wait_ms, "use 0–1000 milliseconds")
+        if not self.host or any(c.isspace() for c in self.host):
+            raise SettingError("host", self.host, "give an address such as 127.0.0.1 or 0.0.0.0")
+
+    @property
+    def public(self) -> bool:
+        """Whether the host is reachable from other machines (anything but a loopback address)."""
+        if self.host == "localhost":
+            return False
+        try:
+            return not ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return True
+
+    def api_key(self) -> str | None:
+        """The key read from `api_key_file` (surrounding whitespace dropped), or None when no file is set."""
+        if self.api_key_file is None:
+            return None
+        path = Path(self.api_key_file)
+        try:
+            key = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as error:
+            raise SettingError("api_key_file", str(path), f"cannot be read ({error.__class__.__name__})") from None
+        if len(key) < 16 or any(c.isspace() for c in key):
+            raise SettingError("api_key_file", str(path), "must hold one key of at least 16 characters, no spaces")
+        return key

@@ -1,0 +1,72 @@
+"""The request bodies of `POST /search` and `POST /embed` as pydantic models, built from the service's `Limits`.
+
+Every cap is a constraint on a field, so a request beyond it is refused with a 422 whose error names the field. The
+models are strict (``"10"`` is not a number) and refuse unknown fields (a misspelt ``passage`` is an error, not a
+silent default).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+
+from lengthwise.service.config import Limits
+
+__all__ = ["request_models"]
+
+
+def _not_blank(text: str) -> str:
+    if not text.strip():
+        raise ValueError("a query is empty; give the text to search for")
+    return text
+
+
+def _as_query(item: Any) -> Any:
+    """A bare string is a query without an id."""
+    return {"text": item} if isinstance(item, str) else item
+
+
+def request_models(limits: Limits) -> tuple[type[BaseModel], type[BaseModel]]:
+    """(SearchRequest, EmbedRequest) with `limits` as field constraints."""
+    Text = Annotated[
+        str, StringConstraints(min_length=1, max_length=limits.max_query_chars), AfterValidator(_not_blank)
+    ]
+    strict = ConfigDict(extra="forbid", strict=True)
+
+    class Query(BaseModel):
+        """A query with an id, echoed back as the result's ``query_id``."""
+
+        model_config = strict
+        id: Annotated[str, StringConstraints(min_length=1, max_length=256)] | None = None
+        text: Text
+
+    Queries = Annotated[
+        list[Annotated[Query, BeforeValidator(_as_query, json_schema_input_type=str | Query)]],
+        Field(min_length=1, max_length=limits.max_queries, description="Query texts, or {id, text} objects."),
+    ]
+    Candidates = Annotated[int | None, Field(ge=1, le=limits.max_candidates)]
+
+    class SearchRequest(BaseModel):
+        """Queries and what to return for each: `lengthwise search`'s settings."""
+
+        model_config = strict
+        queries: Queries
+        k: Annotated[int, Field(ge=1, le=limits.max_k, description="Documents per query.")] = 10
+        mode: Literal["dense", "lexical", "hybrid"] | None = Field(
+            None, description="dense, lexical (BM25) or hybrid; default: the index's recorded mode."
+        )
+        passages: Annotated[int, Field(ge=0, le=limits.max_passages, description="Best windows per hit.")] = 0
+        context: Annotated[
+            int, Field(ge=0, le=limits.max_context, description="Characters of text either side of a passage.")
+        ] = 0
+        windows: Candidates = Field(None, description="The dense side's candidate windows per query.")
+        probes: Candidates = Field(None, description="FAISS lists probed or USearch expansion.")
+
+    class EmbedRequest(BaseModel):
+        """Queries to embed as the index's documents were: the recorded model and long-document settings."""
+
+        model_config = strict
+        queries: Queries
+
+    return SearchRequest, EmbedRequest
