@@ -380,6 +380,7 @@ def _index_runs(opened: LongIndex, mode: Any, texts: list[str], k: int) -> dict[
     vectors = None if mode is Mode.LEXICAL else np.asarray(opened.embed_queries(texts), dtype=np.float32)
     candidates = max(opened.windows.default_windows(), 10 * k)
     if mode is Mode.DENSE:
+        assert vectors is not None
         return {"index": opened.windows.search_vectors(vectors, k, scoring=opened.scoring, windows=candidates),
                 "exact": opened.windows.exact_vectors(vectors, k, scoring=opened.scoring)}  # fmt: skip
     searcher = HybridSearch(opened.windows, opened.lexical, opened.scoring, opened.fusion)
@@ -800,7 +801,7 @@ def tune_hybrid(
     if opened.lexical is None:
         raise SettingError("index", str(opened.windows.folder), "holds no text to tune a fusion on; build it again "
                            "with the corpus")  # fmt: skip
-    corpus = read_beir(data, split)
+    corpus = read_beir(Path(data), split)
     if set(corpus.doc_ids) != set(opened.windows.doc_ids):
         raise SettingError("data", str(data), "holds other documents than the index; tune on the indexed corpus")
     asked = [(q, t) for q, t in zip(corpus.query_ids, corpus.query_texts, strict=True) if q in corpus.qrels]
@@ -1149,21 +1150,18 @@ class LongIndex:
             on_progress: Called with (windows added, windows) as the engine is filled.
             on_note: Told, in one line, when the index is built without text.
         """
-        import json
-
         from lengthwise.core.models import model_fingerprint
         from lengthwise.longdoc.index import WindowIndex
         from lengthwise.longdoc.lexical import check_corpus_digest
-        from lengthwise.longdoc.store import MANIFEST, TEXTS
+        from lengthwise.longdoc.store import TEXTS
 
-        manifest_path = Path(encoded) / MANIFEST
-        if not manifest_path.is_file():
-            raise SettingError("encoded", str(encoded), f"no {MANIFEST}; pass a folder written by `lengthwise encode`")
-        made = json.loads(manifest_path.read_text(encoding="utf-8"))["settings"]
+        made = WindowIndex.check_build(encoded, out, quantize=quantize, engine=engine)["settings"]  # before the model
         corpus = check_corpus_digest(text, made.get("data"), made.get(TEXTS), granularity)  # before any model load
         model = cls._load(made)
         fingerprint = model_fingerprint(model, made["model"])
-        extra = {"model": {"name": made["model"], "weights_sha256_16": fingerprint["weights_sha256_16"]}}
+        name = str(Path(made["model"]).resolve()) if Path(made["model"]).is_dir() else made["model"]  # any cwd
+        extra = {"model": {"name": name, "weights_sha256_16": fingerprint["weights_sha256_16"]},
+                 "encode_settings": {**made, "model": name}}  # fmt: skip
         windows = WindowIndex.build(
             encoded, out, quantize=quantize, engine=engine, extra=extra, on_progress=on_progress
         )
