@@ -82,3 +82,205 @@ def test_an_index_of_the_first_format_still_opens(tmp_path: Path) -> None:
     old = WindowIndex.open(folder)
     assert old.doc_ids == ["x", "y", "z"]
     assert [row[0][0] for row in old.search_vectors(vectors[[0, 4, 8]], k=1)] == ["x", "y", "z"]
+
+
+def test_a_resumed_build_whose_shards_changed_starts_afresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 33.2: the build plan recorded the path, the ids, the counts and the dimension, not the shards'
+    contents: a build interrupted, the same path encoded again with new texts and the same ids, built again, kept
+    the stale vectors (max difference 0.27 from a fresh build). The shard records' hashes are in the plan now."""
+    import shutil
+
+    from lengthwise.longdoc import index as index_module
+
+    monkeypatch.setattr(index_module, "CHUNK", 20)
+    monkeypatch.setattr(index_module, "CHECKPOINT_SECONDS", 0.0)
+    ids = [f"d{i}" for i in range(30)]
+    _shards(tmp_path / "enc", ids, seed=0)
+
+    def stop(done: int, _: int) -> None:
+        if done >= 40:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        WindowIndex.build(tmp_path / "enc", tmp_path / "idx", quantize="none", engine="faiss", on_progress=stop)
+    assert (tmp_path / ".idx-building" / "build.json").is_file()
+    shutil.rmtree(tmp_path / "enc")
+    fresh = _shards(tmp_path / "enc", ids, seed=1)  # the same ids, counts and dimension; other vectors
+    built = WindowIndex.build(tmp_path / "enc", tmp_path / "idx", quantize="none", engine="faiss")
+    np.testing.assert_allclose(np.asarray(built.vectors), fresh / np.linalg.norm(fresh, axis=1, keepdims=True),
+                               rtol=1e-6, atol=1e-7)  # fmt: skip
+
+
+def _rewrite(stem: Path, suffix: str, array: np.ndarray) -> None:
+    """Replace one file of a shard, and its digest in the shard's record (a change the hashes cannot catch)."""
+    import io
+
+    from lengthwise.longdoc.store import RECORD, _digest
+
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    Path(f"{stem}{suffix}").write_bytes(buffer.getvalue())
+    record = json.loads(Path(f"{stem}{RECORD}").read_text())
+    record["files"][f"{stem.name}{suffix}"] = _digest(buffer.getvalue())
+    Path(f"{stem}{RECORD}").write_text(json.dumps(record))
+
+
+def _good_index(tmp_path: Path) -> WindowIndex:
+    _shards(tmp_path / "enc", ["x", "y", "z"])
+    return WindowIndex.build(tmp_path / "enc", tmp_path / "idx", quantize="none", engine="faiss")
+
+
+def test_a_rebuild_that_fails_keeps_the_working_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 33.6: the new index was renamed into place before it was checked: a rebuild whose result did not open
+    ("files disagree") destroyed the working index. It is opened in its staging folder first now."""
+    from lengthwise.longdoc import index as index_module
+
+    good = _good_index(tmp_path)
+    expected = good.search_vectors(np.array(good.vectors[:3]), k=1)
+    _shards(tmp_path / "enc2", ["x", "y", "z", "w"], seed=3)
+    fill = index_module._fill
+
+    def broken(path: Path, *args: object) -> None:  # an engine that ends short of its vectors
+        fill(path, *args)  # type: ignore[arg-type]
+        engine = index_module._Faiss.load(path, index_module.Quantize.NONE)
+        engine.index.remove_ids(np.arange(1, dtype=np.int64))
+        engine.save(path)
+
+    monkeypatch.setattr(index_module, "_fill", broken)
+    with pytest.raises(LongDocError, match="the index files disagree"):
+        WindowIndex.build(tmp_path / "enc2", tmp_path / "idx", quantize="none", engine="faiss")
+    again = WindowIndex.open(tmp_path / "idx")
+    assert again.doc_ids == ["x", "y", "z"] and again.search_vectors(np.array(good.vectors[:3]), k=1) == expected
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["enc", "enc2", "idx"]  # no staging or set-aside folder
+
+
+def test_an_out_that_holds_other_things_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 33.5: a rebuild into an earlier index deleted everything in it, the user's files and even the input
+    folder nested inside (`index build idx/emb -o idx`), and `cd idx && index build ../enc -o .` emptied it."""
+    from lengthwise.core.errors import SettingError
+
+    _good_index(tmp_path)
+    (tmp_path / "idx" / "notes.txt").write_text("mine")
+    with pytest.raises(SettingError, match=r"holds notes\.txt, which is not the index's"):
+        WindowIndex.build(tmp_path / "enc", tmp_path / "idx")
+    (tmp_path / "idx" / "notes.txt").unlink()
+    (tmp_path / "enc").rename(tmp_path / "idx" / "emb")
+    with pytest.raises(SettingError, match=r"holds .*emb, the folder to index"):
+        WindowIndex.build(tmp_path / "idx" / "emb", tmp_path / "idx")
+    (tmp_path / "idx" / "emb").rename(tmp_path / "enc")
+    monkeypatch.chdir(tmp_path / "idx")
+    with pytest.raises(SettingError, match="holds the working directory"):
+        WindowIndex.build(tmp_path / "enc", ".")
+    monkeypatch.chdir(tmp_path)
+    assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == sorted(
+        ["engine.faiss", "ids.txt", "index.json", "member_starts.npy", "members.npy", "offsets.npy", "vectors.npy"]
+    )
+    WindowIndex.build(tmp_path / "enc", tmp_path / "idx", quantize="ubinary")  # an index alone is replaced
+
+
+def test_bad_outs_and_inputs_are_one_line_refusals(tmp_path: Path) -> None:
+    """Issue 33.13: `-o file/sub` (FileExistsError), `-o` a symbolic link to an index (OSError), `-o /proc/x`
+    ("needs about 0.0 GB … 0.0 GB is free"), a malformed manifest.json (no file name), shards of two dimensions
+    ("could not broadcast") and tampered window offsets (IndexError)."""
+    from lengthwise.core.errors import SettingError
+
+    _good_index(tmp_path)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(SettingError, match=r"file is a file; pass a folder path"):
+        WindowIndex.build(tmp_path / "enc", tmp_path / "file" / "sub")
+    (tmp_path / "link").symlink_to(tmp_path / "idx")
+    with pytest.raises(SettingError, match="is a symbolic link"):
+        WindowIndex.build(tmp_path / "enc", tmp_path / "link")
+    with pytest.raises(SettingError, match="cannot write in /proc"):
+        WindowIndex.build(tmp_path / "enc", "/proc/lengthwise-index")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "manifest.json").write_text('{"format": 2 "settings": {}}')
+    with pytest.raises(LongDocError, match=r"bad/manifest\.json: unreadable \(Expecting ',' delimiter"):
+        WindowIndex.build(tmp_path / "bad", tmp_path / "idx2")
+    store = EmbeddingStore(tmp_path / "two", {"model": "random"})
+    store.write("w0-", ["a"], np.ones((1, 8), dtype=np.float32))
+    store.write("w0-", ["b"], np.ones((1, 16), dtype=np.float32))
+    with pytest.raises(LongDocError, match=r"w0-00001\.npy: 16 dimensions, the folder's first shard has 8"):
+        WindowIndex.build(tmp_path / "two", tmp_path / "idx2")
+    _shards(tmp_path / "offsets", ["a", "b"], per_doc=2)  # then its offsets tampered with, and its record too
+    _rewrite(tmp_path / "offsets" / "w0-00000", ".offsets.npy", np.array([0, 3, 9]))
+    with pytest.raises(LongDocError, match="window offsets that do not run from 0 to its 4 windows"):
+        WindowIndex.build(tmp_path / "offsets", tmp_path / "idx2")
+    np.save(tmp_path / "idx" / "offsets.npy", np.array([0, 7, 2, 9]))  # the index's own, tampered
+    with pytest.raises(LongDocError, match="the index files disagree"):
+        WindowIndex.open(tmp_path / "idx")
+    assert not (tmp_path / "idx2").exists() and not list(tmp_path.glob(".*"))
+
+
+def test_the_disk_message_gives_a_readable_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+    from collections import namedtuple
+
+    from lengthwise.core.errors import SettingError
+    from lengthwise.longdoc import index as index_module
+
+    _shards(tmp_path / "enc", ["x", "y", "z"])
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(index_module.shutil, "disk_usage", lambda _: usage(10**9, 10**9 - 10, 10))
+    with pytest.raises(SettingError, match=r"needs about \d\.\d kB of disk for 9 windows and 10 bytes is free"):
+        WindowIndex.build(tmp_path / "enc", tmp_path / "idx")
+    assert shutil.disk_usage is not None
+
+
+def test_settings_are_checked_before_the_model_loads(tmp_path: Path) -> None:
+    """Issue 33.13: `--quantize` / `--engine` were checked only after the model loaded, and a folder without a
+    manifest was reported as "--encoded …", a flag that does not exist."""
+    from typer.testing import CliRunner
+
+    from lengthwise.cli import app
+
+    _shards(tmp_path / "enc", ["x"])
+    manifest = json.loads((tmp_path / "enc" / "manifest.json").read_text())
+    manifest["settings"]["model"] = "/nonexistent/lengthwise-model"  # loading it would fail
+    (tmp_path / "enc" / "manifest.json").write_text(json.dumps(manifest))
+    runner = CliRunner()
+    for flag, value in (("--quantize", "int4"), ("--engine", "annoy")):
+        run = runner.invoke(app, ["index", "build", str(tmp_path / "enc"), "-o", str(tmp_path / "idx"), flag, value])
+        assert run.exit_code == 2 and run.output.strip().startswith(f"error: {flag} '{value}': use "), run.output
+    run = runner.invoke(app, ["index", "build", str(tmp_path), "-o", str(tmp_path / "idx")])
+    assert run.exit_code == 2 and "--encoded" not in run.output and "no manifest.json" in run.output, run.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["enc"]
+
+
+def test_an_index_of_a_relative_model_path_searches_from_anywhere(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 33.12: the index recorded `-m` as given (a relative path), so `search` from another directory failed
+    with a hub error. The index records the model folder's absolute path."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from lengthwise.cli import app
+
+    shutil.copytree(tiny_model_dir, tmp_path / "model")
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "text": f"document {i} about rivers"}) + "\n"
+                                              for i in range(4)))  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    run = runner.invoke(app, ["encode", "-d", "c.jsonl", "-o", "enc", "-m", "model", "--long", "truncate"])
+    assert run.exit_code == 0, run.output
+    run = runner.invoke(app, ["index", "build", "enc", "-o", "idx"])
+    assert run.exit_code == 0, run.output
+    assert json.loads((tmp_path / "idx" / "index.json").read_text())["model"]["name"] == str(tmp_path / "model")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    run = runner.invoke(app, ["search", "../idx", "-q", "document 2 about rivers", "--k", "1", "--json"])
+    assert run.exit_code == 0, run.output
+    assert json.loads(run.output)["hits"][0]["id"] == "d2"
+
+
+def test_probes_past_what_the_index_has_are_all_of_them(tmp_path: Path) -> None:
+    """Issue 33.13: `--probes 10**12` ran out of memory, 2**64 raised TypeError / OverflowError."""
+    for engine in ("usearch", "faiss"):
+        _shards(tmp_path / f"enc-{engine}", ["x", "y", "z"])
+        index = WindowIndex.build(tmp_path / f"enc-{engine}", tmp_path / f"idx-{engine}", engine=engine)
+        queries = np.array(index.vectors[[0, 3, 6]])
+        for probes in (10**12, 2**64):
+            found = index.search_vectors(queries, k=1, probes=probes, windows=2**64)
+            assert [row[0][0] for row in found] == ["x", "y", "z"]

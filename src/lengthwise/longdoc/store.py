@@ -332,15 +332,37 @@ class EmbeddingStore:
 def iter_shards(folder: str | Path, *, mmap: bool = False) -> Iterator[tuple[list[str], np.ndarray, np.ndarray | None]]:
     """(ids, vectors, window offsets or None) of each complete shard of `folder`, in order, each checked first
     (size and sha256 of its files; a damaged one raises `LongDocError` naming it). With `mmap`, the vectors are
-    memory-mapped, not read: a corpus larger than memory streams shard by shard."""
+    memory-mapped, not read: a corpus larger than memory streams shard by shard. A shard whose arrays disagree
+    (offsets, ids, vectors) or whose dimension differs from the first shard's raises `LongDocError` naming it."""
+    dim = None
     for shard in _shards(Path(folder)):
         problem = shard.problem()
+        where = shard.stem.parent / f"{shard.stem.name}.npy"
         if problem is not None:
-            where = shard.stem.parent / f"{shard.stem.name}.npy"
             raise LongDocError(f"{where}: damaged or incomplete shard ({problem}); {REPAIR}")
         offsets_path = Path(f"{shard.stem}.offsets.npy")
         offsets = np.load(offsets_path, allow_pickle=False) if offsets_path.is_file() else None
-        yield shard.ids(), np.load(f"{shard.stem}.npy", allow_pickle=False, mmap_mode="r" if mmap else None), offsets
+        ids, array = shard.ids(), np.load(where, allow_pickle=False, mmap_mode="r" if mmap else None)
+        if problem := _layout_problem(ids, array, offsets):
+            raise LongDocError(f"{where}: {problem}; encode into a new folder with `lengthwise encode`")
+        dim = array.shape[1] if dim is None else dim
+        if array.shape[1] != dim:
+            raise LongDocError(f"{where}: {array.shape[1]} dimensions, the folder's first shard has {dim} (shards of "
+                               "two models); encode into a new folder with `lengthwise encode`")  # fmt: skip
+        yield ids, array, offsets
+
+
+def _layout_problem(ids: list[str], array: np.ndarray, offsets: np.ndarray | None) -> str | None:
+    """Why a shard's vectors, ids and window offsets do not fit together, or None."""
+    if array.ndim != 2:
+        return f"vectors of shape {array.shape}, not (rows, dimensions)"
+    if offsets is None:
+        return None if len(array) == len(ids) else f"{len(array)} vectors for {len(ids)} ids"
+    if offsets.ndim != 1 or not np.issubdtype(offsets.dtype, np.integer) or len(offsets) != len(ids) + 1:
+        return f"window offsets of shape {offsets.shape} for {len(ids)} ids"
+    if offsets[0] != 0 or offsets[-1] != len(array) or (np.diff(offsets) < 0).any():
+        return f"window offsets that do not run from 0 to its {len(array)} windows"
+    return None
 
 
 def read_embeddings(folder: str | Path) -> tuple[list[str], np.ndarray | MultiVectors]:
