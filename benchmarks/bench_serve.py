@@ -107,7 +107,8 @@ def _rss_mb(pid: int) -> dict[str, float]:
     return {"rss_mb": round(field["VmRSS"], 1), "peak_rss_mb": round(field["VmHWM"], 1)}
 
 
-async def load(url: str, clients: int, queries: list[str], requests: int, settings: dict[str, Any]) -> dict[str, Any]:
+async def load(url: str, clients: int, queries: list[str], requests: int, settings: dict[str, Any],
+               headers: dict[str, str]) -> dict[str, Any]:  # fmt: skip
     """`clients` concurrent clients, each sending one-query requests back to back, `requests` in all."""
     import httpx
 
@@ -127,14 +128,19 @@ async def load(url: str, clients: int, queries: list[str], requests: int, settin
             latencies.append(time.perf_counter() - t0)
 
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as session:
+    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits, headers=headers) as session:
         await session.post("/search", json={"queries": [queries[0]], **settings})  # the connection pool warmed
+        before = (await session.get("/info")).json()["batches"]
         started = time.perf_counter()
         await asyncio.gather(*(client(session) for _ in range(clients)))
         wall = time.perf_counter() - started
+        after = (await session.get("/info")).json()["batches"]
+    batches = after["run"] - before["run"]
     return {"clients": clients, "requests": requests, "errors": len(errors), "first_errors": errors[:3],
             "p50_ms": 1e3 * statistics.median(latencies), "p99_ms": 1e3 * _percentile(latencies, 0.99),
-            "throughput_qps": requests / wall}  # fmt: skip
+            "throughput_qps": requests / wall,
+            "queries_per_batch": round((after["queries"] - before["queries"]) / max(1, batches), 2),
+            "worker_busy": round((after["busy_s"] - before["busy_s"]) / wall, 2)}  # fmt: skip
 
 
 def tiny_index(work: Path, documents: int = 200) -> Path:
@@ -183,6 +189,7 @@ def main() -> None:
     parser.add_argument("--passages", type=int, default=0)
     parser.add_argument("--max-batch", type=int, default=64)
     parser.add_argument("--batch-wait-ms", type=float, default=2.0)
+    parser.add_argument("--api-key-file", type=Path, default=None, help="serve with this API key (and send it)")
     parser.add_argument("--out", type=Path, default=None, help="write the figures here as JSON")
     args = parser.parse_args()
     if (args.index is None) == (not args.tiny):
@@ -206,14 +213,19 @@ def run(folder: Path, args: argparse.Namespace, settings: dict[str, Any], scratc
     local = in_process(folder, queries, args.local_requests or args.requests, settings)
     print(f"in-process: p50 {local['p50_ms']:.2f} ms, p99 {local['p99_ms']:.2f} ms", file=sys.stderr)
     extra = ["--max-batch", str(args.max_batch), "--batch-wait-ms", str(args.batch_wait_ms)]
+    headers = {}
+    if args.api_key_file is not None:  # a served index behind a key: the benchmark sends it
+        extra += ["--api-key-file", str(args.api_key_file)]
+        headers["Authorization"] = "Bearer " + args.api_key_file.read_text(encoding="utf-8").strip()
     process, url = start_server(folder, extra, scratch / "server.log")
     levels = []
     try:
         for clients in (int(c) for c in args.clients.split(",")):
-            level = asyncio.run(load(url, clients, queries, args.requests, settings)) | _rss_mb(process.pid)
+            level = asyncio.run(load(url, clients, queries, args.requests, settings, headers)) | _rss_mb(process.pid)
             print(f"{clients:>3} clients: p50 {level['p50_ms']:.2f} ms, p99 {level['p99_ms']:.2f} ms, "
-                  f"{level['throughput_qps']:.1f} q/s, {level['errors']} errors, RSS {level['rss_mb']} MB",
-                  file=sys.stderr)  # fmt: skip
+                  f"{level['throughput_qps']:.1f} q/s, {level['queries_per_batch']} queries/batch, worker busy "
+                  f"{level['worker_busy']:.0%}, "
+                  f"{level['errors']} errors, RSS {level['rss_mb']} MB", file=sys.stderr)  # fmt: skip
             levels.append(level)
     finally:
         process.terminate()

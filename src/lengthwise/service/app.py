@@ -25,7 +25,7 @@ from lengthwise.service.batching import Batcher
 from lengthwise.service.config import Limits, ServeConfig
 from lengthwise.service.schema import request_models
 
-__all__ = ["Searcher", "create_app"]
+__all__ = ["BodyLimit", "Searcher", "create_app", "describe"]
 
 SEARCH_FIELDS = ("k", "mode", "passages", "context", "windows", "probes")
 
@@ -191,11 +191,15 @@ def create_app(index: Any, config: ServeConfig | None = None) -> FastAPI:
     @app.get("/info", dependencies=guarded)
     async def info() -> dict[str, Any]:
         """The model's fingerprint, the index's settings and counts, the caps and the version."""
-        return describe(index, config) | {"batches": {"run": batcher.batches, "queries": batcher.texts}}
+        return describe(index, config) | {
+            "batches": {"run": batcher.batches, "queries": batcher.texts, "busy_s": round(batcher.busy_s, 3)}
+        }
+
+    html = resources.files("lengthwise.service").joinpath("page.html").read_text(encoding="utf-8")
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page() -> HTMLResponse:
-        return HTMLResponse(resources.files("lengthwise.service").joinpath("page.html").read_text(encoding="utf-8"))
+        return HTMLResponse(html)
 
     return app
 

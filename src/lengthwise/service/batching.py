@@ -10,6 +10,7 @@ bad query fails only its own request.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -42,8 +43,9 @@ class Batcher:
         self._queue: asyncio.Queue[_Job | None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lengthwise-worker")
-        self.batches = 0  # batches run, and texts in them: /info shows how well batching works
+        self.batches = 0  # batches run, texts in them and seconds the worker spent: /info shows how batching works
         self.texts = 0
+        self.busy_s = 0.0
 
     async def start(self) -> None:
         self._queue = asyncio.Queue()
@@ -110,9 +112,17 @@ class Batcher:
                     job.future.set_result(outcome)
 
     def _run(self, jobs: list[_Job]) -> list[Any]:
-        """On the worker thread: each key's texts in one handler call; a failed group's jobs again one by one."""
+        """On the worker thread: one outcome (results or the error) per job, the time spent counted."""
+        started = time.perf_counter()
         self.batches += 1
         self.texts += sum(len(job.texts) for job in jobs)
+        try:
+            return self._run_groups(jobs)
+        finally:
+            self.busy_s += time.perf_counter() - started
+
+    def _run_groups(self, jobs: list[_Job]) -> list[Any]:
+        """Each key's texts in one handler call; a failed group's jobs again one by one."""
         groups: dict[Hashable, list[int]] = {}
         for number, job in enumerate(jobs):
             groups.setdefault(job.key, []).append(number)
