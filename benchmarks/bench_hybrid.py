@@ -200,7 +200,6 @@ def stage_quality(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     started, load_before = time.perf_counter(), _load()
     table: dict[str, dict[str, Any]] = {}
-    through: dict[str, Any] = {}
     for name, entry in _retrieval_sets(args).items():
         if name not in args.sets:
             continue
@@ -209,7 +208,6 @@ def stage_quality(args: argparse.Namespace) -> None:
             arms = _arms(_score_matrices(index, queries["texts"], args))
             table[f"{name}-{split}"] = {arm: _ndcg(s, index.windows.doc_ids, queries) for arm, s in arms.items()}
             print(f"{name}-{split}: " + _summary(table[f"{name}-{split}"]), flush=True)
-        through[name] = index
     tokenizer = load_model(args.model).tokenizer
     for name, entry in _synthetic_sets(args, tokenizer).items():
         if name.split("-")[0] not in args.sets:
@@ -463,9 +461,74 @@ def stage_scale(args: argparse.Namespace) -> None:
     _write("scale", {**{k: v for k, v in out.items() if k != "environment"}, str(args.windows): section})
 
 
+def stage_recall(args: argparse.Namespace) -> None:
+    """The chosen arm through each retrieval index (ANN candidates, `LongIndex` hybrid search) against the exact fused
+    scan of every document: nDCG@10 both ways and the share of the exact top 10 found (`eval --index --mode`)."""
+    import lengthwise as lw
+    from lengthwise.evaluation.config import EvalConfig, RetrievalConfig
+    from lengthwise.longdoc.hybrid import Fusion, FusionSettings
+
+    table = json.loads(RESULTS.read_text())["quality"]["table"]
+    arm = choose(table)["chosen"]
+    _, granularity, weight = arm.split("-") if arm.startswith("convex") else (arm, "document", "0")
+    fusion = FusionSettings(Fusion.CONVEX if arm.startswith("convex") else Fusion.RRF, float(weight))
+    rows, load_before = {}, _load()
+    for name, data in (("qmsum", args.qmsum), ("scifact", None)):
+        folder = args.work / name / "index"
+        if not folder.is_dir():
+            continue
+        if granularity == "window":  # the window-granularity BM25 the quality stage built beside the index
+            shutil.rmtree(folder / "lexical", ignore_errors=True)
+            shutil.copytree(args.work / name / "lexical-window", folder / "lexical")
+        index = lw.LongIndex.open(folder)
+        index.lexical.record(mode="hybrid", fusion=fusion.to_dict())
+        beir = data if data is not None else _scifact_beir(args)
+        retrieval = RetrievalConfig(top_k=10, recall_k=10, map_k=10)
+        for split in ("dev", "test"):
+            record = lw.evaluate(EvalConfig(task="retrieval", data=beir, split=split, retrieval=retrieval),
+                                 index=folder, mode="hybrid")  # fmt: skip
+            rows[f"{name}-{split}"] = {"index_ndcg@10": record["scores"]["ndcg@10"],
+                                       "exact_ndcg@10": record["exact_scores"]["ndcg@10"],
+                                       "top10_recall": record["index"]["overlap"]}  # fmt: skip
+            print(name, split, rows[f"{name}-{split}"], flush=True)
+    _write("recall", {"arm": arm, "rows": rows, "load": [load_before, _load()]})
+
+
+def _scifact_beir(args: argparse.Namespace) -> Path:
+    """The SciFact sample as a BEIR folder with the dev/test halves of its queries (as the quality stage split)."""
+    folder = args.work / "scifact" / "beir"
+    entry = _retrieval_sets(args)["scifact"]
+    (folder / "qrels").mkdir(parents=True, exist_ok=True)
+    rows = [{"_id": i, "text": t} for i, t in zip(entry["ids"], entry["texts"], strict=True)]
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    queries = [{"_id": q, "text": t} for split in entry["splits"].values()
+               for q, t in zip(split["ids"], split["texts"], strict=True)]  # fmt: skip
+    (folder / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    for name, split in entry["splits"].items():
+        lines = [f"{q}\t{d}\t{r}\n" for q, docs in split["qrels"].items() for d, r in docs.items()]
+        (folder / "qrels" / f"{name}.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(lines))
+    return folder
+
+
+def markdown_table() -> str:
+    """The quality section as the Markdown table docs/longdoc.md quotes (each arm's dev and test figures)."""
+    data = json.loads(RESULTS.read_text())["quality"]["table"]
+    chosen = choose(data)
+    sets = [s for s in ("qmsum", "scifact", "passkey", "needle") if f"{s}-dev" in data]
+    arms = ["dense", "bm25-document", "bm25-window", "rrf-document", "rrf-window",
+            *[f"convex-{g}-{w}" for g in ("document", "window") for w in WEIGHTS]]  # fmt: skip
+    head = "| arm | " + " | ".join(f"{s} dev | {s} test" for s in sets) + " | dev mean |"
+    rows = [head, "|" + " --- |" * (2 * len(sets) + 2)]
+    for arm in arms:
+        cells = [f"{data[f'{s}-{split}'][arm]:.2f}" for s in sets for split in ("dev", "test")]
+        name = f"**{arm}** (chosen)" if arm == chosen["chosen"] else arm
+        rows.append(f"| {name} | " + " | ".join(cells) + f" | {chosen['means'][arm]:.2f} |")
+    return "\n".join(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("stage", choices=["quality", "engines", "engine-run", "choose", "scale"])
+    parser.add_argument("stage", choices=["quality", "engines", "engine-run", "choose", "scale", "table", "recall"])
     parser.add_argument("engine", nargs="?", default="bm25s")
     parser.add_argument("--work", type=Path, default=Path("/tmp/lengthwise-bench-hybrid"))
     parser.add_argument("--qmsum", type=Path, default=ROOT / "data" / "qmsum")
@@ -484,6 +547,10 @@ def main() -> None:
         stage_quality(args)
     elif args.stage == "engines":
         stage_engines(args)
+    elif args.stage == "recall":
+        stage_recall(args)
+    elif args.stage == "table":
+        print(markdown_table())
     elif args.stage == "scale":
         stage_scale(args)
     elif args.stage == "engine-run":
