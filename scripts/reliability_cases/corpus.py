@@ -105,6 +105,24 @@ def _absent(folder: str):
     return check
 
 
+def _int8_batch_one(tmp: Path, context: Context) -> None:
+    _corpus(tmp / "c.jsonl", [*TEXTS, " ".join(TEXTS * 3)])  # one long text pads its batch-mates
+    _cli(tmp, context, [*_ENCODE[:4], "{tmp}/one", *_ENCODE[5:], "--precision", "int8", "--batch-size", "1"])
+
+
+def _same_vectors(tmp: Path, _: str) -> str | None:
+    """int8 vectors of texts embedded one by one equal those embedded together (to fp32 rounding)."""
+    import numpy as np
+
+    from lengthwise.longdoc.store import read_embeddings
+
+    ids, alone = read_embeddings(tmp / "one")
+    ids_mixed, mixed = read_embeddings(tmp / "e")
+    order = [ids_mixed.index(doc_id) for doc_id in ids]
+    difference = float(np.abs(np.asarray(alone) - np.asarray(mixed)[order]).max())
+    return None if difference < 1e-5 else f"vectors differ by {difference:.3g} with the batch"
+
+
 def _int8_recorded(tmp: Path, _: str) -> str | None:
     precision = json.loads((tmp / "e" / "manifest.json").read_text(encoding="utf-8"))["settings"]["precision"]
     return None if precision == "int8" else f"the folder records precision {precision!r}"
@@ -156,6 +174,8 @@ CASES: list[Case] = [
          lambda tmp, _: _corpus(tmp / "c.jsonl"), _absent("e")),
     Case("encode-precision-upper-case", "33.13", [*_ENCODE, "--precision", "INT8"], 0, "embedded 5 new documents",
          lambda tmp, _: _corpus(tmp / "c.jsonl"), _int8_recorded),
+    Case("encode-int8-independent-of-the-batch", "33.4b", [*_ENCODE, "--precision", "int8", "--batch-size", "8"], 0,
+         "embedded 6 new documents", _int8_batch_one, _same_vectors),
     Case("encode-duplicate-scales", "33.13", [*_ENCODE[:-4], "--long", "multi-vector", "--window", "16",
                                               "--scales", "8,8"], 2, "--scales '8,8': a size is given twice",
          lambda tmp, _: _corpus(tmp / "c.jsonl"), _absent("e")),

@@ -13,7 +13,13 @@ from typer.testing import CliRunner
 from lengthwise.cli import app
 from lengthwise.core.errors import SettingError
 from lengthwise.core.models import load_model, model_fingerprint
-from lengthwise.core.quantize import DEFAULT_KEEP_FP32, Precision, linear_precision, quantize_int8
+from lengthwise.core.quantize import (
+    DEFAULT_KEEP_FP32,
+    Precision,
+    RowScaledLinear,
+    linear_precision,
+    quantize_int8,
+)
 
 TEXTS = ["a short sentence about rivers", "another one, about the tax office and its long forms"] * 4
 
@@ -32,8 +38,8 @@ def test_the_kept_layers_stay_fp32_and_the_rest_become_int8(tiny_model_dir: Path
     for name, module in network.named_modules():
         if name.endswith("attention.output.dense"):
             assert type(module) is torch.nn.Linear, name
-        elif name in names:
-            assert isinstance(module, _dynamic_linear()), name
+        elif name in names:  # torch's dynamic int8 Linear, its activations scaled per row
+            assert isinstance(module, RowScaledLinear) and isinstance(module.inner, _dynamic_linear()), name
     counts = linear_precision(model)
     assert counts["int8"] == len(names) > 0 and counts["int8"] + counts["fp32"] == total
 
@@ -65,6 +71,20 @@ def test_int8_embeddings_stay_close_to_fp32(tiny_model_dir: Path) -> None:
     int8 = load_model(tiny_model_dir, device="cpu", precision="int8").encode(TEXTS, normalize_embeddings=True)
     cosines = (fp32 * int8).sum(axis=1)
     assert cosines.min() > 0.95 and not np.allclose(fp32, int8)  # quantized, and still the same embedding
+
+
+def test_an_int8_vector_does_not_depend_on_its_batch_mates(minilm_path: str) -> None:
+    # before (issue 33.4b): activations were quantized per tensor over the padded batch; the sentence alone and
+    # beside seven long ones had cosine 0.987 (fp32: 1.000)
+    one = "A man is playing a guitar on the street."
+    others = ["The committee published a long report on the economic consequences of the new trade agreement "
+              f"for the farmers of region {i}, with tables."  for i in range(7)]  # fmt: skip
+    model = load_model(minilm_path, device="cpu", precision="int8")
+    alone = model.encode([one], normalize_embeddings=True)[0]
+    mixed = model.encode([*others[:3], one, *others[3:]], batch_size=8, normalize_embeddings=True)[3]
+    np.testing.assert_allclose(alone, mixed, atol=1e-5)
+    fp32 = load_model(minilm_path, device="cpu").encode([one], normalize_embeddings=True)[0]
+    assert float(alone @ fp32) > 0.99
 
 
 def test_provenance_records_the_precision(tiny_model_dir: Path) -> None:

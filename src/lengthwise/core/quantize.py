@@ -1,7 +1,14 @@
 """int8 on the CPU: dynamic quantization of a model's `nn.Linear` layers, applied at load in well under a second.
 
-Weights are quantized per output channel ahead of time; activations are quantized per batch at run time
-(`torch.ao.quantization.quantize_dynamic` with `per_channel_dynamic_qconfig`). Everything else — embeddings,
+Weights are quantized per output channel ahead of time; activations are quantized per row (per token) at run time:
+each quantized layer is wrapped in `RowScaledLinear`, which scales every row of its input to the same range before
+torch's dynamic int8 Linear (`torch.ao.quantization.quantize_dynamic` with `per_channel_dynamic_qconfig`) and
+scales the output back. Torch quantizes activations per tensor, over the whole padded batch, so a text's vector
+depended on its batch-mates (cosine 0.987 between a sentence encoded alone and beside seven long ones, issue
+33.4b); with every row at the same range, and two fixed "fence" rows pinning the tensor's range, each row is
+quantized by its own scale whatever else is in the batch. Rows use half of the 8-bit range (7 bits, as torch's
+``reduce_range``): at the full range the u8×s8 pair sums saturate int16 in some of the CPU kernels (AVX2 without
+VNNI), and which kernel runs depends on the number of rows. Everything else — embeddings,
 LayerNorm, attention softmax, pooling — stays fp32, so elongated and windowed inputs, TempScale (which patches
 attention, not the Linear layers), the long-document encoder and mteb keep working unchanged.
 
@@ -23,6 +30,7 @@ import fnmatch
 import warnings
 from collections.abc import Sequence
 from enum import Enum
+from typing import Any
 
 import torch
 from sentence_transformers import SentenceTransformer
@@ -33,6 +41,7 @@ __all__ = [
     "DEFAULT_KEEP_FP32",
     "QUANTIZED_ENGINES",
     "Precision",
+    "RowScaledLinear",
     "linear_precision",
     "quantize_int8",
     "quantized_engine",
@@ -63,6 +72,48 @@ class Precision(str, Enum):
             return cls(str(value.value if isinstance(value, Precision) else value).lower())
         except ValueError:
             raise SettingError("precision", value, "use fp32 or int8") from None
+
+
+class RowScaledLinear(torch.nn.Module):
+    """A dynamic int8 Linear whose activations are quantized per row: row r enters as ``x_r / s_r`` with
+    ``s_r = max|x_r| / 63.5``, beside two fence rows at ±127 that fix the per-tensor range torch quantizes with, and
+    leaves as ``y_r · s_r + b`` (the bias is taken out of the int8 layer and added here). A row's output so depends
+    on that row alone (see the module docstring). The scaling runs in two passes over the input and two in place
+    over the output: elementwise passes are not free beside an int8 GEMM (docs/benchmarks.md)."""
+
+    HALF = 63.5  # rows fill half the fenced range: 7-bit activations, no int16 saturation in any kernel
+
+    bias: torch.Tensor
+    fence: torch.Tensor
+
+    def __init__(self, inner: Any) -> None:  # a torch.ao.nn.quantized.dynamic.Linear
+        super().__init__()
+        bias = inner.bias()
+        self.register_buffer("bias", bias.detach().clone() if bias is not None else torch.zeros(inner.out_features))
+        inner.set_weight_bias(inner.weight(), None)
+        self.inner = inner
+        fence = torch.tensor([[2 * self.HALF], [-2 * self.HALF]]).expand(2, int(inner.in_features)).contiguous()
+        self.register_buffer("fence", fence)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.reshape(-1, x.shape[-1])
+        count = rows.shape[0]
+        low, high = torch.aminmax(rows, dim=1, keepdim=True)
+        scale = torch.maximum(high, low.neg()).clamp_min_(torch.finfo(rows.dtype).tiny).div_(self.HALF)
+        scaled = torch.empty((count + 2, rows.shape[1]), dtype=rows.dtype)
+        torch.div(rows, scale, out=scaled[:count])
+        scaled[count:] = self.fence
+        out = self.inner(scaled)[:count]
+        out.mul_(scale).add_(self.bias)
+        return out.reshape(*x.shape[:-1], out.shape[-1])
+
+
+def _row_scaled(network: torch.nn.Module, names: Sequence[str]) -> None:
+    """Wrap each quantized Linear of `network` named in `names` in a `RowScaledLinear`, in place."""
+    for name in names:
+        parent_name, _, child = name.rpartition(".")
+        parent = network.get_submodule(parent_name) if parent_name else network
+        setattr(parent, child, RowScaledLinear(getattr(parent, child)))
 
 
 def _transformer(model: SentenceTransformer) -> torch.nn.Module:
@@ -123,6 +174,7 @@ def quantize_int8(
             quantize_dynamic(network, dict.fromkeys(names, per_channel_dynamic_qconfig), inplace=True)
     finally:
         torch.backends.quantized.engine = previous
+    _row_scaled(network, names)
     return names
 
 
