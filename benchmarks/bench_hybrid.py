@@ -217,8 +217,7 @@ def stage_quality(args: argparse.Namespace) -> None:
         arms = _arms(_score_matrices(index, [item.query for item in entry["data"].items], args))
         results = {arm: _acc1(s, entry["data"]) for arm, s in arms.items()}
         table[name] = {arm: r["mean"] for arm, r in results.items()}
-        table[name + ":by_length"] = {arm: r["by_length"] for arm, r in results.items() if "-0." not in arm
-                                      or arm.endswith(("-0.3", "-0.5", "-0.7"))}  # fmt: skip
+        table[name + ":by_length"] = {arm: r["by_length"] for arm, r in results.items()}
         print(f"{name}: " + _summary(table[name]), flush=True)
     earlier = json.loads(RESULTS.read_text()).get("quality", {}) if RESULTS.is_file() else {}
     table = {**earlier.get("table", {}), **table}  # a run of some sets keeps the others' rows
