@@ -136,7 +136,7 @@ CASES: list[Case] = [
         "35",
         ["search", "{tmp}/i", "--query", "bridge", "--passages", "-1"],
         2,
-        "-1",
+        "Invalid value for '--passages'",
         _indexed,
     ),
 ]
