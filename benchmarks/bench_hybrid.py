@@ -321,7 +321,7 @@ def _build_tantivy(texts: list[str], folder: Path) -> Any:
 
     builder = tantivy.SchemaBuilder()
     builder.add_text_field("body", stored=False, tokenizer_name="en_stem")
-    builder.add_unsigned_field("doc", stored=True, fast=True)
+    builder.add_integer_field("doc", stored=True, fast=True)  # Document(doc=n) is an i64
     schema = builder.build()
     folder.mkdir(parents=True)
     index = tantivy.Index(schema, path=str(folder))

@@ -1187,12 +1187,18 @@ class LongIndex:
                         on_progress=on_progress)  # fmt: skip
 
     @classmethod
-    def open(cls, folder: str | os.PathLike[str], *, model: SentenceTransformer | None = None) -> LongIndex:
-        """Open an index; `model` (optional, else loaded from the recorded name on first search) must be the one
-        the index was built with, checked by its weight hash."""
+    def open(
+        cls, folder: str | os.PathLike[str], *, model: SentenceTransformer | str | os.PathLike[str] | None = None
+    ) -> LongIndex:
+        """Open an index; `model` (optional, else loaded from the recorded name on first search: a loaded model, or
+        a folder / package / hub id to load in its place, e.g. when the recorded path moved) must be the one the
+        index was built with, checked by its weight hash."""
         from lengthwise.longdoc.index import WindowIndex
 
-        return cls(WindowIndex.open(folder), model)
+        windows = WindowIndex.open(folder)
+        if isinstance(model, (str, os.PathLike)):
+            model = cls._load({**windows.settings["encode_settings"], "model": str(model)})
+        return cls(windows, model)
 
     @staticmethod
     def _load(made: dict[str, Any]) -> SentenceTransformer:

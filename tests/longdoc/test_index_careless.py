@@ -284,3 +284,42 @@ def test_probes_past_what_the_index_has_are_all_of_them(tmp_path: Path) -> None:
         for probes in (10**12, 2**64):
             found = index.search_vectors(queries, k=1, probes=probes, windows=2**64)
             assert [row[0][0] for row in found] == ["x", "y", "z"]
+
+
+def test_search_takes_a_model_in_place_of_the_recorded_one_and_checks_its_weights(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 33.12: `search --model` queries with a model folder given in place of the recorded one (here the
+    recorded folder was moved), checked against the recorded weight hash: another model is refused in one line."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from lengthwise.cli import app
+
+    shutil.copytree(tiny_model_dir, tmp_path / "model")
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "text": f"document {i} about rivers"}) + "\n"
+                                              for i in range(4)))  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    assert (
+        runner.invoke(app, ["encode", "-d", "c.jsonl", "-o", "enc", "-m", "model", "--long", "truncate"]).exit_code == 0
+    )
+    assert runner.invoke(app, ["index", "build", "enc", "-o", "idx"]).exit_code == 0
+    shutil.move(tmp_path / "model", tmp_path / "moved")
+    gone = runner.invoke(app, ["search", "idx", "-q", "document 2 about rivers", "--k", "1", "--mode", "dense"])
+    assert gone.exit_code != 0
+    run = runner.invoke(app, ["search", "idx", "-q", "document 2 about rivers", "--k", "1", "--mode", "dense", "--json",
+                              "--model", str(tmp_path / "moved")])  # fmt: skip
+    assert run.exit_code == 0, run.output
+    assert json.loads(run.stdout.strip().splitlines()[-1])["hits"][0]["id"] == "d2"
+    other = tmp_path / "other"
+    shutil.copytree(tmp_path / "moved", other)
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(other / "model.safetensors")
+    first = next(iter(weights))
+    weights[first] = weights[first] + 1.0
+    save_file(weights, other / "model.safetensors")
+    refused = runner.invoke(app, ["search", "idx", "-q", "rivers", "--model", str(other)])
+    assert refused.exit_code == 2 and "the index was built with weights" in refused.output

@@ -97,6 +97,10 @@ def search(
         typer.Option("--mode", help="dense, lexical (BM25) or hybrid (default: hybrid when the index holds text)."),
     ] = None,
     passages: Annotated[int, typer.Option("--passages", help="Best windows shown with each hit.", min=0)] = 0,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", "-m", help="Query with this model instead of the recorded one (same weights)."),
+    ] = None,
 ) -> None:
     """Search INDEX: queries embedded with the settings recorded in the index, documents best first."""
     from lengthwise.core.models import ModelLoadError
@@ -106,7 +110,7 @@ def search(
 
     try:
         asked = _queries(query, queries)
-        results = LongIndex.open(index).search(
+        results = LongIndex.open(index, model=model).search(
             [text for _, text in asked], k, mode=mode, passages=passages, windows=windows, probes=probes
         )
     except (ValueError, ModelLoadError) as err:
