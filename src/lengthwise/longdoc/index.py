@@ -527,8 +527,11 @@ class WindowIndex:
     def _candidate_vectors(self, queries: np.ndarray, windows: int, probes: int) -> list[np.ndarray]:
         """Per query, the keys of its `windows` nearest distinct vectors in the engine, nearest first. `probes`
         beyond what the index has (FAISS: its lists; USearch: its vectors) are the same as all of them."""
-        assert self.starts is not None
+        assert self.starts is not None and self.members is not None
         distinct = len(self.starts) - 1
+        if windows >= distinct:  # every distinct vector is a candidate: ranked exactly, no approximate search to miss
+            heads = np.asarray(self.vectors[self.members[self.starts[:-1]]], dtype=np.float32)
+            return [np.argsort(-(heads @ query), kind="stable") for query in np.asarray(queries, dtype=np.float32)]
         probes = min(probes, self.settings.get("nlist") or distinct) if self.engine.count() else 1
         self.engine.set_probes(max(1, probes))
         found = self.engine.search(np.asarray(queries, dtype=np.float32), max(1, min(windows, distinct)))
