@@ -12,20 +12,12 @@ import sys
 from pathlib import Path
 
 from reliability_cases import Case, Context
+from reliability_cases.longdoc import _cli
 
 NO_MODEL = "/nonexistent/lengthwise-model"
 HAYSTACK = Path(__file__).resolve().parents[2] / "tests" / "longdoc" / "prose.txt"
 TEXTS = ["the recipe needs flour and eggs", "pianos have eighty-eight keys", "the moon orbits the earth",
          "rivers run to the sea", "a bridge spans the old river"]  # fmt: skip
-
-
-def _cli(tmp: Path, context: Context, argv: list[str]) -> None:
-    """Run `lengthwise` in a setup; raise if it fails."""
-    argv = [part.format(tmp=tmp, tiny=context.tiny_model) for part in argv]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-m", "lengthwise.cli", *argv], env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"setup `lengthwise {' '.join(argv)}` failed: {done.stdout}{done.stderr}")
 
 
 def _corpus(path: Path, texts: list[str] = TEXTS) -> None:

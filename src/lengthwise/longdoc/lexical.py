@@ -11,7 +11,8 @@ tantivy was measured beside it (`benchmarks/bench_hybrid.py engines`).
 
 A lexical folder (``lexical/`` inside an index) holds:
 
-- ``lexical.json``: the settings (granularity, language, ``k1``, ``b``), the document count and a digest of the texts;
+- ``lexical.json``: the settings (granularity, language, ``k1``, ``b``), the document count and the encode folder's
+  digest of the texts;
 - ``bm25/``: bm25s's files (the score matrix, its vocabulary, the tokenizer's vocabulary and stop words);
 - ``texts.bin`` / ``texts.offsets.npy``: every document's UTF-8 text, back to back, and its byte offsets, so a hit
   can carry its passages without the corpus file;
@@ -22,11 +23,10 @@ It is written into a staging folder and renamed into place: a killed build leave
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -46,7 +46,6 @@ __all__ = [
     "corpus_texts",
     "document_spans",
     "require_bm25s",
-    "text_digest",
 ]
 
 LEXICAL = "lexical"  # the folder inside an index
@@ -71,16 +70,6 @@ def require_bm25s() -> Any:
     except ImportError:
         raise SettingError("mode", "lexical", "needs bm25s and PyStemmer; pip install 'lengthwise[index]'") from None
     return bm25s
-
-
-def text_digest(texts: Iterable[str]) -> str:
-    """A sha256 over the texts in order (each length-prefixed, so no two lists share a digest)."""
-    hasher = hashlib.sha256()
-    for text in texts:
-        data = text.encode("utf-8")
-        hasher.update(len(data).to_bytes(8, "little"))
-        hasher.update(data)
-    return hasher.hexdigest()
 
 
 def _tokenizer(language: str) -> Any:
@@ -127,6 +116,7 @@ class LexicalIndex:
         k1: float = 1.5,
         b: float = 0.75,
         on_progress: Callable[[int, int], None] | None = None,
+        texts_sha256: str | None = None,
     ) -> LexicalIndex:
         """Write the lexical side of an index into `out` (replaced if it exists), through a staging folder.
 
@@ -139,6 +129,7 @@ class LexicalIndex:
             language: The stemmer and stop words (``english``).
             k1, b: BM25's term-frequency saturation and length normalisation (Lucene's defaults in bm25s).
             on_progress: Called with (documents done, documents).
+            texts_sha256: The encode folder's digest of the texts (`lengthwise.longdoc.store.TEXTS`), recorded.
         """
         granularity = _granularity(granularity)
         if k1 <= 0 or not 0 <= b <= 1:
@@ -159,7 +150,7 @@ class LexicalIndex:
             _write_bm25(staging, ids, tokenizer, k1, b)
             settings = {"format": 1, "engine": "bm25s", "granularity": granularity.value, "language": language,
                         "k1": k1, "b": b, "documents": len(texts), "units": len(ids),
-                        "texts_sha256": text_digest(texts)}  # fmt: skip
+                        "texts_sha256": texts_sha256}  # fmt: skip
             (staging / SETTINGS_FILE).write_text(json.dumps(settings, indent=1), encoding="utf-8")
             if out.exists():
                 shutil.rmtree(out)
@@ -377,4 +368,4 @@ def build_text_side(
     texts = corpus_texts(corpus, windows.doc_ids, recorded)
     spans = document_spans(encoder, texts, np.diff(windows.offsets))
     return LexicalIndex.build(texts, spans, Path(windows.folder) / LEXICAL, granularity=granularity,
-                              on_progress=on_progress)  # fmt: skip
+                              on_progress=on_progress, texts_sha256=recorded)  # fmt: skip
