@@ -10,6 +10,8 @@ import textwrap
 
 import pytest
 
+from lengthwise.cli.app import COMMANDS
+
 # (fastapi, uvicorn, starlette, httpx: `lengthwise serve` imports them when it runs)
 HEAVY = ("torch", "sentence_transformers", "transformers", "numpy", "scipy", "matplotlib", "sklearn", "datasets",
          "fastapi", "uvicorn", "starlette", "httpx")  # fmt: skip
@@ -24,11 +26,12 @@ PROBE = textwrap.dedent(
     from typer.main import get_command
     from lengthwise.cli import app
 
+    root = get_command(app)
     runs = []
     for argv in json.loads(sys.argv[1]) or [
         [name, *([sub] if sub else []), "--help"]
-        for name, command in get_command(app).commands.items()
-        for sub in [None, *getattr(command, "commands", {})]
+        for name in root.list_commands(None)
+        for sub in [None, *getattr(root.get_command(None, name), "commands", {})]
     ]:
         sys.argv = ["lengthwise", *argv]
         out = io.StringIO()
@@ -64,6 +67,26 @@ def test_help_and_version_import_nothing_heavy(argv: list[str]) -> None:
     assert "lengthwise" in result["out"]
     assert _loaded(result["modules"], HEAVY) == [], "a heavy import at CLI start-up: move it inside the command"
     assert _loaded(result["modules"], SLOW_RICH) == [], "import rich inside the command function"
+    commands = sorted({entry.module for entry in COMMANDS.values()})
+    assert [name for name in commands if name in result["modules"]] == [], "the root group loads a command eagerly"
+
+
+def test_the_root_help_lists_each_command_by_its_own_help() -> None:
+    """`lengthwise --help` prints `COMMANDS`' summaries without importing the commands: each must be the
+    command's own first sentence (its docstring or group help), so the listing cannot drift from the commands."""
+    from lengthwise.cli.app import load_command
+
+    for name, entry in COMMANDS.items():
+        assert entry.summary == load_command(name).get_short_help_str(limit=1000), name
+
+
+def test_an_unknown_command_is_refused_by_name() -> None:
+    from typer.testing import CliRunner
+
+    from lengthwise.cli import app
+
+    result = CliRunner().invoke(app, ["nosuch"])
+    assert result.exit_code == 2 and "No such command 'nosuch'" in result.output
 
 
 def test_every_command_help_imports_nothing_heavy() -> None:

@@ -14,7 +14,6 @@ import typer
 from lengthwise.audit.config import AttentionLayers, AuditConfig, AuditJob, Diagnostic, DocAuditConfig, HistogramSpec
 from lengthwise.audit.pairs.presets import Preset
 from lengthwise.audit.retrieval.config import RetrievalAuditConfig
-from lengthwise.cli.app import app
 from lengthwise.cli.console import console, escape, fail, say
 from lengthwise.cli.options import (
     DeviceOption,
@@ -131,7 +130,6 @@ def _job(flags: dict[str, Any]) -> AuditJob:
                     retrieval=retrieval)  # fmt: skip
 
 
-@app.command()
 def audit(
     model: ModelOption = DEFAULT_MODEL,
     pairs: Annotated[Path | None, field_option(AuditJob, "pairs", "--pairs", "-p")] = None,

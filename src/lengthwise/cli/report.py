@@ -7,11 +7,9 @@ from typing import Annotated
 
 import typer
 
-from lengthwise.cli.app import app
 from lengthwise.cli.console import fail, say
 
 
-@app.command()
 def report(
     audit_dirs: Annotated[
         list[Path], typer.Argument(help="An audit output directory (or its audit.json); several to compare.")
