@@ -182,7 +182,8 @@ def _ratios(baseline: list[float], arm: list[float]) -> dict[str, float]:
 
 def quality(arms: dict[str, Arm], stsb: Path, batch_size: int) -> dict[str, Any]:
     """STS-B test Spearman ×100 per arm, and its embeddings' agreement with fp32 on the same texts."""
-    from lengthwise.evaluation.sts import correlations, paired_cosine
+    from lengthwise.core.scoring import paired_cosine
+    from lengthwise.evaluation.sts import correlations
 
     pairs = read_sts(stsb)
     unique = list(dict.fromkeys(text for pair in pairs.pairs for text in (pair.text1, pair.text2)))

@@ -8,9 +8,10 @@ import pytest
 
 from lengthwise.audit.config import AuditConfig
 from lengthwise.audit.pairs.attack import run_audit
-from lengthwise.audit.pairs.shift import js_distance_null, paired_cosine
+from lengthwise.audit.pairs.shift import js_distance_null
 from lengthwise.core.data import PairSet, TextPair, default_probe_pairs, read_pairs
 from lengthwise.core.embed import TokenView, embed_ids
+from lengthwise.core.scoring import paired_cosine
 from lengthwise.core.tokens import Elongation, elongate
 
 PAIRS = PairSet(

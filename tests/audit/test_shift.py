@@ -7,7 +7,6 @@ from lengthwise.audit.config import HistogramSpec
 from lengthwise.audit.pairs.shift import (
     js_distance,
     js_distance_null,
-    paired_cosine,
     similarity_histogram,
     similarity_shift,
 )
@@ -36,14 +35,6 @@ def test_js_distance_matches_scipy_on_histograms() -> None:
 def test_histogram_clips_out_of_range_values() -> None:
     counts = similarity_histogram(np.array([-1.5, 1.0, 1.2]), HistogramSpec(bins=4))
     assert counts.tolist() == [1, 0, 0, 2]
-
-
-def test_paired_cosine_known_values() -> None:
-    a = np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 0.0]])
-    b = np.array([[0.0, 2.0], [2.0, 2.0], [1.0, 0.0]])
-    np.testing.assert_allclose(paired_cosine(a, b), [0.0, 1.0, 0.0], atol=1e-12)
-    with pytest.raises(ValueError):
-        paired_cosine(a, b[:2])
 
 
 def test_similarity_shift_summary() -> None:

@@ -6,15 +6,9 @@ import pytest
 from lengthwise.core.bins import LengthBins
 from lengthwise.core.data import PairSet, TextPair
 from lengthwise.core.embed import TokenView
-from lengthwise.evaluation.sts import correlations, evaluate_sts, paired_cosine
+from lengthwise.evaluation.sts import correlations, evaluate_sts
 
 from .conftest import TableEncoder
-
-
-def test_paired_cosine() -> None:
-    a = np.asarray([[1.0, 0.0], [1.0, 1.0], [2.0, 0.0]])
-    b = np.asarray([[0.0, 3.0], [2.0, 2.0], [-1.0, 0.0]])
-    assert paired_cosine(a, b) == pytest.approx([0.0, 1.0, -1.0])
 
 
 def test_correlations_known_values() -> None:

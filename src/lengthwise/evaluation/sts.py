@@ -16,19 +16,12 @@ from lengthwise.core.bins import LengthBins, per_bin, token_lengths
 from lengthwise.core.data import PairSet
 from lengthwise.core.embed import TokenView
 from lengthwise.core.encoder import TextEncoder
+from lengthwise.core.scoring import paired_cosine
 from lengthwise.evaluation.schema import STSRecord
 
-__all__ = ["STSResult", "correlations", "evaluate_sts", "paired_cosine"]
+__all__ = ["STSResult", "correlations", "evaluate_sts"]
 
 MIN_PAIRS_PER_BIN = 3  # a rank correlation of fewer pairs is meaningless
-
-
-def paired_cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Cosine of row i of `a` with row i of `b`: (n, D), (n, D) → (n,)."""
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
-    return np.einsum("nd,nd->n", a, b) / np.maximum(norms, 1e-12)
 
 
 def correlations(predicted: np.ndarray, gold: np.ndarray) -> dict[str, float | None]:

@@ -22,9 +22,9 @@ from lengthwise.audit.config import WORD_PAIRS, AttentionLayers, Diagnostic, Doc
 from lengthwise.audit.documents import metrics as dg
 from lengthwise.audit.documents.corpus import DocSet
 from lengthwise.audit.documents.probe import probe_section, truncation_section
-from lengthwise.audit.pairs.shift import paired_cosine
 from lengthwise.core.bins import LengthBins, token_lengths
 from lengthwise.core.embed import ForwardBatch, TokenView, embed_ids, forward_batches, text_transformer
+from lengthwise.core.scoring import paired_cosine
 from lengthwise.core.tokens import elongate, elongation_factor, first_k
 
 __all__ = ["DIAGNOSTICS", "repeated_words_curve", "run_doc_audit"]

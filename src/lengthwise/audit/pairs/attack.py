@@ -20,7 +20,6 @@ from lengthwise.audit.config import AuditConfig, HistogramSpec
 from lengthwise.audit.pairs.shift import (
     js_distance,
     js_distance_null,
-    paired_cosine,
     similarity_histogram,
     similarity_shift,
 )
@@ -37,6 +36,7 @@ from lengthwise.core.data import PairSet
 from lengthwise.core.embed import TokenView, embed_ids
 from lengthwise.core.models import model_fingerprint
 from lengthwise.core.results import environment
+from lengthwise.core.scoring import paired_cosine
 from lengthwise.core.tokens import content_ids, elongate, elongation_factor, first_k, kept_text, shuffle_words
 
 __all__ = ["AuditResult", "NothingElongatedError", "run_audit"]

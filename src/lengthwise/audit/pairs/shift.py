@@ -18,20 +18,9 @@ __all__ = [
     "JSDNull",
     "js_distance",
     "js_distance_null",
-    "paired_cosine",
     "similarity_histogram",
     "similarity_shift",
 ]
-
-
-def paired_cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise cosine similarity of two (n, d) arrays → (n,). Zero vectors give 0."""
-    if a.shape != b.shape or a.ndim != 2:
-        raise ValueError(f"paired_cosine needs two (n, d) arrays of one shape, got {a.shape} and {b.shape}")
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    norms = np.linalg.norm(a64, axis=1) * np.linalg.norm(b64, axis=1)  # (n,)
-    dots = np.einsum("nd,nd->n", a64, b64)  # (n,)
-    return np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
 
 
 def similarity_histogram(values: np.ndarray, spec: HistogramSpec = HistogramSpec()) -> np.ndarray:
