@@ -50,7 +50,7 @@ from lengthwise.audit.pairs.attack import AuditResult, run_audit  # noqa: E402
 from lengthwise.core.data import PairSet, default_probe_pairs, read_pairs  # noqa: E402
 from lengthwise.core.defaults import DEFAULT_MODEL  # noqa: E402
 from lengthwise.core.embed import TokenView  # noqa: E402
-from lengthwise.core.models import load_model  # noqa: E402
+from lengthwise.core.models import load_plain_model  # noqa: E402
 from lengthwise.core.results import environment, write_json_atomic  # noqa: E402
 from lengthwise.core.tokens import elongate, elongation_factor, first_k, shuffle_words  # noqa: E402
 
@@ -469,7 +469,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.set_num_threads(args.threads or cores)
 
     load_at_start = os.getloadavg()
-    model = load_model(args.model) if args.model else load_model()
+    model = load_plain_model(args.model) if args.model else load_plain_model()
     config = AuditConfig(batch_size=args.batch_size)
     workloads = [("stsb", read_pairs(args.pairs).sample(args.max_pairs, seed=0))]
     if not args.no_probe:

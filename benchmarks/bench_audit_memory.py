@@ -53,11 +53,11 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     from lengthwise.audit.config import DocAuditConfig
     from lengthwise.audit.documents.corpus import read_docs
     from lengthwise.audit.documents.documents import run_doc_audit
-    from lengthwise.core.models import load_model
+    from lengthwise.core.models import load_plain_model
     from lengthwise.core.tokens import Elongation
 
     torch.set_num_threads(args.threads)
-    model = load_model(args.model, device="cpu")
+    model = load_plain_model(args.model, device="cpu")
     after_load = _rss_now_bytes()
     tracemalloc.start()
     started = time.perf_counter()

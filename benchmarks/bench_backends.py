@@ -59,7 +59,7 @@ import torch  # noqa: E402
 from sentence_transformers import SentenceTransformer  # noqa: E402
 
 from lengthwise.core.embed import TokenView, embed_ids  # noqa: E402
-from lengthwise.core.models import load_model, resolve_model_path  # noqa: E402
+from lengthwise.core.models import load_plain_model, resolve_model_path  # noqa: E402
 from lengthwise.core.results import environment, write_json_atomic  # noqa: E402
 from lengthwise.evaluation.data import read_sts  # noqa: E402
 
@@ -99,7 +99,7 @@ def build_arms(
     """Load each requested arm; an arm that cannot be loaded goes to `unavailable` with a one-line reason."""
     arms: dict[str, Arm] = {}
     unavailable: dict[str, str] = {}
-    base = load_model(path, device="cpu", max_seq_length=512)
+    base = load_plain_model(path, device="cpu", max_seq_length=512)
     for name in names:
         try:
             if name == "torch_fp32":
@@ -107,7 +107,7 @@ def build_arms(
             elif name == "torch_bf16_autocast":
                 arms[name] = Arm(base, lambda: torch.autocast("cpu", dtype=torch.bfloat16))
             elif name == "torch_bf16_weights":
-                arms[name] = Arm(load_model(path, device="cpu", max_seq_length=512).to(torch.bfloat16))
+                arms[name] = Arm(load_plain_model(path, device="cpu", max_seq_length=512).to(torch.bfloat16))
             elif name in {"openvino", "openvino_int8"}:
                 ov = {"INFERENCE_NUM_THREADS": str(threads), "INFERENCE_PRECISION_HINT": "f32"}
                 if name == "openvino":

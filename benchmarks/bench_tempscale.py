@@ -48,7 +48,7 @@ from transformers import AttentionInterface  # noqa: E402
 from transformers.masking_utils import AttentionMaskInterface, eager_mask  # noqa: E402
 
 from lengthwise.core.data import default_probe_pairs  # noqa: E402
-from lengthwise.core.models import load_model  # noqa: E402
+from lengthwise.core.models import load_plain_model  # noqa: E402
 from lengthwise.core.results import environment, write_json_atomic  # noqa: E402
 from lengthwise.tempscale import LengthSchedule, TempScaleConfig, detect_family, tempscale  # noqa: E402
 
@@ -192,7 +192,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    model = load_model(device="cpu", max_seq_length=512)
+    model = load_plain_model(device="cpu", max_seq_length=512)
     started = machine()
     results = [
         run(model, 128, args.texts_128, args.batch_size, args.repeats),

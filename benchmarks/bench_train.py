@@ -21,10 +21,10 @@ from pathlib import Path
 import torch
 from transformers import TrainerCallback
 
-from lengthwise.core.models import load_model, set_max_length
+from lengthwise.core.models import load_plain_model, set_max_length
 from lengthwise.core.results import environment, write_json_atomic
 from lengthwise.training.config import TrainConfig
-from lengthwise.training.run import train
+from lengthwise.training.run import run_training
 
 DATA = (
     Path(os.environ.get("LENGTHWISE_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
@@ -51,7 +51,7 @@ def long_texts(path: Path, model_path: str, count: int, min_tokens: int) -> list
     """The first `count` reviews with at least `min_tokens` tokens, so every sequence fills N."""
     from lengthwise.core._textio import jsonl_objects
 
-    tokenizer = load_model(model_path, device="cpu").tokenizer
+    tokenizer = load_plain_model(model_path, device="cpu").tokenizer
     chosen: list[str] = []
     for _, row in jsonl_objects(path):
         if len(tokenizer(row["text"], add_special_tokens=False)["input_ids"]) >= min_tokens:
@@ -76,13 +76,13 @@ def run_method(method: str, data: Path, model: str, args: argparse.Namespace, wo
         device=args.device,
         seed=0,  # HiCL's segment length is its default, 32
     )
-    result = train(config, callbacks=[timer])
+    result = run_training(config, callbacks=[timer])
     steady = timer.times[1:]  # the first step pays for lazy initialisation
     return {"step_s": steady, "tokens_per_s": result.tokens_per_second}
 
 
 def encode_throughput(texts: list[str], model_path: str, args: argparse.Namespace) -> dict:
-    model = load_model(model_path, device=args.device)
+    model = load_plain_model(model_path, device=args.device)
     set_max_length(model, args.max_length)
     tokens = sum(min(len(ids), args.max_length) for ids in model.tokenizer(texts)["input_ids"])
     times = []

@@ -1,6 +1,6 @@
 """Plumbing shared by the study scripts: threads, the starting model, CLI calls, hardware and the summary record.
 
-Everything here goes through lengthwise's public surface: `lengthwise.training.train` in-process, and the
+Everything here goes through lengthwise's public surface: `lengthwise.training.run_training` in-process, and the
 `lengthwise audit` / `lengthwise eval` command lines in a child process (same interpreter, same thread limit).
 """
 
@@ -134,11 +134,11 @@ STS_TASKS = {
 def sts_suite(model_path: str, tasks: Sequence[str], batch_size: int = 64) -> dict[str, Any]:
     """Cosine Spearman × 100 on each STS task (`lengthwise.evaluation.evaluate_sts`, as `lengthwise eval`)."""
     from lengthwise.core.encoder import as_encoder
-    from lengthwise.core.models import load_model
+    from lengthwise.core.models import load_plain_model
     from lengthwise.evaluation import evaluate_sts, read_sts
 
     start = time.perf_counter()
-    encoder = as_encoder(load_model(model_path))
+    encoder = as_encoder(load_plain_model(model_path))
     scores = {}
     for name in tasks:
         result = evaluate_sts(encoder, read_sts(SHARED / STS_TASKS[name]), batch_size=batch_size)
@@ -148,12 +148,12 @@ def sts_suite(model_path: str, tasks: Sequence[str], batch_size: int = 64) -> di
 
 
 def train_record(config: Any) -> dict[str, Any]:
-    """Train one run (`lengthwise.training.train`) into a fresh `config.out`; model path, steps, timing, losses."""
-    from lengthwise.training import train
+    """Train one run (`lengthwise.training.run_training`) into a fresh `config.out`; model path, steps, timing, losses."""
+    from lengthwise.training import run_training
 
     shutil.rmtree(config.out, ignore_errors=True)
     start = time.perf_counter()
-    result = train(config)
+    result = run_training(config)
     record = read_json(Path(config.out) / "train.json")
     losses = [row["loss"] for row in record["log_history"] if "loss" in row]
     return {

@@ -1,7 +1,7 @@
 """Study 3 — HiCL vs SimCSE (HiCL paper, Table 1 and Table 12): seven STS tasks, and training time at N = 512.
 
 1. all-MiniLM-L6-v2 is trained with `simcse` and with `hicl` (α = 0.05, L = 32 — the paper's settings for
-   SimCSE-BERT-base) on a seeded sample of the wiki1m head (`lengthwise.training.train`, same data, seed, steps).
+   SimCSE-BERT-base) on a seeded sample of the wiki1m head (`lengthwise.training.run_training`, same data, seed, steps).
 2. Both, and the untrained start, are scored on STS12–16 (SentEval text), STS-B test and SICK-R test:
    cosine Spearman × 100 (`lengthwise.evaluation.evaluate_sts`, what `lengthwise eval --task sts` runs).
 3. Training time per step at N = 512: a few steps of each method on SciFact abstracts (long texts, so that the

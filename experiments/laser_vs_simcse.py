@@ -56,11 +56,11 @@ def corpus_sample(data: Any, size: int, seed: int) -> Any:
 def score(model_path: str, data: Any) -> dict[str, Any]:
     """SciFact nDCG@10 (× 100) on the (sampled) corpus and STS-B test Spearman."""
     from lengthwise.core.encoder import as_encoder
-    from lengthwise.core.models import load_model
+    from lengthwise.core.models import load_plain_model
     from lengthwise.evaluation import evaluate_retrieval
 
     start = time.perf_counter()
-    result = evaluate_retrieval(as_encoder(load_model(model_path)), data, batch_size=16)
+    result = evaluate_retrieval(as_encoder(load_plain_model(model_path)), data, batch_size=16)
     return {
         "scifact": {k: result.scores[k] for k in ("ndcg@10", "recall@100")},
         "sts": sts_suite(model_path, ["STS-B"]),

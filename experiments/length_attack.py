@@ -2,7 +2,7 @@
 
 1. A seeded mix of short positive pairs from the shared data (MRPC train paraphrases, Twitter URL paraphrases,
    SNLI dev entailment, Flickr8k caption pairs; equal shares) is written to OUT/pairs.jsonl.
-2. all-MiniLM-L6-v2 is trained on it four times with `lengthwise.training.train`: `pairs` (the default InfoNCE)
+2. all-MiniLM-L6-v2 is trained on it four times with `lengthwise.training.run_training`: `pairs` (the default InfoNCE)
    and `copy-concat` (ours, N = 512 as in the paper), each with mean and with CLS pooling.
 3. Attack: `lengthwise audit --preset first64x8` (first 64 tokens vs 8 copies = 512 tokens) on every same-topic
    SciFact document pair (two abstracts relevant to one claim; written to OUT/same_topic.jsonl from

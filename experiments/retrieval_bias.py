@@ -68,13 +68,13 @@ def run(args: argparse.Namespace) -> None:
     from lengthwise.audit.retrieval.natural import audit_retrieval
     from lengthwise.core.embed import TokenView
     from lengthwise.core.encoder import SentenceTransformerEncoder
-    from lengthwise.core.models import load_model, model_fingerprint
+    from lengthwise.core.models import load_plain_model, model_fingerprint
     from lengthwise.core.results import environment, write_json_atomic
     from lengthwise.evaluation.data import read_beir
 
     started = time.perf_counter()
     model_path = args.model or _default_model()
-    model = load_model(model_path, device="cpu", max_seq_length=args.max_length)
+    model = load_plain_model(model_path, device="cpu", max_seq_length=args.max_length)
     encoder: Any = SentenceTransformerEncoder(model)
     if args.t is not None:
         from lengthwise.tempscale import TempScaleConfig, TempScaleEncoder

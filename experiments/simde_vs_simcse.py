@@ -1,7 +1,7 @@
 """Study 4 — SimDE vs SimCSE on 20 Newsgroups (SimDE paper, Table 2): few-shot and full-set classification.
 
 1. all-MiniLM-L6-v2 is trained with `simcse` and with `simde` on a seeded sample of the 20 Newsgroups *train*
-   posts (unlabelled texts; `lengthwise.training.train`, same data, seed, steps, N and pooling).
+   posts (unlabelled texts; `lengthwise.training.run_training`, same data, seed, steps, N and pooling).
 2. The untrained start and both models are frozen and scored on a seeded stratified sample of the test posts:
    logistic regression on k examples per class (k = 5 as the paper, 10 repeats) and on the whole train sample
    (`lengthwise.evaluation.evaluate_classification`, what `lengthwise eval --task classification` runs).
@@ -38,12 +38,12 @@ PAPER = {  # SimDE Table 2, 20News, BERT-base backbones; few-shot = 5 per class,
 def classify(model_path: str, train: Any, test: Any, shots: tuple[int, ...], repeats: int, seed: int) -> dict[str, Any]:
     """Frozen-embedding logistic regression: full train sample and k-shot runs (scores × 100)."""
     from lengthwise.core.encoder import as_encoder
-    from lengthwise.core.models import load_model
+    from lengthwise.core.models import load_plain_model
     from lengthwise.evaluation import ClassificationConfig, evaluate_classification
 
     start = time.perf_counter()
     config = ClassificationConfig(classifiers=("logreg",), full=True, few_shot=shots, repeats=repeats, seed=seed)
-    result = evaluate_classification(as_encoder(load_model(model_path)), train, test, config, batch_size=16)
+    result = evaluate_classification(as_encoder(load_plain_model(model_path)), train, test, config, batch_size=16)
     runs = {run["setting"]: run["scores"] for run in result.to_dict()["runs"]}
     return {
         "runs": runs,

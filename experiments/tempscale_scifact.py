@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> None:
     from transformers.utils import logging as hf_logging
 
     from lengthwise.core.embed import TokenView
-    from lengthwise.core.models import load_model, model_fingerprint
+    from lengthwise.core.models import load_plain_model, model_fingerprint
     from lengthwise.core.results import environment, write_json_atomic
     from lengthwise.evaluation import LengthBins, RetrievalConfig, evaluate_retrieval, read_beir
     from lengthwise.tempscale import TempScaleConfig, TempScaleEncoder
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> None:
     splits = {split: read_beir(args.data, split) for split in args.splits.split(",")}
     if args.corpus_sample:
         splits = _subcorpus(splits, args.corpus_sample, args.seed)
-    model = load_model(args.model, device="cpu", max_seq_length=args.max_length)
+    model = load_plain_model(args.model, device="cpu", max_seq_length=args.max_length)
     view = TokenView(model)
     bins = LengthBins.for_view(view, args.bin_width)
     config = RetrievalConfig()

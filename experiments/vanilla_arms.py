@@ -1,7 +1,7 @@
 """Issue 37, part 2 — the objectives trained from one vanilla encoder, on the same texts, steps and seeds.
 
 Every arm starts from the MLM-only encoder of ``experiments/vanilla.py`` (``--model``, default
-``experiments/runs/vanilla/model``) and trains with `lengthwise.training.train` on the same seeded sample of
+``experiments/runs/vanilla/model``) and trains with `lengthwise.training.run_training` on the same seeded sample of
 documents, with the same steps, batch, window, learning rate, pooling and seeds; only the objective differs:
 
 - ``simcse``, ``laser-self``, ``hicl`` read each document as one text;

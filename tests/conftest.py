@@ -41,16 +41,16 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_model(tiny_model_dir: Path):
-    from lengthwise.core.models import load_model
+    from lengthwise.core.models import load_plain_model
 
-    return load_model(tiny_model_dir, device="cpu")
+    return load_plain_model(tiny_model_dir, device="cpu")
 
 
 @pytest.fixture(scope="session")
 def minilm(minilm_path: str):
-    from lengthwise.core.models import load_model
+    from lengthwise.core.models import load_plain_model
 
-    return load_model(minilm_path, device="cpu")
+    return load_plain_model(minilm_path, device="cpu")
 
 
 @pytest.fixture(scope="session")

@@ -29,19 +29,18 @@ def load_model(
     max_seq_length: int | None = None,
     precision: str = "fp32",
 ) -> SentenceTransformer:
-    """`lengthwise.core.models.load_model`, then re-apply the TempScale settings saved in the model's folder and
+    """`lengthwise.core.models.load_plain_model`, then re-apply the TempScale settings saved in the model's folder and
     keep its saved long-document choice (`lengthwise longdoc tune --save`) for `LongEncoder(model)`.
 
     A folder written by `save_tempscale` reloads patched; a baked one (its weights already carry 1/t) does not.
     `precision="int8"` quantizes the Linear layers at load on the CPU (`lengthwise.core.quantize`); a baked or
     saved TempScale and a saved long-document choice work the same way on the int8 model.
     """
-    from lengthwise.core.models import load_model as load_plain
-    from lengthwise.core.models import resolve_model_path
+    from lengthwise.core.models import load_plain_model, resolve_model_path
     from lengthwise.longdoc.persist import attach_saved_longdoc
     from lengthwise.tempscale.persist import apply_saved_tempscale
 
-    model = load_plain(
+    model = load_plain_model(
         name_or_path,
         device=device,
         trust_remote_code=trust_remote_code,
@@ -57,9 +56,9 @@ def load_model(
 def train(
     config: TrainConfig, *, resume: bool = False, callbacks: Sequence[Any] = (), evaluator: Any | None = None
 ) -> TrainResult:
-    """`lengthwise.training.run.train` with a length-binned STS dev evaluator built from ``config.eval_data`` and,
+    """`lengthwise.training.run_training` with a length-binned STS dev evaluator built from ``config.eval_data`` and,
     with ``config.eval_attack`` = m, the audit's attack-shift evaluator on the same pairs (``dev_attack_*``)."""
-    from lengthwise.training.run import train as run_training
+    from lengthwise.training.run import run_training
 
     if evaluator is None and config.eval_data:
         from lengthwise.evaluation.data import read_sts

@@ -151,9 +151,9 @@ def test_word_shuffle_shuffles_only_the_kept_tokens(tiny_model, monkeypatch) -> 
 def test_max_length_that_leaves_no_room_to_elongate_is_an_error(tiny_model_dir) -> None:
     """13.6: at N = 3 every text fills the window alone; the attack would be a silent no-op (JSD 0)."""
     from lengthwise.audit.pairs.attack import NothingElongatedError
-    from lengthwise.core.models import load_model
+    from lengthwise.core.models import load_plain_model
 
-    model = load_model(tiny_model_dir, device="cpu", max_seq_length=3)
+    model = load_plain_model(tiny_model_dir, device="cpu", max_seq_length=3)
     with pytest.raises(NothingElongatedError, match="elongation changes no text: at N = 3"):
         run_audit(model, PAIRS, AuditConfig(curve_ks=(), word_shuffle=False))
 

@@ -88,10 +88,10 @@ def test_cli_and_api_agree_on_stsb(tmp_path: Path, minilm_path: str, data_dir: P
     attack = json.loads((out / "audit.json").read_text(encoding="utf-8"))["attack"]
     assert attack["histogram"]["bins"] == 100 and attack["histogram"]["range"] == [-1.0, 1.0]
 
-    from lengthwise.core.models import load_model
+    from lengthwise.core.models import load_plain_model
 
     api = run_audit(
-        load_model(minilm_path),
+        load_plain_model(minilm_path),
         read_pairs(stsb).sample(60, seed=0),
         AuditConfig(curve_ks=(), word_shuffle=False),
     )

@@ -6,7 +6,7 @@ import pytest
 
 from lengthwise.core import models
 from lengthwise.core.defaults import DEFAULT_MODEL
-from lengthwise.core.models import ModelLoadError, load_model, model_fingerprint, resolve_model_path
+from lengthwise.core.models import ModelLoadError, load_plain_model, model_fingerprint, resolve_model_path
 
 
 @pytest.fixture
@@ -44,15 +44,15 @@ def test_file_instead_of_directory(tmp_path: Path) -> None:
 def test_broken_directory_gives_one_line_error(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text("{not json", encoding="utf-8")
     with pytest.raises(ModelLoadError, match="could not load model") as info:
-        load_model(tmp_path, device="cpu")
+        load_plain_model(tmp_path, device="cpu")
     assert "\n" not in str(info.value)
 
 
 def test_max_length_is_bounded_by_positions(tiny_model_dir: Path) -> None:
-    model = load_model(tiny_model_dir, device="cpu", max_seq_length=128)
+    model = load_plain_model(tiny_model_dir, device="cpu", max_seq_length=128)
     assert model.max_seq_length == 128
     with pytest.raises(ValueError, match="exceeds the model's 128 position embeddings"):
-        load_model(tiny_model_dir, device="cpu", max_seq_length=129)
+        load_plain_model(tiny_model_dir, device="cpu", max_seq_length=129)
 
 
 def test_trust_remote_code_is_off_by_default(monkeypatch: pytest.MonkeyPatch, tiny_model_dir: Path) -> None:
@@ -64,7 +64,7 @@ def test_trust_remote_code_is_off_by_default(monkeypatch: pytest.MonkeyPatch, ti
         return real(*args, **kwargs)
 
     monkeypatch.setattr(models, "SentenceTransformer", spy)
-    load_model(tiny_model_dir, device="cpu")
+    load_plain_model(tiny_model_dir, device="cpu")
     assert seen["trust_remote_code"] is False
 
 

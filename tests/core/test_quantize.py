@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from lengthwise.cli import app
 from lengthwise.core.errors import SettingError
-from lengthwise.core.models import load_model, model_fingerprint
+from lengthwise.core.models import load_plain_model, model_fingerprint
 from lengthwise.core.quantize import (
     DEFAULT_KEEP_FP32,
     Precision,
@@ -31,7 +31,7 @@ def _dynamic_linear() -> type:
 
 
 def test_the_kept_layers_stay_fp32_and_the_rest_become_int8(tiny_model_dir: Path) -> None:
-    model = load_model(tiny_model_dir, device="cpu")
+    model = load_plain_model(tiny_model_dir, device="cpu")
     total = linear_precision(model)["fp32"]
     names = quantize_int8(model, keep_fp32=("*.attention.output.dense",))
     network = model[0].auto_model
@@ -60,15 +60,15 @@ def test_weights_are_packed_for_onednn_and_the_process_engine_is_restored(
 
     monkeypatch.setattr(tq, "quantize_dynamic", spy)
     before = torch.backends.quantized.engine
-    model = load_model(tiny_model_dir, device="cpu")
+    model = load_plain_model(tiny_model_dir, device="cpu")
     quantize_int8(model)
     assert seen == ["onednn"] and torch.backends.quantized.engine == before
     assert model.encode(TEXTS).shape[0] == len(TEXTS)  # the packed weights run under the restored engine
 
 
 def test_int8_embeddings_stay_close_to_fp32(tiny_model_dir: Path) -> None:
-    fp32 = load_model(tiny_model_dir, device="cpu").encode(TEXTS, normalize_embeddings=True)
-    int8 = load_model(tiny_model_dir, device="cpu", precision="int8").encode(TEXTS, normalize_embeddings=True)
+    fp32 = load_plain_model(tiny_model_dir, device="cpu").encode(TEXTS, normalize_embeddings=True)
+    int8 = load_plain_model(tiny_model_dir, device="cpu", precision="int8").encode(TEXTS, normalize_embeddings=True)
     cosines = (fp32 * int8).sum(axis=1)
     assert cosines.min() > 0.95 and not np.allclose(fp32, int8)  # quantized, and still the same embedding
 
@@ -79,17 +79,17 @@ def test_an_int8_vector_does_not_depend_on_its_batch_mates(minilm_path: str) -> 
     one = "A man is playing a guitar on the street."
     others = ["The committee published a long report on the economic consequences of the new trade agreement "
               f"for the farmers of region {i}, with tables."  for i in range(7)]  # fmt: skip
-    model = load_model(minilm_path, device="cpu", precision="int8")
+    model = load_plain_model(minilm_path, device="cpu", precision="int8")
     alone = model.encode([one], normalize_embeddings=True)[0]
     mixed = model.encode([*others[:3], one, *others[3:]], batch_size=8, normalize_embeddings=True)[3]
     np.testing.assert_allclose(alone, mixed, atol=1e-5)
-    fp32 = load_model(minilm_path, device="cpu").encode([one], normalize_embeddings=True)[0]
+    fp32 = load_plain_model(minilm_path, device="cpu").encode([one], normalize_embeddings=True)[0]
     assert float(alone @ fp32) > 0.99
 
 
 def test_provenance_records_the_precision(tiny_model_dir: Path) -> None:
-    fp32 = model_fingerprint(load_model(tiny_model_dir, device="cpu"), "tiny")
-    int8 = model_fingerprint(load_model(tiny_model_dir, device="cpu", precision="int8"), "tiny")
+    fp32 = model_fingerprint(load_plain_model(tiny_model_dir, device="cpu"), "tiny")
+    int8 = model_fingerprint(load_plain_model(tiny_model_dir, device="cpu", precision="int8"), "tiny")
     assert fp32["precision"] == "fp32" and fp32["linear_layers"]["int8"] == 0
     assert int8["precision"] == "int8" and int8["linear_layers"]["int8"] > 0
     assert int8["weights_sha256_16"]  # the int8 layers' packed weights are skipped, the rest still hashed
@@ -99,9 +99,9 @@ def test_bad_precision_and_gpu_int8_are_refused_in_one_line(tiny_model_dir: Path
     with pytest.raises(SettingError, match="precision='fp8': use fp32 or int8"):
         Precision.parse("fp8")
     with pytest.raises(SettingError, match=r"int8 runs on the CPU only.*fp16 or bf16"):
-        load_model(tiny_model_dir, device="cuda", precision="int8")
+        load_plain_model(tiny_model_dir, device="cuda", precision="int8")
     with pytest.raises(SettingError, match="leaves no Linear layer"):
-        quantize_int8(load_model(tiny_model_dir, device="cpu"), keep_fp32=("*",))
+        quantize_int8(load_plain_model(tiny_model_dir, device="cpu"), keep_fp32=("*",))
 
 
 def test_the_default_keeps_what_the_benchmark_chose() -> None:

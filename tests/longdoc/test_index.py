@@ -149,7 +149,7 @@ def test_cli_build_and_search_json(encoded: Path, tmp_path: Path) -> None:
 
 def test_refusals_are_one_line(encoded: Path, tmp_path: Path, tiny_model_dir: Path) -> None:
     import lengthwise as lw
-    from lengthwise.core.models import load_model
+    from lengthwise.core.models import load_plain_model
 
     with pytest.raises(LongDocError, match=r"no manifest\.json"):
         WindowIndex.build(tmp_path, tmp_path / "idx")
@@ -160,7 +160,7 @@ def test_refusals_are_one_line(encoded: Path, tmp_path: Path, tiny_model_dir: Pa
     with pytest.raises(LongDocError, match=r"no index\.json"):
         WindowIndex.open(tmp_path)
     index = lw.LongIndex.build(encoded, tmp_path / "idx")
-    other = load_model(tiny_model_dir, device="cpu")
+    other = load_plain_model(tiny_model_dir, device="cpu")
     with torch_no_grad():
         next(other.parameters()).add_(0.01)  # another model
     with pytest.raises(SettingError, match="the index was built with weights"):

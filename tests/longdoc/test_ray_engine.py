@@ -131,7 +131,7 @@ def test_a_worker_killed_mid_shard_loses_and_duplicates_nothing(
         import os
 
         import lengthwise.longdoc.store as store
-        from lengthwise.core.models import load_model
+        from lengthwise.core.models import load_plain_model
 
         write_record = store.write_json_atomic
 
@@ -143,7 +143,7 @@ def test_a_worker_killed_mid_shard_loses_and_duplicates_nothing(
             os._exit(1)  # the worker process dies here: shard files written, no record
 
         store.write_json_atomic = die_once
-        return load_model(name, **options)
+        return load_plain_model(name, **options)
 
     monkeypatch.setattr(lengthwise.facade, "load_model", dying_loader)  # what `encode` hands the actors
     out = tmp_path / "ray"

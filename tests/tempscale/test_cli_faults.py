@@ -41,10 +41,10 @@ def test_bake_refuses_to_write_over_its_source(tiny_model_dir: Path, tmp_path: P
     assert "is the model being baked" in _error(_bake(source, source, "0.8"))
     assert "is the model being baked" in _error(_bake(source, tmp_path / "." / "model", "0.8"))
     assert _files(source) == before
-    from lengthwise.core.models import load_model
+    from lengthwise.core.models import load_plain_model
 
     with pytest.raises(TempScaleError, match="in place"):
-        bake_tempscale(load_model(source, device="cpu"), 0.8, source)  # the library refuses too
+        bake_tempscale(load_plain_model(source, device="cpu"), 0.8, source)  # the library refuses too
 
 
 def test_a_second_bake_is_refused_unless_asked_and_then_records_the_product(

@@ -15,7 +15,7 @@ from transformers import TrainerCallback
 from lengthwise.core.errors import DataFormatError, SettingError
 from lengthwise.training._guard import TrainingDiverged
 from lengthwise.training.config import TrainConfig, config_from_mapping
-from lengthwise.training.run import train
+from lengthwise.training.run import run_training
 
 pytest.importorskip("accelerate")
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -57,7 +57,7 @@ def test_a_diverging_run_stops_with_an_error_and_saves_no_model(tiny_model_dir: 
     """13.7: --lr 1e6 made a NaN model with exit 0 and "last logged loss 0.0000"."""
     config = _config(tiny_model_dir, texts, tmp_path / "nan", lr=1e6)
     with pytest.raises(TrainingDiverged, match=r"diverged at step \d+: .*not finite.*lr=1e\+06"):
-        train(config)
+        run_training(config)
     assert not (tmp_path / "nan" / "model").exists() and not (tmp_path / "nan" / "train.json").exists()
     saved = [p for p in (tmp_path / "nan" / "checkpoints").rglob("model.safetensors")]
     for path in saved:  # a checkpoint written before the divergence holds finite weights only
@@ -67,13 +67,13 @@ def test_a_diverging_run_stops_with_an_error_and_saves_no_model(tiny_model_dir: 
 def test_resume_of_a_finished_run_changes_nothing(tiny_model_dir: Path, texts: Path, tmp_path: Path) -> None:
     """13.8: --resume on a finished run added steps past max_steps (4 → 5 → 6) and rewrote model/ and train.json."""
     config = _config(tiny_model_dir, texts, tmp_path / "done")
-    first = train(config)
+    first = run_training(config)
     before = _snapshot(tmp_path / "done")
-    again = train(config, resume=True)
+    again = run_training(config, resume=True)
     assert again.already_finished and again.global_step == first.global_step == 4
     assert _snapshot(tmp_path / "done") == before  # not one byte changed
     with pytest.raises(ValueError, match=r"settings differ.*max_steps"):
-        train(_config(tiny_model_dir, texts, tmp_path / "done", max_steps=6), resume=True)
+        run_training(_config(tiny_model_dir, texts, tmp_path / "done", max_steps=6), resume=True)
 
 
 def test_a_run_stopped_after_its_last_checkpoint_finishes_without_extra_steps(
@@ -82,11 +82,11 @@ def test_a_run_stopped_after_its_last_checkpoint_finishes_without_extra_steps(
     """The final checkpoint is there but model/ and train.json are not (killed while finishing): resuming writes
     them from that checkpoint instead of training a step past max_steps."""
     config = _config(tiny_model_dir, texts, tmp_path / "run")
-    train(config)
+    run_training(config)
     final = load_file(str(tmp_path / "run" / "model" / "model.safetensors"))
     shutil.rmtree(tmp_path / "run" / "model")
     (tmp_path / "run" / "train.json").unlink()
-    resumed = train(config, resume=True)
+    resumed = run_training(config, resume=True)
     record = json.loads((tmp_path / "run" / "train.json").read_text())
     assert resumed.global_step == record["global_step"] == 4 and record["resumed_from"].endswith("checkpoint-4")
     assert [e["step"] for e in record["log_history"] if "loss" in e] == [1, 2, 3, 4]
@@ -119,14 +119,14 @@ def _half_written(source: Path, target: Path) -> None:
 def test_resume_skips_a_half_written_checkpoint(tiny_model_dir: Path, texts: Path, tmp_path: Path) -> None:
     """13.11: a half-written checkpoint-N made --resume crash with a raw OSError; now it resumes from the last
     complete one, reaches the same weights as an uninterrupted run, and the half-written folder is gone."""
-    whole = train(_config(tiny_model_dir, texts, tmp_path / "whole"))
+    whole = run_training(_config(tiny_model_dir, texts, tmp_path / "whole"))
     run = tmp_path / "run"
     with pytest.raises(_Stop):
-        train(_config(tiny_model_dir, texts, run), callbacks=[_StopAt(3)])  # checkpoint-2 complete; step 3 lost
+        run_training(_config(tiny_model_dir, texts, run), callbacks=[_StopAt(3)])  # checkpoint-2 complete; step 3 lost
     _half_written(run / "checkpoints" / "checkpoint-2", run / "checkpoints" / "checkpoint-4")
     with pytest.raises(FileExistsError, match="--resume"):
-        train(_config(tiny_model_dir, texts, run))  # checkpoint-2 is complete work: a fresh run is still refused
-    resumed = train(_config(tiny_model_dir, texts, run), resume=True)
+        run_training(_config(tiny_model_dir, texts, run))  # checkpoint-2 is complete work: a fresh run is still refused
+    resumed = run_training(_config(tiny_model_dir, texts, run), resume=True)
     record = json.loads((run / "train.json").read_text())
     assert record["resumed_from"].endswith("checkpoint-2") and resumed.global_step == 4
     expected = load_file(str(whole.model_dir / "model.safetensors"))
@@ -140,11 +140,11 @@ def test_a_half_written_checkpoint_alone_does_not_block_a_fresh_run(
     tiny_model_dir: Path, texts: Path, tmp_path: Path
 ) -> None:
     """13.11: a fresh run was refused because of a checkpoint that holds nothing usable."""
-    donor = train(_config(tiny_model_dir, texts, tmp_path / "donor", max_steps=2))
+    donor = run_training(_config(tiny_model_dir, texts, tmp_path / "donor", max_steps=2))
     run = tmp_path / "run"
     (run / "checkpoints").mkdir(parents=True)
     _half_written(donor.out / "checkpoints" / "checkpoint-2", run / "checkpoints" / "checkpoint-2")
-    result = train(_config(tiny_model_dir, texts, run, max_steps=2))
+    result = run_training(_config(tiny_model_dir, texts, run, max_steps=2))
     assert result.global_step == 2 and (run / "checkpoints" / "checkpoint-2" / "trainer_state.json").is_file()
 
 
@@ -158,21 +158,21 @@ def test_a_line_without_tokens_is_found_before_step_one_with_file_and_line(
     bad = tmp_path / "bad.txt"
     bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(DataFormatError, match=rf"{bad.name}:41: the text has no tokens"):
-        train(_config(tiny_model_dir, bad, tmp_path / "out"))
+        run_training(_config(tiny_model_dir, bad, tmp_path / "out"))
     assert not (tmp_path / "out").exists()  # 13.21: --out is created only once the data is checked
     pairs = tmp_path / "pairs.jsonl"
     rows = [{"anchor": f"question {i}", "positive": f"answer {i}"} for i in range(12)]
     rows[7]["positive"] = "\ufffd"
     pairs.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     with pytest.raises(DataFormatError, match=r"pairs\.jsonl:8: the second text of the pair has no tokens"):
-        train(_config(tiny_model_dir, pairs, tmp_path / "out", method="pairs"))
+        run_training(_config(tiny_model_dir, pairs, tmp_path / "out", method="pairs"))
 
 
 def test_an_unusable_out_is_refused_before_any_work(tiny_model_dir: Path, texts: Path, tmp_path: Path) -> None:
     (tmp_path / "file").write_text("not a folder", encoding="utf-8")
     with pytest.raises(SettingError, match="exists and is not a directory") as error:
-        train(_config(tiny_model_dir, texts, tmp_path / "file"))
+        run_training(_config(tiny_model_dir, texts, tmp_path / "file"))
     assert error.value.field == "out"
     with pytest.raises(SettingError, match="not available on this machine"):
-        train(_config(tiny_model_dir, texts, tmp_path / "x", device="cuda:7"))
+        run_training(_config(tiny_model_dir, texts, tmp_path / "x", device="cuda:7"))
     assert not (tmp_path / "x").exists()

@@ -15,7 +15,7 @@ from statistics import fmean
 import pytest
 
 from lengthwise.training.config import config_from_mapping
-from lengthwise.training.run import train
+from lengthwise.training.run import run_training
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 
@@ -54,7 +54,7 @@ def test_training_loss_falls(method: str, minilm_path: str, data_dir: Path, tmp_
             seed=1,
         )
     )
-    result = train(config)
+    result = run_training(config)
     record = json.loads((result.out / "train.json").read_text())
     losses = [entry["loss"] for entry in record["log_history"] if "loss" in entry]
     assert len(losses) == 9

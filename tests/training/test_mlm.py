@@ -17,7 +17,7 @@ from lengthwise.core.embed import TokenView
 from lengthwise.training._collate import ViewCollator
 from lengthwise.training.config import Method, TrainConfig, config_from_mapping
 from lengthwise.training.mlm import IGNORE, MaskedLMHead, masked_lm_head
-from lengthwise.training.run import train
+from lengthwise.training.run import run_training
 
 pytest.importorskip("accelerate")
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -128,7 +128,7 @@ def test_simde_trains_its_head_inside_the_model_and_saves_the_encoder_alone(
     tiny_model_dir: Path, tmp_path: Path
 ) -> None:
     inspect = _Inspect()
-    train(_simde(tiny_model_dir, _docs(tmp_path), tmp_path / "run"), callbacks=[inspect])
+    run_training(_simde(tiny_model_dir, _docs(tmp_path), tmp_path / "run"), callbacks=[inspect])
     assert inspect.seen == [True, True]  # the trainer's (DDP-wrappable) model holds the head
     record = json.loads((tmp_path / "run" / "train.json").read_text())
     assert record["config"]["mlm_weight"] == 0.1 and record["mlm_head"] == "new"
@@ -155,11 +155,11 @@ def test_a_resumed_simde_run_restores_its_head(tiny_model_dir: Path, tmp_path: P
     """The head is in every checkpoint, so stop-and-resume reaches the uninterrupted run's weights; a head
     re-initialised on resume would not (the encoder's gradients depend on it)."""
     docs = _docs(tmp_path)
-    whole = train(_simde(tiny_model_dir, docs, tmp_path / "whole", max_steps=4, save_steps=2))
+    whole = run_training(_simde(tiny_model_dir, docs, tmp_path / "whole", max_steps=4, save_steps=2))
     config = _simde(tiny_model_dir, docs, tmp_path / "cut", max_steps=4, save_steps=2)
     with pytest.raises(_Stop):
-        train(config, callbacks=[_StopAfter()])
-    resumed = train(config, resume=True)
+        run_training(config, callbacks=[_StopAfter()])
+    resumed = run_training(config, resume=True)
     expected = load_file(str(whole.model_dir / "model.safetensors"))
     got = load_file(str(resumed.model_dir / "model.safetensors"))
     for name in expected:

@@ -13,7 +13,7 @@ import torch
 from safetensors.torch import load_file
 
 from lengthwise.training.config import TrainConfig, config_from_mapping
-from lengthwise.training.run import train
+from lengthwise.training.run import run_training
 
 pytest.importorskip("accelerate")
 
@@ -79,19 +79,19 @@ KILLER = """
 import json, os, signal, sys
 from transformers import TrainerCallback
 from lengthwise.training.config import config_from_mapping
-from lengthwise.training.run import train
+from lengthwise.training.run import run_training
 
 class KillAfter(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step == 3:  # checkpoint-2 exists, step 3 is done but not saved
             os.kill(os.getpid(), signal.SIGKILL)
 
-train(config_from_mapping(json.loads(sys.argv[1])), callbacks=[KillAfter()])
+run_training(config_from_mapping(json.loads(sys.argv[1])), callbacks=[KillAfter()])
 """
 
 
 def test_kill_and_resume_reach_the_same_weights(tiny_model_dir: Path, texts: Path, tmp_path: Path, one_thread) -> None:
-    whole = train(_config(tiny_model_dir, texts, tmp_path / "whole"))
+    whole = run_training(_config(tiny_model_dir, texts, tmp_path / "whole"))
     assert whole.global_step == TINY_STEPS
     config = _config(tiny_model_dir, texts, tmp_path / "killed")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
@@ -102,7 +102,7 @@ def test_kill_and_resume_reach_the_same_weights(tiny_model_dir: Path, texts: Pat
     assert not (tmp_path / "killed" / "model").exists()
     assert (tmp_path / "killed" / "checkpoints" / "checkpoint-2").is_dir()
     with pytest.raises(FileExistsError, match="--resume"):
-        train(config)  # a plain re-run must not overwrite the checkpoints
+        run_training(config)  # a plain re-run must not overwrite the checkpoints
     from transformers import TrainerCallback
 
     done: list[int] = []
@@ -111,7 +111,7 @@ def test_kill_and_resume_reach_the_same_weights(tiny_model_dir: Path, texts: Pat
         def on_step_end(self, args, state, control, **kwargs):
             done.append(state.global_step)
 
-    resumed = train(config, resume=True, callbacks=[Steps()])
+    resumed = run_training(config, resume=True, callbacks=[Steps()])
     record = json.loads((tmp_path / "killed" / "train.json").read_text())
     assert record["resumed_from"].endswith("checkpoint-2") and resumed.global_step == TINY_STEPS
     assert done == [3, 4, 5, 6]  # steps 1-2 were not redone; step 3 (lost with the kill) was
@@ -120,24 +120,24 @@ def test_kill_and_resume_reach_the_same_weights(tiny_model_dir: Path, texts: Pat
     assert before.keys() == after.keys()
     for name in before:
         torch.testing.assert_close(after[name], before[name], rtol=0, atol=1e-6, msg=name)
-    fresh = train(_config(tiny_model_dir, texts, tmp_path / "other-seed", seed=8))
+    fresh = run_training(_config(tiny_model_dir, texts, tmp_path / "other-seed", seed=8))
     assert any(not torch.allclose(_weights(fresh.out)[n], before[n]) for n in before)  # the check can fail
 
 
 def test_keep_checkpoints_false_leaves_only_the_model(
     tiny_model_dir: Path, texts: Path, tmp_path: Path, one_thread
 ) -> None:
-    result = train(_config(tiny_model_dir, texts, tmp_path / "lean", max_steps=2, keep_checkpoints=False))
+    result = run_training(_config(tiny_model_dir, texts, tmp_path / "lean", max_steps=2, keep_checkpoints=False))
     assert (result.model_dir / "modules.json").exists() and (result.out / "train.json").exists()
     assert not (result.out / "checkpoints").exists()
-    kept = train(_config(tiny_model_dir, texts, tmp_path / "kept", max_steps=2))
+    kept = run_training(_config(tiny_model_dir, texts, tmp_path / "kept", max_steps=2))
     assert (kept.out / "checkpoints" / "checkpoint-2").is_dir()
 
 
 def test_resume_refuses_changed_settings(tiny_model_dir: Path, texts: Path, tmp_path: Path, one_thread) -> None:
-    train(_config(tiny_model_dir, texts, tmp_path / "run", max_steps=2))
+    run_training(_config(tiny_model_dir, texts, tmp_path / "run", max_steps=2))
     with pytest.raises(ValueError, match=r"settings differ.*lr"):
-        train(_config(tiny_model_dir, texts, tmp_path / "run", max_steps=2, lr=5e-4), resume=True)
+        run_training(_config(tiny_model_dir, texts, tmp_path / "run", max_steps=2, lr=5e-4), resume=True)
 
 
 def test_every_method_runs_and_records_loss_parts(
@@ -163,7 +163,7 @@ def test_every_method_runs_and_records_loss_parts(
     }
     for method, data in sources.items():
         extra = {"mlm_weight": 0.1} if method == "simde" else {}
-        result = train(_config(tiny_model_dir, data, tmp_path / method, method=method, max_steps=2, **extra))
+        result = run_training(_config(tiny_model_dir, data, tmp_path / method, method=method, max_steps=2, **extra))
         record = json.loads((result.out / "train.json").read_text())
         logged = [entry for entry in record["log_history"] if "loss" in entry]
         assert result.global_step == 2 and logged and all(torch.isfinite(torch.tensor(e["loss"])) for e in logged), (
@@ -257,15 +257,15 @@ def test_gradcache_matches_the_plain_loss_without_dropout(
     model[0].auto_model.config.hidden_dropout_prob = 0.0
     model[0].auto_model.config.attention_probs_dropout_prob = 0.0
     model.save(str(tmp_path / "no-dropout"))
-    plain = train(_config(tmp_path / "no-dropout", pairs, tmp_path / "plain", method="copy-concat", max_steps=3))
-    cached = train(
+    plain = run_training(_config(tmp_path / "no-dropout", pairs, tmp_path / "plain", method="copy-concat", max_steps=3))
+    cached = run_training(
         _config(tmp_path / "no-dropout", pairs, tmp_path / "cached", method="copy-concat", max_steps=3, cache_batch=2)
     )
     assert _losses(cached.out) == pytest.approx(_losses(plain.out), rel=1e-4)
     before, after = _weights(plain.out), _weights(cached.out)
     for name in before:
         torch.testing.assert_close(after[name], before[name], rtol=1e-4, atol=1e-5, msg=name)
-    with_dropout = train(
+    with_dropout = run_training(
         _config(tiny_model_dir, pairs, tmp_path / "dropout", method="copy-concat", max_steps=2, cache_batch=2)
     )
     assert all(loss > 0 for loss in _losses(with_dropout.out))
@@ -274,10 +274,10 @@ def test_gradcache_matches_the_plain_loss_without_dropout(
 def test_eval_data_without_an_evaluator_is_refused_not_ignored(
     tiny_model_dir: Path, texts: Path, tmp_path: Path
 ) -> None:
-    # training.run.train used to drop eval_data / eval_attack silently; only lengthwise.train builds the evaluator
+    # training.run_training used to drop eval_data / eval_attack silently; only lengthwise.train builds the evaluator
     from lengthwise.core.errors import SettingError
 
     config = _config(tiny_model_dir, texts, tmp_path / "run", max_steps=1, eval_data=str(texts))
     with pytest.raises(SettingError, match=r"eval_data=.*lengthwise\.train"):
-        train(config)
+        run_training(config)
     assert not (tmp_path / "run" / "model").exists()

@@ -21,7 +21,15 @@ from sentence_transformers import SentenceTransformer
 from lengthwise.core.defaults import DEFAULT_MODEL
 from lengthwise.core.errors import SettingError
 
-__all__ = ["ModelLoadError", "ModelPatch", "live_patch", "load_model", "model_fingerprint", "resolve_model_path"]
+__all__ = [
+    "ModelLoadError",
+    "ModelLoader",
+    "ModelPatch",
+    "live_patch",
+    "load_plain_model",
+    "model_fingerprint",
+    "resolve_model_path",
+]
 
 PATCH_ATTRIBUTE = "lengthwise_tempscale"  # where a model keeps its live TempScale patch (fingerprints read it)
 
@@ -33,6 +41,24 @@ class ModelPatch(Protocol):
     Core reads a patch only through this (fingerprints, cache keys), never through the room's own objects."""
 
     def describe(self) -> dict[str, Any]: ...
+
+
+class ModelLoader(Protocol):
+    """How a room loads a model by name when it has to (in each worker of a corpus encode, on an index's first
+    query): `load_plain_model` below, or `lengthwise.load_model`, which is the plain load with the settings saved
+    beside the model re-applied (a TempScale, a long-document choice). A room that embeds with a model loaded as
+    saved takes the loader as a parameter; it never picks `lengthwise.load_model` itself, which would import
+    another room. A loader handed to worker processes must pickle (a module-level function does).
+    """
+
+    def __call__(
+        self,
+        name_or_path: str | os.PathLike[str],
+        *,
+        device: str | None = None,
+        trust_remote_code: bool = False,
+        precision: str = "fp32",
+    ) -> SentenceTransformer: ...
 
 
 def live_patch(model: object) -> ModelPatch | None:
@@ -121,7 +147,7 @@ def _hub_cache_dir(model_id: str) -> Path | None:
         return None
 
 
-def load_model(
+def load_plain_model(
     name_or_path: str | os.PathLike[str] = DEFAULT_MODEL,
     *,
     device: str | None = None,
@@ -129,7 +155,9 @@ def load_model(
     max_seq_length: int | None = None,
     precision: str = "fp32",
 ) -> SentenceTransformer:
-    """Load a `SentenceTransformer` from a directory or hub id, on `device` (default: cuda, mps, else cpu).
+    """Load a `SentenceTransformer` from a directory or hub id, on `device` (default: cuda, mps, else cpu), as
+    sentence-transformers saved it: lengthwise's own settings saved beside it (TempScale, a long-document choice)
+    are not re-applied; `lengthwise.load_model` re-applies them.
 
     `trust_remote_code` stays off unless asked for. `max_seq_length` overrides the model's N, bounded by
     its position embeddings. `precision` ``"int8"`` quantizes the Linear layers at load (`core.quantize`; CPU

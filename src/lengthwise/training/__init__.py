@@ -15,7 +15,7 @@ _EXPORTS = {
     "TrainResult": "run",
     "TrainingDiverged": "_guard",
     "config_from_mapping": "config",
-    "train": "run",
+    "run_training": "run",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

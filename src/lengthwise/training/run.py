@@ -31,7 +31,7 @@ from sentence_transformers import SentenceTransformer
 from lengthwise.core._devices import check_device
 from lengthwise.core.embed import TokenView
 from lengthwise.core.errors import SettingError
-from lengthwise.core.models import load_model, model_fingerprint, set_max_length
+from lengthwise.core.models import load_plain_model, model_fingerprint, set_max_length
 from lengthwise.core.results import provenance, write_json_atomic
 from lengthwise.training._checkpoints import RunState, complete_checkpoint_step, inspect_run, remove_incomplete
 from lengthwise.training._guard import FiniteGuard
@@ -48,7 +48,7 @@ from lengthwise.training.methods import (
 )
 from lengthwise.training.schema import TrainRecord
 
-__all__ = ["INSTALL_HINT", "TrainResult", "train"]
+__all__ = ["INSTALL_HINT", "TrainResult", "run_training"]
 
 logger = logging.getLogger(__name__)
 INSTALL_HINT = "pip install 'lengthwise[train]'"  # brackets included: the CLI prints messages as plain text
@@ -276,7 +276,7 @@ def _run_trainer(trainer: Any, checkpoint: Path | None, state: Any) -> tuple[dic
     return dict(output.metrics), trainer.state.log_history, trainer.state.global_step
 
 
-def train(
+def run_training(
     config: TrainConfig, *, resume: bool = False, callbacks: Sequence[Any] = (), evaluator: Any | None = None
 ) -> TrainResult:
     """Train `config.model` with `config.method` on `config.data`; write ``OUT/model`` and ``OUT/train.json``.
@@ -284,7 +284,7 @@ def train(
     With `resume`, continue from the newest complete checkpoint in ``OUT/checkpoints`` (same settings required):
     finished steps are not redone, and model, optimizer, scheduler, data order and RNG states are restored; a
     finished run is left as it is (`TrainResult.already_finished`). `evaluator` (a sentence-transformers
-    evaluator, e.g. built by `lengthwise.facade.train` from ``config.eval_data``) runs every ``eval_steps``; a
+    evaluator, e.g. built by `lengthwise.train` from ``config.eval_data``) runs every ``eval_steps``; a
     config with ``eval_data`` or ``eval_attack`` and no evaluator is refused (`SettingError`), never ignored.
     """
     if evaluator is None and (config.eval_data or config.eval_attack):
@@ -313,7 +313,7 @@ def train(
         return _finished(state)
     data = read_training_data(config.data, max_examples=config.max_examples, seed=config.seed)
     check_kind(config, data)
-    model = load_model(config.model, device=device, trust_remote_code=config.trust_remote_code)
+    model = load_plain_model(config.model, device=device, trust_remote_code=config.trust_remote_code)
     set_max_length(model, config.max_length)
     _set_pooling(model, config.effective_pooling)
     view = TokenView(model)
