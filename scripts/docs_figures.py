@@ -7,9 +7,10 @@ results file, the value's path inside it and how it is printed:
     STS-B test drops to 81.67<!-- figure: bench_precision.json:quality.rows.int8.stsb fmt=.2f -->
 
 A table is traced by one comment right above it. ``rows:`` gives one path per body row (``-`` for a row that is
-not traced; ``PATH cols=3,4`` for a row traced in those columns only), ``col N:`` the figures of the Nth cell
-(counted from 1), with ``{row}`` standing for the row's path; a cell holding several numbers lists one spec per
-number, separated by ``;``:
+not traced; ``PATH cols=3,4`` for a row traced in those columns only; ``FILE:PATH`` for a row from another results
+file), ``col N:`` the figures of the Nth cell (counted from 1), with ``{row}`` standing for the row's path; a cell
+holding several numbers lists one spec per number, separated by ``;``. A number with a prose marker of its own is
+left out of its cell's count:
 
     <!-- figure-table: bench_precision.json
     rows: robustness.rows.fp32 ; robustness.rows.int8
@@ -19,7 +20,8 @@ number, separated by ``;``:
     | precision | mean shift | share risen | JSD (null q95; p) |
     ...
 
-A spec is ``PATH [option=value ...]``; a prose marker puts ``FILE:`` before the path.
+A spec is ``PATH [option=value ...]``; a prose marker puts ``FILE:`` before the path (a table's spec may, to read
+another results file).
 
 - FILE is a path from the repository root, or a bare name in ``docs/results/``.
 - PATH is dot-separated keys; a key holding a dot, a space or a comma is quoted (``rows."int8, x86 engine"``); a
@@ -111,10 +113,11 @@ def parse_spec(text: str, source: str | None = None) -> Spec:
     if not tokens:
         raise ValueError("empty figure spec")
     path = tokens[0]
-    if source is None:
-        if ":" not in path:
-            raise ValueError(f"expected FILE:PATH first, got {text!r}")
-        source, path = path.split(":", 1)
+    elsewhere = re.match(r"([\w./-]+\.json):(.+)", path)
+    if elsewhere:
+        source, path = elsewhere.groups()
+    elif source is None:
+        raise ValueError(f"expected FILE:PATH first, got {text!r}")
     options: dict[str, str] = {}
     for token in tokens[1:]:
         key, sep, value = token.partition("=")
@@ -279,10 +282,11 @@ def _check_marker(before: str, body: str, sources: Sources, code: bool) -> tuple
 
 @dataclass(frozen=True)
 class Row:
-    """One traced row: its path, and the columns traced in it (None: every ``col N:``)."""
+    """One traced row: its path, the columns traced in it (None: every ``col N:``), its own results file if any."""
 
     path: str
     only: frozenset[int] | None = None
+    source: str | None = None
 
 
 @dataclass
@@ -305,14 +309,15 @@ class TableSpec:
 
 
 def parse_row(text: str) -> Row | None:
-    """``-`` → None; ``PATH`` → Row; ``PATH cols=2,3`` → a Row traced in columns 2 and 3 only."""
+    """``-`` → None; ``[FILE:]PATH [cols=N,M]`` → a Row (from another results file; in those columns only)."""
     tokens = TOKEN.findall(text)
     if tokens == ["-"]:
         return None
     if not tokens or any(not t.startswith("cols=") for t in tokens[1:]) or len(tokens) > 2:
-        raise ValueError(f"a row is `-`, `PATH` or `PATH cols=N,M`, got {text.strip()!r}")
+        raise ValueError(f"a row is `-` or `[FILE:]PATH [cols=N,M]`, got {text.strip()!r}")
     only = frozenset(int(c) for c in tokens[1][5:].split(",")) if len(tokens) == 2 else None
-    return Row(tokens[0], only)
+    elsewhere = re.match(r"([\w./-]+\.json):(.+)", tokens[0])
+    return Row(elsewhere.group(2), only, elsewhere.group(1)) if elsewhere else Row(tokens[0], only)
 
 
 def parse_table(body: str) -> TableSpec:
@@ -369,7 +374,7 @@ def _check_row(lines: list[str], index: int, row: Row, table: TableSpec, sources
             continue
         for number, spec_text in reversed(list(zip(numbers, texts, strict=True))):  # right to left: offsets stay valid
             try:
-                spec = parse_spec(spec_text.replace("{row}", row.path), source=table.source)
+                spec = parse_spec(spec_text.replace("{row}", row.path), source=row.source or table.source)
             except ValueError as error:
                 problems.append(str(error))
                 continue
