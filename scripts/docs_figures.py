@@ -9,8 +9,8 @@ results file, the value's path inside it and how it is printed:
 A table is traced by one comment right above it. ``rows:`` gives one path per body row (``-`` for a row that is
 not traced; ``PATH cols=3,4`` for a row traced in those columns only; ``FILE:PATH`` for a row from another results
 file), ``col N:`` the figures of the Nth cell (counted from 1), with ``{row}`` standing for the row's path; a cell
-holding several numbers lists one spec per number, separated by ``;``. A number with a prose marker of its own is
-left out of its cell's count:
+holding several numbers lists one spec per number, separated by ``;`` (``-`` for a number that is not traced, which
+the doc must then say). A number with a prose marker of its own is left out of its cell's count:
 
     <!-- figure-table: bench_precision.json
     rows: robustness.rows.fp32 ; robustness.rows.int8
@@ -26,7 +26,7 @@ another results file).
 - FILE is a path from the repository root, or a bare name in ``docs/results/``.
 - PATH is dot-separated keys; a key holding a dot, a space or a comma is quoted (``rows."int8, x86 engine"``); a
   number indexes a list; ``*`` takes every key or item (``bf16_*`` every key so named), and then ``of=`` says
-  what to quote.
+  what to quote (``ci95_low`` / ``ci95_high``: the paired bootstrap interval of the mean, with ``minus=``).
 - ``fmt=`` a Python format spec (``.2f``, ``+.2f``, ``,.0f``, ``.1e``; default ``g``); ``scale=`` a factor
   applied last (``100`` for a share quoted in %, ``-1`` for a drop quoted as a positive number); ``of=`` one of
   min, max, mean, median, sum, count over the values a ``*`` path gives; ``minus=`` / ``per=`` a second path in
@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import functools
 import json
 import math
 import re
@@ -68,6 +69,20 @@ SEGMENT = re.compile(r'"([^"]*)"|([^."]+)')
 FENCE = re.compile(r"^\s*(```|~~~)")
 OPTIONS = ("fmt", "scale", "of", "minus", "per")
 MAX_GAP = 12  # characters (a unit, bold marks) allowed between a prose figure and its marker
+
+
+@functools.lru_cache(maxsize=256)
+def _interval(values: tuple[float, ...]) -> tuple[float, float]:
+    """The 95 % bootstrap interval of the mean of paired differences, as every lengthwise comparison computes it
+    (``lengthwise.core.stats.paired_bootstrap``: 10,000 resamples, percentile, seed 0)."""
+    import numpy as np
+
+    from lengthwise.core.stats import paired_bootstrap
+
+    _, low, high = paired_bootstrap((np.zeros(len(values)), np.asarray(values)), resamples=10_000, seed=0)
+    return low, high
+
+
 AGGREGATES: dict[str, Callable[[list[float]], float]] = {
     "min": min,
     "max": max,
@@ -75,6 +90,8 @@ AGGREGATES: dict[str, Callable[[list[float]], float]] = {
     "median": statistics.median,
     "sum": math.fsum,
     "count": lambda values: float(len(values)),
+    "ci95_low": lambda values: _interval(tuple(values))[0],
+    "ci95_high": lambda values: _interval(tuple(values))[1],
 }
 
 
@@ -300,7 +317,7 @@ class TableSpec:
     def traced(self) -> int:
         """How many figures the table traces."""
         return sum(
-            len(specs)
+            sum(spec != "-" for spec in specs)
             for row in self.rows
             if row is not None
             for column, specs in self.columns.items()
@@ -373,6 +390,8 @@ def _check_row(lines: list[str], index: int, row: Row, table: TableSpec, sources
             problems.append(f"cell {column} holds {len(numbers)} numbers, the comment gives {len(texts)} specs")
             continue
         for number, spec_text in reversed(list(zip(numbers, texts, strict=True))):  # right to left: offsets stay valid
+            if spec_text == "-":
+                continue  # a number the comment says is not traced
             try:
                 spec = parse_spec(spec_text.replace("{row}", row.path), source=row.source or table.source)
             except ValueError as error:
