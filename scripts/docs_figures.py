@@ -265,12 +265,12 @@ def _check_prose(lines: list[str], sources: Sources, write: bool) -> Iterator[tu
     fenced = _fenced(lines)
     ticks = _open_ticks(lines, fenced)
     for index, line in enumerate(lines):
-        if "<!-- figure:" not in line:
-            continue
+        if "<!-- figure:" not in line or fenced[index]:
+            continue  # a code block shows the syntax, it quotes nothing
         pieces, start = [], 0
         for match in MARKER.finditer(line):
             before = line[start : match.start()]
-            code = fenced[index] or (ticks[index] + line[: match.start()].count("`")) % 2 == 1
+            code = (ticks[index] + line[: match.start()].count("`")) % 2 == 1
             fixed, problem = _check_marker(before, match.group("body"), sources, code)
             if problem:
                 yield index, problem
@@ -284,7 +284,7 @@ def _check_prose(lines: list[str], sources: Sources, write: bool) -> Iterator[tu
 def _check_marker(before: str, body: str, sources: Sources, code: bool) -> tuple[str | None, str]:
     """(the text before the marker with its figure rewritten, or None; the problem, or "")."""
     if code:
-        return None, "a figure marker inside code would be shown as text; quote the figure in prose"
+        return None, "a figure marker inside inline code would be shown as text; quote the figure in prose"
     try:
         spec = parse_spec(body)
     except ValueError as error:
@@ -356,8 +356,14 @@ def parse_table(body: str) -> TableSpec:
     return TableSpec(rows, columns, source)
 
 
+def _tables(text: str) -> Iterator[re.Match[str]]:
+    """The ``<!-- figure-table: -->`` comments of a text, outside code blocks."""
+    fenced = _fenced(text.split("\n"))
+    yield from (match for match in TABLE.finditer(text) if not fenced[text.count("\n", 0, match.start())])
+
+
 def _check_tables(text: str, lines: list[str], sources: Sources, write: bool) -> Iterator[tuple[int, str]]:
-    for match in TABLE.finditer(text):
+    for match in _tables(text):
         after = text.count("\n", 0, match.end()) + 1  # the line below the comment
         try:
             table = parse_table(match.group("body"))
@@ -429,8 +435,9 @@ def check_text(text: str, doc: str, root: Path = ROOT, write: bool = False) -> t
 
 def count_figures(text: str) -> int:
     """How many figures a text traces: one per prose marker, one per spec in a traced table cell."""
-    total = len(MARKER.findall(text))
-    for match in TABLE.finditer(text):
+    lines = text.split("\n")
+    total = sum(len(MARKER.findall(line)) for line, fenced in zip(lines, _fenced(lines), strict=True) if not fenced)
+    for match in _tables(text):
         try:
             table = parse_table(match.group("body"))
         except ValueError:

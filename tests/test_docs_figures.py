@@ -104,8 +104,7 @@ def test_a_table_cell_edited_by_hand_fails(results: Path) -> None:
         ("1.3<!-- figure: bench.json:speed.rows.*.ratio -->", "gives 2 values; say of="),
         ("1.3<!-- figure: bench.json:speed.rows.0.ratio colour=red -->", "unknown option 'colour=red'"),
         ("fast<!-- figure: bench.json:speed.rows.0.ratio fmt=.2f -->", "no figure right before the marker"),
-        ("`1.32<!-- figure: bench.json:speed.rows.0.ratio fmt=.2f -->`", "inside code would be shown as text"),
-        ("```\n1.32<!-- figure: bench.json:speed.rows.0.ratio fmt=.2f -->\n```", "inside code would be shown"),
+        ("`1.32<!-- figure: bench.json:speed.rows.0.ratio fmt=.2f -->`", "inside inline code would be shown as text"),
         ("1.32<!-- figure: bench.json speed -->", "expected FILE:PATH first"),
         ("1.32<!-- figure: bench.json:speed | fmt=.2f -->", "a figure marker that does not parse"),
         ("see [the run](results/missing.json)", "names docs/results/missing.json, which does not exist"),
@@ -116,6 +115,16 @@ def test_a_marker_that_cannot_be_traced_fails(results: Path, text: str, message:
     doc.write_text(text, encoding="utf-8")
     problems, _ = figures.check([doc], results)
     assert len(problems) == 1 and message in problems[0].message, problems
+
+
+def test_a_code_block_shows_the_syntax_and_quotes_nothing(results: Path) -> None:
+    example = (
+        "```markdown\n7.77<!-- figure: bench.json:speed.rows.0.ratio fmt=.2f -->\n"
+        "<!-- figure-table: bench.json\nrows: speed.rows.0\ncol 2: {row}.ratio fmt=.2f\n-->\n"
+        "| a | b |\n|---|---|\n| 1 | 9.99 |\n```\n"
+    )
+    new, problems, seen = figures.check_text(example, "doc.md", results, write=True)
+    assert (new, problems, seen) == (example, [], 0)
 
 
 def test_signs_thousands_and_exponents_compare_as_numbers(results: Path) -> None:
