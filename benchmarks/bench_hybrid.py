@@ -93,7 +93,7 @@ def _queries(data: Any) -> dict[str, Any]:
 
 def _synthetic_sets(args: argparse.Namespace, tokenizer: Any) -> dict[str, dict[str, Any]]:
     from lengthwise.core._textio import open_text
-    from lengthwise.longdoc.synthetic import make_synthetic
+    from lengthwise.longdoc.tasks.synthetic import make_synthetic
 
     haystack = []
     for path in sorted((ROOT / "data" / "essays").glob("*.txt.gz")):
@@ -129,7 +129,7 @@ def _indexed(name: str, ids: list[str], texts: list[str], args: argparse.Namespa
     if not (work / "index" / "lexical" / "lexical.json").is_file():
         lw.LongIndex.build(work / "encoded", work / "index")
     index = lw.LongIndex.open(work / "index")
-    print(f"{name}: {len(ids)} documents, {index.windows.settings['windows']} windows (encode {encoded:.0f} s, "
+    print(f"{name}: {len(ids)} documents, {index.settings['windows']} windows (encode {encoded:.0f} s, "
           f"load {_load()})", flush=True)  # fmt: skip
     return index
 
@@ -137,13 +137,13 @@ def _indexed(name: str, ids: list[str], texts: list[str], args: argparse.Namespa
 def _score_matrices(index: Any, queries: list[str], args: argparse.Namespace) -> dict[str, np.ndarray]:
     """(Q, n) exact scores of every document: dense (fp32 windows), BM25 over documents and over windows."""
     from lengthwise.core.encoder import MultiVectors, multi_vector_scores
-    from lengthwise.longdoc.lexical import LexicalIndex
+    from lengthwise.longdoc.search.lexical import LexicalIndex
 
     vectors = torch.nn.functional.normalize(torch.as_tensor(np.asarray(index.embed_queries(queries))), dim=-1)
-    documents = MultiVectors(np.asarray(index.windows.vectors), index.windows.offsets)
+    documents = MultiVectors(np.asarray(index.vectors), index.offsets)
     dense = multi_vector_scores(vectors, documents, index.scoring).double().numpy()
     lexical = index.lexical
-    folder = Path(index.windows.folder).parent / "lexical-window"
+    folder = Path(index.folder).parent / "lexical-window"
     if not (folder / "lexical.json").is_file():
         texts = [lexical.text(n) for n in range(lexical.settings["documents"])]
         offsets = lexical.window_offsets
@@ -156,7 +156,7 @@ def _score_matrices(index: Any, queries: list[str], args: argparse.Namespace) ->
 
 def _arms(matrices: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Every arm's (Q, n) ranking scores."""
-    from lengthwise.longdoc.hybrid import Fusion, FusionSettings, fuse
+    from lengthwise.longdoc.search.hybrid import Fusion, FusionSettings, fuse
 
     arms = {"dense": matrices["dense"], "bm25-document": matrices["document"], "bm25-window": matrices["window"]}
     for granularity in ("document", "window"):
@@ -206,14 +206,14 @@ def stage_quality(args: argparse.Namespace) -> None:
         index = _indexed(name, entry["ids"], entry["texts"], args, entry.get("corpus"))
         for split, queries in entry["splits"].items():
             arms = _arms(_score_matrices(index, queries["texts"], args))
-            table[f"{name}-{split}"] = {arm: _ndcg(s, index.windows.doc_ids, queries) for arm, s in arms.items()}
+            table[f"{name}-{split}"] = {arm: _ndcg(s, index.doc_ids, queries) for arm, s in arms.items()}
             print(f"{name}-{split}: " + _summary(table[f"{name}-{split}"]), flush=True)
     tokenizer = load_plain_model(args.model).tokenizer
     for name, entry in _synthetic_sets(args, tokenizer).items():
         if name.split("-")[0] not in args.sets:
             continue
         index = _indexed(name, entry["ids"], entry["texts"], args)
-        assert index.windows.doc_ids == entry["ids"]
+        assert index.doc_ids == entry["ids"]
         arms = _arms(_score_matrices(index, [item.query for item in entry["data"].items], args))
         results = {arm: _acc1(s, entry["data"]) for arm, s in arms.items()}
         table[name] = {arm: r["mean"] for arm, r in results.items()}
@@ -304,7 +304,7 @@ def _engine_run(engine: str, docs: int, work: Path) -> dict[str, Any]:
 
 
 def _build_bm25s(texts: list[str], folder: Path) -> Any:
-    from lengthwise.longdoc.lexical import LexicalIndex
+    from lengthwise.longdoc.search.lexical import LexicalIndex
 
     index = LexicalIndex.build(texts, [np.zeros((1, 2), dtype=np.int64)] * len(texts), folder)
 
@@ -349,8 +349,8 @@ def _scale_index(windows: int, work: Path) -> Path:
     """A dense index of `windows` window vectors (20 per document; seeded vectors around a common direction, as
     sentence embeddings are) with the USearch int8 default, reused when built."""
     from lengthwise.core.encoder import MultiVectors
-    from lengthwise.longdoc.index import WindowIndex
-    from lengthwise.longdoc.store import EmbeddingStore
+    from lengthwise.longdoc.search.index import LongIndex
+    from lengthwise.longdoc.storage.store import EmbeddingStore
 
     out = work / f"scale-{windows}" / "index"
     if (out / "index.json").is_file():
@@ -365,13 +365,13 @@ def _scale_index(windows: int, work: Path) -> Path:
         vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
         ids = [f"s{first // PER_DOC + i}" for i in range(docs)]
         store.write("w0-", ids, MultiVectors(vectors, np.arange(docs + 1, dtype=np.int64) * PER_DOC))
-    WindowIndex.build(shards, out)
+    LongIndex.build_windows(shards, out)
     return out
 
 
 def _lexical_build(index: Path, docs: int) -> None:
     """The lexical side of the scale index (run in its own process: its peak memory is the build's)."""
-    from lengthwise.longdoc.lexical import LexicalIndex
+    from lengthwise.longdoc.search.lexical import LexicalIndex
 
     texts = _scale_texts(docs)
     spans = []
@@ -404,9 +404,9 @@ def stage_scale(args: argparse.Namespace) -> None:
     """Dense against hybrid at `args.windows` windows: the lexical side's build time, memory and bytes per document,
     query latency alone and with 8 clients, and the recall of the fused top 10 against the exact fused scan."""
     from lengthwise.core.scoring import WindowScoring
-    from lengthwise.longdoc.hybrid import FusionSettings, HybridSearch, Mode
-    from lengthwise.longdoc.index import WindowIndex
-    from lengthwise.longdoc.lexical import LexicalIndex
+    from lengthwise.longdoc.search.hybrid import FusionSettings, HybridSearch, Mode
+    from lengthwise.longdoc.search.index import LongIndex
+    from lengthwise.longdoc.search.lexical import LexicalIndex
 
     load_before, docs = _load(), args.windows // PER_DOC
     started = time.perf_counter()
@@ -422,7 +422,7 @@ def stage_scale(args: argparse.Namespace) -> None:
     else:
         peak_mb = None
     lexical_built = time.perf_counter() - started
-    windows, lexical = WindowIndex.open(folder), LexicalIndex.open(folder / "lexical")
+    windows, lexical = LongIndex.open(folder), LexicalIndex.open(folder / "lexical")
     texts = _scale_texts(docs)
     rng = np.random.default_rng(2)
     picks = rng.integers(0, docs, size=args.queries)
@@ -465,7 +465,7 @@ def stage_recall(args: argparse.Namespace) -> None:
     scan of every document: nDCG@10 both ways and the share of the exact top 10 found (`eval --index --mode`)."""
     import lengthwise as lw
     from lengthwise.evaluation.config import EvalConfig, RetrievalConfig
-    from lengthwise.longdoc.hybrid import Fusion, FusionSettings
+    from lengthwise.longdoc.search.hybrid import Fusion, FusionSettings
 
     table = json.loads(RESULTS.read_text())["quality"]["table"]
     arm = choose(table)["chosen"]

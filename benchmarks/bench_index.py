@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Benchmark: document search through `lengthwise.longdoc.index` against the exact scan of the same vectors (issue 23).
+"""Benchmark: document search through `lengthwise.longdoc.search.index` against the exact scan of the same vectors
+(issue 23).
 
 Stages (each writes its own section of the JSON; earlier sections are kept, so a stage can be re-run alone):
 
@@ -109,12 +110,12 @@ def stage_quality(cache: Path) -> dict[str, Any]:
         build_s = time.perf_counter() - started
         if vectors is None:
             vectors = index.embed_queries(texts)
-            exact = index.windows.exact_vectors(vectors, k=100)
+            exact = index.exact_vectors(vectors, k=100)
             rows["exact"] = {"ndcg@10": _ndcg(qrels, _run(query_ids, exact))}
         started = time.perf_counter()
-        found = index.windows.search_vectors(vectors, k=100)
+        found = index.search_vectors(vectors, k=100)
         latency_ms = 1000 * (time.perf_counter() - started) / len(texts)
-        recall = _candidate_recall(index.windows, vectors, exact)
+        recall = _candidate_recall(index, vectors, exact)
         row = {
             "ndcg@10": _ndcg(qrels, _run(query_ids, [r[:10] for r in found])),
             "candidate_recall@100": recall,
@@ -122,13 +123,13 @@ def stage_quality(cache: Path) -> dict[str, Any]:
             "build_s": build_s,
         }
         if quantize == "ubinary":  # without rescoring: each candidate document at its best window's Hamming score
-            row["ndcg@10_without_rescoring"] = _ndcg(qrels, _run(query_ids, _unrescored(index.windows, vectors)))
+            row["ndcg@10_without_rescoring"] = _ndcg(qrels, _run(query_ids, _unrescored(index, vectors)))
         rows[f"{engine}/{quantize}"] = row
         print(engine, quantize, row, flush=True)
     return {
         "rows": rows,
-        "documents": index.windows.settings["documents"],
-        "windows": index.windows.settings["windows"],
+        "documents": index.settings["documents"],
+        "windows": index.settings["windows"],
     }
 
 
@@ -140,7 +141,7 @@ def _synthetic_set(cache: Path, task: str) -> tuple[Path, list[str], list[str]]:
     the recommended long-document setting by `lengthwise encode` (cached, resumable): (folder, queries, gold ids)."""
     import lengthwise as lw
     from lengthwise.core._textio import open_text
-    from lengthwise.longdoc.synthetic import make_synthetic
+    from lengthwise.longdoc.tasks.synthetic import make_synthetic
 
     haystack: list[str] = []
     for path in sorted((REPO / "data" / "essays").glob("*.txt.gz")):
@@ -173,16 +174,16 @@ def stage_synthetic(cache: Path) -> dict[str, Any]:
                                        engine=engine)  # fmt: skip
             if vectors is None:
                 vectors = index.embed_queries(texts)
-                exact = index.windows.exact_vectors(vectors, k=100)
+                exact = index.exact_vectors(vectors, k=100)
                 rows["exact"] = {"acc@1": _accuracy(exact, gold)}
-            found = index.windows.search_vectors(vectors, k=100)
-            recall = _candidate_recall(index.windows, vectors, exact)
+            found = index.search_vectors(vectors, k=100)
+            recall = _candidate_recall(index, vectors, exact)
             row = {"acc@1": _accuracy(found, gold), "candidate_recall@100": recall}
             if quantize == "ubinary":
-                row["acc@1_without_rescoring"] = _accuracy(_unrescored(index.windows, vectors), gold)
+                row["acc@1_without_rescoring"] = _accuracy(_unrescored(index, vectors), gold)
             rows[f"{engine}/{quantize}"] = row
             print(task, engine, quantize, row, flush=True)
-        sections[task] = {"rows": rows, "documents": len(gold), "windows": index.windows.settings["windows"]}
+        sections[task] = {"rows": rows, "documents": len(gold), "windows": index.settings["windows"]}
     return sections
 
 
@@ -210,12 +211,12 @@ def stage_oversample(cache: Path) -> dict[str, Any]:
                      else lw.LongIndex.build(encoded, folder, quantize=quantize, engine=engine))  # fmt: skip
             if vectors is None:
                 vectors = index.embed_queries(texts)
-                exact = index.windows.exact_vectors(vectors, k=100)
+                exact = index.exact_vectors(vectors, k=100)
             assert exact is not None
             for count in OVERSAMPLE:
                 started = time.perf_counter()
-                found = index.windows.search_vectors(vectors, k=100, windows=count)
-                row = {"candidate_recall@100": _candidate_recall(index.windows, vectors, exact, count),
+                found = index.search_vectors(vectors, k=100, windows=count)
+                row = {"candidate_recall@100": _candidate_recall(index, vectors, exact, count),
                        "ms_per_query": 1000 * (time.perf_counter() - started) / len(texts)}  # fmt: skip
                 if gold is None:
                     row["ndcg@10"] = _ndcg(qrels, _run(query_ids, [r[:10] for r in found]))
@@ -246,13 +247,12 @@ def stage_connectivity(cache: Path) -> dict[str, Any]:
                 out = cache / f"conn-{name}-{degree}"
                 index = lw.LongIndex.build(encoded, out, quantize="int8", engine="usearch")
                 vectors = index.embed_queries(texts)
-                exact = index.windows.exact_vectors(vectors, k=100)
+                exact = index.exact_vectors(vectors, k=100)
                 rows[f"{degree}/{name}"] = {
                     "connectivity": degree,
                     "set": name,
-                    "engine_bytes_per_window": (out / "engine.usearch").stat().st_size
-                    / index.windows.settings["windows"],
-                    "candidate_recall@100": _candidate_recall(index.windows, vectors, exact),
+                    "engine_bytes_per_window": (out / "engine.usearch").stat().st_size / index.settings["windows"],
+                    "candidate_recall@100": _candidate_recall(index, vectors, exact),
                 }
                 print(rows[f"{degree}/{name}"], flush=True)
     finally:
@@ -297,7 +297,7 @@ def _unrescored(windows: Any, vectors: Any, count: int = 1000) -> list[list[tupl
 def _duplicated_corpus(folder: Path, docs: int = 250, cycle: int = 600, dim: int = 384) -> np.ndarray:
     """The ``duplicated`` stage's shard folder (see the module docstring); returns the queries (docs, dim)."""
     from lengthwise.core.encoder import MultiVectors
-    from lengthwise.longdoc.store import EmbeddingStore
+    from lengthwise.longdoc.storage.store import EmbeddingStore
 
     rng = np.random.default_rng(0)
     common = rng.normal(size=dim).astype(np.float32)
@@ -318,7 +318,7 @@ def _duplicated_corpus(folder: Path, docs: int = 250, cycle: int = 600, dim: int
 
 def stage_duplicated(cache: Path) -> dict[str, Any]:
     """Acc@1 through each index against the exact scan on a corpus of heavily duplicated windows (issue 33.0)."""
-    from lengthwise.longdoc.index import WindowIndex
+    from lengthwise.longdoc.search.index import LongIndex
 
     encoded = cache / "duplicated"
     queries = _duplicated_corpus(encoded)
@@ -328,7 +328,7 @@ def stage_duplicated(cache: Path) -> dict[str, Any]:
     for engine, quantize in ARMS:
         folder = cache / f"idx-duplicated-{engine}-{quantize}"
         started = time.perf_counter()
-        index = WindowIndex.build(encoded, folder, quantize=quantize, engine=engine)
+        index = LongIndex.build_windows(encoded, folder, quantize=quantize, engine=engine)
         built = time.perf_counter() - started
         if exact is None:
             exact = index.exact_vectors(queries, k=100)
@@ -350,7 +350,7 @@ def stage_duplicated(cache: Path) -> dict[str, Any]:
 def _synthetic(cache: Path, windows: int) -> Path:
     """A shard folder of `windows` vectors: SciFact windows repeated with seeded noise, 20 windows per document."""
     from lengthwise.core.encoder import MultiVectors
-    from lengthwise.longdoc.store import EmbeddingStore, read_embeddings
+    from lengthwise.longdoc.storage.store import EmbeddingStore, read_embeddings
 
     folder = cache / f"synthetic-{windows}"
     per_doc, chunk = 20, 100_000
@@ -386,10 +386,10 @@ def status_mb(key):
         if line.startswith(key + ":"):
             return int(line.split()[1]) / 1024
 
-from lengthwise.longdoc.index import WindowIndex
+from lengthwise.longdoc.search.index import LongIndex
 folder, queries = sys.argv[1], np.load(sys.argv[2])
 started = time.perf_counter()
-index = WindowIndex.open(folder)
+index = LongIndex.open(folder)
 opened = time.perf_counter() - started
 times = []
 for query in queries:
@@ -435,7 +435,7 @@ def stage_scale(cache: Path, windows: int, arms: list[str], done: dict[str, Any]
     from tqdm.auto import tqdm
 
     import lengthwise as lw
-    from lengthwise.longdoc.index import WindowIndex
+    from lengthwise.longdoc.search.index import LongIndex
 
     encoded = _synthetic(cache, windows)
     _, texts, _ = _queries()
@@ -451,7 +451,7 @@ def stage_scale(cache: Path, windows: int, arms: list[str], done: dict[str, Any]
         out = cache / f"scale-{windows}-{engine}-{quantize}"
         load_before, started = os.getloadavg(), time.perf_counter()
         with tqdm(total=windows, unit="window", desc=f"build {arm}") as bar:
-            WindowIndex.build(encoded, out, quantize=quantize, engine=engine,
+            LongIndex.build_windows(encoded, out, quantize=quantize, engine=engine,
                               on_progress=lambda done, _: bar.update(done - bar.n))  # fmt: skip
         build_s = time.perf_counter() - started
         engine_bytes = (out / f"engine.{engine}").stat().st_size

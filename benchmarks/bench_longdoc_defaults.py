@@ -42,8 +42,8 @@ from lengthwise.evaluation.retrieval import evaluate_retrieval
 from lengthwise.longdoc import LongEncoder, Strategy
 from lengthwise.longdoc._cache import WindowCache
 from lengthwise.longdoc.pooling import pool_windows
-from lengthwise.longdoc.scoring import score_synthetic
-from lengthwise.longdoc.synthetic import make_synthetic
+from lengthwise.longdoc.tasks.scoring import score_synthetic
+from lengthwise.longdoc.tasks.synthetic import make_synthetic
 
 ROOT = Path(__file__).resolve().parents[1]
 LENGTHS = (256, 512, 1024, 2048, 4096, 8192)
@@ -273,7 +273,7 @@ def main() -> None:
         help="simple: the first generator's passkey/needle (test side) under --simple-plans only",
     )
     parser.add_argument("--simple-plans", nargs="+", default=["w256", "w64", "w64s32", "w32s16"])
-    parser.add_argument("--precision", choices=("fp32", "int8"), default="fp32", help="int8: load_plain_model's CPU int8")
+    parser.add_argument("--precision", choices=("fp32", "int8"), default="fp32", help="int8: the CPU int8 load")
     parser.add_argument("--sets", nargs="+", default=None, help="score only these data sets, e.g. passkey-test")
     parser.add_argument("--plans", nargs="+", default=None, help="encode only these plans (w256 is always needed)")
     parser.add_argument("--cache", type=Path, default=Path("/tmp/lengthwise-bench-defaults"))

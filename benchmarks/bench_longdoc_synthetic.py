@@ -26,8 +26,8 @@ from lengthwise.core.results import environment, write_json_atomic
 from lengthwise.longdoc import LongEncoder, Strategy
 from lengthwise.longdoc._cache import WindowCache
 from lengthwise.longdoc.pooling import pool_windows
-from lengthwise.longdoc.scoring import score_synthetic
-from lengthwise.longdoc.synthetic import DEFAULT_LENGTHS, make_synthetic
+from lengthwise.longdoc.tasks.scoring import score_synthetic
+from lengthwise.longdoc.tasks.synthetic import DEFAULT_LENGTHS, make_synthetic
 
 HAYSTACK = Path("../shared/data/wiki1m_simcse_head/wiki1m_for_simcse.head11914.txt.gz")
 

@@ -57,7 +57,7 @@ def _queries(index: Any, path: Path | None, count: int, seed: int) -> list[str]:
     rng = random.Random(seed)
     found: list[str] = []
     if index.lexical is not None:
-        documents = len(index.windows.doc_ids)
+        documents = len(index.doc_ids)
         for _ in range(count * 3):
             words = index.lexical.text(rng.randrange(documents)).split()
             if len(words) >= 4:

@@ -148,7 +148,8 @@ def sts_suite(model_path: str, tasks: Sequence[str], batch_size: int = 64) -> di
 
 
 def train_record(config: Any) -> dict[str, Any]:
-    """Train one run (`lengthwise.training.run_training`) into a fresh `config.out`; model path, steps, timing, losses."""
+    """Train one run (`lengthwise.training.run_training`) into a fresh `config.out`; model path, steps, timing,
+    losses."""
     from lengthwise.training import run_training
 
     shutil.rmtree(config.out, ignore_errors=True)

@@ -6,7 +6,8 @@ lengthwise is laid out as one hall (`core/`) with rooms off it (`audit/`, `temps
 
 - the hall imports only itself;
 - a room imports only the hall and itself, never another room, the facade or the CLI;
-- the facade (`__init__.py`, `facade.py`, `pipelines.py`) may join rooms, but never imports the CLI;
+- the facade (`__init__.py`, `facade.py`, `pipelines.py`, `service/`) may join rooms, through their public modules
+  only (a room's private `_name` module is that room's own work), and never imports the CLI;
 - nothing outside `cli/` imports `cli/`;
 - no cycle between modules.
 
@@ -38,7 +39,8 @@ ROOMS = ("audit", "tempscale", "longdoc", "evaluation", "training")
 CLI = "cli"
 FACADE = "facade"
 # top-level modules/packages that belong to the facade or the hall without living under core/
-# (`service/`: the index behind HTTP, a whole job over `pipelines.LongIndex` like those in pipelines.py)
+# (`facade.py`: a model loaded as saved, the loader bound into the longdoc room's `encode` and `LongIndex`;
+# `pipelines.py`: the jobs that join two rooms; `service/`: a `LongIndex` behind HTTP, with the loader bound)
 FACADE_MODULES = ("__init__", "facade", "pipelines", "_version", "service")
 HALL_EXTRAS = ("probes", "testing")  # data files read through importlib.resources; test models for users
 GROUP_ORDER = (HALL, *ROOMS, FACADE, CLI)
@@ -172,7 +174,9 @@ def violations(modules: set[str], edges: list[Import], package: str) -> list[str
         elif src == HALL:
             why = f"the hall ({HALL}/) imports only itself"
         elif src in ROOMS and dst != HALL:
-            why = f"a room imports only {HALL}/ and itself; join rooms in {CLI}/ or facade.py"
+            why = f"a room imports only {HALL}/ and itself; join rooms in facade.py or pipelines.py"
+        elif src == FACADE and dst in ROOMS and any(part.startswith("_") for part in edge.target.split(".")[2:]):
+            why = "the facade joins rooms through their public modules; a private one (_name) is the room's own work"
         if why:
             where = f"{edge.path.as_posix()}:{edge.line}"
             problems.append(f"{where}: {edge.source} imports {edge.target} ({src} → {dst}): {why}")

@@ -95,6 +95,10 @@ def test_strings_naming_modules_are_not_imports(tmp_path: Path) -> None:
         ),
         ({"core__data_py": "__import__('pkg.audit.shift')\n"}, "(core → audit): the hall (core/) imports only itself"),
         ({"helpers_py": "x = 1\n"}, "pkg.helpers: in no room"),
+        (  # the junction doing a room's work: it reaches into the room's private module
+            {"facade_py": "def train():\n    from pkg.training import _views\n", "training___views_py": ""},
+            "(facade → training): the facade joins rooms through their public modules",
+        ),
     ],
 )
 def test_each_broken_rule_is_named(tmp_path: Path, changes: dict[str, str], expected: str) -> None:

@@ -91,7 +91,7 @@ def _files(folder: Path) -> dict[str, bytes]:
 
 
 def test_tempscale_bake_and_save_cli_and_python_write_the_same_model(tiny_model_dir: Path, tmp_path: Path) -> None:
-    from lengthwise.pipelines import bake, save_tempscaled
+    from lengthwise.tempscale import bake, save_tempscaled
 
     model = ["--model", str(tiny_model_dir), "--t", "0.7"]
     run = CliRunner().invoke(app, ["tempscale", "bake", *model, "--out", str(tmp_path / "cli-bake")])
@@ -110,7 +110,7 @@ def test_tempscale_bake_and_save_cli_and_python_write_the_same_model(tiny_model_
 
 def test_longdoc_save_cli_and_python_write_the_same_model(tiny_model_dir: Path, tmp_path: Path) -> None:
     from lengthwise.longdoc import LongDocConfig
-    from lengthwise.pipelines import save_long_documents
+    from lengthwise.longdoc.persist import save_long_documents
 
     args = ["longdoc", "save", "--model", str(tiny_model_dir), "--long", "multi-vector", "--window", "16"]
     run = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "cli")])
@@ -151,7 +151,7 @@ def test_audit_cli_and_python_write_the_same_record(tiny_model_dir: Path, tmp_pa
 
 
 def test_encode_cli_and_python_write_the_same_vectors(tiny_model_dir: Path, tmp_path: Path) -> None:
-    from lengthwise.longdoc.store import read_embeddings
+    from lengthwise.longdoc.storage.store import read_embeddings
 
     rows = [{"_id": f"d{i}", "text": " ".join(f"word{i * 5 + j}" for j in range(40))} for i in range(6)]
     corpus = tmp_path / "corpus.jsonl"
@@ -193,7 +193,7 @@ def test_train_cli_and_python_train_the_same_model(tiny_model_dir: Path, tmp_pat
 
 
 def test_longdoc_synth_and_eval_cli_and_python_agree(tiny_model_dir: Path, tmp_path: Path) -> None:
-    from lengthwise.pipelines import score_long_task, synthesize
+    from lengthwise.longdoc.tasks.run import score_long_task, synthesize
 
     haystack = Path(__file__).parent / "longdoc" / "prose.txt"
     args = ["longdoc", "synth", "-t", "needle", "--haystack", str(haystack), "-m", str(tiny_model_dir),
@@ -226,7 +226,7 @@ def test_an_unwritable_out_is_refused_before_the_model_loads(tmp_path: Path) -> 
 def test_a_haystack_folder_reads_its_text_files_in_name_order(tiny_model_dir: Path, tmp_path: Path) -> None:
     import gzip
 
-    from lengthwise.pipelines import synthesize
+    from lengthwise.longdoc.tasks.run import synthesize
 
     lines = (Path(__file__).parent / "longdoc" / "prose.txt").read_text().splitlines(keepends=True)
     folder = tmp_path / "essays"

@@ -136,7 +136,7 @@ def test_query_ids_are_echoed_and_context_surrounds_the_passage(client: Any, lib
     results = client.post("/search", json=body).json()["results"]
     assert results[0]["query_id"] == "q-rare" and "query_id" not in results[1]
     passage = results[0]["hits"][0]["passages"][0]
-    doc = library.windows.doc_ids.index(results[0]["hits"][0]["id"])
+    doc = library.doc_ids.index(results[0]["hits"][0]["id"])
     text = library.lexical.text(doc)
     assert text[passage["start"] : passage["end"]] == passage["text"]
     assert passage["before"] == text[max(0, passage["start"] - 30) : passage["start"]]
@@ -158,8 +158,8 @@ def test_health_info_and_openapi(client: Any, library: Any) -> None:
     assert client.get("/health").json() == {"status": "ok"}
     info = client.get("/info").json()
     assert info["lengthwise"] == __version__
-    assert info["model"]["weights_sha256_16"] == library.windows.settings["model"]["weights_sha256_16"]
-    assert info["index"]["documents"] == 24 and info["index"]["windows"] == library.windows.settings["windows"]
+    assert info["model"]["weights_sha256_16"] == library.settings["model"]["weights_sha256_16"]
+    assert info["index"]["documents"] == 24 and info["index"]["windows"] == library.settings["windows"]
     assert info["lexical"]["documents"] == 24 and info["mode"] == "hybrid"
     assert info["limits"]["max_k"] == 1000
     schema = client.get("/openapi.json").json()

@@ -126,7 +126,10 @@ def test_ray_data_read_tasks_import_no_torch() -> None:
     """Each Ray Data task that reads the corpus unpickles `_raydata._texts`, importing its module (and the shard
     store) in a fresh worker: without torch, that costs about 0.1 s instead of 3–4 s of a 2-core machine's CPU."""
     heavy = "{'torch', 'sentence_transformers', 'transformers'}"
-    code = f"import sys, lengthwise.longdoc._raydata; print(sorted({{m.split('.')[0] for m in sys.modules}} & {heavy}))"
+    code = (
+        f"import sys, lengthwise.longdoc.storage._raydata; "
+        f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {heavy}))"
+    )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert run.stdout.strip() == "[]", run.stdout
 

@@ -77,7 +77,7 @@ def _pairs(tmp: Path, _: Context) -> None:
 
 def _current(tmp: Path, _: str) -> str | None:
     """Every shard stands for the corpus as it is now (its recorded text digests)."""
-    from lengthwise.longdoc.store import _shards, corpus_digests, read_embeddings
+    from lengthwise.longdoc.storage.store import _shards, corpus_digests, read_embeddings
 
     corpus = corpus_digests(tmp / "c.jsonl")
     stale = [problem for shard in _shards(tmp / "e") if (problem := shard.stale(corpus))]
@@ -106,7 +106,7 @@ def _same_vectors(tmp: Path, _: str) -> str | None:
     """int8 vectors of texts embedded one by one equal those embedded together (to fp32 rounding)."""
     import numpy as np
 
-    from lengthwise.longdoc.store import read_embeddings
+    from lengthwise.longdoc.storage.store import read_embeddings
 
     ids, alone = read_embeddings(tmp / "one")
     ids_mixed, mixed = read_embeddings(tmp / "e")

@@ -68,11 +68,11 @@ def _line_break_ids(tmp: Path, context: Context) -> None:
 
 _INTERRUPT = """
 import sys
-from lengthwise.longdoc.index import WindowIndex
+from lengthwise.longdoc.search.index import LongIndex
 def stop(done, total):
     raise KeyboardInterrupt
 try:
-    WindowIndex.build(sys.argv[1], sys.argv[2], on_progress=stop)
+    LongIndex.build_windows(sys.argv[1], sys.argv[2], on_progress=stop)
 except KeyboardInterrupt:
     pass
 """
@@ -126,7 +126,7 @@ def _bad_manifest(tmp: Path, _: Context) -> None:
 
 
 def _two_dimensions(tmp: Path, context: Context) -> None:
-    from lengthwise.longdoc.store import EmbeddingStore
+    from lengthwise.longdoc.storage.store import EmbeddingStore
 
     store = EmbeddingStore(tmp / "e", {"model": str(context.tiny_model)})  # the shards are checked after it loads
     store.write("w0-", ["a"], np.ones((1, 8), dtype=np.float32))
@@ -146,18 +146,18 @@ def _distinct(tmp: Path, _: str) -> str | None:
     made = json.loads((tmp / "i" / "index.json").read_text(encoding="utf-8"))
     if not made["distinct"] < made["windows"]:
         return f"{made['distinct']} distinct vectors for {made['windows']} windows"
-    from lengthwise.longdoc.index import WindowIndex
+    from lengthwise.longdoc.search.index import LongIndex
 
-    index = WindowIndex.open(tmp / "i")
+    index = LongIndex.open(tmp / "i")
     filler = np.array(index.vectors[:1])  # the first window: filler, in every document
     found = {doc for doc, _ in index.search_vectors(filler, k=8, windows=1)[0]}
     return None if len(found) == 8 else f"one shared candidate vector brought {sorted(found)}, not all 8 documents"
 
 
 def _piano_first(tmp: Path, output: str) -> str | None:
-    from lengthwise.longdoc.index import WindowIndex
+    from lengthwise.longdoc.search.index import LongIndex
 
-    ids = WindowIndex.open(tmp / "i").doc_ids
+    ids = LongIndex.open(tmp / "i").doc_ids
     line = next((line for line in output.splitlines() if line.startswith("{")), "{}")
     hits = json.loads(line).get("hits", [])
     if ids != ["a\nb", "piano", "moon", "c\u2028d"]:
@@ -166,7 +166,7 @@ def _piano_first(tmp: Path, output: str) -> str | None:
 
 
 def _fresh_vectors(tmp: Path, _: str) -> str | None:
-    from lengthwise.longdoc.store import read_embeddings
+    from lengthwise.longdoc.storage.store import read_embeddings
 
     windows = read_embeddings(tmp / "e")[1].vectors
     expected = windows / np.linalg.norm(windows, axis=1, keepdims=True)
@@ -177,10 +177,10 @@ def _fresh_vectors(tmp: Path, _: str) -> str | None:
 
 def _index_kept(names: list[str]):
     def check(tmp: Path, _: str) -> str | None:
-        from lengthwise.longdoc.index import WindowIndex
+        from lengthwise.longdoc.search.index import LongIndex
 
         try:
-            WindowIndex.open(tmp / "i")
+            LongIndex.open(tmp / "i")
         except Exception as err:  # any failure is the finding
             return f"the earlier index no longer opens: {err}"
         missing = [name for name in names if not (tmp / "i" / name).exists()]

@@ -87,7 +87,7 @@ def _nothing_in(folder: str):
 
 
 def _six_vectors(tmp: Path, _: str) -> str | None:
-    from lengthwise.longdoc.store import read_embeddings
+    from lengthwise.longdoc.storage.store import read_embeddings
 
     ids = read_embeddings(tmp / "e")[0]
     return None if sorted(ids) == [f"d{i}" for i in range(6)] else f"the shards hold {ids}, not d0…d5 once each"

@@ -14,8 +14,8 @@ _EXPORTS = {
     "load_model": "lengthwise.facade",
     "train": "lengthwise.facade",
     "audit_model": "lengthwise.pipelines",
-    "build_encoder": "lengthwise.pipelines",
-    "encode": "lengthwise.pipelines",
+    "build_encoder": "lengthwise.facade",
+    "encode": "lengthwise.facade",
     "evaluate": "lengthwise.pipelines",
     "AuditConfig": "lengthwise.audit.config",
     "AuditResult": "lengthwise.audit.pairs.attack",
@@ -40,7 +40,7 @@ _EXPORTS = {
     "TrainConfig": "lengthwise.training.config",
     "LongEncoder": "lengthwise.longdoc.encoder",
     "LongDocConfig": "lengthwise.longdoc.config",
-    "LongIndex": "lengthwise.pipelines",
+    "LongIndex": "lengthwise.facade",
 }
 __all__ = sorted([*_EXPORTS, "__version__"])
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

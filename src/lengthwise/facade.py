@@ -1,24 +1,35 @@
-"""Where rooms meet: the few operations that join two rooms, for the public API and the command line.
+"""A model loaded as saved and the encoder it runs through: where the hall's `ModelLoader` is bound.
 
-Rooms never import each other; loading a model together with the settings saved beside it (TempScale), or
-training with a dev evaluator, is done here.
+`load_model` is the plain load (`lengthwise.core.models.load_plain_model`) with the settings lengthwise saved beside
+the model re-applied: a TempScale (tempscale room) and a long-document choice (longdoc room), hence here, where rooms
+may meet; `build_encoder` puts TempScale and long documents around a loaded model. A room that embeds with a model by
+name takes the loader as a parameter (`ModelLoader`): `encode` and `LongIndex` are the longdoc room's own, with this
+`load_model` bound. `train` is training with the evaluation room's dev evaluator. The jobs that join two rooms are
+in `lengthwise.pipelines`.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lengthwise.core.defaults import DEFAULT_MODEL
+from lengthwise.longdoc.search import index as longdoc_index
+from lengthwise.longdoc.storage.encode import encode as encode_corpus
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
+    from lengthwise.core.encoder import TextEncoder
+    from lengthwise.longdoc.config import LongDocConfig
+    from lengthwise.tempscale.config import TempScaleConfig
     from lengthwise.training.config import TrainConfig
     from lengthwise.training.run import TrainResult
 
-__all__ = ["load_model", "train"]
+__all__ = ["EncoderSetup", "LongIndex", "build_encoder", "encode", "load_model", "train"]
 
 
 def load_model(
@@ -29,12 +40,14 @@ def load_model(
     max_seq_length: int | None = None,
     precision: str = "fp32",
 ) -> SentenceTransformer:
-    """`lengthwise.core.models.load_plain_model`, then re-apply the TempScale settings saved in the model's folder and
-    keep its saved long-document choice (`lengthwise longdoc tune --save`) for `LongEncoder(model)`.
+    """Load a model as saved: `lengthwise.core.models.load_plain_model`, then re-apply the TempScale settings saved
+    in the model's folder and keep its saved long-document choice (`lengthwise longdoc tune --save`) for
+    `LongEncoder(model)`.
 
     A folder written by `save_tempscale` reloads patched; a baked one (its weights already carry 1/t) does not.
     `precision="int8"` quantizes the Linear layers at load on the CPU (`lengthwise.core.quantize`); a baked or
-    saved TempScale and a saved long-document choice work the same way on the int8 model.
+    saved TempScale and a saved long-document choice work the same way on the int8 model. This function is a
+    `lengthwise.core.models.ModelLoader`: the rooms' entry points take it as their ``load_model``.
     """
     from lengthwise.core.models import load_plain_model, resolve_model_path
     from lengthwise.longdoc.persist import attach_saved_longdoc
@@ -53,11 +66,63 @@ def load_model(
     return model
 
 
+@dataclass(frozen=True)
+class EncoderSetup:
+    """What `build_encoder` made: the encoder (None = the plain model) and the settings it adds to a record."""
+
+    encoder: TextEncoder | None
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+def build_encoder(
+    model: SentenceTransformer,
+    *,
+    tempscale: float | TempScaleConfig | None = None,
+    long: str | LongDocConfig | None = None,
+    window: int | None = None,
+    stride: int | None = None,
+) -> EncoderSetup:
+    """The encoder a job runs `model` (loaded by `lengthwise.load_model`) through: TempScale at `tempscale` (a t or a
+    `TempScaleConfig`, over one saved with the model), long documents (`long`, `window`, `stride`: as
+    `lengthwise.longdoc.persist.resolved_longdoc`), both, or neither; and the settings a record carries. With both,
+    the model stays patched after the call: query and document temperatures then apply per window.
+    """
+    from lengthwise.longdoc import LongEncoder
+    from lengthwise.longdoc.persist import resolved_longdoc
+    from lengthwise.tempscale import TempScaleConfig, TempScaleEncoder, apply_tempscale, remove_tempscale
+
+    ts_config = TempScaleConfig.of(tempscale)
+    settings: dict[str, Any] = {} if ts_config is None else {"tempscale": ts_config.to_dict()}
+    encoder: TextEncoder | None = None if ts_config is None else TempScaleEncoder(model, ts_config)
+    config = resolved_longdoc(model, long, window=window, stride=stride)
+    if config is None:
+        return EncoderSetup(encoder, settings)
+    if ts_config is not None:
+        remove_tempscale(model)
+        apply_tempscale(model, ts_config)
+    long_encoder = LongEncoder(model, config)
+    return EncoderSetup(long_encoder, {**settings, "long": long_encoder.config.to_dict()})
+
+
+@functools.wraps(encode_corpus)
+def encode(*args: Any, **kwargs: Any) -> int:
+    # `lengthwise encode` as one call: `lengthwise.longdoc.storage.encode.encode` (its docstring and signature),
+    # each worker loading the model by `load_model` unless the caller names another loader
+    if kwargs.get("load_model") is None:
+        kwargs["load_model"] = load_model
+    return encode_corpus(*args, **kwargs)
+
+
+class LongIndex(longdoc_index.LongIndex):
+    __doc__ = longdoc_index.LongIndex.__doc__  # the room's class; its query model loaded by `load_model` unless told
+    default_load_model = staticmethod(load_model)
+
+
 def train(
     config: TrainConfig, *, resume: bool = False, callbacks: Sequence[Any] = (), evaluator: Any | None = None
 ) -> TrainResult:
-    """`lengthwise.training.run_training` with a length-binned STS dev evaluator built from ``config.eval_data`` and,
-    with ``config.eval_attack`` = m, the audit's attack-shift evaluator on the same pairs (``dev_attack_*``)."""
+    """`lengthwise.training.run_training` with a length-binned STS dev evaluator built from ``config.eval_data``
+    and, with ``config.eval_attack`` = m, the audit's attack-shift evaluator on the same pairs (``dev_attack_*``)."""
     from lengthwise.training.run import run_training
 
     if evaluator is None and config.eval_data:

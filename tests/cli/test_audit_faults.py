@@ -46,12 +46,12 @@ def pairs(tmp_path: Path) -> Path:
 
 
 def test_out_that_is_a_file_fails_before_any_model_work(tmp_path: Path, pairs: Path, monkeypatch) -> None:
-    import lengthwise.facade
+    import lengthwise.pipelines
 
     def no_model(*args, **kwargs):
         raise AssertionError("the model was loaded before --out was checked")
 
-    monkeypatch.setattr(lengthwise.facade, "load_model", no_model)
+    monkeypatch.setattr(lengthwise.pipelines, "load_model", no_model)
     blocker = tmp_path / "taken"
     blocker.write_text("not a directory", encoding="utf-8")
     message = _one_line_error(_audit(tmp_path, "--pairs", str(pairs), "--out", str(blocker)))

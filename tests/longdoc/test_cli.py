@@ -77,7 +77,7 @@ def test_eval_long_on_a_beir_folder(passkey: Path, tiny_model_dir: Path, tmp_pat
 
 
 def test_encode_resumes_after_a_kill(tiny_model_dir: Path, tmp_path: Path) -> None:
-    from lengthwise.longdoc.store import read_embeddings
+    from lengthwise.longdoc.storage.store import read_embeddings
 
     corpus = tmp_path / "corpus.jsonl"
     lines = HAYSTACK.read_text().splitlines()
@@ -98,7 +98,7 @@ def test_encode_resumes_after_a_kill(tiny_model_dir: Path, tmp_path: Path) -> No
 
 def test_encode_multi_vector_keeps_windows(tiny_model_dir: Path, tmp_path: Path) -> None:
     from lengthwise.core.encoder import MultiVectors
-    from lengthwise.longdoc.store import read_embeddings
+    from lengthwise.longdoc.storage.store import read_embeddings
 
     corpus = tmp_path / "docs.txt"
     corpus.write_text(HAYSTACK.read_text())
@@ -156,7 +156,7 @@ def test_a_damaged_shard_is_refused_by_the_reader_and_repaired_by_a_rerun(tiny_m
     # issue 21 item 2: a shard truncated to 200 bytes was taken as done ("embedded 0 new documents") and
     # read_embeddings then failed with numpy's own error
     from lengthwise.longdoc.config import LongDocError
-    from lengthwise.longdoc.store import read_embeddings
+    from lengthwise.longdoc.storage.store import read_embeddings
 
     out = tmp_path / "e"
     args = [
@@ -188,7 +188,7 @@ def test_a_damaged_shard_is_refused_by_the_reader_and_repaired_by_a_rerun(tiny_m
 
 def test_a_changed_shard_of_the_right_size_is_caught_by_its_hash(tiny_model_dir: Path, tmp_path: Path) -> None:
     from lengthwise.longdoc.config import LongDocError
-    from lengthwise.longdoc.store import read_embeddings
+    from lengthwise.longdoc.storage.store import read_embeddings
 
     out = tmp_path / "e"
     _ok(["encode", "--data", _corpus(tmp_path, 5), "--out", out, "--model", tiny_model_dir, "--window", "32"])
@@ -211,7 +211,7 @@ def test_duplicate_ids_are_refused_before_any_compute(tiny_model_dir: Path, tmp_
 
 @pytest.mark.slow
 def test_two_local_processes_give_the_vectors_of_one(tiny_model_dir: Path, tmp_path: Path) -> None:
-    from lengthwise.longdoc.store import read_embeddings
+    from lengthwise.longdoc.storage.store import read_embeddings
 
     corpus = _corpus(tmp_path, 9)
     base = [

@@ -45,7 +45,7 @@ def _encode(corpus: Path, out: Path, model: Path, *extra: object) -> str:
 
 
 def _vectors(folder: Path) -> dict[str, np.ndarray]:
-    from lengthwise.longdoc.store import read_embeddings
+    from lengthwise.longdoc.storage.store import read_embeddings
 
     ids, vectors = read_embeddings(folder)
     assert isinstance(vectors, np.ndarray)

@@ -1,4 +1,4 @@
-"""Document search over encoded windows (`lengthwise.longdoc.index`, `lengthwise.LongIndex`, `lengthwise index
+"""Document search over encoded windows (`lengthwise.longdoc.search.index`, `lengthwise.LongIndex`, `lengthwise index
 build` / `lengthwise search`): the index ranks as the exact scan does, refuses what it cannot use in one line."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from lengthwise.cli import app
 from lengthwise.core.errors import SettingError
 from lengthwise.longdoc.config import LongDocError
-from lengthwise.longdoc.index import WindowIndex
+from lengthwise.longdoc.search.index import LongIndex
 
 HAYSTACK = Path(__file__).with_name("haystack.txt")
 runner = CliRunner()
@@ -45,10 +45,10 @@ def test_the_index_ranks_as_the_exact_scan(encoded: Path, tmp_path: Path, engine
     import lengthwise as lw
 
     index = lw.LongIndex.build(encoded, tmp_path / "idx", quantize=quantize, engine=engine)
-    windows = index.windows.settings["windows"]
+    windows = index.settings["windows"]
     found = [[(hit.id, hit.score) for hit in row]
              for row in index.search(QUERIES, k=5, mode="dense", windows=windows, probes=10_000)]  # fmt: skip
-    exact = index.windows.exact_vectors(index.embed_queries(QUERIES), k=5, scoring=2)
+    exact = index.exact_vectors(index.embed_queries(QUERIES), k=5, scoring=2)
     assert [[doc for doc, _ in row] for row in found] == [[doc for doc, _ in row] for row in exact]
     np.testing.assert_allclose(
         [[s for _, s in row] for row in found], [[s for _, s in row] for row in exact], atol=1e-5
@@ -61,7 +61,7 @@ def test_ubinary_candidates_rescored_exactly(encoded: Path, tmp_path: Path) -> N
     for engine in ("usearch", "faiss"):
         index = lw.LongIndex.build(encoded, tmp_path / engine, quantize="ubinary", engine=engine)
         hits = index.search(QUERIES[0], k=3, mode="dense", windows=50)
-        exact = dict(index.windows.exact_vectors(index.embed_queries(QUERIES[:1]), k=30, scoring=2)[0])
+        exact = dict(index.exact_vectors(index.embed_queries(QUERIES[:1]), k=30, scoring=2)[0])
         for hit in hits[0]:
             assert hit.score == pytest.approx(exact[hit.id], abs=1e-5)  # a found document gets its exact score
 
@@ -73,13 +73,13 @@ def test_sign_bit_indexes_take_four_times_the_candidate_windows(
     import lengthwise as lw
 
     asked: list[int] = []
-    original = WindowIndex._candidate_vectors
+    original = LongIndex._candidate_vectors
 
-    def spy(self: WindowIndex, queries: np.ndarray, windows: int, probes: int) -> list[np.ndarray]:
+    def spy(self: LongIndex, queries: np.ndarray, windows: int, probes: int) -> list[np.ndarray]:
         asked.append(windows)
         return original(self, queries, windows, probes)
 
-    monkeypatch.setattr(WindowIndex, "_candidate_vectors", spy)
+    monkeypatch.setattr(LongIndex, "_candidate_vectors", spy)
     for quantize in ("int8", "ubinary"):
         index = lw.LongIndex.build(encoded, tmp_path / quantize, quantize=quantize, engine="faiss")
         assert index.search(QUERIES[0], k=3)[0]
@@ -94,32 +94,32 @@ def test_only_the_best_candidates_are_scored_on_all_their_windows(
     document was read. Now the candidates are ranked on their candidate windows first, and only the best
     `RESCORED` per document asked for are read whole (here 1 per document: 3)."""
     import lengthwise as lw
-    from lengthwise.longdoc import index as index_module
+    from lengthwise.longdoc.search import index as index_module
 
     monkeypatch.setattr(index_module, "RESCORED", 1)
     monkeypatch.setattr(index_module, "RESCORED_AT_LEAST", 0)
     index = lw.LongIndex.build(encoded, tmp_path / "idx", quantize="none", engine="faiss")
     read: list[int] = []
-    original, provisional = WindowIndex._scores, WindowIndex._provisional
+    original, provisional = LongIndex._scores, LongIndex._provisional
 
-    def spy(self: WindowIndex, query: object, rows: np.ndarray, *rest: object) -> object:
+    def spy(self: LongIndex, query: object, rows: np.ndarray, *rest: object) -> object:
         read.append(len(rows))
         return original(self, query, rows, *rest)  # type: ignore[arg-type]
 
-    def spy_provisional(self: WindowIndex, query: object, keys: np.ndarray, *rest: object) -> object:
+    def spy_provisional(self: LongIndex, query: object, keys: np.ndarray, *rest: object) -> object:
         read.append(len(self._expanded(keys)[0]))  # the candidate windows, read once per distinct vector
         return provisional(self, query, keys, *rest)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(WindowIndex, "_scores", spy)
-    monkeypatch.setattr(WindowIndex, "_provisional", spy_provisional)
-    windows = index.windows.settings["windows"]
+    monkeypatch.setattr(LongIndex, "_scores", spy)
+    monkeypatch.setattr(LongIndex, "_provisional", spy_provisional)
+    windows = index.settings["windows"]
     found = [(hit.id, hit.score) for hit in index.search(QUERIES[0], k=3, mode="dense", windows=windows,
                                                           probes=10_000)[0]]  # every window a candidate  # fmt: skip
-    exact = index.windows.exact_vectors(index.embed_queries(QUERIES[:1]), k=3, scoring=2)[0]
+    exact = index.exact_vectors(index.embed_queries(QUERIES[:1]), k=3, scoring=2)[0]
     assert [doc for doc, _ in found] == [doc for doc, _ in exact]
     assert [score for _, score in found] == pytest.approx([score for _, score in exact], abs=1e-5)
-    position = {doc: i for i, doc in enumerate(index.windows.doc_ids)}
-    whole = sum(int(np.diff(index.windows.offsets)[position[doc]]) for doc, _ in found)
+    position = {doc: i for i, doc in enumerate(index.doc_ids)}
+    whole = sum(int(np.diff(index.offsets)[position[doc]]) for doc, _ in found)
     assert read == [windows, whole] and whole < windows
 
 
@@ -128,7 +128,7 @@ def test_a_single_query_through_usearch(encoded: Path, tmp_path: Path) -> None:
     import lengthwise as lw
 
     index = lw.LongIndex.build(encoded, tmp_path / "idx", engine="usearch")
-    found = index.windows.engine.search(np.asarray(index.embed_queries(QUERIES[:1]), dtype=np.float32), 5)
+    found = index.engine.search(np.asarray(index.embed_queries(QUERIES[:1]), dtype=np.float32), 5)
     assert found.shape == (1, 5) and (found >= 0).all()
 
 
@@ -152,22 +152,22 @@ def test_refusals_are_one_line(encoded: Path, tmp_path: Path, tiny_model_dir: Pa
     from lengthwise.core.models import load_plain_model
 
     with pytest.raises(LongDocError, match=r"no manifest\.json"):
-        WindowIndex.build(tmp_path, tmp_path / "idx")
+        LongIndex.build_windows(tmp_path, tmp_path / "idx")
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "notes.txt").write_text("mine")
     with pytest.raises(SettingError, match="exists and is not an index"):
-        WindowIndex.build(encoded, tmp_path / "taken")
+        LongIndex.build_windows(encoded, tmp_path / "taken")
     with pytest.raises(LongDocError, match=r"no index\.json"):
-        WindowIndex.open(tmp_path)
+        LongIndex.open(tmp_path)
     index = lw.LongIndex.build(encoded, tmp_path / "idx")
     other = load_plain_model(tiny_model_dir, device="cpu")
     with torch_no_grad():
         next(other.parameters()).add_(0.01)  # another model
     with pytest.raises(SettingError, match="the index was built with weights"):
-        lw.LongIndex.open(index.windows.folder, model=other)
+        lw.LongIndex.open(index.folder, model=other)
     (tmp_path / "idx" / "vectors.npy").write_bytes(b"broken")
     with pytest.raises(LongDocError, match="unreadable index"):
-        WindowIndex.open(tmp_path / "idx")
+        LongIndex.open(tmp_path / "idx")
     run = runner.invoke(app, ["search", str(tmp_path), "--query", "x"])
     assert run.exit_code == 2 and run.output.startswith("error:") and len(run.output.strip().splitlines()) == 1
 
@@ -230,8 +230,8 @@ def test_the_build_streams_the_shards_instead_of_loading_them(tmp_path: Path, mo
     import tracemalloc
 
     from lengthwise.core.encoder import MultiVectors
-    from lengthwise.longdoc import index as index_module
-    from lengthwise.longdoc.store import EmbeddingStore
+    from lengthwise.longdoc.search import index as index_module
+    from lengthwise.longdoc.storage.store import EmbeddingStore
 
     rng = np.random.default_rng(0)
     store = EmbeddingStore(tmp_path / "enc", {"model": "random", "long": {"strategy": "multi-vector"}})
@@ -244,7 +244,7 @@ def test_the_build_streams_the_shards_instead_of_loading_them(tmp_path: Path, mo
     monkeypatch.setattr(index_module, "TRAIN_SAMPLE", 1_000)  # bounded anyway (150 MB at 384 dimensions)
     __import__("faiss")  # imported before: the module's own 4 MB are not the build's (the test failed run alone)
     tracemalloc.start()
-    built = WindowIndex.build(tmp_path / "enc", tmp_path / "idx", quantize="int8", engine="faiss")
+    built = LongIndex.build_windows(tmp_path / "enc", tmp_path / "idx", quantize="int8", engine="faiss")
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < 2_000_000, peak  # loading the shards whole took > 10 MB (concatenated, then normalised)
@@ -264,12 +264,12 @@ def test_a_disk_without_room_is_refused_before_the_build_and_leaves_nothing(
     import shutil
     from collections import namedtuple
 
-    from lengthwise.longdoc import index as index_module
+    from lengthwise.longdoc.search import index as index_module
 
     usage, real = namedtuple("usage", "total used free"), shutil.disk_usage
     monkeypatch.setattr(index_module.shutil, "disk_usage", lambda _: usage(10**9, 10**9 - 1_000, 1_000))
     with pytest.raises(SettingError, match=r"needs about .* of disk for .* windows and .* is free"):
-        WindowIndex.build(encoded, tmp_path / "idx", engine="faiss")
+        LongIndex.build_windows(encoded, tmp_path / "idx", engine="faiss")
     assert list(tmp_path.iterdir()) == []  # no index, no staging folder
     monkeypatch.setattr(index_module.shutil, "disk_usage", real)
 
@@ -278,13 +278,13 @@ def test_a_disk_without_room_is_refused_before_the_build_and_leaves_nothing(
 
     monkeypatch.setattr(index_module.os, "posix_fallocate", full, raising=False)
     with pytest.raises(LongDocError, match=r"no room for the index.s vectors \(No space left on device\)"):
-        WindowIndex.build(encoded, tmp_path / "idx", engine="faiss")
+        LongIndex.build_windows(encoded, tmp_path / "idx", engine="faiss")
     assert list(tmp_path.iterdir()) == []
 
 
 def _save_every_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
     """Chunks of 20 windows, the engine saved after each one."""
-    from lengthwise.longdoc import index as index_module
+    from lengthwise.longdoc.search import index as index_module
 
     monkeypatch.setattr(index_module, "CHUNK", 20)
     monkeypatch.setattr(index_module, "CHECKPOINT_SECONDS", 0.0)
@@ -298,7 +298,7 @@ def _interrupted(encoded: Path, out: Path, engine: str, quantize: str, at: int) 
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        WindowIndex.build(encoded, out, quantize=quantize, engine=engine, on_progress=stop)
+        LongIndex.build_windows(encoded, out, quantize=quantize, engine=engine, on_progress=stop)
 
 
 @pytest.mark.parametrize("engine", ["faiss", "usearch"])
@@ -307,10 +307,10 @@ def test_an_interrupted_build_resumes_from_its_last_engine_save(
 ) -> None:
     """A 42-minute build at 10M windows started again from nothing when stopped. Now the staging folder stays, and
     the same build run again keeps its vectors and its engine's last save (here: every chunk of 20 windows)."""
-    from lengthwise.longdoc import index as index_module
+    from lengthwise.longdoc.search import index as index_module
 
     _save_every_chunk(monkeypatch)
-    fresh = WindowIndex.build(encoded, tmp_path / "fresh", quantize="int8", engine=engine)
+    fresh = LongIndex.build_windows(encoded, tmp_path / "fresh", quantize="int8", engine=engine)
     _interrupted(encoded, tmp_path / "idx", engine, "int8", at=60)  # stopped before the save at 60: 40 are saved
     staging = tmp_path / ".idx-building"
     assert (staging / "build.json").is_file() and not (tmp_path / "idx").exists()
@@ -320,7 +320,7 @@ def test_an_interrupted_build_resumes_from_its_last_engine_save(
 
     monkeypatch.setattr(index_module, "unit_vectors", copy_again)
     reported: list[int] = []
-    built = WindowIndex.build(encoded, tmp_path / "idx", quantize="int8", engine=engine,
+    built = LongIndex.build_windows(encoded, tmp_path / "idx", quantize="int8", engine=engine,
                               on_progress=lambda done, _: reported.append(done))  # fmt: skip
     windows = built.settings["distinct"]  # the engine holds each distinct window vector once
     assert reported[0] == 60 and reported[-1] == windows  # from the save at 40 on, not from 0
@@ -339,7 +339,7 @@ def test_an_interrupted_build_resumes_from_its_last_engine_save(
 def test_another_build_starts_afresh_over_an_interrupted_one(
     encoded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lengthwise.longdoc import index as index_module
+    from lengthwise.longdoc.search import index as index_module
 
     _save_every_chunk(monkeypatch)
     _interrupted(encoded, tmp_path / "idx", "faiss", "int8", at=60)
@@ -348,7 +348,7 @@ def test_another_build_starts_afresh_over_an_interrupted_one(
     monkeypatch.setattr(
         index_module, "unit_vectors", lambda files, path, *rest: copies.append(path) or copy(files, path, *rest)
     )
-    built = WindowIndex.build(encoded, tmp_path / "idx", quantize="ubinary", engine="faiss")
+    built = LongIndex.build_windows(encoded, tmp_path / "idx", quantize="ubinary", engine="faiss")
     assert len(copies) == 1 and built.settings["quantize"] == "ubinary"
     assert built.engine.count() == built.settings["distinct"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]
@@ -357,10 +357,10 @@ def test_another_build_starts_afresh_over_an_interrupted_one(
 def test_the_cli_says_an_interrupted_build_resumes(
     encoded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lengthwise.longdoc import index as index_module
+    from lengthwise.longdoc.search import index as index_module
 
     _save_every_chunk(monkeypatch)
-    real = index_module.WindowIndex.build.__func__  # type: ignore[attr-defined]
+    real = index_module.LongIndex.build_windows.__func__  # type: ignore[attr-defined]
 
     def stopped(cls: type, *args: object, **kwargs: object) -> object:
         def stop(done: int, _: int) -> None:
@@ -369,11 +369,11 @@ def test_the_cli_says_an_interrupted_build_resumes(
 
         return real(cls, *args, **{**kwargs, "on_progress": stop})
 
-    monkeypatch.setattr(index_module.WindowIndex, "build", classmethod(stopped))
+    monkeypatch.setattr(index_module.LongIndex, "build_windows", classmethod(stopped))
     run = runner.invoke(app, ["index", "build", str(encoded), "--out", str(tmp_path / "idx"), "--engine", "faiss"])
     assert run.exit_code == 130, run.output
     assert "run the same command again to resume" in run.output
-    monkeypatch.setattr(index_module.WindowIndex, "build", classmethod(real))
+    monkeypatch.setattr(index_module.LongIndex, "build_windows", classmethod(real))
     run = runner.invoke(app, ["index", "build", str(encoded), "--out", str(tmp_path / "idx"), "--engine", "faiss"])
     assert run.exit_code == 0, run.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]
@@ -383,15 +383,15 @@ def test_cli_search_takes_the_candidate_windows_and_probes(encoded: Path, tmp_pa
     import lengthwise as lw
 
     index = lw.LongIndex.build(encoded, tmp_path / "idx", engine="faiss")
-    windows = str(index.windows.settings["windows"])
+    windows = str(index.settings["windows"])
     args = ["search", str(tmp_path / "idx"), "--query", QUERIES[0], "--k", "3", "--json", "--mode", "dense"]
     run = runner.invoke(app, [*args, "--windows", windows, "--probes", "10000"])  # every window a candidate
     assert run.exit_code == 0, run.output
-    exact = index.windows.exact_vectors(index.embed_queries(QUERIES[:1]), k=3, scoring=2)[0]
+    exact = index.exact_vectors(index.embed_queries(QUERIES[:1]), k=3, scoring=2)[0]
     assert [hit["id"] for hit in json.loads(run.output)["hits"]] == [doc for doc, _ in exact]
     run = runner.invoke(app, [*args, "--windows", "1", "--probes", "1"])  # one candidate vector: its documents
     assert run.exit_code == 0, run.output
-    holding = index.windows.candidates(index.embed_queries(QUERIES[:1]), 1, 1)[0]
+    holding = index.candidates(index.embed_queries(QUERIES[:1]), 1, 1)[0]
     assert len(json.loads(run.output)["hits"]) == min(3, len(holding))
     with pytest.raises(SettingError, match="windows=0: must be ≥ 1"):
         index.search(QUERIES[0], windows=0)
@@ -401,7 +401,7 @@ def _duplicated(folder: Path, docs: int = 200, per_doc: int = 20, fillers: int =
     """A shard folder like the LongEmbed passkey protocol's: every document is the same few filler windows over and
     over, and one window of its own (its needle) somewhere among them. Returns the needles (docs, 64)."""
     from lengthwise.core.encoder import MultiVectors
-    from lengthwise.longdoc.store import EmbeddingStore
+    from lengthwise.longdoc.storage.store import EmbeddingStore
 
     rng = np.random.default_rng(0)
     filler = rng.normal(size=(fillers, 64)).astype(np.float32)
@@ -421,7 +421,7 @@ def test_identical_windows_are_indexed_once_and_every_document_stays_reachable(t
     0.56 of 200 queries found their document). Each distinct vector is now indexed once, standing for every window
     that holds it, so the index ranks as the exact scan does."""
     needles = _duplicated(tmp_path / "enc")
-    index = WindowIndex.build(tmp_path / "enc", tmp_path / "idx", engine=engine)
+    index = LongIndex.build_windows(tmp_path / "enc", tmp_path / "idx", engine=engine)
     assert index.settings["windows"] == 4_000 and index.settings["distinct"] == 203 and index.engine.count() == 203
     queries = needles + 0.3 * np.random.default_rng(1).normal(size=needles.shape).astype(np.float32)
     exact = index.exact_vectors(queries, k=3)
@@ -441,10 +441,10 @@ def test_identical_windows_are_indexed_once_and_every_document_stays_reachable(t
 
 
 def test_a_query_expands_its_candidate_vectors_up_to_a_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from lengthwise.longdoc import index as index_module
+    from lengthwise.longdoc.search import index as index_module
 
     _duplicated(tmp_path / "enc", docs=30, per_doc=10, fillers=2)
-    index = WindowIndex.build(tmp_path / "enc", tmp_path / "idx", quantize="none")
+    index = LongIndex.build_windows(tmp_path / "enc", tmp_path / "idx", quantize="none")
     sizes = np.diff(np.asarray(index.starts))
     keys = np.argsort(-sizes, kind="stable")[:3]  # the two fillers (about 135 windows each), then a needle
     assert len(index._expanded(keys)[0]) == sizes[keys].sum()

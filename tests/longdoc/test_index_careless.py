@@ -13,8 +13,8 @@ import pytest
 
 from lengthwise.core.encoder import MultiVectors
 from lengthwise.longdoc.config import LongDocError
-from lengthwise.longdoc.index import WindowIndex
-from lengthwise.longdoc.store import EmbeddingStore, iter_shards, read_embeddings
+from lengthwise.longdoc.search.index import LongIndex
+from lengthwise.longdoc.storage.store import EmbeddingStore, iter_shards, read_embeddings
 
 ODD_IDS = ["a\nb", "c\u2028d", "e\x85f", "g\rh", '"quoted"', "plain", "tab\there", "ünï"]
 
@@ -33,8 +33,8 @@ def test_ids_with_line_breaks_round_trip_through_shards_and_the_index(tmp_path: 
     vectors = _shards(tmp_path / "enc", ODD_IDS)
     assert [ids for ids, _, _ in iter_shards(tmp_path / "enc")] == [ODD_IDS]
     assert read_embeddings(tmp_path / "enc")[0] == ODD_IDS
-    index = WindowIndex.build(tmp_path / "enc", tmp_path / "idx", quantize="none")
-    assert index.doc_ids == ODD_IDS and WindowIndex.open(tmp_path / "idx").doc_ids == ODD_IDS
+    index = LongIndex.build_windows(tmp_path / "enc", tmp_path / "idx", quantize="none")
+    assert index.doc_ids == ODD_IDS and LongIndex.open(tmp_path / "idx").doc_ids == ODD_IDS
     found = index.search_vectors(vectors[::3], k=1)
     assert [row[0][0] for row in found] == ODD_IDS
     assert [row[0][1] for row in found] == pytest.approx([1.0] * len(ODD_IDS), abs=1e-5)
@@ -43,7 +43,7 @@ def test_ids_with_line_breaks_round_trip_through_shards_and_the_index(tmp_path: 
 def test_a_shard_whose_ids_disagree_with_its_record_is_refused(tmp_path: Path) -> None:
     """A shard written before ids were JSON (raw lines, no ``id_format``) still reads; one whose raw ids hold a line
     break reads as more ids than its record counts, and is refused (a resumed encode embeds it again)."""
-    from lengthwise.longdoc.store import RECORD, _digest
+    from lengthwise.longdoc.storage.store import RECORD, _digest
 
     _shards(tmp_path / "enc", ["x", "y", "z"])
     stem = tmp_path / "enc" / "w0-00000"
@@ -62,14 +62,14 @@ def test_a_shard_whose_ids_disagree_with_its_record_is_refused(tmp_path: Path) -
     with pytest.raises(LongDocError, match=r"w0-00000\.npy: .*w0-00000\.ids\.txt holds 4 ids, its record says 3"):
         list(iter_shards(tmp_path / "enc"))
     with pytest.raises(LongDocError, match="holds 4 ids, its record says 3"):
-        WindowIndex.build(tmp_path / "enc", tmp_path / "idx")
+        LongIndex.build_windows(tmp_path / "enc", tmp_path / "idx")
     assert not (tmp_path / "idx").exists()
 
 
 def test_an_index_of_the_first_format_still_opens(tmp_path: Path) -> None:
     """Indexes built before distinct vectors (format 1: one engine key per window, raw id lines) open and search."""
     vectors = _shards(tmp_path / "enc", ["x", "y", "z"])
-    index = WindowIndex.build(tmp_path / "enc", tmp_path / "idx", quantize="none", engine="faiss")
+    index = LongIndex.build_windows(tmp_path / "enc", tmp_path / "idx", quantize="none", engine="faiss")
     folder = tmp_path / "idx"
     settings = json.loads((folder / "index.json").read_text())
     settings["format"] = 1
@@ -79,7 +79,7 @@ def test_an_index_of_the_first_format_still_opens(tmp_path: Path) -> None:
     for name in ("members.npy", "member_starts.npy"):
         (folder / name).unlink()
     assert index.engine.count() == 9  # random windows: all distinct, so the keys are the window numbers
-    old = WindowIndex.open(folder)
+    old = LongIndex.open(folder)
     assert old.doc_ids == ["x", "y", "z"]
     assert [row[0][0] for row in old.search_vectors(vectors[[0, 4, 8]], k=1)] == ["x", "y", "z"]
 
@@ -90,7 +90,7 @@ def test_a_resumed_build_whose_shards_changed_starts_afresh(tmp_path: Path, monk
     the stale vectors (max difference 0.27 from a fresh build). The shard records' hashes are in the plan now."""
     import shutil
 
-    from lengthwise.longdoc import index as index_module
+    from lengthwise.longdoc.search import index as index_module
 
     monkeypatch.setattr(index_module, "CHUNK", 20)
     monkeypatch.setattr(index_module, "CHECKPOINT_SECONDS", 0.0)
@@ -102,11 +102,11 @@ def test_a_resumed_build_whose_shards_changed_starts_afresh(tmp_path: Path, monk
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        WindowIndex.build(tmp_path / "enc", tmp_path / "idx", quantize="none", engine="faiss", on_progress=stop)
+        LongIndex.build_windows(tmp_path / "enc", tmp_path / "idx", quantize="none", engine="faiss", on_progress=stop)
     assert (tmp_path / ".idx-building" / "build.json").is_file()
     shutil.rmtree(tmp_path / "enc")
     fresh = _shards(tmp_path / "enc", ids, seed=1)  # the same ids, counts and dimension; other vectors
-    built = WindowIndex.build(tmp_path / "enc", tmp_path / "idx", quantize="none", engine="faiss")
+    built = LongIndex.build_windows(tmp_path / "enc", tmp_path / "idx", quantize="none", engine="faiss")
     np.testing.assert_allclose(np.asarray(built.vectors), fresh / np.linalg.norm(fresh, axis=1, keepdims=True),
                                rtol=1e-6, atol=1e-7)  # fmt: skip
 
@@ -115,7 +115,7 @@ def _rewrite(stem: Path, suffix: str, array: np.ndarray) -> None:
     """Replace one file of a shard, and its digest in the shard's record (a change the hashes cannot catch)."""
     import io
 
-    from lengthwise.longdoc.store import RECORD, _digest
+    from lengthwise.longdoc.storage.store import RECORD, _digest
 
     buffer = io.BytesIO()
     np.save(buffer, array)
@@ -125,15 +125,15 @@ def _rewrite(stem: Path, suffix: str, array: np.ndarray) -> None:
     Path(f"{stem}{RECORD}").write_text(json.dumps(record))
 
 
-def _good_index(tmp_path: Path) -> WindowIndex:
+def _good_index(tmp_path: Path) -> LongIndex:
     _shards(tmp_path / "enc", ["x", "y", "z"])
-    return WindowIndex.build(tmp_path / "enc", tmp_path / "idx", quantize="none", engine="faiss")
+    return LongIndex.build_windows(tmp_path / "enc", tmp_path / "idx", quantize="none", engine="faiss")
 
 
 def test_a_rebuild_that_fails_keeps_the_working_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 33.6: the new index was renamed into place before it was checked: a rebuild whose result did not open
     ("files disagree") destroyed the working index. It is opened in its staging folder first now."""
-    from lengthwise.longdoc import index as index_module
+    from lengthwise.longdoc.search import index as index_module
 
     good = _good_index(tmp_path)
     expected = good.search_vectors(np.array(good.vectors[:3]), k=1)
@@ -148,8 +148,8 @@ def test_a_rebuild_that_fails_keeps_the_working_index(tmp_path: Path, monkeypatc
 
     monkeypatch.setattr(index_module, "_fill", broken)
     with pytest.raises(LongDocError, match="the index files disagree"):
-        WindowIndex.build(tmp_path / "enc2", tmp_path / "idx", quantize="none", engine="faiss")
-    again = WindowIndex.open(tmp_path / "idx")
+        LongIndex.build_windows(tmp_path / "enc2", tmp_path / "idx", quantize="none", engine="faiss")
+    again = LongIndex.open(tmp_path / "idx")
     assert again.doc_ids == ["x", "y", "z"] and again.search_vectors(np.array(good.vectors[:3]), k=1) == expected
     assert sorted(p.name for p in tmp_path.iterdir()) == ["enc", "enc2", "idx"]  # no staging or set-aside folder
 
@@ -162,20 +162,20 @@ def test_an_out_that_holds_other_things_is_refused(tmp_path: Path, monkeypatch: 
     _good_index(tmp_path)
     (tmp_path / "idx" / "notes.txt").write_text("mine")
     with pytest.raises(SettingError, match=r"holds notes\.txt, which is not the index's"):
-        WindowIndex.build(tmp_path / "enc", tmp_path / "idx")
+        LongIndex.build_windows(tmp_path / "enc", tmp_path / "idx")
     (tmp_path / "idx" / "notes.txt").unlink()
     (tmp_path / "enc").rename(tmp_path / "idx" / "emb")
     with pytest.raises(SettingError, match=r"holds .*emb, the folder to index"):
-        WindowIndex.build(tmp_path / "idx" / "emb", tmp_path / "idx")
+        LongIndex.build_windows(tmp_path / "idx" / "emb", tmp_path / "idx")
     (tmp_path / "idx" / "emb").rename(tmp_path / "enc")
     monkeypatch.chdir(tmp_path / "idx")
     with pytest.raises(SettingError, match="holds the working directory"):
-        WindowIndex.build(tmp_path / "enc", ".")
+        LongIndex.build_windows(tmp_path / "enc", ".")
     monkeypatch.chdir(tmp_path)
     assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == sorted(
         ["engine.faiss", "ids.txt", "index.json", "member_starts.npy", "members.npy", "offsets.npy", "vectors.npy"]
     )
-    WindowIndex.build(tmp_path / "enc", tmp_path / "idx", quantize="ubinary")  # an index alone is replaced
+    LongIndex.build_windows(tmp_path / "enc", tmp_path / "idx", quantize="ubinary")  # an index alone is replaced
 
 
 def test_bad_outs_and_inputs_are_one_line_refusals(tmp_path: Path) -> None:
@@ -187,28 +187,28 @@ def test_bad_outs_and_inputs_are_one_line_refusals(tmp_path: Path) -> None:
     _good_index(tmp_path)
     (tmp_path / "file").write_text("x")
     with pytest.raises(SettingError, match=r"file is a file; pass a folder path"):
-        WindowIndex.build(tmp_path / "enc", tmp_path / "file" / "sub")
+        LongIndex.build_windows(tmp_path / "enc", tmp_path / "file" / "sub")
     (tmp_path / "link").symlink_to(tmp_path / "idx")
     with pytest.raises(SettingError, match="is a symbolic link"):
-        WindowIndex.build(tmp_path / "enc", tmp_path / "link")
+        LongIndex.build_windows(tmp_path / "enc", tmp_path / "link")
     with pytest.raises(SettingError, match="cannot write in /proc"):
-        WindowIndex.build(tmp_path / "enc", "/proc/lengthwise-index")
+        LongIndex.build_windows(tmp_path / "enc", "/proc/lengthwise-index")
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "manifest.json").write_text('{"format": 2 "settings": {}}')
     with pytest.raises(LongDocError, match=r"bad/manifest\.json: unreadable \(Expecting ',' delimiter"):
-        WindowIndex.build(tmp_path / "bad", tmp_path / "idx2")
+        LongIndex.build_windows(tmp_path / "bad", tmp_path / "idx2")
     store = EmbeddingStore(tmp_path / "two", {"model": "random"})
     store.write("w0-", ["a"], np.ones((1, 8), dtype=np.float32))
     store.write("w0-", ["b"], np.ones((1, 16), dtype=np.float32))
     with pytest.raises(LongDocError, match=r"w0-00001\.npy: 16 dimensions, the folder's first shard has 8"):
-        WindowIndex.build(tmp_path / "two", tmp_path / "idx2")
+        LongIndex.build_windows(tmp_path / "two", tmp_path / "idx2")
     _shards(tmp_path / "offsets", ["a", "b"], per_doc=2)  # then its offsets tampered with, and its record too
     _rewrite(tmp_path / "offsets" / "w0-00000", ".offsets.npy", np.array([0, 3, 9]))
     with pytest.raises(LongDocError, match="window offsets that do not run from 0 to its 4 windows"):
-        WindowIndex.build(tmp_path / "offsets", tmp_path / "idx2")
+        LongIndex.build_windows(tmp_path / "offsets", tmp_path / "idx2")
     np.save(tmp_path / "idx" / "offsets.npy", np.array([0, 7, 2, 9]))  # the index's own, tampered
     with pytest.raises(LongDocError, match="the index files disagree"):
-        WindowIndex.open(tmp_path / "idx")
+        LongIndex.open(tmp_path / "idx")
     assert not (tmp_path / "idx2").exists() and not list(tmp_path.glob(".*"))
 
 
@@ -217,13 +217,13 @@ def test_the_disk_message_gives_a_readable_size(tmp_path: Path, monkeypatch: pyt
     from collections import namedtuple
 
     from lengthwise.core.errors import SettingError
-    from lengthwise.longdoc import index as index_module
+    from lengthwise.longdoc.search import index as index_module
 
     _shards(tmp_path / "enc", ["x", "y", "z"])
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(index_module.shutil, "disk_usage", lambda _: usage(10**9, 10**9 - 10, 10))
     with pytest.raises(SettingError, match=r"needs about \d\.\d kB of disk for 9 windows and 10 bytes is free"):
-        WindowIndex.build(tmp_path / "enc", tmp_path / "idx")
+        LongIndex.build_windows(tmp_path / "enc", tmp_path / "idx")
     assert shutil.disk_usage is not None
 
 
@@ -279,7 +279,7 @@ def test_probes_past_what_the_index_has_are_all_of_them(tmp_path: Path) -> None:
     """Issue 33.13: `--probes 10**12` ran out of memory, 2**64 raised TypeError / OverflowError."""
     for engine in ("usearch", "faiss"):
         _shards(tmp_path / f"enc-{engine}", ["x", "y", "z"])
-        index = WindowIndex.build(tmp_path / f"enc-{engine}", tmp_path / f"idx-{engine}", engine=engine)
+        index = LongIndex.build_windows(tmp_path / f"enc-{engine}", tmp_path / f"idx-{engine}", engine=engine)
         queries = np.array(index.vectors[[0, 3, 6]])
         for probes in (10**12, 2**64):
             found = index.search_vectors(queries, k=1, probes=probes, windows=2**64)

@@ -1,6 +1,6 @@
-"""Hybrid long-document search (`lengthwise.longdoc.lexical`, `lengthwise.longdoc.hybrid`, `LongIndex.search(mode=,
-passages=)`): the lexical side indexes the encoded corpus's text, the fusion ranks as an exact fused scan does, hits
-carry the passages that scored, and bad input is refused in one line before any model load."""
+"""Hybrid long-document search (`lengthwise.longdoc.search.lexical`, `lengthwise.longdoc.search.hybrid`,
+`LongIndex.search(mode=, passages=)`): the lexical side indexes the encoded corpus's text, the fusion ranks as an exact
+fused scan does, hits carry the passages that scored, and bad input is refused in one line before any model load."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from lengthwise.cli import app
 from lengthwise.core.errors import SettingError
 from lengthwise.longdoc.config import LongDocError
-from lengthwise.longdoc.hybrid import Fusion, FusionSettings, Hit, HybridSearch, Mode, fuse
+from lengthwise.longdoc.search.hybrid import Fusion, FusionSettings, Hit, HybridSearch, Mode, fuse
 
 HAYSTACK = Path(__file__).with_name("haystack.txt")
 runner = CliRunner()
@@ -54,8 +54,8 @@ def test_the_index_holds_the_text_and_each_windows_span(index, encoded: Path) ->
     rows = {row["_id"]: row["text"] for row in _rows()}
     lexical = index.lexical
     assert lexical is not None and lexical.settings["documents"] == 24
-    assert [lexical.text(n) for n in range(24)] == [rows[i] for i in index.windows.doc_ids]
-    assert len(lexical.spans) == len(index.windows.vectors)  # one span per window row
+    assert [lexical.text(n) for n in range(24)] == [rows[i] for i in index.doc_ids]
+    assert len(lexical.spans) == len(index.vectors)  # one span per window row
 
 
 def test_lexical_search_finds_the_rare_word_and_bm25_scores_match_bm25s(index) -> None:  # type: ignore[no-untyped-def]
@@ -70,14 +70,14 @@ def test_lexical_search_finds_the_rare_word_and_bm25_scores_match_bm25s(index) -
     retriever.index(bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False)
     query = bm25s.tokenize([f"where was {RARE} found"], stopwords="en", stemmer=stemmer, show_progress=False)
     docs, scores = retriever.retrieve(query, k=1, show_progress=False)
-    assert index.windows.doc_ids[int(docs[0, 0])] == "doc7"
+    assert index.doc_ids[int(docs[0, 0])] == "doc7"
     assert hits[0].score == pytest.approx(float(scores[0, 0]), rel=1e-5)
 
 
 @pytest.mark.parametrize("fusion", ["convex", "rrf"])
 def test_hybrid_ranks_as_an_exact_fused_scan(index, fusion: str) -> None:  # type: ignore[no-untyped-def]
     settings = FusionSettings(Fusion(fusion), weight=0.3, depth=5)
-    searcher = HybridSearch(index.windows, index.lexical, index.scoring, settings)
+    searcher = HybridSearch(index, index.lexical, index.scoring, settings)
     queries = ["the river and the old bridge", f"{RARE} under the mill", "a keyboard with a broken key"]
     vectors = np.asarray(index.embed_queries(queries))
     found = searcher.search(vectors, queries, 5, Mode.HYBRID, windows=10_000, probes=10_000)
@@ -108,18 +108,18 @@ def test_each_hit_carries_the_windows_that_scored(index, tiny_model_dir: Path) -
     hits = index.search(query, k=4, mode="dense", passages=3)[0]
     assert all(isinstance(hit, Hit) and 1 <= len(hit.passages) <= 3 for hit in hits)
     unit = torch.nn.functional.normalize(torch.as_tensor(np.asarray(index.embed_queries([query]))[0]), dim=-1)
-    encoder = LongEncoder(index._model, LongDocConfig(strategy="truncate", window=24))
+    encoder = LongEncoder(index.model, LongDocConfig(strategy="truncate", window=24))
     checked = 0
     for hit in hits:
-        doc = index.windows.doc_ids.index(hit.id)
-        first = int(index.windows.offsets[doc])
+        doc = index.doc_ids.index(hit.id)
+        first = int(index.offsets[doc])
         scores = [p.score for p in hit.passages]
         assert scores == sorted(scores, reverse=True)
         assert hit.passages[0].score == pytest.approx(hit.score, abs=1e-5)  # max scoring: the best window is the hit
         body = index.lexical.text(doc)
         for passage in hit.passages:
             assert passage.text == body[passage.start : passage.end]
-            window = np.asarray(index.windows.vectors[first + passage.window])
+            window = np.asarray(index.vectors[first + passage.window])
             assert float(torch.as_tensor(window) @ unit) / float(np.linalg.norm(window)) == pytest.approx(
                 passage.score, abs=1e-5
             )
@@ -173,28 +173,26 @@ def test_text_that_is_not_the_encoded_corpus_is_refused_before_the_model_loads(
     encoded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import lengthwise as lw
-    from lengthwise import pipelines
 
     def no_model(*args: object, **kwargs: object) -> None:
         raise AssertionError("the model was loaded before the text was checked")
 
-    monkeypatch.setattr(pipelines.LongIndex, "_load", staticmethod(no_model))
     rows = _rows()
     changed, missing = tmp_path / "changed.jsonl", tmp_path / "missing.jsonl"
     changed.write_text("".join(json.dumps({**r, "text": r["text"] + " x" * (r["_id"] == "doc3")}) + "\n" for r in rows))
     missing.write_text("".join(json.dumps(r) + "\n" for r in rows[1:]))
     for corpus in (changed, missing, tmp_path / "nowhere.jsonl"):
         with pytest.raises(LongDocError, match=str(corpus.name)):
-            lw.LongIndex.build(encoded, tmp_path / "idx", text=corpus)
+            lw.LongIndex.build(encoded, tmp_path / "idx", text=corpus, load_model=no_model)
         assert not (tmp_path / "idx").exists()
 
 
 def test_a_failed_lexical_build_leaves_no_half_index(index, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
-    from lengthwise.longdoc import lexical
+    from lengthwise.longdoc.search import lexical
 
     texts = [index.lexical.text(n) for n in range(24)]
     spans = [np.asarray(index.lexical.spans[a:b]) for a, b in itertools.pairwise(index.lexical.window_offsets)]
-    out = Path(index.windows.folder) / "lexical-copy"
+    out = Path(index.folder) / "lexical-copy"
     lexical.LexicalIndex.build(texts, spans, out)
 
     def killed(*args: object) -> None:
@@ -208,21 +206,21 @@ def test_a_failed_lexical_build_leaves_no_half_index(index, monkeypatch: pytest.
 
 
 def test_window_granularity_scores_a_document_by_its_best_window(index, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from lengthwise.longdoc.lexical import LexicalIndex
+    from lengthwise.longdoc.search.lexical import LexicalIndex
 
     texts = [index.lexical.text(n) for n in range(24)]
     offsets = index.lexical.window_offsets
     spans = [np.asarray(index.lexical.spans[a:b]) for a, b in itertools.pairwise(offsets)]
     windows = LexicalIndex.build(texts, spans, tmp_path / "lex", granularity="window")
     scores = windows.scores(f"{RARE} mill")
-    assert int(scores.argmax()) == index.windows.doc_ids.index("doc7")
+    assert int(scores.argmax()) == index.doc_ids.index("doc7")
     units = np.asarray(windows.retriever.get_scores(windows.query_tokens(f"{RARE} mill")))
-    assert len(units) == len(index.windows.vectors)
+    assert len(units) == len(index.vectors)
     np.testing.assert_allclose(scores, [units[a:b].max() for a, b in itertools.pairwise(offsets)])
 
 
 def test_cli_search_prints_the_same_hits_as_python(index) -> None:  # type: ignore[no-untyped-def]
-    folder = str(index.windows.folder)
+    folder = str(index.folder)
     run = runner.invoke(app, ["search", folder, "-q", f"{RARE} mill", "--k", "3", "--mode", "hybrid", "--json",
                               "--passages", "2"])  # fmt: skip
     assert run.exit_code == 0, run.output
@@ -283,7 +281,7 @@ def test_eval_through_the_index_takes_the_mode(index, tmp_path: Path, mode: str)
     dense = evaluate_through_index(EvalConfig(task="retrieval", data=beir, split="test"), index, mode="dense")
     assert record["scores"]["ndcg@10"] != dense["scores"]["ndcg@10"]
     run = runner.invoke(app, ["eval", "-t", "retrieval", "-d", str(beir), "--split", "test", "--index",
-                              str(index.windows.folder), "--mode", mode, "-o", str(tmp_path / "ev")])  # fmt: skip
+                              str(index.folder), "--mode", mode, "-o", str(tmp_path / "ev")])  # fmt: skip
     assert run.exit_code == 0, run.output
     saved = json.loads((tmp_path / "ev" / "results.json").read_text())
     assert saved["scores"] == record["scores"] and saved["index"]["mode"] == mode

@@ -16,7 +16,7 @@ from lengthwise.evaluation.data import read_beir
 from lengthwise.evaluation.mteb_adapter import MtebEncoder
 from lengthwise.evaluation.retrieval import evaluate_retrieval
 from lengthwise.longdoc import LongEncoder
-from lengthwise.longdoc.synthetic import make_synthetic, write_synthetic
+from lengthwise.longdoc.tasks.synthetic import make_synthetic, write_synthetic
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

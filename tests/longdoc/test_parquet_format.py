@@ -33,7 +33,7 @@ def assert_window_rows(folder: Path) -> None:
     import pyarrow.parquet as pq
 
     from lengthwise.core.encoder import MultiVectors
-    from lengthwise.longdoc.store import read_embeddings
+    from lengthwise.longdoc.storage.store import read_embeddings
 
     ids, windows = read_embeddings(folder)
     assert isinstance(windows, MultiVectors)
@@ -54,7 +54,7 @@ def assert_window_rows(folder: Path) -> None:
 
 
 def _python(corpus: Path, out: Path, model: Path, **kwargs: Any) -> int:
-    from lengthwise.pipelines import encode
+    from lengthwise import encode
 
     return encode(corpus, out, model, long="multi-vector", shard_docs=3, batch_size=8, **kwargs)
 
@@ -98,7 +98,7 @@ def test_polars_reads_the_rows_into_an_index(tiny_model_dir: Path, tmp_path: Pat
     """The docs' example: the Parquet rows into a matrix and an exact search, with polars."""
     pl = pytest.importorskip("polars", reason="the polars example needs polars")
     pytest.importorskip("pyarrow", reason="--format parquet needs pyarrow (pip install 'lengthwise[parquet]')")
-    from lengthwise.longdoc.store import read_embeddings
+    from lengthwise.longdoc.storage.store import read_embeddings
 
     _python(_corpus(tmp_path), tmp_path / "out", tiny_model_dir, format="parquet")
     rows = pl.read_parquet(tmp_path / "out" / "parquet" / "*.parquet").sort(["doc_id", "window"])

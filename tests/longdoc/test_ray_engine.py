@@ -50,8 +50,8 @@ def _corpus(folder: Path) -> Path:
 
 
 def _encode(corpus: Path, out: Path, model: Path, engine: str, long: str = "multi-vector", workers: int = 1) -> int:
+    from lengthwise import encode
     from lengthwise.longdoc import LongDocConfig
-    from lengthwise.pipelines import encode
 
     config = LongDocConfig.named(long).updated(window=32, stride=24 if long == "multi-vector" else None)
     extra = {"workers": workers} if engine == "ray" else {}  # each actor loads torch and the model: a few seconds
@@ -72,7 +72,7 @@ def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def test_ray_actors_give_the_windows_of_one_local_process(multi: dict[str, Path]) -> None:
-    from lengthwise.longdoc.store import read_embeddings
+    from lengthwise.longdoc.storage.store import read_embeddings
 
     ids_local, local = read_embeddings(multi["local"])
     ids_ray, ray = read_embeddings(multi["ray"])
@@ -89,7 +89,7 @@ def test_parquet_rows_are_the_windows_of_the_shards(multi: dict[str, Path]) -> N
 
 
 def test_ray_writes_no_parquet_when_asked_for_npy(cluster: Any, tiny_model_dir: Path, tmp_path: Path) -> None:
-    from lengthwise.pipelines import encode
+    from lengthwise import encode
 
     corpus, out = _corpus(tmp_path), tmp_path / "ray-npy"
     assert encode(corpus, out, tiny_model_dir, long="chunk-mean", shard_docs=6, engine="ray", format="npy") == COUNT
@@ -99,7 +99,7 @@ def test_ray_writes_no_parquet_when_asked_for_npy(cluster: Any, tiny_model_dir: 
 def test_a_rerun_embeds_only_the_shard_whose_record_is_gone(cluster: Any, tiny_model_dir: Path, tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
-    from lengthwise.longdoc.store import read_embeddings
+    from lengthwise.longdoc.storage.store import read_embeddings
 
     corpus, out = _corpus(tmp_path), tmp_path / "ray"
     assert _encode(corpus, out, tiny_model_dir, "ray", long="chunk-mean") == COUNT
@@ -123,14 +123,14 @@ def test_a_worker_killed_mid_shard_loses_and_duplicates_nothing(
     part but before the shard's record. Ray restarts the actor and retries the shard; the run's documents are each
     written once, in corpus order, with the vectors of one local process."""
     import lengthwise.facade
-    from lengthwise.longdoc.store import read_embeddings
+    from lengthwise.longdoc.storage.store import read_embeddings
 
     marker = tmp_path / "killed"
 
     def dying_loader(name: str, **options: Any) -> Any:  # runs in each actor (cloudpickled by value)
         import os
 
-        import lengthwise.longdoc.store as store
+        import lengthwise.longdoc.storage.store as store
         from lengthwise.core.models import load_plain_model
 
         write_record = store.write_json_atomic
@@ -171,8 +171,8 @@ def test_bad_input_gives_the_local_one_line_error(cluster: Any, tiny_model_dir: 
 def test_without_ray_the_engine_names_the_extra(
     monkeypatch: pytest.MonkeyPatch, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
+    from lengthwise import encode
     from lengthwise.core.errors import SettingError
-    from lengthwise.pipelines import encode
 
     real_import = builtins.__import__
 
@@ -196,7 +196,7 @@ def test_without_ray_the_engine_names_the_extra(
 
 
 def test_a_text_file_reads_as_with_the_local_engine(cluster: Any, tiny_model_dir: Path, tmp_path: Path) -> None:
-    from lengthwise.longdoc.store import read_embeddings
+    from lengthwise.longdoc.storage.store import read_embeddings
 
     lines = [line for line in HAYSTACK.read_text().splitlines() if line.strip()][:5]
     corpus = tmp_path / "c.txt"
@@ -239,14 +239,14 @@ class _Resources:
 def test_the_actor_pool_follows_the_cluster(
     resources: dict[str, float], workers: int | None, shards: int, want: dict[str, Any]
 ) -> None:
-    from lengthwise.longdoc._raydata import _pool
+    from lengthwise.longdoc.storage._raydata import _pool
 
     assert _pool(_Resources(**resources), workers, None, shards) == pytest.approx(want)
 
 
 def test_a_pool_of_no_workers_is_refused() -> None:
     from lengthwise.core.errors import SettingError
-    from lengthwise.longdoc._raydata import _pool
+    from lengthwise.longdoc.storage._raydata import _pool
 
     with pytest.raises(SettingError, match="workers"):
         _pool(_Resources(CPU=2), 0, None, 3)

@@ -9,8 +9,14 @@ import pytest
 
 from lengthwise.core.encoder import MultiVectors
 from lengthwise.longdoc.config import LongDocError
-from lengthwise.longdoc.scoring import score_synthetic
-from lengthwise.longdoc.synthetic import _sentences, haystack_names, make_synthetic, read_synthetic, write_synthetic
+from lengthwise.longdoc.tasks.scoring import score_synthetic
+from lengthwise.longdoc.tasks.synthetic import (
+    _sentences,
+    haystack_names,
+    make_synthetic,
+    read_synthetic,
+    write_synthetic,
+)
 
 HAYSTACK = (Path(__file__).parent / "haystack.txt").read_text(encoding="utf-8").splitlines()
 PROSE = (Path(__file__).parent / "prose.txt").read_text(encoding="utf-8").splitlines()

@@ -1,8 +1,9 @@
 """`lengthwise encode`: embeddings of a corpus with a long-document strategy, as resumable, checked .npy shards.
 
-Flags → one call, `lengthwise.encode` (`lengthwise.pipelines.encode`) → a printed line; heavy imports happen
+Flags → one call, `lengthwise.longdoc.storage.encode.encode` with `lengthwise.load_model` (= `lengthwise.encode`)
+→ a printed line; heavy imports happen
 inside the command. Several processes (or devices) split the corpus by position, each writing its own shards;
-`--engine ray` runs the same encoder as a Ray Data actor pool instead (`lengthwise.longdoc._raydata`).
+`--engine ray` runs the same encoder as a Ray Data actor pool instead (`lengthwise.longdoc.storage._raydata`).
 """
 
 from __future__ import annotations
@@ -61,14 +62,15 @@ def encode(
     """Embed every document of --data into OUT as .npy shards with their ids; a killed run resumes.
 
     Shards are `w{k}-{n}.npy` (vectors, or every window for multi-vector with `.offsets.npy`) and
-    `w{k}-{n}.ids.txt`; `lengthwise.longdoc.store.read_embeddings(OUT)` reads them back in one array. A document
+    `w{k}-{n}.ids.txt`; `lengthwise.longdoc.storage.store.read_embeddings(OUT)` reads them back in one array. A document
     without text stops the run with its file and line (no vector is invented for an empty document).
     `--format parquet` also writes one Parquet row per window (doc_id, window, start, end, vector) under
     OUT/parquet, readable by pyarrow, DuckDB and polars. `--engine ray` runs the same encoder on a Ray cluster
     (`pip install 'lengthwise[ray]'`), with Parquet by default.
     """
     from lengthwise.core.models import ModelLoadError
-    from lengthwise.pipelines import encode as encode_corpus
+    from lengthwise.facade import load_model
+    from lengthwise.longdoc.storage.encode import encode as encode_corpus
 
     def note(line: str) -> None:
         say(f"repair: {line}")
@@ -83,7 +85,8 @@ def encode(
             except SettingError as err:  # the flag here is --devices
                 raise SettingError("devices", devices, err.problem) from None
         check_out_dir(out)
-        written = encode_corpus(data, out, model, long=long, devices=targets, shard_docs=shard_docs,
+        written = encode_corpus(data, out, model, load_model=load_model, long=long, devices=targets,
+                                shard_docs=shard_docs,
                                 batch_size=batch_size, threads=threads, precision=precision, engine=engine,
                                 address=address, workers=workers, format=format,
                                 show_progress=console.is_terminal,

@@ -39,7 +39,8 @@ def build(
     from rich.progress import Progress
 
     from lengthwise.core.models import ModelLoadError
-    from lengthwise.pipelines import LongIndex
+    from lengthwise.facade import load_model
+    from lengthwise.longdoc.search.index import LongIndex
 
     try:
         with Progress(console=console, transient=True) as progress:
@@ -49,13 +50,14 @@ def build(
                 progress.update(task, completed=done, total=total)
 
             index = LongIndex.build(encoded, out, quantize=quantize, engine=engine, text=text,
-                                    granularity=granularity, on_progress=advance, on_note=say)  # fmt: skip
+                                    granularity=granularity, on_progress=advance, on_note=say,
+                                    load_model=load_model)  # fmt: skip
     except (ValueError, ModelLoadError) as err:  # SettingError, LongDocError
         _fail(setting_message(err))
     except KeyboardInterrupt:
         say("interrupted: run the same command again to resume the build where it was last saved")
         raise typer.Exit(code=130) from None
-    made = index.windows.settings
+    made = index.settings
     console.print(f"indexed {made['windows']} windows ({made['distinct']} distinct) of {made['documents']} documents "
                   f"into {out} ({made['engine']}, {made['quantize']})", highlight=False, soft_wrap=True)  # fmt: skip
 
@@ -104,13 +106,14 @@ def search(
 ) -> None:
     """Search INDEX: queries embedded with the settings recorded in the index, documents best first."""
     from lengthwise.core.models import ModelLoadError
-    from lengthwise.pipelines import LongIndex
+    from lengthwise.facade import load_model
+    from lengthwise.longdoc.search.index import LongIndex
 
     quiet_loading()
 
     try:
         asked = _queries(query, queries)
-        results = LongIndex.open(index, model=model).search(
+        results = LongIndex.open(index, model=model, load_model=load_model).search(
             [text for _, text in asked], k, mode=mode, passages=passages, windows=windows, probes=probes
         )
     except (ValueError, ModelLoadError) as err:

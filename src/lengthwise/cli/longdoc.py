@@ -163,7 +163,7 @@ def synth(
     """Write a seeded passkey or needle task as a BEIR folder with length groups (lengths in the model's tokens)."""
     from lengthwise.core.errors import DataFormatError
     from lengthwise.core.models import ModelLoadError
-    from lengthwise.pipelines import synthesize
+    from lengthwise.longdoc.tasks.run import synthesize
 
     try:
         check_out_dir(out)
@@ -188,15 +188,17 @@ def evaluate(
 ) -> None:
     """Score a synthetic task LongEmbed-style: rank within each length group; Acc@1 per length, mean, by depth."""
     from lengthwise.core.models import ModelLoadError
-    from lengthwise.pipelines import score_long_task
+    from lengthwise.facade import load_model
+    from lengthwise.longdoc.tasks.run import score_long_task
 
     quiet_loading()
 
     try:
         check_device(device)
         check_out_dir(out)
-        result, record = score_long_task(data, model, long=long, out=out, batch_size=batch_size, device=device,
-                                         precision=precision, show_progress=console.is_terminal)  # fmt: skip
+        result, record = score_long_task(data, model, load_model=load_model, long=long, out=out, batch_size=batch_size,
+                                         device=device, precision=precision,
+                                         show_progress=console.is_terminal)  # fmt: skip
     except (ValueError, ModelLoadError) as err:
         _fail(setting_message(err))
     lengths = "  ".join(f"{k}: {v:.1f}" for k, v in result.by_length.items())
@@ -285,7 +287,7 @@ def save(
 ) -> None:
     """Save the model with a long-document choice; lengthwise's load_model and LongEncoder(model) use it."""
     from lengthwise.core.models import ModelLoadError
-    from lengthwise.pipelines import save_long_documents
+    from lengthwise.longdoc.persist import save_long_documents
 
     try:
         quiet_loading()

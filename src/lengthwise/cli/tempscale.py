@@ -107,8 +107,8 @@ def bake(
     config = _checked_config(t, t_query, t_doc, schedule)  # before anything heavy is imported
     from lengthwise.cli.options import check_device
     from lengthwise.core.models import ModelLoadError
-    from lengthwise.pipelines import bake as bake_model
     from lengthwise.tempscale import TempScaleError
+    from lengthwise.tempscale.persist import bake as bake_model
 
     try:
         check_device(device)
@@ -155,8 +155,8 @@ def save(
     config = _checked_config(t, t_query, t_doc, schedule)
     from lengthwise.cli.options import check_device
     from lengthwise.core.models import ModelLoadError
-    from lengthwise.pipelines import save_tempscaled
     from lengthwise.tempscale import TempScaleError
+    from lengthwise.tempscale.persist import save_tempscaled
 
     try:
         check_device(device)

@@ -21,12 +21,19 @@ import shutil
 import signal
 import tempfile
 import threading
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
-__all__ = ["InterruptGuard", "check_model_target", "check_output_target", "deferred_interrupts", "write_output_set"]
+__all__ = [
+    "InterruptGuard",
+    "check_model_target",
+    "check_output_target",
+    "deferred_interrupts",
+    "prepare_out",
+    "write_output_set",
+]
 
 _STAGING = ".lengthwise-"  # prefix of our own staging folders beside the target
 _RENAME_EXCHANGE = 2
@@ -220,3 +227,36 @@ class InterruptGuard:
         """Raise `KeyboardInterrupt` if a SIGINT arrived (and was swallowed somewhere) since the guard began."""
         if self.pending:
             raise KeyboardInterrupt
+
+
+def prepare_out(out: str | os.PathLike[str], check: Callable[[Path], None] | None = None) -> Path:
+    """Check, before any compute or model load, that a job can write `out`, and return it as a `Path`.
+
+    The folder an output set is staged in (the parent of `out`) is made and a staging folder tried there; `check`
+    is the output set's own check (e.g. one calling `check_output_target` with its file names). Without a `check`,
+    `out` is a folder the job writes into: made now, refused when it is a file.
+
+    Raises:
+        SettingError: On ``out``, whatever the problem (a file, a folder that cannot be written, foreign files).
+    """
+    from lengthwise.core.errors import SettingError
+
+    out = Path(out)
+    try:
+        parent = out.resolve().parent
+        parent.mkdir(parents=True, exist_ok=True)
+        if check is not None:
+            check(out)
+        elif out.exists() and not out.is_dir():
+            raise SettingError("out", str(out), "exists and is not a directory; pass a directory path")
+        else:
+            out.mkdir(parents=True, exist_ok=True)
+        Path(tempfile.mkdtemp(prefix=f"{_STAGING}probe-", dir=parent)).rmdir()  # the set is staged there
+    except OSError as error:
+        problem = f"cannot write there ({error.strerror}); pass a writable directory"
+        raise SettingError("out", str(out), problem) from None
+    except ValueError as error:  # a check's refusal (a SettingError naming ``out`` passes as it is)
+        if isinstance(error, SettingError) and error.field == "out":
+            raise
+        raise SettingError("out", str(out), str(error).removeprefix(f"{out}: ")) from None
+    return out

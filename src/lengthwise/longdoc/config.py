@@ -13,9 +13,10 @@ from typing import Any
 from lengthwise.core.errors import SettingError
 from lengthwise.core.scoring import WindowScoring
 
-__all__ = ["DEFAULT", "RECOMMENDED", "LongDocConfig", "LongDocError", "Strategy"]
+__all__ = ["ATTRIBUTE", "DEFAULT", "RECOMMENDED", "LongDocConfig", "LongDocError", "Strategy", "saved_longdoc"]
 
 DEFAULT = "default"  # the name that selects RECOMMENDED wherever a strategy name is accepted
+ATTRIBUTE = "lengthwise_longdoc"  # where a loaded model keeps the choice saved with it (`persist.attach_saved_longdoc`)
 
 
 class LongDocError(SettingError):
@@ -193,3 +194,10 @@ class LongDocConfig:
 # The one default (issue 24): chosen on the dev splits of the realistic passkey/needle sets and QMSum, checked
 # on their test splits and SciFact; docs/longdoc.md gives the table and the trade-off.
 RECOMMENDED = LongDocConfig(strategy=Strategy.multi_vector, window=32, stride=16)
+
+
+def saved_longdoc(model: object) -> LongDocConfig | None:
+    """The long-document choice saved with `model` (kept on it by `lengthwise.longdoc.persist.attach_saved_longdoc`
+    when `lengthwise.load_model` loaded it), or None."""
+    config = getattr(model, ATTRIBUTE, None)
+    return config if isinstance(config, LongDocConfig) else None

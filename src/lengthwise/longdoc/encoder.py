@@ -29,7 +29,7 @@ from lengthwise.core.models import live_patch, position_limit
 from lengthwise.core.scoring import WindowScoring
 from lengthwise.core.tokens import special_tokens, windows
 from lengthwise.longdoc._cache import WindowCache, window_key
-from lengthwise.longdoc.config import RECOMMENDED, LongDocConfig, LongDocError, Strategy
+from lengthwise.longdoc.config import RECOMMENDED, LongDocConfig, LongDocError, Strategy, saved_longdoc
 from lengthwise.longdoc.pooling import macro_assignment, pool_windows
 
 __all__ = ["DocumentWindows", "LongEncoder"]
@@ -68,8 +68,6 @@ class LongEncoder:
         **settings: Any,
     ) -> None:
         self.model = model
-        from lengthwise.longdoc.persist import saved_longdoc
-
         base = config or saved_longdoc(model) or RECOMMENDED  # the choice saved with the model, if any
         self.config = base.updated(**settings) if settings else base
         self.tokenizer = model.tokenizer

@@ -1,31 +1,33 @@
 """Save a long-document choice beside a model, and find it again when the model is loaded.
 
-`save_longdoc` writes the model and ``lengthwise_longdoc.json``; `lengthwise.facade.load_model` calls
-`attach_saved_longdoc`, which keeps the saved `LongDocConfig` on the loaded model, and a `LongEncoder` built
-without a config uses it. A plain sentence-transformers load ignores the file.
+`save_longdoc` writes the model and ``lengthwise_longdoc.json``; `save_long_documents` does it by model name
+(``lengthwise longdoc save``). `lengthwise.load_model` calls `attach_saved_longdoc`, which keeps the saved
+`LongDocConfig` on the loaded model, and a `LongEncoder` built without a config uses it. A plain
+sentence-transformers load ignores the file.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from sentence_transformers import SentenceTransformer
 
+from lengthwise.core.errors import SettingError
 from lengthwise.core.results import write_json_atomic
-from lengthwise.longdoc.config import LongDocConfig, LongDocError
+from lengthwise.longdoc.config import ATTRIBUTE, RECOMMENDED, LongDocConfig, LongDocError, saved_longdoc
 
 __all__ = [
-    "ATTRIBUTE",
     "SETTINGS_FILE",
     "attach_saved_longdoc",
     "read_longdoc_settings",
+    "resolved_longdoc",
+    "save_long_documents",
     "save_longdoc",
-    "saved_longdoc",
 ]
 
 SETTINGS_FILE = "lengthwise_longdoc.json"
-ATTRIBUTE = "lengthwise_longdoc"
 
 
 def save_longdoc(model: SentenceTransformer, config: LongDocConfig, out_dir: str | Path) -> Path:
@@ -39,6 +41,33 @@ def save_longdoc(model: SentenceTransformer, config: LongDocConfig, out_dir: str
         raise LongDocError(str(error).removeprefix(f"{out}: "), field="out", value=str(out)) from None
     model.save(str(out))
     write_settings(out, config)
+    return out
+
+
+def save_long_documents(
+    model: str | os.PathLike[str],
+    long: str | LongDocConfig,
+    out: str | os.PathLike[str],
+    *,
+    device: str | None = None,
+    trust_remote_code: bool = False,
+) -> Path:
+    """Save the model with a long-document choice (= ``lengthwise longdoc save``): `lengthwise.load_model` and
+    `LongEncoder(model)` then use it. `out` is checked, then the window and stride against this model, before
+    anything is written.
+
+    The model is loaded plain (`load_plain_model`): what is saved is its weights and this choice, and a TempScale
+    saved beside the source is not carried over (save it again with ``lengthwise tempscale save``).
+    """
+    from lengthwise.core.models import load_plain_model
+    from lengthwise.core.output_set import prepare_out
+    from lengthwise.longdoc.encoder import LongEncoder
+
+    config = long if isinstance(long, LongDocConfig) else LongDocConfig.named(long)
+    out = prepare_out(out)
+    loaded = load_plain_model(model, device=device, trust_remote_code=trust_remote_code)
+    LongEncoder(loaded, config).spans([1] * 8)  # checks the window and stride against this model
+    save_longdoc(loaded, config, out)
     return out
 
 
@@ -69,7 +98,21 @@ def attach_saved_longdoc(model: SentenceTransformer, folder: str | Path) -> Long
     return config
 
 
-def saved_longdoc(model: SentenceTransformer) -> LongDocConfig | None:
-    """The config that was saved with `model`, or None."""
-    config = getattr(model, ATTRIBUTE, None)
-    return config if isinstance(config, LongDocConfig) else None
+def resolved_longdoc(
+    model: SentenceTransformer,
+    long: str | LongDocConfig | None = None,
+    *,
+    window: int | None = None,
+    stride: int | None = None,
+) -> LongDocConfig | None:
+    """The long-document choice a job runs `model` with: `long` (a strategy name, ``"default"`` =
+    `RECOMMENDED`, or a config), else the one saved with the model, with `window` / `stride` over it; None when
+    neither is set (the model's own truncation). A window or stride without a strategy is a `SettingError`."""
+    saved = saved_longdoc(model)
+    if long is None and saved is None:
+        if window is not None or stride is not None:
+            raise SettingError("strategy", None, "a window or stride needs a long-document strategy, e.g. chunk-mean")
+        return None
+    base = long if isinstance(long, LongDocConfig) else saved if long is None else LongDocConfig.named(long)
+    changes = {key: value for key, value in {"window": window, "stride": stride}.items() if value is not None}
+    return (base or RECOMMENDED).updated(**changes)  # base is set here; `or` only narrows the type

@@ -54,7 +54,7 @@ class Searcher:
         out: dict[str, Any] = hit.to_dict()
         if context and out.get("passages") and self.index.lexical is not None:
             if self._numbers is None:
-                self._numbers = {doc_id: n for n, doc_id in enumerate(self.index.windows.doc_ids)}
+                self._numbers = {doc_id: n for n, doc_id in enumerate(self.index.doc_ids)}
             text = self.index.lexical.text(self._numbers[hit.id])
             for passage in out["passages"]:
                 start, end = passage["start"], passage["end"]
@@ -181,7 +181,7 @@ def create_app(index: Any, config: ServeConfig | None = None) -> FastAPI:
     async def embed(request: EmbedRequest) -> dict[str, Any]:  # type: ignore[valid-type]
         """The query vectors, embedded as the index's documents were (the recorded model and settings)."""
         vectors = await batcher.submit(("embed",), [query.text for query in request.queries])  # type: ignore[attr-defined]
-        return {"model": index.windows.settings["model"]["name"], "dim": len(vectors[0]), "vectors": vectors}
+        return {"model": index.settings["model"]["name"], "dim": len(vectors[0]), "vectors": vectors}
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
@@ -206,7 +206,7 @@ def create_app(index: Any, config: ServeConfig | None = None) -> FastAPI:
 
 def describe(index: Any, config: ServeConfig) -> dict[str, Any]:
     """What `GET /info` shows: the version, the model, the index's and the lexical side's settings, the caps."""
-    settings = index.windows.settings
+    settings = index.settings
     lexical = index.lexical
     return {
         "lengthwise": __version__,

@@ -29,11 +29,12 @@ GRACE_S = 30  # the longest the requests in flight are waited for after SIGTERM
 def open_checked(folder: str | os.PathLike[str]) -> Any:
     """The `LongIndex` at `folder`, its lexical side opened and its model loaded and checked against the index's
     recorded weights: what the service needs, loaded once, or the reason it cannot be served."""
-    from lengthwise.pipelines import LongIndex
+    from lengthwise.facade import load_model
+    from lengthwise.longdoc.search.index import LongIndex
 
     if not Path(folder).is_dir():
         raise SettingError(None, folder, f"{folder}: no such folder; pass a folder written by `lengthwise index build`")
-    index = LongIndex.open(folder)
+    index = LongIndex.open(folder, load_model=load_model)
     _ = index.lexical  # a damaged lexical side refuses now, not at the first hybrid query
     index.embed_queries(["warm up"])  # loads the recorded model and checks its weights against the index
     return index
@@ -129,7 +130,8 @@ def worker_app() -> Any:
     checked, passed in the environment."""
     from transformers.utils import logging as hf_logging
 
-    from lengthwise.pipelines import LongIndex
+    from lengthwise.facade import load_model
+    from lengthwise.longdoc.search.index import LongIndex
     from lengthwise.service.app import create_app
 
     hf_logging.disable_progress_bar()  # as the parent: no loading bars in the server's log
@@ -137,4 +139,4 @@ def worker_app() -> Any:
     data = made["config"]
     config = ServeConfig(**{**data, "limits": Limits(**data["limits"]),
                             "api_key_file": Path(data["api_key_file"]) if data["api_key_file"] else None})  # fmt: skip
-    return create_app(LongIndex.open(made["folder"]), config)
+    return create_app(LongIndex.open(made["folder"], load_model=load_model), config)

@@ -10,9 +10,10 @@ MPNet's relative position bias is divided by t too (``scale_position_bias``): th
 architecture raises `TempScaleError` naming the supported ones.
 
 This package is the public API: apply, remove or scope a patch, encode under one, bake it into weights, or save
-it with the model. The settings live in `lengthwise.tempscale.config`, the supported architectures in
-`lengthwise.tempscale.families` and the hooks in `lengthwise.tempscale.patch`; their public names are
-re-exported here.
+it with the model (`bake_tempscale` / `save_tempscale` on a loaded model; `bake` / `save_tempscaled` by model name,
+the ``lengthwise tempscale bake`` / ``save`` commands). The settings live in `lengthwise.tempscale.config`, the
+supported architectures in `lengthwise.tempscale.families` and the hooks in `lengthwise.tempscale.patch`; their
+public names are re-exported here.
 """
 
 from __future__ import annotations
@@ -36,12 +37,15 @@ _EXPORTS = {
     "current_tempscale": "apply",
     "remove_tempscale": "apply",
     "tempscale": "apply",
+    "BakeResult": "persist",
     "SETTINGS_FILE": "persist",
     "apply_saved_tempscale": "persist",
+    "bake": "persist",
     "bake_refusal": "persist",
     "bake_tempscale": "persist",
     "read_tempscale_settings": "persist",
     "save_tempscale": "persist",
+    "save_tempscaled": "persist",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

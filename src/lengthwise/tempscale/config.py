@@ -152,6 +152,17 @@ class TempScaleConfig:
         return asdict(self)
 
     @classmethod
+    def of(cls, value: float | TempScaleConfig | None, field: str = "tempscale") -> TempScaleConfig | None:
+        """`value` as a configuration: a float is a symmetric t, a configuration or None is kept. A bad t is a
+        `SettingError` on `field`, the caller's setting that held it."""
+        if value is None or isinstance(value, TempScaleConfig):
+            return value
+        try:
+            return cls(t=value)
+        except TempScaleError as error:
+            raise SettingError(field, value, error.problem) from None
+
+    @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TempScaleConfig:
         unknown = set(data) - {"t", "t_query", "t_doc", "schedule", "scale_position_bias"}
         if unknown:

@@ -4,13 +4,17 @@ Baking never writes over the model it reads (``--out`` = the source is refused),
 weights already carry a baked temperature — a second bake would divide by t again while its settings file still
 said t. Asked explicitly (``stack=True``, ``--rebake``), it bakes on top and records the product of the
 temperatures, with each step in ``lengthwise_tempscale.json``.
+
+`bake` and `save_tempscaled` do the same by model name, as one call each (``lengthwise tempscale bake`` / ``save``):
+they check `out`, load the model plain and set aside any TempScale saved with it.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import replace
+import os
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -24,12 +28,15 @@ from lengthwise.tempscale.patch import TempScalePatch
 
 __all__ = [
     "SETTINGS_FILE",
+    "BakeResult",
     "apply_saved_tempscale",
+    "bake",
     "bake_plan",
     "bake_refusal",
     "bake_tempscale",
     "read_tempscale_settings",
     "save_tempscale",
+    "save_tempscaled",
 ]
 
 SETTINGS_FILE = "lengthwise_tempscale.json"
@@ -215,3 +222,100 @@ def apply_saved_tempscale(model: SentenceTransformer, folder: str | Path) -> Tem
     if settings is None or settings[1]:
         return None
     return apply_tempscale(model, settings[0])
+
+
+@dataclass(frozen=True)
+class BakeResult:
+    """What `bake` wrote: the folder, the t its weights carry (the product of `steps` after a rebake), the note on
+    TempScale settings saved with the source that were set aside, and the largest difference between the baked
+    model's embeddings and the run-time patch's over the probe texts (None: not verified)."""
+
+    out: Path
+    t: float
+    steps: tuple[float, ...]
+    ignored: str | None
+    max_difference: float | None
+
+
+def _untouched_model(
+    model: str | os.PathLike[str], out: Path, device: str | None, trust_remote_code: bool
+) -> tuple[SentenceTransformer, str | None]:
+    """Check `out` (before anything loads), then load the model plain (`load_plain_model`: no TempScale saved beside
+    it is applied), and the note on the TempScale settings saved beside it that are set aside (None: none, or baked
+    ones, which are its weights)."""
+    from lengthwise.core.models import load_plain_model, resolve_model_path
+    from lengthwise.core.output_set import prepare_out
+
+    prepare_out(out)
+    loaded = load_plain_model(model, device=device, trust_remote_code=trust_remote_code)
+    folder = Path(resolve_model_path(model))
+    saved = read_tempscale_settings(folder) if folder.is_dir() else None
+    return loaded, None if saved is None or saved[1] else str(saved[0])
+
+
+def bake(
+    model: str | os.PathLike[str],
+    t: float | TempScaleConfig,
+    out: str | os.PathLike[str],
+    *,
+    rebake: bool = False,
+    verify: bool = True,
+    device: str | None = None,
+    trust_remote_code: bool = False,
+) -> BakeResult:
+    """Fold TempScale's t into the weights and save a plain sentence-transformers model (= ``lengthwise tempscale
+    bake``): the query projections (and MPNet's relative position bias) are divided by t. With `verify`, the saved
+    model's embeddings of the probe texts must equal the run-time patch's (within 1e-5), else `TempScaleError`.
+    Schedules and query ≠ document temperatures cannot be baked; `out` must not be the model itself, and an already
+    baked model needs `rebake` (the record then holds the product of the t's). Refusals come before the model loads.
+    TempScale settings saved with `model` (not baked) are set aside: `BakeResult.ignored` says which.
+    """
+    from lengthwise.core.models import resolve_model_path
+
+    config = TempScaleConfig.of(t)
+    assert config is not None
+    out = Path(out)
+    source = Path(resolve_model_path(model))
+    folder = source if source.is_dir() else None
+    total, steps = bake_plan(config, out, folder, stack=rebake)
+    loaded, ignored = _untouched_model(model, out, device, trust_remote_code)
+    bake_tempscale(loaded, config, out, source=folder, stack=rebake)
+    difference = _bake_difference(loaded, config, out) if verify else None
+    if difference is not None and difference > 1e-5:
+        raise TempScaleError(f"baked weights differ from the run-time patch by {difference:.2e} (> 1e-5); do not "
+                             f"use {out}")  # fmt: skip
+    return BakeResult(out, total.t, tuple(steps), ignored, difference)
+
+
+def _bake_difference(model: SentenceTransformer, config: TempScaleConfig, out: Path) -> float:
+    """Largest |baked − run-time| over the embeddings of the probe texts."""
+    import numpy as np
+    from sentence_transformers import SentenceTransformer
+
+    from lengthwise.core.data import default_probe_pairs
+
+    texts = sorted({p.text1 for p in default_probe_pairs().pairs})[:64]
+    with tempscale(model, config):
+        patched = model.encode(texts, convert_to_numpy=True)
+    baked = SentenceTransformer(str(out), device=str(model.device)).encode(texts, convert_to_numpy=True)
+    return float(np.abs(baked - patched).max())
+
+
+def save_tempscaled(
+    model: str | os.PathLike[str],
+    t: float | TempScaleConfig,
+    out: str | os.PathLike[str],
+    *,
+    device: str | None = None,
+    trust_remote_code: bool = False,
+) -> str | None:
+    """Save the model with its TempScale settings beside the original weights (= ``lengthwise tempscale save``);
+    lengthwise's `load_model` re-applies them, a plain sentence-transformers load gives the untouched model. Any
+    configuration can be saved, schedules included. Returns the note on TempScale settings the source already had
+    (set aside), or None."""
+    config = TempScaleConfig.of(t)
+    out = Path(out)
+    loaded, ignored = _untouched_model(model, out, device, trust_remote_code)
+    with tempscale(loaded, config):
+        save_tempscale(loaded, out)
+    return ignored

@@ -2,25 +2,43 @@
 
 The tuner knows nothing about tasks: it maximises (or minimises) any ``objective(config) -> float``, e.g.
 STS Spearman, retrieval nDCG@10 or classification accuracy of a `TempScaleEncoder`. t = 1 (no TempScale)
-is always evaluated so the curve shows the gain over the untouched model.
+is always evaluated so the curve shows the gain over the untouched model. `tune_model` tunes a loaded model on a
+score of its encoder (the evaluation room's, handed over by `lengthwise.tune_tempscale`) and writes ``tune.json``
+and ``tune.png`` as one output set.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from lengthwise.tempscale.config import TempScaleConfig, TempScaleError
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+    from sentence_transformers import SentenceTransformer
 
-    from lengthwise.tempscale.schema import TuneSummary
+    from lengthwise.core.encoder import TextEncoder
+    from lengthwise.tempscale.schema import TuneRecord, TuneSummary
 
-__all__ = ["Objective", "Side", "TuneResult", "TuneSpec", "config_for", "plot_tune_curve", "tune_temperature"]
+__all__ = [
+    "TUNE_FILES",
+    "Objective",
+    "Side",
+    "TuneResult",
+    "TuneSpec",
+    "config_for",
+    "plot_tune_curve",
+    "tune_model",
+    "tune_temperature",
+]
+
+TUNE_FILES = ("tune.json", "tune.png")  # what a tuning writes, as one output set
 
 Objective = Callable[[TempScaleConfig], float]
 
@@ -194,3 +212,61 @@ def plot_tune_curve(result: TuneResult, metric: str) -> Figure:
     axes.set_title(f"TempScale: {metric} vs temperature")
     axes.legend(frameon=False, fontsize="small")
     return figure
+
+
+def tune_model(
+    model: SentenceTransformer,
+    score: Callable[[TextEncoder], float],
+    spec: TuneSpec | None = None,
+    *,
+    name: str | os.PathLike[str],
+    task: str,
+    metric: str,
+    data: dict[str, Any],
+    settings: dict[str, Any],
+    out: str | os.PathLike[str] | None = None,
+    on_eval: Callable[[float, float], None] | None = None,
+    started: float | None = None,
+) -> TuneRecord:
+    """Tune t for `model` (without a TempScale of its own) on `score` of its `TempScaleEncoder`, and make the record
+    (`TuneRecord`: provenance, `task` and `metric` as named, the curve), written to `out` with its plot when given
+    (``tune.json``, ``tune.png``, checked by the caller before the model loaded).
+
+    Args:
+        model: The loaded model.
+        score: The dev score of an encoder (higher is better), e.g. `lengthwise.evaluation.objectives.dev_objective`.
+        spec: The grid and the bounded 1-D search (default: `TuneSpec()`).
+        name: The model's name or path, as recorded in its fingerprint.
+        task, metric, data: What `score` measures and on which data (a description), for the record.
+        settings: The caller's settings for the record (the spec's are added).
+        out: Where the output set is written; None writes nothing.
+        on_eval: Called with (t, score) after each evaluation.
+        started: `time.perf_counter()` when the job began (default: now).
+    """
+    import io
+    import time
+
+    from lengthwise.core.models import model_fingerprint
+    from lengthwise.core.output_set import write_output_set
+    from lengthwise.core.results import json_bytes, provenance
+    from lengthwise.tempscale.apply import TempScaleEncoder
+    from lengthwise.tempscale.schema import TuneRecord
+
+    started = time.perf_counter() if started is None else started
+    spec = spec or TuneSpec()
+    result = tune_temperature(lambda config: score(TempScaleEncoder(model, config)), spec, on_eval=on_eval)
+    bounds = list(spec.bounds) if spec.bounds else None
+    made = {"grid": list(spec.grid), "search": spec.search, "bounds": bounds, "xatol": spec.xatol,
+            "max_evals": spec.max_evals, "side": spec.side.value} | settings  # fmt: skip
+    record = TuneRecord(
+        **provenance(model_fingerprint(model, name), data, made, started=started),
+        task=task,
+        metric=metric,
+        result=result.to_dict(),
+    )
+    if out is not None:
+        figure = io.BytesIO()
+        plot_tune_curve(result, metric).savefig(figure, format="png", dpi=120)
+        files = {"tune.json": json_bytes(record), "tune.png": figure.getvalue()}
+        write_output_set(Path(out), files, TUNE_FILES, what="a TempScale tuning")
+    return record

@@ -1,4 +1,4 @@
-"""An index folder built in steps that survive a kill (`lengthwise.longdoc.index.WindowIndex.build`).
+"""An index folder built in steps that survive a kill (`lengthwise.longdoc.search.index.LongIndex.build_windows`).
 
 The shards are checked once and their vectors memory-mapped (`shard_layout`); the unit vectors are streamed into
 a memory-mapped ``vectors.npy`` whose disk blocks are allocated first (`unit_vectors`). All of it is
@@ -23,7 +23,7 @@ import numpy as np
 
 from lengthwise.core.results import write_json_atomic
 from lengthwise.longdoc.config import LongDocError
-from lengthwise.longdoc.store import iter_shards
+from lengthwise.longdoc.storage.store import iter_shards
 
 __all__ = ["BUILD_STATE", "content_address", "record_plan", "shard_layout", "staging_folder", "unit_vectors"]
 

@@ -152,11 +152,11 @@ def _rrf_ranks(scores: np.ndarray, *, zero_last: bool = False) -> np.ndarray:
 
 
 class HybridSearch:
-    """Searches one `WindowIndex` (dense) and its `LexicalIndex` (lexical; None for an index built without text).
+    """Searches one `LongIndex` (dense) and its `LexicalIndex` (lexical; None for an index built without text).
 
     Args:
-        windows: The dense window index (`lengthwise.longdoc.index.WindowIndex`).
-        lexical: Its lexical side (`lengthwise.longdoc.lexical.LexicalIndex`), or None.
+        windows: The dense window index (`lengthwise.longdoc.search.index.LongIndex`).
+        lexical: Its lexical side (`lengthwise.longdoc.search.lexical.LexicalIndex`), or None.
         scoring: How a document scores from its windows.
         settings: The fusion settings (those recorded in the index by default).
     """

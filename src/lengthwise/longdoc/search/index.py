@@ -1,4 +1,5 @@
-"""An approximate-nearest-neighbour index over the window vectors `lengthwise encode` wrote, searched by document.
+"""`LongIndex`: the one index over a corpus `lengthwise encode` wrote: an approximate-nearest-neighbour index of its
+window vectors, searched by document, with the documents' text beside it for lexical and hybrid search.
 
 The length-specific part is ours; the engines are not. Candidate windows come from FAISS (IVF over 8-bit scalar
 quantized vectors, or IVF over packed sign bits for ``ubinary``) or USearch (HNSW over i8 or b1 vectors). They
@@ -20,7 +21,13 @@ window offsets per document, ``ids.txt`` (document ids, one JSON string per line
 ``member_starts.npy`` (U + 1,) (the windows of each distinct vector, the engine's key) and ``engine.faiss`` or
 ``engine.usearch``. A build is
 written into a staging folder and renamed into place, so an interrupted build leaves no half-written index; run
-again with the same inputs, it resumes from its last engine save (`lengthwise.longdoc._staging`).
+again with the same inputs, it resumes from its last engine save (`lengthwise.longdoc.search._staging`). The
+lexical side lives in ``lexical/`` (`lengthwise.longdoc.search.lexical`); `LongIndex.search` queries either side or
+both fused (`lengthwise.longdoc.search.hybrid`).
+
+Text queries are embedded as the documents were: the model and long-document settings recorded in the index, the
+model loaded by the `ModelLoader` given to `open` / `build` (`lengthwise.LongIndex` loads it as saved, by
+`lengthwise.load_model`, so a TempScale saved with the model applies to queries as it did to the documents).
 """
 
 from __future__ import annotations
@@ -32,10 +39,10 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 import torch
@@ -43,7 +50,8 @@ import torch
 from lengthwise.core.encoder import MultiVectors, multi_vector_scores
 from lengthwise.core.errors import SettingError
 from lengthwise.core.scoring import WindowScoring
-from lengthwise.longdoc._staging import (
+from lengthwise.longdoc.config import LongDocError
+from lengthwise.longdoc.search._staging import (
     BUILD_STATE,
     content_address,
     record_plan,
@@ -51,16 +59,22 @@ from lengthwise.longdoc._staging import (
     staging_folder,
     unit_vectors,
 )
-from lengthwise.longdoc.config import LongDocError
-from lengthwise.longdoc.store import MANIFEST, RECORD
+from lengthwise.longdoc.storage.store import MANIFEST, RECORD
 
-__all__ = ["Engine", "Quantize", "WindowIndex", "read_manifest"]
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+    from lengthwise.core.models import ModelLoader
+    from lengthwise.longdoc.search.hybrid import FusionSettings, Hit, Mode
+    from lengthwise.longdoc.search.lexical import LexicalIndex
+
+__all__ = ["Engine", "LongIndex", "Quantize", "read_manifest"]
 
 INDEX_FILE = "index.json"
 FORMAT = 2  # 2: distinct vectors in the engine (members.npy, member_starts.npy), ids as JSON lines; 1: neither
 MEMBERS, STARTS = "members.npy", "member_starts.npy"
 CHUNK = 65_536  # windows added to the engine at once
-EXPANDED_AT_MOST = 1_000_000  # windows a query's candidate vectors may stand for (see `WindowIndex._expanded`)
+EXPANDED_AT_MOST = 1_000_000  # windows a query's candidate vectors may stand for (see `LongIndex._expanded`)
 RESCORED, RESCORED_AT_LEAST = 10, 100  # documents scored on all their windows: per document asked for, at least
 CHECKPOINT_SECONDS = 300.0  # the most engine work a killed build loses: it resumes from the last save
 Progress = Callable[[int, int], None] | None  # called with (distinct vectors added, distinct vectors)
@@ -398,9 +412,15 @@ def _consistent(settings: dict[str, Any], ids: list[str], offsets: np.ndarray, v
     return bool((np.diff(offsets) >= 0).all() and (np.diff(starts) > 0).all())
 
 
-@dataclass
-class WindowIndex:
-    """Window vectors indexed for document search (see the module docstring). Build with `build`, open with `open`."""
+@dataclass(eq=False, repr=False)
+class LongIndex:
+    """Document search over the window vectors `lengthwise encode` wrote, on a real ANN engine, with the documents'
+    text beside them (see the module docstring). Build with `build`, open with `open`, search with `search`.
+
+    Example:
+        >>> LongIndex.build("out/encoded", "out/index", quantize="int8")   # = lengthwise index build …
+        >>> hits = LongIndex.open("out/index").search(["who wrote the report?"], k=10)
+    """
 
     folder: Path
     settings: dict[str, Any]
@@ -410,11 +430,21 @@ class WindowIndex:
     engine: Any  # its keys are distinct-vector numbers
     members: np.ndarray | None = None  # (W,) window rows grouped by distinct vector (None: one per window)
     starts: np.ndarray | None = None  # (U + 1,) where each distinct vector's rows start in `members`
+    model: SentenceTransformer | None = None  # the query model (loaded on the first text query when None)
+    load_model: ModelLoader | None = field(default=None)  # how it is loaded (None: `default_load_model`)
+    # the loader when none is given: None = `lengthwise.core.models.load_plain_model`; `lengthwise.LongIndex` sets
+    # `lengthwise.load_model` (the model as saved, its TempScale re-applied)
+    default_load_model: ClassVar[ModelLoader | None] = None
 
     def __post_init__(self) -> None:
         if self.members is None or self.starts is None:
             self.members = np.arange(len(self.vectors), dtype=np.int64)
             self.starts = np.arange(len(self.vectors) + 1, dtype=np.int64)
+        if self.model is not None:
+            self._check_model(self.model)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self.folder)!r})"
 
     @classmethod
     def check_build(
@@ -425,8 +455,8 @@ class WindowIndex:
         quantize: Quantize | str = Quantize.INT8,
         engine: Engine | str = Engine.USEARCH,
     ) -> dict[str, Any]:
-        """Check a build's inputs before anything is loaded or written (`build` calls it; `LongIndex.build` calls it
-        before the model loads): the settings, the encoded folder's manifest, and `out`. Returns the manifest.
+        """Check a build's inputs before anything is loaded or written (`build` and `build_windows` call it before
+        the model loads): the settings, the encoded folder's manifest, and `out`. Returns the manifest.
 
         Raises:
             SettingError: An unknown `quantize` or `engine`; an `out` that is not a folder path, cannot be written, is
@@ -445,10 +475,72 @@ class WindowIndex:
         *,
         quantize: Quantize | str = Quantize.INT8,
         engine: Engine | str = Engine.USEARCH,
+        text: str | os.PathLike[str] | None = None,
+        granularity: str = "document",
+        on_progress: Progress = None,
+        on_note: Callable[[str], None] | None = None,
+        load_model: ModelLoader | None = None,
+    ) -> LongIndex:
+        """`lengthwise index build`: index `encoded` into `out`, recording the query model's fingerprint, and the
+        documents' text beside it for lexical and hybrid search (`lengthwise.longdoc.search.lexical`).
+
+        Args:
+            encoded: A folder written by `lengthwise encode`.
+            out: The index folder.
+            quantize, engine: The dense side's candidate vectors and ANN engine (`build_windows`).
+            text: The corpus the folder was encoded from (default: the path `encode` recorded); checked against
+                the encoded ids and text digests before anything is built. Without it, and with the recorded file
+                gone, the index is dense only (`on_note` says so).
+            granularity: What BM25 ranks: ``document`` (whole documents) or ``window`` (the dense windows).
+            on_progress: Called with (windows added, windows) as the engine is filled.
+            on_note: Told, in one line, when the index is built without text.
+            load_model: How the recorded model is loaded (`open`).
+        """
+        from lengthwise.core.models import model_fingerprint
+        from lengthwise.longdoc.search.lexical import check_corpus_digest
+        from lengthwise.longdoc.storage.store import TEXTS
+
+        made = cls.check_build(encoded, out, quantize=quantize, engine=engine)["settings"]  # before the model loads
+        corpus = check_corpus_digest(text, made.get("data"), made.get(TEXTS), granularity)  # before any model load
+        model = _loader(load_model or cls.default_load_model)(made["model"], precision=made.get("precision", "fp32"))
+        fingerprint = model_fingerprint(model, made["model"])
+        name = str(Path(made["model"]).resolve()) if Path(made["model"]).is_dir() else made["model"]  # any cwd
+        extra = {"model": {"name": name, "weights_sha256_16": fingerprint["weights_sha256_16"]},
+                 "encode_settings": {**made, "model": name}}  # fmt: skip
+        index = cls.build_windows(encoded, out, quantize=quantize, engine=engine, extra=extra, on_progress=on_progress)
+        index.model, index.load_model = model, load_model
+        if corpus is None:
+            if on_note is not None:
+                on_note(f"built without text ({made.get('data')} is gone): dense search only; pass the corpus as "
+                        "text to search it lexically")  # fmt: skip
+            return index
+        index._build_text(corpus, made, granularity, on_progress)
+        return index
+
+    def _build_text(self, corpus: Path, made: dict[str, Any], granularity: str, on_progress: Progress) -> None:
+        from lengthwise.longdoc.config import LongDocConfig
+        from lengthwise.longdoc.encoder import LongEncoder
+        from lengthwise.longdoc.search.lexical import build_text_side
+        from lengthwise.longdoc.storage.store import TEXTS
+
+        assert self.model is not None
+        encoder = LongEncoder(self.model, LongDocConfig.from_dict(made["long"]))
+        build_text_side(self, encoder, corpus, recorded=made.get(TEXTS), granularity=granularity,
+                        on_progress=on_progress)  # fmt: skip
+
+    @classmethod
+    def build_windows(
+        cls,
+        encoded: str | os.PathLike[str],
+        out: str | os.PathLike[str],
+        *,
+        quantize: Quantize | str = Quantize.INT8,
+        engine: Engine | str = Engine.USEARCH,
         extra: dict[str, Any] | None = None,
         on_progress: Progress = None,
-    ) -> WindowIndex:
-        """Index the folder `lengthwise encode` wrote (`encoded`) into `out` (new, or an earlier index: replaced).
+    ) -> LongIndex:
+        """Index the window vectors of the folder `lengthwise encode` wrote (`encoded`) into `out` (new, or an earlier
+        index: replaced): the dense side only, no model loaded, no text indexed (`build` does both around this).
 
         Args:
             encoded: The shard folder; every shard is checked (size and sha256) before anything is indexed.
@@ -495,8 +587,23 @@ class WindowIndex:
         return cls.open(out)
 
     @classmethod
-    def open(cls, folder: str | os.PathLike[str]) -> WindowIndex:
-        """Open an index folder; the fp32 vectors are memory-mapped, the engine's file loaded (USearch: mapped)."""
+    def open(
+        cls,
+        folder: str | os.PathLike[str],
+        *,
+        model: SentenceTransformer | str | os.PathLike[str] | None = None,
+        load_model: ModelLoader | None = None,
+    ) -> LongIndex:
+        """Open an index folder; the fp32 vectors are memory-mapped, the engine's file loaded (USearch: mapped).
+
+        Args:
+            folder: A folder written by `build` (``lengthwise index build``).
+            model: The query model (default: loaded from the recorded name on the first text query): a loaded model,
+                or a folder / package / hub id to load in its place (e.g. when the recorded path moved). It must be
+                the one the index was built with, checked by its weight hash (`SettingError` otherwise).
+            load_model: How the query model is loaded by name (`lengthwise.core.models.ModelLoader`; default
+                `default_load_model`).
+        """
         folder = Path(folder)
         if not (folder / INDEX_FILE).is_file():
             raise LongDocError(f"{folder}: no {INDEX_FILE}; build one with `lengthwise index build`")
@@ -512,7 +619,13 @@ class WindowIndex:
             raise LongDocError(f"{folder}: unreadable index ({error}); {REBUILD}") from None
         if not _consistent(settings, doc_ids, offsets, vectors, members, starts, ann.count()):
             raise LongDocError(f"{folder}: the index files disagree in size or order; {REBUILD}")
-        return cls(folder, settings, doc_ids, offsets, vectors, ann, members, starts)
+        index = cls(folder, settings, doc_ids, offsets, vectors, ann, members, starts, load_model=load_model)
+        if isinstance(model, (str, os.PathLike)):
+            model = index._load({**settings["encode_settings"], "model": str(model)})
+        if model is not None:
+            index._check_model(model)
+            index.model = model
+        return index
 
     def default_probes(self) -> int:
         """FAISS: a quarter of the IVF lists (at least 32); USearch: a search expansion of 64."""
@@ -660,6 +773,207 @@ class WindowIndex:
             best = np.argsort(-row, kind="stable")[:k]
             results.append([(self.doc_ids[j], float(row[j])) for j in best])
         return results
+
+    # --- text queries: the recorded model, the lexical side, both fused -------------------------------------------
+
+    def _load(self, made: dict[str, Any]) -> SentenceTransformer:
+        """The model `made` names, loaded at its recorded precision by this index's loader."""
+        loader = _loader(self.load_model or type(self).default_load_model)
+        return loader(made["model"], precision=made.get("precision", "fp32"))
+
+    def _check_model(self, model: SentenceTransformer) -> None:
+        from lengthwise.core.models import model_fingerprint
+
+        recorded = self.settings["model"]
+        found = model_fingerprint(model, recorded["name"])["weights_sha256_16"]
+        if found != recorded["weights_sha256_16"]:
+            raise SettingError(
+                "model", recorded["name"], f"the index was built with weights {recorded['weights_sha256_16']}, "
+                f"this model has {found}; query with the model the corpus was encoded with, or build the index again"
+            )  # fmt: skip
+
+    def embed_queries(self, queries: Sequence[str], batch_size: int = 32) -> Any:
+        """The queries as the index's documents were made: the recorded model and long-document settings."""
+        from lengthwise.longdoc.config import LongDocConfig
+        from lengthwise.longdoc.encoder import LongEncoder
+
+        made = self.settings["encode_settings"]
+        if self.model is None:
+            model = self._load(made)
+            self._check_model(model)
+            self.model = model
+        encoder = LongEncoder(self.model, LongDocConfig.from_dict(made["long"]))
+        return encoder.encode_queries(list(queries), batch_size=batch_size)
+
+    @property
+    def lexical(self) -> LexicalIndex | None:
+        """The index's lexical side (`lengthwise.longdoc.search.lexical.LexicalIndex`), or None when built without
+        text."""
+        from lengthwise.longdoc.search.lexical import LEXICAL, SETTINGS_FILE, LexicalIndex
+
+        if "_lexical" not in self.__dict__:
+            folder = Path(self.folder) / LEXICAL
+            self.__dict__["_lexical"] = LexicalIndex.open(folder) if (folder / SETTINGS_FILE).is_file() else None
+        return self.__dict__["_lexical"]
+
+    @property
+    def scoring(self) -> WindowScoring:
+        """How a document scores from its windows, as it was encoded (max or top-k mean, fused with the mean)."""
+        from lengthwise.longdoc.config import LongDocConfig
+
+        return LongDocConfig.from_dict(self.settings["encode_settings"]["long"]).scoring
+
+    @property
+    def fusion(self) -> FusionSettings:
+        """The hybrid fusion settings recorded in the index (`FusionSettings`; the defaults before any tuning)."""
+        from lengthwise.longdoc.search.hybrid import FusionSettings
+
+        recorded = self.lexical.settings.get("fusion") if self.lexical is not None else None
+        return FusionSettings.from_dict(recorded) if recorded else FusionSettings()
+
+    def search_mode(self, mode: str | None = None) -> Mode:
+        """The search `mode` asked for (``dense``, ``lexical`` or ``hybrid``), checked against what the index holds;
+        None: the mode recorded by `tune_fusion`, else hybrid when the index holds text, else dense."""
+        from lengthwise.longdoc.search.hybrid import Mode
+
+        if mode is None:
+            recorded = self.lexical.settings.get("mode") if self.lexical is not None else None
+            return Mode(recorded) if recorded else (Mode.HYBRID if self.lexical is not None else Mode.DENSE)
+        try:
+            chosen = Mode(mode)
+        except ValueError:
+            raise SettingError("mode", mode, "use dense, lexical or hybrid") from None
+        if chosen is not Mode.DENSE and self.lexical is None:
+            raise SettingError("mode", mode, f"{self.folder} was built without its documents' text; build it "
+                               "again with the corpus, or search dense")  # fmt: skip
+        return chosen
+
+    def search(
+        self,
+        queries: str | Sequence[str],
+        k: int = 10,
+        *,
+        mode: str | None = None,
+        passages: int = 0,
+        windows: int | None = None,
+        probes: int | None = None,
+    ) -> list[list[Hit]]:
+        """The `k` best documents for each query, best first, as `Hit`s (id, score, each side's exact score, and the
+        `passages` best windows of each with their character spans and text).
+
+        Args:
+            queries: One query or several.
+            k: Documents per query.
+            mode: ``dense`` (the window vectors), ``lexical`` (BM25) or ``hybrid`` (both, fused by the settings
+                recorded in the index); default: the index's recorded mode (hybrid when it holds text).
+            passages: Best windows returned with each hit (0: none).
+            windows, probes: The dense side's candidate windows and probes (`search_vectors`).
+        """
+        from lengthwise.longdoc.search.hybrid import HybridSearch, Mode
+
+        texts = [queries] if isinstance(queries, str) else list(queries)
+        for name, value in (("k", k), ("windows", windows), ("probes", probes)):
+            if value is not None and value < 1:
+                raise SettingError(name, value, "must be ≥ 1")
+        if passages < 0:
+            raise SettingError("passages", passages, "must be ≥ 0")
+        if not texts or any(not text.strip() for text in texts):
+            raise SettingError("query", queries, "a query is empty; give the text to search for")
+        chosen = self.search_mode(mode)
+        if chosen is Mode.LEXICAL:
+            for text in texts:
+                if not self.lexical.query_tokens(text):  # type: ignore[union-attr]  # checked by search_mode
+                    raise SettingError("query", text, "holds no word the documents hold (stop words only, or "
+                                       "unknown words): nothing to search lexically; use dense or hybrid")  # fmt: skip
+        vectors = None if chosen is Mode.LEXICAL else self.embed_queries(texts)
+        searcher = HybridSearch(self, self.lexical, self.scoring, self.fusion)
+        return searcher.search(vectors, texts, k, chosen, passages=passages, windows=windows, probes=probes)
+
+    # --- checks and comparisons for evaluation and tuning -------------------------------------------------------
+
+    def check_corpus(self, data: str | os.PathLike[str]) -> None:
+        """A `SettingError` on ``index`` unless this index holds the texts of the corpus at `data` (a corpus file or
+        a BEIR folder), by the digest `lengthwise encode` recorded: the same ids with other texts would score as if
+        they were it."""
+        from lengthwise.longdoc.storage.encode import corpus_file
+        from lengthwise.longdoc.storage.store import TEXTS, corpus_digests, texts_sha256
+
+        recorded = self.settings["encode_settings"].get(TEXTS)
+        if recorded is None:
+            raise SettingError("index", str(self.folder), "records no digest of the texts it holds (built by an older "
+                               f"lengthwise, or from an unfinished encode), so it cannot be checked against {data}; "
+                               "encode the corpus and build the index again")  # fmt: skip
+        if texts_sha256(corpus_digests(corpus_file(Path(data)))) != recorded:
+            raise SettingError("index", str(self.folder), f"holds the ids of {data} with other texts (it was built "
+                               "from another version of the corpus); build the index from this corpus")  # fmt: skip
+
+    def ranked_with_exact(self, texts: list[str], k: int, mode: Mode) -> dict[str, list[list[tuple[str, float]]]]:
+        """(id, score) rankings of the `k` best documents per query: ``index`` through the index in `mode` (as
+        `search` with generous candidates), ``exact`` by the same mode's exact scan of every document."""
+        from lengthwise.longdoc.search.hybrid import HybridSearch, Mode
+
+        vectors = None if mode is Mode.LEXICAL else np.asarray(self.embed_queries(texts), dtype=np.float32)
+        candidates = max(self.default_windows(), 10 * k)
+        if mode is Mode.DENSE:
+            assert vectors is not None
+            return {"index": self.search_vectors(vectors, k, scoring=self.scoring, windows=candidates),
+                    "exact": self.exact_vectors(vectors, k, scoring=self.scoring)}  # fmt: skip
+        searcher = HybridSearch(self, self.lexical, self.scoring, self.fusion)
+        found = searcher.search(vectors, texts, k, mode, windows=candidates)
+        exact = [searcher.exact_ranked(None if vectors is None else vectors[n], text, k, mode)
+                 for n, text in enumerate(texts)]  # fmt: skip
+        return {"index": [[(hit.id, hit.score) for hit in row] for row in found], "exact": exact}
+
+    def tune_fusion(
+        self,
+        texts: list[str],
+        score: Callable[[list[list[tuple[str, float]]]], float],
+        *,
+        weights: Sequence[float] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
+        on_eval: Callable[[str, float], None] | None = None,
+        record: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Choose the search mode and fusion that `score` rates best on the queries `texts`, and record it in the
+        index when `record` is given (with `record` as the note of what it was tuned on).
+
+        The arms are dense, lexical, RRF and convex fusion at each of `weights`, each searched for the 10 best
+        documents per query. A fusion becomes the mode only if its score is above both sides'; ties go to the lower
+        weight. `score` rates one arm's rankings, (id, score) best first per query (e.g. nDCG@10 against a dev
+        split's qrels, `lengthwise.evaluation.objectives.qrels_objective`).
+
+        Returns:
+            ``{"scores": {arm: score}, "mode", "fusion"}``.
+        """
+        from lengthwise.longdoc.search.hybrid import Fusion, FusionSettings, HybridSearch, Mode
+
+        if self.lexical is None:
+            raise SettingError("index", str(self.folder), "holds no text to tune a fusion on; build it again with "
+                               "the corpus")  # fmt: skip
+        vectors = self.embed_queries(texts)
+        arms: dict[str, tuple[Mode, FusionSettings]] = {"dense": (Mode.DENSE, FusionSettings()),
+                                                        "lexical": (Mode.LEXICAL, FusionSettings()),
+                                                        "rrf": (Mode.HYBRID, FusionSettings(Fusion.RRF))}  # fmt: skip
+        arms.update({f"convex-{w:g}": (Mode.HYBRID, FusionSettings(Fusion.CONVEX, float(w))) for w in weights})
+        scores = {}
+        for name, (mode, fusion) in arms.items():
+            found = HybridSearch(self, self.lexical, self.scoring, fusion).search(vectors, texts, 10, mode)
+            scores[name] = score([[(hit.id, hit.score) for hit in hits] for hits in found])
+            if on_eval is not None:
+                on_eval(name, scores[name])
+        best = max(arms, key=lambda name: (scores[name], -list(arms).index(name)))
+        if arms[best][0] is Mode.HYBRID and scores[best] <= max(scores["dense"], scores["lexical"]):
+            best = "dense" if scores["dense"] >= scores["lexical"] else "lexical"
+        mode, fusion = arms[best]
+        if record is not None:
+            self.lexical.record(mode=mode.value, fusion=fusion.to_dict(), tuned=record)
+        return {"scores": scores, "mode": mode.value, "fusion": fusion.to_dict()}
+
+
+def _loader(load_model: ModelLoader | None) -> ModelLoader:
+    """`load_model`, or the hall's plain loader when None."""
+    from lengthwise.core.models import load_plain_model
+
+    return load_model or load_plain_model
 
 
 def hits_json(query_id: str, hits: Sequence[tuple[str, float]]) -> str:

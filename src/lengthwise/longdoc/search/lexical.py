@@ -129,7 +129,7 @@ class LexicalIndex:
             language: The stemmer and stop words (``english``).
             k1, b: BM25's term-frequency saturation and length normalisation (Lucene's defaults in bm25s).
             on_progress: Called with (documents done, documents).
-            texts_sha256: The encode folder's digest of the texts (`lengthwise.longdoc.store.TEXTS`), recorded.
+            texts_sha256: The encode folder's digest of the texts (`lengthwise.longdoc.storage.store.TEXTS`), recorded.
         """
         granularity = _granularity(granularity)
         if k1 <= 0 or not 0 <= b <= 1:
@@ -301,7 +301,7 @@ def check_corpus_digest(
     """The corpus to index lexically, checked before any model load: `text` if given (it must exist and, where the
     encode folder recorded a digest of its (id, text) pairs, match it), else the path `encode` recorded when the file
     is still there and matches; None when there is no text to index (the recorded file is gone or changed)."""
-    from lengthwise.longdoc.store import corpus_digests, texts_sha256
+    from lengthwise.longdoc.storage.store import corpus_digests, texts_sha256
 
     _granularity(granularity)
     corpus = Path(text) if text is not None else (Path(recorded_path) if recorded_path else None)
@@ -321,7 +321,7 @@ def check_corpus_digest(
 def corpus_texts(corpus: str | os.PathLike[str], doc_ids: Sequence[str], recorded: str | None) -> list[str]:
     """The text of each of `doc_ids` from `corpus`, checked against the index: no document missing or extra and,
     where the encode folder recorded one, the same digest of every (id, text) as when it was encoded."""
-    from lengthwise.longdoc.store import corpus_rows, text_digest, texts_sha256
+    from lengthwise.longdoc.storage.store import corpus_rows, text_digest, texts_sha256
 
     corpus = Path(corpus)
     if not corpus.is_file():
@@ -352,15 +352,15 @@ def build_text_side(
     granularity: Granularity | str = Granularity.DOCUMENT,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> LexicalIndex:
-    """Index the text of a `WindowIndex`'s documents beside it (``windows.folder / "lexical"``).
+    """Index the text of a `LongIndex`'s documents beside it (``windows.folder / "lexical"``).
 
     Args:
-        windows: The dense index (`lengthwise.longdoc.index.WindowIndex`): its document ids and window offsets.
+        windows: The dense index (`lengthwise.longdoc.search.index.LongIndex`): its document ids and window offsets.
         encoder: The `LongEncoder` the corpus was encoded with: it cuts each text into the index's windows, whose
             character spans become the hits' passages.
         corpus: The corpus file (JSONL or text) the index was encoded from.
-        recorded: The encode folder's digest of every (id, text) (`lengthwise.longdoc.store.TEXTS`), checked when
-            given.
+        recorded: The encode folder's digest of every (id, text) (`lengthwise.longdoc.storage.store.TEXTS`),
+            checked when given.
         granularity: What BM25 ranks: ``document`` or ``window``.
         on_progress: Called with (documents done, documents).
     """

@@ -26,7 +26,7 @@ import numpy as np
 
 from lengthwise.core.errors import SettingError
 from lengthwise.longdoc.config import LongDocConfig, LongDocError
-from lengthwise.longdoc.store import EmbeddingStore, corpus_rows, text_digest
+from lengthwise.longdoc.storage.store import EmbeddingStore, corpus_rows, text_digest
 
 __all__ = ["check_address", "encode_on_ray", "require_ray"]
 
@@ -135,7 +135,7 @@ class ShardWriter:
         self.job = job
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        from lengthwise.longdoc._parquet import shard_part
+        from lengthwise.longdoc.storage._parquet import shard_part
 
         order = np.argsort(batch[_POS], kind="stable")  # corpus order within the shard, whatever the sort did
         ids = [str(batch[_ID][i]) for i in order]

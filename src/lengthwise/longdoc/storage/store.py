@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lengthwise.core.results import write_bytes_atomic, write_json_atomic
-from lengthwise.longdoc._parquet import PARQUET, parquet_part, shard_part
 from lengthwise.longdoc.config import LongDocError
+from lengthwise.longdoc.storage._parquet import PARQUET, parquet_part, shard_part
 
 if TYPE_CHECKING:  # imported where used: Ray Data's read tasks import this module and need no torch
     from lengthwise.core.encoder import MultiVectors
@@ -459,7 +459,7 @@ def encode_corpus(
     `worker` = (k, n): this process takes documents k, k + n, k + 2n, … (by position in the file). Multi-vector
     strategies store every window. With `repair`, a damaged or unfinished shard is removed first and its documents
     are embedded again (`on_note` is told which); workers sharing a folder pass False after one `store.repair()`.
-    With `parquet`, each shard's window rows are written too (`lengthwise.longdoc._parquet`) and named in its
+    With `parquet`, each shard's window rows are written too (`lengthwise.longdoc.storage._parquet`) and named in its
     record. The corpus is checked first (`check_corpus`). Returns the number of documents embedded now.
     """
     from tqdm.auto import tqdm

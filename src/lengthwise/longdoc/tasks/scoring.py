@@ -16,7 +16,7 @@ import torch
 
 from lengthwise.core.encoder import MultiVectorEncoder, MultiVectors, TextEncoder, multi_vector_scores
 from lengthwise.core.scoring import WindowScoring
-from lengthwise.longdoc.synthetic import SyntheticSet
+from lengthwise.longdoc.tasks.synthetic import SyntheticSet
 
 __all__ = ["DEPTH_BINS", "SyntheticResult", "evaluate_synthetic", "score_synthetic"]
 
