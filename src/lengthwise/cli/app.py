@@ -9,12 +9,15 @@ subcommands (`lengthwise tempscale tune`, …) makes its own group with `command
 from __future__ import annotations
 
 import importlib
+import sys
+from difflib import get_close_matches
 from typing import Annotated, Any, NamedTuple
 
 import typer
 import typer.main
 from typer._click import Command as ClickCommand
 from typer._click import Context, HelpFormatter
+from typer._click.exceptions import UsageError
 from typer._click.utils import make_default_short_help
 from typer.core import TyperGroup
 
@@ -86,6 +89,30 @@ COMMANDS: dict[str, CommandEntry] = {  # in the order `lengthwise --help` lists 
 }
 
 
+# Flags renamed so that a flag means one thing on every command (issue 34): command → {old spelling: new one}. The
+# old spelling keeps working until 0.4, with one line on stderr; the root group rewrites it before the command parses.
+RENAMED: dict[str, dict[str, str]] = {
+    "search": {"--windows": "--candidates"},  # a candidate count, not `longdoc tune --windows` (window sizes)
+    "encode": {"--engine": "--runner"},  # local or ray, not `index build --engine` (the ANN backend)
+    "train": {"--precision": "--mixed-precision"},  # training's auto/fp32/fp16/bf16, not inference's fp32/int8
+}
+
+
+def renamed_args(command: str, args: list[str]) -> list[str]:
+    """`args` of `command` with each renamed flag (``--old`` or ``--old=value``) in its new spelling, saying so."""
+    renames, out = RENAMED.get(command, {}), list[str]()
+    for number, arg in enumerate(args):
+        if arg == "--":  # what follows is positional
+            return out + args[number:]
+        flag, equals, value = arg.partition("=")
+        if flag in renames:
+            new = renames[flag]
+            print(f"warning: `lengthwise {command} {flag}` is now {new}; {flag} stops working in 0.4", file=sys.stderr)
+            arg = new + equals + value
+        out.append(arg)
+    return out
+
+
 def load_command(name: str) -> ClickCommand:
     """The click command of root command `name`, importing its module now."""
     entry = COMMANDS[name]
@@ -106,6 +133,16 @@ class LazyGroup(TyperGroup):
 
     def get_command(self, ctx: Context, cmd_name: str) -> ClickCommand | None:
         return load_command(cmd_name) if cmd_name in COMMANDS else None
+
+    def resolve_command(self, ctx: Context, args: list[str]) -> tuple[str | None, ClickCommand | None, list[str]]:
+        try:
+            name, command, rest = super().resolve_command(ctx, args)
+        except UsageError as error:  # click suggests from `self.commands`, which stays empty here
+            close = get_close_matches(args[0], list(COMMANDS)) if args else []
+            if close:
+                error.message = f"{error.message.rstrip('.')}. Did you mean {', '.join(map(repr, close))}?"
+            raise
+        return name, command, renamed_args(name, rest) if name else rest
 
     def format_commands(self, ctx: Context, formatter: HelpFormatter) -> None:
         limit = formatter.width - 6 - max(map(len, COMMANDS))  # as click's own listing
