@@ -154,14 +154,14 @@ def test_max_length_that_leaves_no_room_to_elongate_is_an_error(tiny_model_dir) 
     from lengthwise.core.models import load_plain_model
 
     model = load_plain_model(tiny_model_dir, device="cpu", max_seq_length=3)
-    with pytest.raises(NothingElongatedError, match="elongation changes no text: at N = 3"):
+    with pytest.raises(NothingElongatedError, match="max_length=3: elongation changes no text: at N = 3"):
         run_audit(model, PAIRS, AuditConfig(curve_ks=(), word_shuffle=False))
 
 
 def test_m_of_one_is_an_error_and_many_stuck_texts_warn(tiny_model) -> None:
     from lengthwise.audit.pairs.attack import NothingElongatedError
 
-    with pytest.raises(NothingElongatedError, match="gave m = 1 to every text"):
+    with pytest.raises(NothingElongatedError, match="elongation='1': gave m = 1 to every text"):
         run_audit(tiny_model, PAIRS, AuditConfig(elongation=Elongation("fixed", 1), curve_ks=()))
     view = TokenView(tiny_model)
     long_text = _exact_tokens(view, view.max_content // 2 + 3)  # cannot hold two copies

@@ -21,6 +21,7 @@ from lengthwise.audit.report.compare import comparison_labels, headline_rows, wr
 from lengthwise.audit.report.page import write_report
 from lengthwise.cli import app
 from lengthwise.core.data import default_probe_pairs
+from lengthwise.core.errors import SettingError
 from lengthwise.core.results import write_json_atomic
 
 runner = CliRunner()
@@ -53,7 +54,7 @@ def test_labels() -> None:
     payloads = [{"model": {"name": "a"}}, {"model": {"name": "a"}}, {"model": {"name": "b"}}]
     assert comparison_labels(payloads) == ["a", "a #2", "b"]
     assert comparison_labels(payloads, ["x", "y", "z"]) == ["x", "y", "z"]
-    with pytest.raises(ValueError, match="one --label per audit"):
+    with pytest.raises(SettingError, match=r"labels=\['x'\]: 1 labels for 3 audits; give one label per audit"):
         comparison_labels(payloads, ["x"])
 
 
@@ -89,7 +90,7 @@ def test_write_comparison(tmp_path: Path, payload: dict[str, Any]) -> None:
     assert "before vs after" in html and "compare with care" in html  # different documents are flagged
     assert len(EMBEDDED_PNG.findall(html)) == len(written) - 1 >= 7
     assert (tmp_path / "cmp" / "cmp_attention.png").exists()
-    with pytest.raises(ValueError, match="at least two"):
+    with pytest.raises(SettingError, match="payloads=1: a comparison needs at least two audits"):
         write_comparison([payload], tmp_path / "one")
 
 
@@ -113,6 +114,6 @@ def test_cli_report_several_dirs_writes_a_comparison(tmp_path: Path, payload: di
     assert result.exit_code == 0, result.output
     assert "tiny vs other" in (out / "compare.html").read_text(encoding="utf-8")
     result = runner.invoke(app, ["report", str(tmp_path / "a"), str(tmp_path / "b"), "--label", "x"])
-    assert result.exit_code == 2 and "one --label per audit" in result.output
+    assert result.exit_code == 2 and "--label x: 1 labels for 2 audits; give one label per audit" in result.output
     result = runner.invoke(app, ["report", str(tmp_path / "a")])  # one directory: re-render as before
     assert result.exit_code == 0 and (tmp_path / "a" / "report.html").exists()

@@ -20,7 +20,7 @@ from lengthwise.audit.report import _documents as report_docs
 from lengthwise.cli import app
 from lengthwise.core.bins import BinCounting, LengthBins
 from lengthwise.core.embed import TokenView, embed_ids, embed_texts
-from lengthwise.core.errors import DataFormatError
+from lengthwise.core.errors import DataFormatError, SettingError
 
 runner = CliRunner()
 SENTENCES = [
@@ -169,7 +169,7 @@ def test_words_curve_is_token_level(tiny_model) -> None:
 
 
 def test_document_diagnostics_need_documents(tiny_model) -> None:
-    with pytest.raises(ValueError, match="--docs"):
+    with pytest.raises(SettingError, match="docs=None: document diagnostics need documents"):
         run_doc_audit(tiny_model, None, DocAuditConfig(diagnostics=("probe",)))
     with pytest.raises(ValueError, match="unknown"):
         DocAuditConfig(diagnostics=("vibes",))

@@ -10,6 +10,7 @@ import torch
 
 from lengthwise.audit.documents import metrics as dg
 from lengthwise.audit.pairs.shift import js_distance
+from lengthwise.core.errors import DataFormatError, SettingError
 
 
 def _brute_mean_cosine(x: np.ndarray, groups: np.ndarray | None = None) -> float:
@@ -53,7 +54,7 @@ def test_batch_filter_rates_ignore_padding() -> None:
     padded[1] = torch.eye(8)
     rates = dg.batch_filter_rates(padded, [5, 8])
     assert rates == pytest.approx([dg.attention_filter_rate(short), 1.0])
-    with pytest.raises(ValueError, match="attention"):
+    with pytest.raises(SettingError, match=r"attention=\(2, 3\): expected an \(n, n\)"):
         dg.attention_filter_rate(torch.ones(2, 3))
 
 
@@ -76,9 +77,9 @@ def test_probe_on_noise_gives_no_length() -> None:
 
 
 def test_probe_errors() -> None:
-    with pytest.raises(ValueError, match="at least 10 texts"):
+    with pytest.raises(SettingError, match="folds=5: the length probe needs at least 2 folds and 10 texts, got 6"):
         dg.length_probe_r2(np.zeros((6, 3)), np.arange(6))
-    with pytest.raises(ValueError, match="different lengths"):
+    with pytest.raises(DataFormatError, match="different lengths"):
         dg.length_probe_r2(np.random.default_rng(0).normal(size=(20, 3)), np.full(20, 7))
 
 
@@ -102,7 +103,7 @@ def test_cosine_moments_match_brute_force_and_add_over_batches() -> None:
     units = x / np.linalg.norm(x, axis=1, keepdims=True)
     first, second = (dg.CosineMoments.from_groups(units[s], np.ones(15)) for s in (slice(0, 15), slice(15, 30)))
     assert (first + second).mean_cosine() == pytest.approx(dg.anisotropy(x), rel=1e-9)
-    with pytest.raises(ValueError, match="two groups"):
+    with pytest.raises(SettingError, match="two groups"):
         dg.anisotropy(x, np.zeros(30))
 
 

@@ -33,6 +33,7 @@ from lengthwise.audit.retrieval.stats import (
 )
 from lengthwise.core.embed import TokenView
 from lengthwise.core.encoder import SentenceTransformerEncoder
+from lengthwise.core.errors import DataFormatError, SettingError
 
 from .test_retrieval_known import synthetic_split
 
@@ -67,7 +68,7 @@ def test_paired_shift_finds_a_known_shift_and_none_in_equal_pairs() -> None:
     same = paired_shift(before, before)
     assert same["p_value"] == 1.0 and same["ci95"] == [0.0, 0.0] and same["n_changed"] == 0
     assert wilcoxon_p(np.zeros(5)) == 1.0
-    with pytest.raises(ValueError, match="equal non-empty"):
+    with pytest.raises(SettingError, match="equal non-empty"):
         paired_shift(before, before[:3])
 
 
@@ -81,7 +82,7 @@ def test_friedman_needs_three_conditions_and_sees_none_in_identical_rows() -> No
     assert friedman(np.ones((5, 8))) == {"statistic": 0.0, "p_value": 1.0}
     rows = np.vstack([np.arange(10), np.arange(10) + 1, np.arange(10) + 2])
     assert friedman(rows)["p_value"] < 0.001
-    with pytest.raises(ValueError, match="k ≥ 3"):
+    with pytest.raises(SettingError, match=r"measurements=\(2, 4\): the Friedman test needs \(k ≥ 3, n\)"):
         friedman(np.ones((2, 4)))
 
 
@@ -110,7 +111,7 @@ def test_word_ids_mark_word_starts_and_filler_cuts_fall_on_them(tiny_model) -> N
 def test_filler_cycles_short_sources_and_refuses_none() -> None:
     sources = [WordIds((1, 2), (True, False)), WordIds((), ())]
     assert build_filler(sources, [0, 1], 5).ids == (1, 2, 1, 2, 1)
-    with pytest.raises(ValueError, match="no filler"):
+    with pytest.raises(DataFormatError, match="no filler"):
         build_filler(sources, [1], 3)
 
 
@@ -119,7 +120,7 @@ def test_dilute_repeat_and_cut() -> None:
     assert dilute([1, 2], filler, 2) == [1, 2, 7, 8]
     assert repeat([1, 2], 3, 5) == [1, 2, 1, 2]  # capped: never a partial copy
     assert cut_to_fit([1, 2, 3], 2) == [1, 2]
-    with pytest.raises(ValueError, match="filler holds"):
+    with pytest.raises(SettingError, match=r"k=4: more filler tokens than the filler holds \(3\)"):
         dilute([1], filler, 4)
 
 

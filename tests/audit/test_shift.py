@@ -10,6 +10,7 @@ from lengthwise.audit.pairs.shift import (
     similarity_histogram,
     similarity_shift,
 )
+from lengthwise.core.errors import SettingError
 
 
 def test_js_distance_of_identical_samples_is_zero() -> None:
@@ -82,7 +83,7 @@ def test_js_null_level_falls_with_sample_size_and_rejects_at_its_rate() -> None:
 
 
 def test_js_null_validation() -> None:
-    with pytest.raises(ValueError, match="equal-length"):
+    with pytest.raises(SettingError, match=r"after=\(4,\): js_distance_null needs two equal-length"):
         js_distance_null(np.zeros(3), np.zeros(4))
-    with pytest.raises(ValueError, match="at least 1 permutation"):
+    with pytest.raises(SettingError, match="permutations=0: js_distance_null needs at least 1 permutation"):
         js_distance_null(np.zeros(3), np.zeros(3), permutations=0)

@@ -5,6 +5,7 @@ import pytest
 
 from lengthwise.core.bins import BinCounting, LengthBins, per_bin, token_lengths
 from lengthwise.core.embed import TokenView
+from lengthwise.core.errors import SettingError
 
 
 def test_labels_and_assignment_at_the_edges() -> None:
@@ -21,7 +22,7 @@ def test_budget_on_a_bin_edge_gets_its_own_one_token_bin() -> None:
 
 
 def test_bad_spec_is_refused() -> None:
-    with pytest.raises(ValueError, match="bin width 0"):
+    with pytest.raises(SettingError, match="width=0: the bin width must be ≥ 1"):
         LengthBins(width=0)
 
 

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from lengthwise.core.embed import TokenView, embed_ids, embed_texts
+from lengthwise.core.errors import DataFormatError, SettingError
 from lengthwise.core.tokens import elongate
 
 TEXTS = [
@@ -52,11 +53,11 @@ def test_model_receives_exactly_the_elongated_ids(tiny_model) -> None:
 
 
 def test_embed_ids_rejects_bad_sequences(tiny_model) -> None:
-    with pytest.raises(ValueError, match="more than the model's max length 64"):
+    with pytest.raises(SettingError, match=r"len\(sequences\[0\]\)=82: more than the model's max length 64"):
         embed_ids(tiny_model, [[101] + [1000] * 80 + [102]])
-    with pytest.raises(ValueError, match="sequence #1 is empty"):
+    with pytest.raises(SettingError, match=r"sequences\[1\]=\[\]: is empty"):
         embed_ids(tiny_model, [[101, 102], []])
-    with pytest.raises(ValueError, match="no sequences"):
+    with pytest.raises(SettingError, match="no sequences"):
         embed_ids(tiny_model, [])
 
 
@@ -86,5 +87,5 @@ def test_forward_batches_with_states_pool_like_embed_ids(tiny_model) -> None:
 
 def test_content_names_the_text_in_errors(tiny_model) -> None:
     view = TokenView(tiny_model)
-    with pytest.raises(ValueError, match=r"pairs\.tsv:3 \(text1\) is empty"):
+    with pytest.raises(DataFormatError, match=r"pairs\.tsv:3 \(text1\) is empty"):
         view.content(["fine", "  "], names=["pairs.tsv:2 (text1)", "pairs.tsv:3 (text1)"])

@@ -4,6 +4,7 @@ import random
 
 import pytest
 
+from lengthwise.core.errors import DataFormatError, SettingError
 from lengthwise.core.tokens import (
     Elongation,
     content_ids,
@@ -72,20 +73,20 @@ def test_elongation_parse_and_validation() -> None:
     assert Elongation.parse("100") == Elongation("fixed", 100)
     assert Elongation.parse("random").mode == "random"
     assert Elongation.parse("Twice").mode == "twice"
-    with pytest.raises(ValueError, match="--elongate"):
+    with pytest.raises(SettingError, match="elongation='lots': use a positive integer"):
         Elongation.parse("lots")
-    with pytest.raises(ValueError, match="m=0"):
+    with pytest.raises(SettingError, match="m=0: the elongation factor must be ≥ 1"):
         Elongation("fixed", 0)
 
 
 def test_empty_inputs_are_rejected(tokenizer) -> None:
-    with pytest.raises(ValueError, match="text #1 is empty"):
+    with pytest.raises(DataFormatError, match="text #1 is empty"):
         content_ids(tokenizer, ["fine", "   "])
-    with pytest.raises(ValueError, match="text #0 is empty"):
+    with pytest.raises(DataFormatError, match="text #0 is empty"):
         content_ids(tokenizer, [""])
-    with pytest.raises(ValueError, match=r"text #0 has 1,000,001 characters .*split the document"):
+    with pytest.raises(DataFormatError, match=r"text #0 has 1,000,001 characters .*split the document"):
         content_ids(tokenizer, ["a" * 1_000_001])
-    with pytest.raises(ValueError, match="empty token sequence"):
+    with pytest.raises(SettingError, match="empty token sequence"):
         elongate([], 3, 10)
 
 
@@ -94,7 +95,7 @@ def test_first_k_and_content_truncation(tokenizer) -> None:
     assert len(ids) == 4
     assert first_k(ids, 2) == ids[:2]
     assert first_k(ids, 10) == ids
-    with pytest.raises(ValueError):
+    with pytest.raises(SettingError, match="k=0"):
         first_k(ids, 0)
 
 
@@ -119,7 +120,7 @@ def test_elongation_mode_is_a_str_enum() -> None:
 
     assert Elongation("random").mode is ElongationMode.RANDOM
     assert Elongation.parse("twice").describe() == "twice" and Elongation.parse("7").describe() == "7"
-    with pytest.raises(ValueError, match="not one of fixed, random, twice"):
+    with pytest.raises(SettingError, match="mode='sometimes': not an elongation mode; use one of fixed, random, twice"):
         Elongation("sometimes")
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from lengthwise.core.embed import TokenView
+from lengthwise.core.errors import DataFormatError
 from lengthwise.evaluation.classification import (
     classification_scores,
     evaluate_classification,
@@ -140,7 +141,7 @@ def test_mteb_sampler_in_evaluation(labelled_folder: Path) -> None:
 def test_label_lists_must_match(labelled_folder: Path) -> None:
     train, test = read_classification(labelled_folder)
     other = LabelledTexts(test.texts, test.labels, ("x", "y"), "mem")
-    with pytest.raises(ValueError, match="different label names"):
+    with pytest.raises(DataFormatError, match="different label names"):
         evaluate_classification(TableEncoder(), train, other)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lengthwise.core.errors import SettingError
+from lengthwise.core.errors import DataFormatError, SettingError
 from lengthwise.training.config import (
     DataKind,
     Method,
@@ -69,12 +69,12 @@ def test_strings_from_files_and_set_are_coerced(tmp_path: Path) -> None:
     )
     assert config.settings == HiCLSettings(alpha=0.15) and config.max_steps == 100 and config.cache_batch is None
     with pytest.raises(
-        ValueError, match=r"unknown training setting\(s\) alpah \(alpah: did you mean alpha\?\); valid: method, data"
+        SettingError, match=r"unknown training setting\(s\) alpah \(alpah: did you mean alpha\?\); valid: method, data"
     ):
         config_from_mapping({"method": "simcse", "data": "d", "out": "o", "alpah": 1})
-    with pytest.raises(ValueError, match="needs --data"):
+    with pytest.raises(SettingError, match="training needs data; set it"):
         config_from_mapping({"method": "simcse", "out": "o"})
-    with pytest.raises(ValueError, match="expected int"):
+    with pytest.raises(SettingError, match="expected int"):
         config_from_mapping({"method": "simcse", "data": "d", "out": "o", "max_steps": "ten"})
 
 
@@ -84,7 +84,7 @@ def test_yaml_and_json_config_files(tmp_path: Path) -> None:
     (tmp_path / "run.json").write_text(json.dumps({"method": "simde"}), encoding="utf-8")
     assert read_config_file(tmp_path / "run.json") == {"method": "simde"}
     (tmp_path / "list.yaml").write_text("- a\n", encoding="utf-8")
-    with pytest.raises(ValueError, match="expected a mapping"):
+    with pytest.raises(DataFormatError, match=r"config='.*list\.yaml': expected a mapping"):
         read_config_file(tmp_path / "list.yaml")
 
 

@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 from transformers import TrainerCallback
 
 from lengthwise.core.errors import DataFormatError, SettingError
-from lengthwise.training._guard import TrainingDiverged
+from lengthwise.training import TrainingDiverged
 from lengthwise.training.config import TrainConfig, config_from_mapping
 from lengthwise.training.run import run_training
 
@@ -72,7 +72,7 @@ def test_resume_of_a_finished_run_changes_nothing(tiny_model_dir: Path, texts: P
     again = run_training(config, resume=True)
     assert again.already_finished and again.global_step == first.global_step == 4
     assert _snapshot(tmp_path / "done") == before  # not one byte changed
-    with pytest.raises(ValueError, match=r"settings differ.*max_steps"):
+    with pytest.raises(SettingError, match=r"settings differ.*max_steps"):
         run_training(_config(tiny_model_dir, texts, tmp_path / "done", max_steps=6), resume=True)
 
 
@@ -124,7 +124,7 @@ def test_resume_skips_a_half_written_checkpoint(tiny_model_dir: Path, texts: Pat
     with pytest.raises(_Stop):
         run_training(_config(tiny_model_dir, texts, run), callbacks=[_StopAt(3)])  # checkpoint-2 complete; step 3 lost
     _half_written(run / "checkpoints" / "checkpoint-2", run / "checkpoints" / "checkpoint-4")
-    with pytest.raises(FileExistsError, match="--resume"):
+    with pytest.raises(SettingError, match="holds an earlier run; resume it, or pick a new out"):
         run_training(_config(tiny_model_dir, texts, run))  # checkpoint-2 is complete work: a fresh run is still refused
     resumed = run_training(_config(tiny_model_dir, texts, run), resume=True)
     record = json.loads((run / "train.json").read_text())

@@ -91,7 +91,7 @@ def test_each_term_takes_its_own_reference(tiny_model) -> None:
     swapped = LengthInvariantLoss(Zero(), tiny_model, teacher, 1.0, 1.0, teacher_for=(False, True))(features)
     assert swapped["invariance"].item() == pytest.approx(0.0, abs=1e-5)
     assert swapped["consistency"].item() > 0
-    with pytest.raises(ValueError, match="needs a teacher"):
+    with pytest.raises(SettingError, match=r"teacher=None: a term that uses the teacher.s reference needs a teacher"):
         LengthInvariantLoss(Zero(), tiny_model, None, teacher_for=(True, False))
     config = config_from_mapping(
         {"method": "length-invariant", "data": "x", "out": "y", "consistency_reference": "self"}
@@ -122,7 +122,7 @@ def test_retention_holds_the_plain_texts_at_the_teacher(tiny_model) -> None:
     held.backward()  # the gradient reaches the student's plain pass, never the teacher
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in tiny_model.parameters())
     assert all(p.grad is None for p in teacher.parameters())
-    with pytest.raises(ValueError, match="needs a teacher"):
+    with pytest.raises(SettingError, match=r"teacher=None: a term that uses the teacher.s reference needs a teacher"):
         LengthInvariantLoss(Zero(), tiny_model, None, teacher_for=(False, False), retention_weight=1.0)
 
 

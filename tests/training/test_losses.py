@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from lengthwise.core.errors import SettingError
 from lengthwise.training.losses import hicl_loss, info_nce, sequence_vectors
 
 
@@ -94,7 +95,7 @@ def test_info_nce_matches_cross_entropy_at_tau_005() -> None:
 
 def test_bad_options_are_rejected() -> None:
     first, second = _views()
-    with pytest.raises(ValueError, match="denominator"):
+    with pytest.raises(SettingError, match="denominator='mean': not a HiCL option"):
         hicl_loss(first, second, OWNER, LENGTHS, 0.1, denominator="mean")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="same-sequence"):
+    with pytest.raises(SettingError, match="same_sequence='both': not a HiCL option"):
         hicl_loss(first, second, OWNER, LENGTHS, 0.1, same_sequence="both")  # type: ignore[arg-type]

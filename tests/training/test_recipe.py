@@ -28,9 +28,11 @@ def test_recipe_settings_are_defaults_that_the_user_overrides() -> None:
     assert config.settings.copy_concat_share == recipe["copy_concat_share"] < 1.0  # type: ignore[union-attr]
     assert config.max_steps == recipe["max_steps"] and config.max_length == recipe["max_length"]
     assert config.lr == 1e-5  # the user's value wins over the recipe's
-    with pytest.raises(ValueError, match="--recipe 'fast': not known; use one of: length-robust"):
+    with pytest.raises(SettingError, match="recipe='fast': not known; use one of: length-robust"):
         config_from_mapping({"recipe": "fast", "data": "d", "out": "o"})
-    with pytest.raises(ValueError, match="trains with --method copy-concat; drop --method hicl"):
+    with pytest.raises(
+        SettingError, match="method='hicl': the recipe length-robust trains with method copy-concat; drop"
+    ):
         config_from_mapping({"recipe": "length-robust", "method": "hicl", "data": "d", "out": "o"})
 
 

@@ -12,6 +12,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from lengthwise.core.errors import SettingError
 from lengthwise.training.config import TrainConfig, config_from_mapping
 from lengthwise.training.run import run_training
 
@@ -101,7 +102,7 @@ def test_kill_and_resume_reach_the_same_weights(tiny_model_dir: Path, texts: Pat
     assert killed.returncode == -9, killed.stderr[-2000:]  # really killed, mid-run
     assert not (tmp_path / "killed" / "model").exists()
     assert (tmp_path / "killed" / "checkpoints" / "checkpoint-2").is_dir()
-    with pytest.raises(FileExistsError, match="--resume"):
+    with pytest.raises(SettingError, match="holds an earlier run; resume it, or pick a new out"):
         run_training(config)  # a plain re-run must not overwrite the checkpoints
     from transformers import TrainerCallback
 
@@ -136,7 +137,7 @@ def test_keep_checkpoints_false_leaves_only_the_model(
 
 def test_resume_refuses_changed_settings(tiny_model_dir: Path, texts: Path, tmp_path: Path, one_thread) -> None:
     run_training(_config(tiny_model_dir, texts, tmp_path / "run", max_steps=2))
-    with pytest.raises(ValueError, match=r"settings differ.*lr"):
+    with pytest.raises(SettingError, match=r"settings differ.*lr"):
         run_training(_config(tiny_model_dir, texts, tmp_path / "run", max_steps=2, lr=5e-4), resume=True)
 
 
@@ -275,8 +276,6 @@ def test_eval_data_without_an_evaluator_is_refused_not_ignored(
     tiny_model_dir: Path, texts: Path, tmp_path: Path
 ) -> None:
     # training.run_training used to drop eval_data / eval_attack silently; only lengthwise.train builds the evaluator
-    from lengthwise.core.errors import SettingError
-
     config = _config(tiny_model_dir, texts, tmp_path / "run", max_steps=1, eval_data=str(texts))
     with pytest.raises(SettingError, match=r"eval_data=.*lengthwise\.train"):
         run_training(config)

@@ -38,7 +38,7 @@ def test_config_file_flags_and_set_with_dev_evaluation(tiny_model_dir: Path, tmp
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        (["--method", "simcse", "--out", "o"], "needs --data"),
+        (["--method", "simcse", "--out", "o"], "training needs data"),
         (["--method", "nope", "--data", "d", "--out", "o"], "--method 'nope': not known"),
         (["--method", "simcse", "--data", "d", "--out", "o", "--lr", "inf"], "--lr inf: must be a finite number"),
         (["--method", "simcse", "--data", "d", "--out", "o", "--device", "quantum"], "--device 'quantum'"),

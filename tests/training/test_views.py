@@ -7,6 +7,7 @@ import random
 import pytest
 
 from lengthwise.core.embed import TokenView
+from lengthwise.core.errors import SettingError
 from lengthwise.core.tokens import Elongation, segments, split_sentences
 from lengthwise.training._collate import SegmentCollator, ViewCollator, row_rng
 from lengthwise.training._views import (
@@ -53,7 +54,7 @@ def test_coco_dr_positive_is_the_rest_of_the_document() -> None:
     for _ in range(20):
         view = coco_dr_view(SENTENCES, 100, rng, "random")
         assert sorted(view.anchor + view.positive) == list(range(1, 11))
-    with pytest.raises(ValueError, match="two sentences"):
+    with pytest.raises(SettingError, match=r"len\(sentences\)=1: coco-dr needs a document of at least two sentences"):
         coco_dr_view([[1, 2]], 100, rng)
 
 
@@ -92,7 +93,7 @@ def test_segments_slice_without_overlap() -> None:
     pieces = segments(ids, 32)
     assert [len(p) for p in pieces] == [32, 32, 6] and [t for p in pieces for t in p] == ids
     assert len(segments(list(range(64)), 32)) == 1 + (64 - 1) // 32
-    with pytest.raises(ValueError):
+    with pytest.raises(SettingError, match="empty token sequence"):
         segments([], 32)
 
 

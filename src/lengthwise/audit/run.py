@@ -50,8 +50,8 @@ def read_inputs(job: AuditJob) -> AuditInputs:
 
 
 def check_output(out: Path) -> None:
-    """ValueError unless `out` can take an audit's output set (see `lengthwise.core.output_set`)."""
-    check_output_target(Path(out), OUTPUT_NAMES, what="an audit")
+    """A `SettingError` on ``out`` unless `out` can take an audit's output set (see `lengthwise.core.output_set`)."""
+    check_output_target(Path(out), OUTPUT_NAMES, what="an audit", field="out")
 
 
 def run_full_audit(

@@ -12,6 +12,7 @@ from typing import Any, Literal, Union, cast, get_args, get_origin
 from typing_extensions import NotRequired, TypedDict, get_type_hints, is_typeddict
 
 from lengthwise.audit.retrieval.result import RetrievalBias
+from lengthwise.core.errors import DataFormatError
 
 __all__ = [
     "AttackSection",
@@ -25,8 +26,9 @@ __all__ = [
 ]
 
 
-class SchemaError(ValueError):
-    """A payload does not have the shape of ``audit.json``; the message names the field."""
+class SchemaError(DataFormatError):
+    """A payload does not have the shape of ``audit.json``; the message names the JSON field (``attack.tokens``),
+    which is no setting, so `field` stays None."""
 
 
 class JSNullSection(TypedDict):
@@ -271,13 +273,15 @@ def _check(value: Any, hint: Any, path: str) -> None:
         return
     if is_typeddict(hint):
         if not isinstance(value, Mapping):
-            raise SchemaError(f"field {path or '(top level)'} should be an object, got {type(value).__name__}")
+            raise SchemaError(
+                None, None, f"field {path or '(top level)'} should be an object, got {type(value).__name__}"
+            )
         required: frozenset[str] = getattr(hint, "__required_keys__", frozenset())
         for key, sub in get_type_hints(hint).items():
             where = f"{path}.{key}" if path else key
             if key not in value:
                 if key in required:
-                    raise SchemaError(f"field {where} is missing")
+                    raise SchemaError(None, None, f"field {where} is missing")
                 continue
             _check(value[key], sub, where)
         return
@@ -290,27 +294,33 @@ def _check(value: Any, hint: Any, path: str) -> None:
                 return
             except SchemaError as error:
                 errors.append(error)
-        raise errors[0] if len(options) == 2 and value is not None else SchemaError(f"field {path} has a wrong type")
+        raise (
+            errors[0]
+            if len(options) == 2 and value is not None
+            else SchemaError(None, None, f"field {path} has a wrong type")
+        )
     if origin is Literal:
         if value not in get_args(hint):
-            raise SchemaError(f"field {path} is {value!r}, expected one of {get_args(hint)}")
+            raise SchemaError(None, None, f"field {path} is {value!r}, expected one of {get_args(hint)}")
         return
     if origin is list:
         if not isinstance(value, list):
-            raise SchemaError(f"field {path} should be a list, got {type(value).__name__}")
+            raise SchemaError(None, None, f"field {path} should be a list, got {type(value).__name__}")
         (item,) = get_args(hint) or (Any,)
         for index, element in enumerate(value):
             _check(element, item, f"{path}[{index}]")
         return
     if origin is dict:
         if not isinstance(value, Mapping):
-            raise SchemaError(f"field {path} should be an object, got {type(value).__name__}")
+            raise SchemaError(None, None, f"field {path} should be an object, got {type(value).__name__}")
         _, item = get_args(hint) or (str, Any)
         for key, element in value.items():
             _check(element, item, f"{path}.{key}")
         return
     if isinstance(hint, type) and not _is_instance(value, hint):
-        raise SchemaError(f"field {path} should be {_NAMES.get(hint, hint.__name__)}, got {type(value).__name__}")
+        raise SchemaError(
+            None, None, f"field {path} should be {_NAMES.get(hint, hint.__name__)}, got {type(value).__name__}"
+        )
 
 
 def _check_probe(payload: Mapping[str, Any]) -> None:
@@ -319,7 +329,7 @@ def _check_probe(payload: Mapping[str, Any]) -> None:
     if isinstance(probe, Mapping) and "skipped" not in probe:
         for key in ("r2x100_mean", "r2x100_std", "n"):
             if key not in probe:
-                raise SchemaError(f"field diagnostics.probe.{key} is missing")
+                raise SchemaError(None, None, f"field diagnostics.probe.{key} is missing")
 
 
 def check_payload(payload: Any, where: str) -> AuditPayload:
@@ -328,5 +338,7 @@ def check_payload(payload: Any, where: str) -> AuditPayload:
         _check(payload, AuditPayload, "")
         _check_probe(payload)
     except SchemaError as error:
-        raise SchemaError(f"{where}: {error}; re-run `lengthwise audit` to write a complete audit.json") from None
+        raise SchemaError(
+            None, None, f"{where}: {error}; re-run `lengthwise audit` to write a complete audit.json"
+        ) from None
     return cast(AuditPayload, payload)

@@ -42,6 +42,7 @@ FLAGS = {
     "strategy": "--long",
     "retrieval_data": "--retrieval",
     "grid/bounds": "--grid/--bounds",
+    "labels": "--label",
 }
 
 
@@ -90,44 +91,72 @@ def flag_for(field: str) -> str:
     return FLAGS.get(field, f"--{field.replace('_', '-')}")
 
 
+def _command_options() -> set[str] | None:
+    """The option strings (``--out``, ``-o``…) of the command now running; None outside a command."""
+    try:
+        from typer._click.globals import get_current_context  # the click that typer ships (as cli.app uses)
+    except ImportError:  # a typer that uses the installed click
+        from click import get_current_context  # type: ignore[no-redef]
+
+    context = get_current_context(silent=True)
+
+    if context is None:
+        return None
+    return {option for param in context.command.params for option in (*param.opts, *param.secondary_opts)}
+
+
 def setting_message(error: Exception, *, flags: Collection[str] | None = None) -> str:
-    """A library error as the user should read it: a `SettingError`'s field as its flag, ``--flag value: problem``.
+    """A library error as the user should read it: the field of a `LengthwiseError` (`SettingError`,
+    `DataFormatError`…) as its flag, ``--flag value: problem``.
 
     `flags`: the fields this command has a flag for; another field is set with ``--set field=value``
-    (``lengthwise train``). Any other error is its own message.
+    (``lengthwise train``). Without `flags`, a field whose flag (`flag_for`) the running command does not have (an
+    argument of a library function, not a setting of this command) keeps the library's ``field=value: problem``.
+    Any other error is its own message.
     """
-    from lengthwise.core.errors import SettingError
+    from lengthwise.core.errors import LengthwiseError, shown_value
 
-    if not isinstance(error, SettingError) or not error.field:
+    if not isinstance(error, LengthwiseError) or not error.field:
         return str(error)
-    value = error.value
-    shown = ", ".join(map(str, value)) if isinstance(value, list) else repr(value) if isinstance(value, str) else value
-    if flags is not None and error.field not in flags:
-        return f"--set {error.field}={error.value} (or `{error.field}:` in --config): {error.problem}"
-    return f"{flag_for(error.field)} {shown}: {error.problem}"
+    value = shown_value(error.value)  # a path as its text, unquoted; another text quoted; a list as its items
+    text = ", ".join(map(str, value)) if isinstance(value, list) else value
+    if isinstance(value, str) and not isinstance(error.value, os.PathLike):
+        text = repr(value)
+    if flags is not None:
+        if error.field not in flags:
+            return f"--set {error.field}={value} (or `{error.field}:` in --config): {error.problem}"
+        return f"{flag_for(error.field)} {text}: {error.problem}"
+    flag, options = flag_for(error.field), _command_options()
+    if options is not None and not set(flag.split("/")) <= options:
+        return str(error)
+    return f"{flag}: {error.problem}" if error.value is None else f"{flag} {text}: {error.problem}"
 
 
-def check_out_dir(path: Path, flag: str = "--out") -> None:
-    """Raise `ValueError` naming `flag` unless `path` is (or can be made) a writable directory.
+def check_out_dir(path: Path, field: str = "out") -> None:
+    """Raise a `SettingError` on `field` (the CLI shows its flag) unless `path` is (or can be made) a writable
+    directory.
 
     Called before any model is loaded, so an unwritable output never costs the computation. The folders made to
     try it are removed again: a command refused later leaves no empty `path` behind (the command makes it when it
     writes).
     """
+    from lengthwise.core.errors import SettingError
+
+    path = Path(path)
     if path.exists() and not path.is_dir():
-        raise ValueError(f"{flag} {path}: exists and is not a directory; pass a directory path")
+        raise SettingError(field, path, "exists and is not a directory; pass a directory path")
     probe_root = path
     while not probe_root.exists():
         probe_root = probe_root.parent
     if not probe_root.is_dir() or not os.access(probe_root, os.W_OK | os.X_OK):
-        raise ValueError(f"{flag} {path}: {probe_root} is not writable; pass a directory you can write to")
+        raise SettingError(field, path, f"{probe_root} is not writable; pass a directory you can write to")
     made = [folder for folder in (path, *path.parents) if not folder.exists()]  # deepest first
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=path):
             pass
     except OSError as err:
-        raise ValueError(f"{flag} {path}: cannot write there ({err.strerror}); pass a writable directory") from err
+        raise SettingError(field, path, f"cannot write there ({err.strerror}); pass a writable directory") from err
     finally:
         for folder in made:
             try:

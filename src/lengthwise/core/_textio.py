@@ -51,11 +51,13 @@ class TextFile:
                 gzip.GzipFile(self.path, "rb") if self.path.suffix == ".gz" else open(self.path, "rb")  # noqa: SIM115
             )
         except IsADirectoryError:
-            raise DataFormatError(f"{self.path}: is a directory; pass a file") from None
+            raise DataFormatError(None, None, f"{self.path}: is a directory; pass a file") from None
         except FileNotFoundError:
-            raise DataFormatError(f"{self.path}: no such file") from None
+            raise DataFormatError(None, None, f"{self.path}: no such file") from None
         except OSError as err:
-            raise DataFormatError(f"{self.path}: cannot open ({err.strerror or err}); check the path") from None
+            raise DataFormatError(
+                None, None, f"{self.path}: cannot open ({err.strerror or err}); check the path"
+            ) from None
 
     def __enter__(self) -> TextFile:
         return self
@@ -88,8 +90,10 @@ class TextFile:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as err:
                 raise DataFormatError(
+                    None,
+                    None,
                     f"{self.path}:{self.line_no + 1}: not UTF-8 text ({err.reason} at byte {err.start} of the line); "
-                    "re-encode the file as UTF-8"
+                    "re-encode the file as UTF-8",
                 ) from None
             if self.line_no == 0:
                 text = text.removeprefix("\ufeff")
@@ -111,11 +115,15 @@ class TextFile:
             return self._raw.readline()
         except (EOFError, zlib.error, gzip.BadGzipFile) as err:
             raise DataFormatError(
+                None,
+                None,
                 f"{self.path}:{self.line_no + 1}: the gzip data is truncated or corrupt ({err}); "
-                "re-download or re-compress the file"
+                "re-download or re-compress the file",
             ) from None
         except OSError as err:
-            raise DataFormatError(f"{self.path}:{self.line_no + 1}: cannot read ({err.strerror or err})") from None
+            raise DataFormatError(
+                None, None, f"{self.path}:{self.line_no + 1}: cannot read ({err.strerror or err})"
+            ) from None
 
 
 def open_text(path: str | Path) -> TextFile:
@@ -131,15 +139,21 @@ def checked_text(path: str | Path, line: int, text: object, which: str) -> str:
     """`text` stripped, or a `DataFormatError` naming file and line when it is empty, holds no visible
     character (only whitespace, zero-width or control characters) or is over the size limit."""
     if not isinstance(text, str) or not text.strip():
-        raise DataFormatError(f"{path}:{line}: {which} is empty or whitespace-only; remove the row or fill it in")
+        raise DataFormatError(
+            None, None, f"{path}:{line}: {which} is empty or whitespace-only; remove the row or fill it in"
+        )
     if len(text) > MAX_TEXT_CHARS:
         raise DataFormatError(
-            f"{path}:{line}: {which} has {len(text):,} characters (limit {MAX_TEXT_CHARS:,}); split or cut it"
+            None,
+            None,
+            f"{path}:{line}: {which} has {len(text):,} characters (limit {MAX_TEXT_CHARS:,}); split or cut it",
         )
     if not _visible(text):
         raise DataFormatError(
+            None,
+            None,
             f"{path}:{line}: {which} has no visible character (only zero-width, control or space characters); "
-            "remove the row or fill it in"
+            "remove the row or fill it in",
         )
     return text.strip()
 
@@ -154,12 +168,14 @@ def jsonl_objects(path: str | Path, what: str = "a JSON object") -> Iterator[tup
                 row = json.loads(line)
             except json.JSONDecodeError as err:
                 raise DataFormatError(
-                    f"{path}:{line_no}: not valid JSON ({err.msg}); one JSON object per line"
+                    None, None, f"{path}:{line_no}: not valid JSON ({err.msg}); one JSON object per line"
                 ) from None
             except RecursionError:
-                raise DataFormatError(f"{path}:{line_no}: JSON nested too deeply; one flat object per line") from None
+                raise DataFormatError(
+                    None, None, f"{path}:{line_no}: JSON nested too deeply; one flat object per line"
+                ) from None
             if not isinstance(row, dict):
-                raise DataFormatError(f"{path}:{line_no}: expected {what}")
+                raise DataFormatError(None, None, f"{path}:{line_no}: expected {what}")
             yield line_no, row
 
 
@@ -180,7 +196,7 @@ def _csv_rows(path: Path, delimiter: str) -> Iterator[tuple[int, list[str]]]:
                 return
             except csv.Error as err:
                 raise DataFormatError(
-                    f"{path}:{start}: malformed CSV ({err}); check for an unbalanced quote in this row"
+                    None, None, f"{path}:{start}: malformed CSV ({err}); check for an unbalanced quote in this row"
                 ) from None
             yield start, row
             start = reader.line_num + 1

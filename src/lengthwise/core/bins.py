@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from lengthwise.core.embed import TokenView
+from lengthwise.core.errors import SettingError
 
 __all__ = ["BinCounting", "LengthBins", "per_bin", "token_lengths"]
 
@@ -46,9 +47,9 @@ class LengthBins:
 
     def __post_init__(self) -> None:
         if self.width < 1:
-            raise ValueError(f"bin width {self.width} must be ≥ 1 token")
+            raise SettingError("width", self.width, "the bin width must be ≥ 1 token")
         if self.max_content < 1:
-            raise ValueError(f"max content length {self.max_content} must be ≥ 1 token")
+            raise SettingError("max_content", self.max_content, "the content length must be ≥ 1 token")
         object.__setattr__(self, "counting", BinCounting(self.counting))
 
     @property

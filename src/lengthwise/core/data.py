@@ -16,7 +16,7 @@ from itertools import combinations
 from pathlib import Path
 
 from lengthwise.core._textio import checked_text, delimited_rows, jsonl_objects
-from lengthwise.core.errors import DataFormatError
+from lengthwise.core.errors import DataFormatError, SettingError
 
 __all__ = [
     "GROUP_KEYS",
@@ -61,7 +61,7 @@ class PairSet:
 
     def __post_init__(self) -> None:
         if not self.pairs:
-            raise DataFormatError(f"{self.source}: no text pairs found; check the file format")
+            raise DataFormatError(None, None, f"{self.source}: no text pairs found; check the file format")
         digest = hashlib.sha256()
         for pair in self.pairs:
             digest.update(f"{pair.text1}\t{pair.text2}\n".encode())
@@ -73,7 +73,7 @@ class PairSet:
     def sample(self, n: int, seed: int = 0) -> PairSet:
         """At most n pairs, drawn without replacement (seeded), in their original order."""
         if n < 1:
-            raise ValueError(f"max pairs {n} must be ≥ 1")
+            raise SettingError("n", n, "a sample needs at least 1 pair")
         if n >= len(self):
             return self
         keep = sorted(random.Random(seed).sample(range(len(self)), n))
@@ -103,7 +103,9 @@ def _score(path: Path, line: int, value: object) -> float | None:
     try:
         return float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise DataFormatError(f"{path}:{line}: score {value!r} is not a number; fix or drop the column") from None
+        raise DataFormatError(
+            None, None, f"{path}:{line}: score {value!r} is not a number; fix or drop the column"
+        ) from None
 
 
 def _read_jsonl(path: Path, max_pairs: int, seed: int) -> tuple[list[TextPair], str]:
@@ -115,7 +117,9 @@ def _read_jsonl(path: Path, max_pairs: int, seed: int) -> tuple[list[TextPair], 
         groups: dict[str, list[str]] = defaultdict(list)
         for line_no, row in rows:
             if not _is_grouped_document(row):
-                raise DataFormatError(f"{path}:{line_no}: expected 'text' and 'group' (or 'topic') like line 1")
+                raise DataFormatError(
+                    None, None, f"{path}:{line_no}: expected 'text' and 'group' (or 'topic') like line 1"
+                )
             doc_id = str(line_no)
             documents[doc_id] = checked_text(path, line_no, row["text"], "text")
             origins[doc_id] = f"{path}:{line_no}"
@@ -127,8 +131,10 @@ def _read_jsonl(path: Path, max_pairs: int, seed: int) -> tuple[list[TextPair], 
         second = next((k for k in _SECOND_KEYS if k in row), None)
         if first is None or second is None:
             raise DataFormatError(
+                None,
+                None,
                 f"{path}:{line_no}: no text pair; use fields text1/text2 (or sentence1/sentence2), "
-                "or documents with 'text' and 'group'"
+                "or documents with 'text' and 'group'",
             )
         score_key = next((k for k in _SCORE_KEYS if k in row), None)
         pairs.append(
@@ -176,11 +182,15 @@ def _delimited_row(path: Path, line_no: int, row: list[str], header: dict[str, i
         second = next((header[k] for k in _SECOND_KEYS if k in header), None)
         score = next((header[k] for k in _SCORE_KEYS if k in header), None)
         if second is None or len(row) <= max(first, second):
-            raise DataFormatError(f"{path}:{line_no}: row has {len(row)} columns; expected the header's text columns")
+            raise DataFormatError(
+                None, None, f"{path}:{line_no}: row has {len(row)} columns; expected the header's text columns"
+            )
         if len(row) > len(header):
             raise DataFormatError(
+                None,
+                None,
                 f"{path}:{line_no}: row has {len(row)} columns, the header {len(header)}; quote fields that hold "
-                "the delimiter"
+                "the delimiter",
             )
         value = row[score] if score is not None and score < len(row) else None
         return TextPair(
@@ -205,15 +215,19 @@ def _delimited_row(path: Path, line_no: int, row: list[str], header: dict[str, i
             origin=origin,
         )
     raise DataFormatError(
+        None,
+        None,
         f"{path}:{line_no}: cannot read a pair from {len(row)} columns; expected STS-B rows "
-        "(genre, file, year, id, score, s1, s2), `s1<TAB>s2[<TAB>score]` or a header naming sentence1/sentence2"
+        "(genre, file, year, id, score, s1, s2), `s1<TAB>s2[<TAB>score]` or a header naming sentence1/sentence2",
     )
 
 
 def _corpus_path(folder: Path) -> Path:
     corpus = next((folder / name for name in ("corpus.jsonl", "corpus.jsonl.gz") if (folder / name).exists()), None)
     if corpus is None:
-        raise DataFormatError(f"{folder}: no corpus.jsonl(.gz); a BEIR folder holds corpus, queries and qrels/")
+        raise DataFormatError(
+            None, None, f"{folder}: no corpus.jsonl(.gz); a BEIR folder holds corpus, queries and qrels/"
+        )
     return corpus
 
 
@@ -222,7 +236,7 @@ def _corpus_rows(folder: Path) -> Iterator[tuple[Path, int, str, str, str | None
     corpus = _corpus_path(folder)
     for line_no, row in jsonl_objects(corpus, "a JSON object with _id, title and text"):
         if "_id" not in row:
-            raise DataFormatError(f"{corpus}:{line_no}: expected a JSON object with _id, title and text")
+            raise DataFormatError(None, None, f"{corpus}:{line_no}: expected a JSON object with _id, title and text")
         text, title = row.get("text", ""), row.get("title", "")
         full = f"{title} {text}".strip() if title else str(text).strip()
         if full:
@@ -256,7 +270,9 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
                 raise ValueError
             qrels[cells[0].strip()][cells[1].strip()] = int(float(cells[2]))
         except ValueError:
-            raise DataFormatError(f"{path}:{line_no}: expected `query-id<TAB>corpus-id<TAB>score`") from None
+            raise DataFormatError(
+                None, None, f"{path}:{line_no}: expected `query-id<TAB>corpus-id<TAB>score`"
+            ) from None
     return dict(qrels)
 
 
@@ -265,7 +281,9 @@ def _qrels_groups(folder: Path, documents: dict[str, str]) -> list[list[str]]:
     paths = sorted((folder / "qrels").glob("*.tsv*")) if (folder / "qrels").is_dir() else []
     if not paths:
         raise DataFormatError(
-            f"{folder}: no qrels/*.tsv; same-topic pairs come from documents relevant to one query; {_GROUP_HINT}"
+            None,
+            None,
+            f"{folder}: no qrels/*.tsv; same-topic pairs come from documents relevant to one query; {_GROUP_HINT}",
         )
     groups: dict[str, list[str]] = {}
     for path in paths:
@@ -309,7 +327,7 @@ def _grouped_pairs(
     if not same:
         shape = "every query has one relevant document" if kind == "same_topic" else "every group has one document"
         what = kind.removeprefix("same_")
-        raise DataFormatError(f"{source}: no two documents share a {what} ({shape}); {_GROUP_HINT}")
+        raise DataFormatError(None, None, f"{source}: no two documents share a {what} ({shape}); {_GROUP_HINT}")
     rng.shuffle(same)
     same = same[: max(1, max_pairs // 2)]
     member_of: dict[str, set[int]] = defaultdict(set)
@@ -362,7 +380,7 @@ def read_pairs(path: str | Path, *, max_pairs: int = 2000, seed: int = 0) -> Pai
         pairs, fmt = _read_beir(path, max_pairs, seed)
         return PairSet(tuple(pairs), str(path), fmt)
     if not path.exists():
-        raise DataFormatError(f"{path}: no such file or directory")
+        raise DataFormatError(None, None, f"{path}: no such file or directory")
     name = path.name.removesuffix(".gz")
     if name.endswith((".jsonl", ".json")):
         pairs, fmt = _read_jsonl(path, max_pairs, seed)
@@ -370,7 +388,7 @@ def read_pairs(path: str | Path, *, max_pairs: int = 2000, seed: int = 0) -> Pai
     if name.endswith((".tsv", ".csv", ".txt")):
         return PairSet(tuple(_read_delimited(path)), str(path), "delimited")
     raise DataFormatError(
-        f"{path}: unknown pairs format; use .jsonl, .tsv, .csv, .txt (optionally .gz) or a BEIR folder"
+        None, None, f"{path}: unknown pairs format; use .jsonl, .tsv, .csv, .txt (optionally .gz) or a BEIR folder"
     )
 
 

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from sentence_transformers import SentenceTransformer
 
+from lengthwise.core.errors import SettingError
 from lengthwise.core.tokens import SpecialTokens, content_ids, special_tokens
 
 __all__ = [
@@ -37,9 +38,11 @@ class TokenView:
         self.max_length: int = _max_length(model)
         self.max_content: int = self.max_length - self.specials.count
         if self.max_content < 1:
-            raise ValueError(
-                f"max length N = {self.max_length} leaves no content token (the model adds {self.specials.count} "
-                f"special tokens); use a max length of at least {self.specials.count + 1}"
+            raise SettingError(
+                "max_length",
+                self.max_length,
+                f"leaves no content token (the model adds {self.specials.count} special tokens); use at least "
+                f"{self.specials.count + 1}",
             )
 
     def content(self, texts: Sequence[str], names: Sequence[str] | None = None) -> list[list[int]]:
@@ -52,7 +55,7 @@ class TokenView:
 
 def _max_length(model: SentenceTransformer) -> int:
     if model.max_seq_length is None:
-        raise ValueError("the model has no max sequence length; set model.max_seq_length (or pass --max-length)")
+        raise SettingError("max_length", None, "the model has no max sequence length; set model.max_seq_length")
     return int(model.max_seq_length)
 
 
@@ -87,24 +90,28 @@ class ForwardBatch:
 
 
 def text_transformer(model: SentenceTransformer) -> Any:
-    """The Hugging Face model inside `model`; ValueError unless model[0] is a plain text Transformer."""
+    """The Hugging Face model inside `model`; `SettingError` unless model[0] is a plain text Transformer."""
     text = (getattr(model[0], "modality_config", None) or {}).get("text", {})
     output = text.get("method_output_name", "last_hidden_state")
     plain = text.get("method", "forward") == "forward" and output in ("last_hidden_state", ("last_hidden_state",))
     if not hasattr(model[0], "auto_model") or not plain:
-        raise ValueError("per-layer states need a model whose first module is a Hugging Face text Transformer")
+        raise SettingError(
+            "model",
+            type(model[0]).__name__,
+            "per-layer states need a first module that is a Hugging Face text Transformer",
+        )
     return model[0].auto_model
 
 
 def _check_sequences(model: SentenceTransformer, sequences: Sequence[Sequence[int] | np.ndarray]) -> None:
     if not len(sequences):
-        raise ValueError("no sequences to embed")
+        raise SettingError("sequences", [], "no sequences to embed")
     limit = _max_length(model)
     for index, ids in enumerate(sequences):
         if not len(ids):
-            raise ValueError(f"sequence #{index} is empty")
+            raise SettingError(f"sequences[{index}]", [], "is empty")
         if len(ids) > limit:
-            raise ValueError(f"sequence #{index} has {len(ids)} tokens, more than the model's max length {limit}")
+            raise SettingError(f"len(sequences[{index}])", len(ids), f"more than the model's max length {limit}")
 
 
 def forward_batches(

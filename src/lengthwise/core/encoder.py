@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from sentence_transformers import SentenceTransformer
 
+from lengthwise.core.errors import SettingError
 from lengthwise.core.scoring import WindowScoring
 
 __all__ = [
@@ -55,9 +56,9 @@ class MultiVectors:
 
     def __post_init__(self) -> None:
         if self.offsets.ndim != 1 or self.offsets[0] != 0 or self.offsets[-1] != len(self.vectors):
-            raise ValueError("offsets must run from 0 to the number of vectors")
+            raise SettingError("offsets", self.offsets.shape, "must run from 0 to the number of vectors")
         if np.any(np.diff(self.offsets) < 1):
-            raise ValueError("every document needs at least one vector")
+            raise SettingError("offsets", self.offsets.shape, "every document needs at least one vector")
 
     def __len__(self) -> int:
         return len(self.offsets) - 1

@@ -1,38 +1,107 @@
-"""The errors every room shares: `SettingError` for a setting that cannot be used, `DataFormatError` for a data
-file that cannot be read.
+"""The one error family: every error lengthwise raises on what a user gave it derives from `LengthwiseError`.
 
-A `SettingError` names the *field* (the config dataclass field, e.g. ``window`` or ``t_query``), the value and
-the problem with its fix. It never names a command-line flag: the CLI maps field → flag in one place
-(`lengthwise.cli.options.setting_message`). Rooms raise it directly or subclass it (`TempScaleError`,
-`LongDocError`) where a caller wants to tell their errors apart.
+One constructor for all, ``(field, value, problem)``: the config field or function argument at fault, the value
+it was given, and what is wrong with the fix. The message reads ``field=value: problem``, or the problem alone
+when `field` is None (a data file's row, a training step: the problem then names the file and line or the step).
+A library message never names a command-line flag: the CLI turns the field into its flag when it prints
+(`lengthwise.cli.options.setting_message`, one table in `lengthwise.cli.options.FLAGS`).
+
+The subclasses users catch:
+
+- `SettingError`: a setting or argument that cannot be used (rooms subclass it: `TempScaleError`, `LongDocError`).
+- `DataFormatError`: a data file or data set that cannot be read or used; the message names the file, the line
+  and the fix.
+- `ModelLoadError`: a model that cannot be found or loaded.
+- `TrainingDiverged`: the loss or the weights of a training run became NaN or infinite.
+
+Compatibility, chosen because it is cheap: `SettingError`, `DataFormatError` and `TrainingDiverged` are also
+`ValueError`s and `ModelLoadError` is also a `RuntimeError`, as they were before the family existed, so an
+``except ValueError`` written against an earlier release still catches them. `LengthwiseError` itself is not a
+`ValueError`: catch it to catch the whole family.
 """
 
 from __future__ import annotations
 
+import os
 from enum import Enum
 from typing import Any
 
-__all__ = ["DataFormatError", "SettingError"]
+__all__ = ["DataFormatError", "LengthwiseError", "ModelLoadError", "SettingError", "TrainingDiverged", "shown_value"]
 
 
-class SettingError(ValueError):
-    """A setting is invalid: ``field=value: problem``. `field` is None for a problem with no single setting.
+def shown_value(value: Any) -> Any:
+    """`value` as a message shows it: an enum member by its value (``'self'``, not ``<Reference.SELF: 'self'>``),
+    a path as its text."""
+    if isinstance(value, Enum):
+        return value.value
+    return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+
+def _rebuild(cls: type[LengthwiseError], field: str | None, value: Any, problem: str) -> LengthwiseError:
+    error = cls.__new__(cls)
+    LengthwiseError.__init__(error, field, value, problem)
+    return error
+
+
+class LengthwiseError(Exception):
+    """An input lengthwise cannot use: ``field=value: problem``, or `problem` alone when `field` is None.
 
     Args:
-        field: The config field at fault (``None`` when the problem is not one setting's).
-        value: The value it was given.
-        problem: What is wrong and what to use instead, e.g. ``"use a positive integer"``.
+        field: The config field or function argument at fault (``window``, ``t_query``, ``max_docs``), or None
+            when the problem is not one setting's (then `problem` names its subject: a file and line, a step).
+        value: The value it was given (None when `field` is None).
+        problem: What is wrong and what to use instead, e.g. ``"too small; use at least 3 tokens"``.
+
+    Attributes:
+        field, value, problem: as given.
+        message: The whole message, ``str(error)``.
 
     Example:
         >>> str(SettingError("window", 2, "too small; use at least 3 tokens"))
         'window=2: too small; use at least 3 tokens'
+        >>> str(DataFormatError(None, None, "pairs.tsv:3: expected two tab-separated texts"))
+        'pairs.tsv:3: expected two tab-separated texts'
     """
 
     def __init__(self, field: str | None, value: Any, problem: str) -> None:
         self.field, self.value, self.problem = field, value, problem
-        shown = value.value if isinstance(value, Enum) else value  # 'self', not <Reference.SELF: 'self'>
-        super().__init__(f"{field}={shown!r}: {problem}" if field else problem)
+        self.message = f"{field}={shown_value(value)!r}: {problem}" if field else problem
+        super().__init__(self.message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled (Ray, worker processes) by its three parts, whatever a subclass's constructor looks like.
+        return _rebuild, (type(self), self.field, self.value, self.problem), self.__dict__
 
 
-class DataFormatError(ValueError):
-    """A data file could not be read; the message names the file, the line and the fix."""
+class SettingError(LengthwiseError, ValueError):
+    """A setting or argument cannot be used; `field` names it, and the CLI names the flag that sets it.
+
+    Example:
+        >>> str(SettingError("max_docs", 0, "use at least 1"))
+        'max_docs=0: use at least 1'
+    """
+
+
+class DataFormatError(LengthwiseError, ValueError):
+    """A data file or data set cannot be read or used; the message names the file, the line and the fix.
+
+    `field` is usually None (the problem starts with ``file:line``); it names the argument when the fault is
+    where the data was asked for rather than in it (``data='x.csv': no such file``).
+    """
+
+
+class ModelLoadError(LengthwiseError, RuntimeError):
+    """A model could not be found or loaded; the message says what to do instead.
+
+    Transitional: also built from one message, ``ModelLoadError("...")``, until its callers in `core/models.py`
+    pass ``(field, value, problem)``.
+    """
+
+    def __init__(self, field: str | None, value: Any = None, problem: str | None = None) -> None:
+        if problem is None:  # the one-message form: the message is the problem
+            field, problem = None, str(field)
+        super().__init__(field, value, problem)
+
+
+class TrainingDiverged(LengthwiseError, ValueError):
+    """The loss or the weights became NaN or infinite; the message names the step and the learning rate."""

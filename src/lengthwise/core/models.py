@@ -19,7 +19,7 @@ import torch
 from sentence_transformers import SentenceTransformer
 
 from lengthwise.core.defaults import DEFAULT_MODEL
-from lengthwise.core.errors import SettingError
+from lengthwise.core.errors import ModelLoadError, SettingError
 
 __all__ = [
     "ModelLoadError",
@@ -74,10 +74,6 @@ _PACKAGED = {
 _ALIASES = {"all-MiniLM-L6-v2": "sentence-transformers/all-MiniLM-L6-v2"}
 
 logger = logging.getLogger(__name__)
-
-
-class ModelLoadError(RuntimeError):
-    """A model could not be found or loaded; the message says what to do instead."""
 
 
 def _hub_reachable(timeout: float = 3.0) -> bool:

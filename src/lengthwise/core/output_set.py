@@ -26,6 +26,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from lengthwise.core.errors import SettingError
+
 __all__ = [
     "InterruptGuard",
     "check_model_target",
@@ -39,53 +41,63 @@ _STAGING = ".lengthwise-"  # prefix of our own staging folders beside the target
 _RENAME_EXCHANGE = 2
 
 
-def check_output_target(out: Path, replaceable: Collection[str], *, what: str) -> None:
-    """Raise ValueError (naming `out`) unless `out` can receive an output set: absent, or a folder holding only
-    files named in `replaceable` (an earlier output set), inside a folder we may write to. `what` names the
-    producer in the message ("an audit", "an evaluation")."""
+def _refused(out: Path, field: str | None, problem: str) -> SettingError:
+    """The error for an output folder that cannot be used: on `field` when given, else naming the path first."""
+    return SettingError(field, out, problem) if field else SettingError(None, None, f"{out}: {problem}")
+
+
+def check_output_target(out: Path, replaceable: Collection[str], *, what: str, field: str | None = None) -> None:
+    """Raise a `SettingError` unless `out` can receive an output set: absent, or a folder holding only files named
+    in `replaceable` (an earlier output set), inside a folder we may write to. `what` names the producer in the
+    message ("an audit", "an evaluation"); `field` is the setting that named `out` (``"out"``), which the error
+    names (without it the message starts with the path, for a caller that names the setting itself)."""
     if out.exists() and not out.is_dir():
-        raise ValueError(f"{out}: exists and is not a directory; pass a directory path")
+        raise _refused(out, field, "exists and is not a directory; pass a directory path")
     here = Path.cwd().resolve()
     if out.resolve() == here or out.resolve() in here.parents:
-        raise ValueError(f"{out}: is the current directory (or holds it); pass a sub-directory for the output")
+        raise _refused(out, field, "is the current directory (or holds it); pass a sub-directory for the output")
     if out.is_dir():
         foreign = sorted(p.name for p in out.iterdir() if not _ours(p, replaceable))
         if foreign:
             more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
-            raise ValueError(
-                f"{out}: holds files that are not part of {what}'s output ({foreign[0]}{more}); the whole folder "
-                f"is replaced as one unit, so pass a new or empty directory, or one that {what} wrote earlier"
+            raise _refused(
+                out,
+                field,
+                f"holds files that are not part of {what}'s output ({foreign[0]}{more}); the whole folder "
+                f"is replaced as one unit, so pass a new or empty directory, or one that {what} wrote earlier",
             )
     parent = out.resolve().parent
     while not parent.exists() and parent != parent.parent:  # folders still to make: the nearest one there decides
         parent = parent.parent
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise ValueError(f"{out}: its parent {parent} is not writable; the output is staged beside it")
+        raise _refused(out, field, f"its parent {parent} is not writable; the output is staged beside it")
 
 
-def check_model_target(out: Path, *, beside: Collection[Path] = ()) -> None:
-    """Raise ValueError (naming `out`) unless a model may be saved there: absent, empty, or a saved
-    sentence-transformers model (it holds ``modules.json``) to overwrite; and not one of the folders in `beside`
-    (another output of the same command), nor inside one of them, nor holding one."""
+def check_model_target(out: Path, *, beside: Collection[Path] = (), field: str | None = None) -> None:
+    """Raise a `SettingError` unless a model may be saved at `out`: absent, empty, or a saved sentence-transformers
+    model (it holds ``modules.json``) to overwrite; and not one of the folders in `beside` (another output of the
+    same command), nor inside one of them, nor holding one. `field` as in `check_output_target`."""
     if out.exists() and not out.is_dir():
-        raise ValueError(f"{out}: exists and is not a directory; pass a directory path")
+        raise _refused(out, field, "exists and is not a directory; pass a directory path")
     target = out.resolve()
     for other in beside:
         other = Path(other).resolve()
         if target == other or other in target.parents or target in other.parents:
-            raise ValueError(f"{out}: is or shares a folder with {other}, this command's other output; pass another")
+            raise _refused(out, field, f"is or shares a folder with {other}, this command's other output; pass another")
     if out.is_dir() and any(out.iterdir()) and not (out / "modules.json").is_file():
         name = sorted(p.name for p in out.iterdir())[0]
-        raise ValueError(
-            f"{out}: holds files that are not a saved model ({name}); pass a new or empty directory, or a model "
-            "folder to overwrite"
+        raise _refused(
+            out,
+            field,
+            f"holds files that are not a saved model ({name}); pass a new or empty directory, or a model "
+            "folder to overwrite",
         )
     try:
         out.mkdir(parents=True, exist_ok=True)  # now, so an unwritable place costs no computation
     except OSError as error:
-        raise ValueError(f"{out}: cannot write there ({error.strerror}); pass a writable directory") from None
+        raise _refused(out, field, f"cannot write there ({error.strerror}); pass a writable directory") from None
     if not os.access(out, os.W_OK | os.X_OK):
-        raise ValueError(f"{out}: cannot write there (permission denied); pass a writable directory")
+        raise _refused(out, field, "cannot write there (permission denied); pass a writable directory")
 
 
 def _ours(path: Path, replaceable: Collection[str]) -> bool:
@@ -132,7 +144,7 @@ def write_output_set(out: Path, files: Mapping[str, bytes], replaceable: Collect
         os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes 0700; results are meant to be read by others
         for name, data in files.items():
             if Path(name).name != name or name.startswith("."):
-                raise ValueError(f"output file name {name!r} must be a plain file name")
+                raise SettingError("files", name, "an output file name must be a plain file name")
             with open(staging / name, "wb") as handle:
                 handle.write(data)
                 handle.flush()

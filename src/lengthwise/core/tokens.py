@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import cache
 
+from lengthwise.core.errors import DataFormatError, SettingError
+
 __all__ = [
     "Elongation",
     "ElongationMode",
@@ -65,7 +67,9 @@ def special_tokens(tokenizer) -> SpecialTokens:
     for start in range(len(with_special) - len(bare) + 1):
         if with_special[start : start + len(bare)] == bare:
             return SpecialTokens(tuple(with_special[:start]), tuple(with_special[start + len(bare) :]))
-    raise ValueError(f"cannot locate the content tokens inside {with_special}; unsupported tokenizer")
+    raise SettingError(
+        "tokenizer", type(tokenizer).__name__, f"cannot locate the content tokens inside {with_special}; unsupported"
+    )
 
 
 def content_ids(
@@ -73,7 +77,7 @@ def content_ids(
 ) -> list[Ids]:
     """``tok(S)`` for each text: ids without special tokens, truncated to `max_content` tokens if given.
 
-    Raises ValueError for an empty or whitespace-only text, one over `MAX_TEXT_CHARS`, or one with no tokens,
+    Raises `DataFormatError` for an empty or whitespace-only text, one over `MAX_TEXT_CHARS`, or one with no tokens,
     naming it by ``names[i]`` (e.g. ``pairs.tsv:7 (text1)``) when given, else by its index.
     """
 
@@ -82,11 +86,15 @@ def content_ids(
 
     for index, text in enumerate(texts):
         if not isinstance(text, str) or not text.strip():
-            raise ValueError(f"{name(index)} is empty or whitespace-only; remove it or give it content")
+            raise DataFormatError(
+                None, None, f"{name(index)} is empty or whitespace-only; remove it or give it content"
+            )
         if len(text) > MAX_TEXT_CHARS:
-            raise ValueError(
+            raise DataFormatError(
+                None,
+                None,
                 f"{name(index)} has {len(text):,} characters (limit {MAX_TEXT_CHARS:,}); "
-                "split the document or cut it before auditing"
+                "split the document or cut it before auditing",
             )
     kwargs: dict[str, object] = {"add_special_tokens": False}
     if max_content is not None:
@@ -94,7 +102,8 @@ def content_ids(
     encoded = tokenizer(list(texts), **kwargs)["input_ids"]
     for index, ids in enumerate(encoded):
         if not ids:
-            raise ValueError(f"{name(index)} ({texts[index][:40]!r}) has no tokens for this tokenizer; remove it")
+            problem = f"{name(index)} ({texts[index][:40]!r}) has no tokens for this tokenizer; remove it"
+            raise DataFormatError(None, None, problem)
     return [list(ids) for ids in encoded]
 
 
@@ -113,20 +122,20 @@ class Elongation:
             object.__setattr__(self, "mode", ElongationMode(self.mode))
         except ValueError:
             choices = ", ".join(mode.value for mode in ElongationMode)
-            raise ValueError(f"elongation mode {self.mode!r} is not one of {choices}") from None
+            raise SettingError("mode", self.mode, f"not an elongation mode; use one of {choices}") from None
         if self.mode is ElongationMode.FIXED and self.m < 1:
-            raise ValueError(f"elongation factor m={self.m} must be ≥ 1")
+            raise SettingError("m", self.m, "the elongation factor must be ≥ 1")
 
     @classmethod
     def parse(cls, spec: str | int) -> Elongation:
-        """Read ``"100"``, ``"random"`` or ``"twice"`` (the CLI's ``--elongate`` value)."""
+        """Read ``"100"``, ``"random"`` or ``"twice"`` (an ``elongation`` setting as text)."""
         text = str(spec).strip().lower()
         if text in ("random", "twice"):
             return cls(mode=ElongationMode(text))
         try:
             return cls(mode=ElongationMode.FIXED, m=int(text))
         except ValueError:
-            raise ValueError(f"--elongate {spec!r}: use a positive integer, 'random' or 'twice'") from None
+            raise SettingError("elongation", spec, "use a positive integer, 'random' or 'twice'") from None
 
     def describe(self) -> str:
         return str(self.m) if self.mode is ElongationMode.FIXED else ElongationMode(self.mode).value
@@ -135,7 +144,7 @@ class Elongation:
 def elongation_factor(n: int, max_content: int, elongation: Elongation, rng: random.Random | None = None) -> int:
     """The m actually used for a text of n content tokens: capped at ``floor(max_content / n)``, at least 1."""
     if n < 1:
-        raise ValueError("cannot elongate an empty token sequence")
+        raise SettingError("n", n, "cannot elongate an empty token sequence")
     cap = max(1, max_content // n)
     if elongation.mode is ElongationMode.RANDOM:
         return (rng or random).randint(1, cap)
@@ -151,9 +160,9 @@ def elongate(ids: Sequence[int], m: int, max_content: int) -> Ids:
     """
     n = len(ids)
     if n == 0:
-        raise ValueError("cannot elongate an empty token sequence")
+        raise SettingError("ids", [], "cannot elongate an empty token sequence")
     if m < 1:
-        raise ValueError(f"elongation factor m={m} must be ≥ 1")
+        raise SettingError("m", m, "the elongation factor must be ≥ 1")
     if n >= max_content:
         return list(ids[:max_content])
     return list(ids) * min(m, max_content // n)
@@ -162,7 +171,7 @@ def elongate(ids: Sequence[int], m: int, max_content: int) -> Ids:
 def first_k(ids: Sequence[int], k: int) -> Ids:
     """The first k content tokens (all of them when the text is shorter)."""
     if k < 1:
-        raise ValueError(f"first-k needs k ≥ 1, got {k}")
+        raise SettingError("k", k, "first-k needs k ≥ 1")
     return list(ids[:k])
 
 
@@ -191,7 +200,7 @@ def kept_text(tokenizer, text: str, max_content: int) -> str:
     without them falls back to the longest run of whole words that fits.
     """
     if max_content < 1:
-        raise ValueError(f"max_content must be ≥ 1, got {max_content}")
+        raise SettingError("max_content", max_content, "must be ≥ 1")
     if getattr(tokenizer, "is_fast", False):
         encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
         offsets = encoded["offset_mapping"]
@@ -223,12 +232,12 @@ def windows(
     HiCL's `segments` are the non-overlapping case.
     """
     if size < 1:
-        raise ValueError(f"window size must be ≥ 1, got {size}")
+        raise SettingError("size", size, "the window size must be ≥ 1")
     stride = size if stride is None else stride
     if not 1 <= stride <= size:
-        raise ValueError(f"stride {stride} must be between 1 and the window size {size}")
+        raise SettingError("stride", stride, f"must lie between 1 and the window size {size}")
     if n < 1:
-        raise ValueError("cannot cut an empty token sequence into windows")
+        raise SettingError("n", n, "cannot cut an empty token sequence into windows")
     overlap = size - stride
     points = sorted(set(cut_points)) if cut_points else []
     spans: list[tuple[int, int]] = []
@@ -254,9 +263,9 @@ def segments(ids: Sequence[int], length: int) -> list[Ids]:
     ``len(result) == 1 + (n - 1) // length`` and concatenating the result gives back `ids` (hicl §3.1).
     """
     if length < 1:
-        raise ValueError(f"segment length must be ≥ 1, got {length}")
+        raise SettingError("length", length, "the segment length must be ≥ 1")
     if not ids:
-        raise ValueError("cannot slice an empty token sequence into segments")
+        raise SettingError("ids", [], "cannot slice an empty token sequence into segments")
     return [list(ids[start:end]) for start, end in windows(len(ids), length)]
 
 

@@ -20,7 +20,7 @@ import numpy as np
 from lengthwise.core.bins import LengthBins, per_bin, token_lengths
 from lengthwise.core.embed import TokenView
 from lengthwise.core.encoder import TextEncoder
-from lengthwise.core.errors import SettingError
+from lengthwise.core.errors import DataFormatError, SettingError
 from lengthwise.evaluation.config import ClassificationConfig, Classifier, FewShotSampler
 from lengthwise.evaluation.data import LabelledTexts
 from lengthwise.evaluation.schema import ClassificationRecord, ClassificationRun
@@ -183,7 +183,8 @@ def evaluate_classification(
     """
     config = config or ClassificationConfig()
     if train.label_names != test.label_names:
-        raise ValueError("train and test have different label names; read them with one label list")
+        problem = "train and test have different label names; read them with one label list"
+        raise DataFormatError(None, None, problem)
     train_embeddings = encoder.encode(train.texts, batch_size=batch_size, show_progress=show_progress)  # (n, D)
     test_embeddings = encoder.encode(test.texts, batch_size=batch_size, show_progress=show_progress)  # (m, D)
     test_bins = None

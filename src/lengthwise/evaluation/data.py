@@ -17,7 +17,7 @@ import numpy as np
 
 from lengthwise.core._textio import jsonl_objects, open_text
 from lengthwise.core.data import PairSet, TextPair, read_pairs, read_qrels
-from lengthwise.core.errors import DataFormatError
+from lengthwise.core.errors import DataFormatError, SettingError
 
 __all__ = [
     "LabelledTexts",
@@ -57,12 +57,14 @@ def read_senteval_sts(folder: str | Path) -> PairSet:
     folder = Path(folder)
     inputs = sorted(p for p in folder.iterdir() if re.search(r"\.input\..+\.txt(\.gz)?$", p.name))
     if not inputs:
-        raise DataFormatError(f"{folder}: no *.input.*.txt files; expected a SentEval STS folder (e.g. STS12-en-test)")
+        raise DataFormatError(
+            None, None, f"{folder}: no *.input.*.txt files; expected a SentEval STS folder (e.g. STS12-en-test)"
+        )
     pairs: list[TextPair] = []
     for input_path in inputs:
         gold_path = input_path.with_name(input_path.name.replace(".input.", ".gs."))
         if not gold_path.exists():
-            raise DataFormatError(f"{input_path}: no gold file {gold_path.name} beside it")
+            raise DataFormatError(None, None, f"{input_path}: no gold file {gold_path.name} beside it")
         subset = re.sub(r"^.*\.input\.|\.txt(\.gz)?$", "", input_path.name)
         with open_text(input_path) as texts, open_text(gold_path) as golds:
             text_lines = texts.read().split("\n")
@@ -77,11 +79,15 @@ def read_senteval_sts(folder: str | Path) -> PairSet:
             try:
                 score = float(gold_line)
             except ValueError:
-                raise DataFormatError(f"{gold_path}:{line_no}: gold score {gold_line!r} is not a number") from None
+                raise DataFormatError(
+                    None, None, f"{gold_path}:{line_no}: gold score {gold_line!r} is not a number"
+                ) from None
             cells = text_line.rstrip("\r").split("\t")
             if len(cells) < 2 or not cells[0].strip() or not cells[1].strip():
                 raise DataFormatError(
-                    f"{input_path}:{line_no}: expected `sentence1<TAB>sentence2` with both sentences non-empty"
+                    None,
+                    None,
+                    f"{input_path}:{line_no}: expected `sentence1<TAB>sentence2` with both sentences non-empty",
                 )
             pairs.append(TextPair(cells[0].strip(), cells[1].strip(), score, subset))
     return PairSet(tuple(pairs), str(folder), "senteval-sts")
@@ -96,7 +102,7 @@ def read_sts(path: str | Path) -> PairSet:
     missing = sum(pair.score is None for pair in pair_set.pairs)
     if missing:
         raise DataFormatError(
-            f"{path}: {missing} of {len(pair_set)} pairs have no gold score; STS needs a score column"
+            None, None, f"{path}: {missing} of {len(pair_set)} pairs have no gold score; STS needs a score column"
         )
     return pair_set
 
@@ -119,9 +125,10 @@ class RetrievalData:
 
     def __post_init__(self) -> None:
         if not self.doc_ids or not self.query_ids:
-            raise DataFormatError(f"{self.source}: empty corpus or no judged queries")
+            raise DataFormatError(None, None, f"{self.source}: empty corpus or no judged queries")
         if len(self.doc_ids) != len(self.doc_texts) or len(self.query_ids) != len(self.query_texts):
-            raise ValueError("ids and texts differ in length")
+            problem = "doc_ids and doc_texts (or query_ids and query_texts) differ in length; give one text per id"
+            raise SettingError(None, None, problem)
         parts = [f"{i}\t{t}" for i, t in zip(self.doc_ids, self.doc_texts, strict=True)]
         parts += [f"{i}\t{t}" for i, t in zip(self.query_ids, self.query_texts, strict=True)]
         parts += [f"{q}\t{d}\t{r}" for q in sorted(self.qrels) for d, r in sorted(self.qrels[q].items())]
@@ -149,7 +156,9 @@ def _read_jsonl_objects(path: Path, required: tuple[str, ...]) -> list[tuple[int
     rows: list[tuple[int, dict]] = []
     for line_no, row in jsonl_objects(path, f"a JSON object with fields {', '.join(required)}"):
         if any(key not in row for key in required):
-            raise DataFormatError(f"{path}:{line_no}: expected a JSON object with fields {', '.join(required)}")
+            raise DataFormatError(
+                None, None, f"{path}:{line_no}: expected a JSON object with fields {', '.join(required)}"
+            )
         rows.append((line_no, row))
     return rows
 
@@ -167,14 +176,16 @@ def read_beir(folder: str | Path, split: str = "test") -> RetrievalData:
     ):
         if found is None:
             raise DataFormatError(
-                f"{folder}: no {what}(.gz); a BEIR folder holds corpus, queries and qrels/<split>.tsv"
+                None, None, f"{folder}: no {what}(.gz); a BEIR folder holds corpus, queries and qrels/<split>.tsv"
             )
     assert corpus_path and queries_path and qrels_path
     documents: dict[str, str] = {}
     for line_no, row in _read_jsonl_objects(corpus_path, ("_id",)):
         documents[str(row["_id"])] = document_text(row.get("title"), row.get("text"))
         if not documents[str(row["_id"])]:
-            raise DataFormatError(f"{corpus_path}:{line_no}: document {row['_id']!r} has neither title nor text")
+            raise DataFormatError(
+                None, None, f"{corpus_path}:{line_no}: document {row['_id']!r} has neither title nor text"
+            )
     queries = {
         str(row["_id"]): str(row.get("text", "")).strip()
         for _, row in _read_jsonl_objects(queries_path, ("_id", "text"))
@@ -183,7 +194,9 @@ def read_beir(folder: str | Path, split: str = "test") -> RetrievalData:
     missing = [qid for qid in qrels if qid not in queries]
     if missing:
         raise DataFormatError(
-            f"{qrels_path}: {len(missing)} judged query ids are not in {queries_path.name} (e.g. {missing[0]!r})"
+            None,
+            None,
+            f"{qrels_path}: {len(missing)} judged query ids are not in {queries_path.name} (e.g. {missing[0]!r})",
         )
     query_ids = tuple(qid for qid in queries if qid in qrels)
     return RetrievalData(
@@ -211,11 +224,12 @@ class LabelledTexts:
 
     def __post_init__(self) -> None:
         if not self.texts:
-            raise DataFormatError(f"{self.source}: no labelled texts")
+            raise DataFormatError(None, None, f"{self.source}: no labelled texts")
         if self.labels.shape != (len(self.texts),):
-            raise ValueError(f"{len(self.texts)} texts but labels of shape {self.labels.shape}")
+            raise SettingError("labels", self.labels.shape, f"expected one label per text, ({len(self.texts)},)")
         if self.labels.min() < 0 or self.labels.max() >= len(self.label_names):
-            raise ValueError(f"labels must lie in 0..{len(self.label_names) - 1}")
+            problem = f"must lie in 0..{len(self.label_names) - 1}, one per label name"
+            raise SettingError("labels", [int(self.labels.min()), int(self.labels.max())], problem)
         parts = [f"{label}\t{text}" for label, text in zip(self.labels.tolist(), self.texts, strict=True)]
         object.__setattr__(self, "sha256", _sha256(parts))
 
@@ -231,7 +245,7 @@ class LabelledTexts:
     def stratified_sample(self, n: int, seed: int = 0) -> LabelledTexts:
         """At most n texts, each class kept in proportion (seeded), in original order; all of them when n ≥ len."""
         if n < 1:
-            raise ValueError(f"sample size {n} must be ≥ 1")
+            raise SettingError("n", n, "a sample needs at least 1 text")
         if n >= len(self):
             return self
         from sklearn.model_selection import train_test_split
@@ -255,13 +269,13 @@ def _raw_labelled(path: Path) -> list[tuple[int, str, object, str | None]]:
     rows: list[tuple[int, str, object, str | None]] = []
     for line_no, row in _read_jsonl_objects(path, ("text", "label")):
         if not isinstance(row["text"], str):
-            raise DataFormatError(f"{path}:{line_no}: field text must be a string")
+            raise DataFormatError(None, None, f"{path}:{line_no}: field text must be a string")
         label = row["label"]
         if isinstance(label, bool) or not isinstance(label, int | str):
-            raise DataFormatError(f"{path}:{line_no}: label {label!r} must be an integer or a string")
+            raise DataFormatError(None, None, f"{path}:{line_no}: label {label!r} must be an integer or a string")
         rows.append((line_no, row["text"], label, row.get("label_name")))
     if not rows:
-        raise DataFormatError(f"{path}: no labelled texts; one JSON object per line with text and label")
+        raise DataFormatError(None, None, f"{path}: no labelled texts; one JSON object per line with text and label")
     return rows
 
 
@@ -269,13 +283,15 @@ def _label_names(raws: list[list[tuple[int, str, object, str | None]]], names_fi
     if names_file is not None:
         names = json.loads(names_file.read_text(encoding="utf-8"))
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            raise DataFormatError(f"{names_file}: expected a JSON list of label names")
+            raise DataFormatError(None, None, f"{names_file}: expected a JSON list of label names")
         return tuple(names)
     labels = [label for raw in raws for _, _, label, _ in raw]
     if all(isinstance(label, str) for label in labels):
         return tuple(sorted(set(labels)))  # type: ignore[arg-type]
     if not all(isinstance(label, int) for label in labels):
-        raise DataFormatError("labels mix integers and strings; use one kind across the train and test files")
+        raise DataFormatError(
+            None, None, "labels mix integers and strings; use one kind across the train and test files"
+        )
     named: dict[int, str] = {}
     for raw in raws:
         for _, _, label, name in raw:
@@ -291,7 +307,9 @@ def _to_labelled(path: Path, raw: list[tuple[int, str, object, str | None]], nam
     for line_no, _, label, _ in raw:
         value = index.get(label) if isinstance(label, str) else label
         if value is None or not 0 <= int(value) < len(names):  # type: ignore[call-overload]
-            raise DataFormatError(f"{path}:{line_no}: label {label!r} is not one of the {len(names)} classes")
+            raise DataFormatError(
+                None, None, f"{path}:{line_no}: label {label!r} is not one of the {len(names)} classes"
+            )
         labels.append(int(value))  # type: ignore[call-overload]
     return LabelledTexts(tuple(text for _, text, _, _ in raw), np.asarray(labels, dtype=np.int64), names, str(path))
 
@@ -300,7 +318,7 @@ def read_labelled(path: str | Path, label_names: tuple[str, ...] | None = None) 
     """A JSONL file of ``{"text": ..., "label": int | str}`` (optional ``label_name``)."""
     path = Path(path)
     if not path.exists():
-        raise DataFormatError(f"{path}: no such file")
+        raise DataFormatError(None, None, f"{path}: no such file")
     raw = _raw_labelled(path)
     names = label_names or _label_names([raw], _existing(path.parent, "label_names.json"))
     return _to_labelled(path, raw, names)
@@ -311,7 +329,9 @@ def read_classification(folder: str | Path) -> tuple[LabelledTexts, LabelledText
     folder = Path(folder)
     train_path, test_path = _existing(folder, "train.jsonl"), _existing(folder, "test.jsonl")
     if train_path is None or test_path is None:
-        raise DataFormatError(f"{folder}: expected train.jsonl and test.jsonl (plain or .gz) with text and label")
+        raise DataFormatError(
+            None, None, f"{folder}: expected train.jsonl and test.jsonl (plain or .gz) with text and label"
+        )
     train_raw, test_raw = _raw_labelled(train_path), _raw_labelled(test_path)
     names = _label_names([train_raw, test_raw], _existing(folder, "label_names.json"))
     return _to_labelled(train_path, train_raw, names), _to_labelled(test_path, test_raw, names)

@@ -20,13 +20,15 @@ def _load_dataset(path: str, *args: str, split: str):
     try:
         import datasets
     except ImportError:
-        raise DataFormatError(f"{path}: reading from the hub needs `pip install datasets`") from None
+        raise DataFormatError(None, None, f"{path}: reading from the hub needs `pip install datasets`") from None
     try:
         return datasets.load_dataset(path, *args, split=split)
     except Exception as err:  # the hub raises many types; say what failed and how to work offline
         raise DataFormatError(
+            None,
+            None,
             f"hf:{path}: could not load split {split!r} ({type(err).__name__}); check the name, the network, "
-            "or download the files and pass a local path"
+            "or download the files and pass a local path",
         ) from err
 
 

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from lengthwise.core.encoder import TextEncoder, as_encoder
+from lengthwise.core.errors import DataFormatError
 
 __all__ = ["MtebEncoder"]
 
@@ -23,7 +24,8 @@ def _texts(inputs: Iterable[Mapping[str, Any]]) -> list[str]:
     texts: list[str] = []
     for batch in inputs:
         if "text" not in batch:
-            raise ValueError(f"mteb batch without a 'text' column (columns: {sorted(batch)}); only text tasks run")
+            problem = f"mteb batch without a 'text' column (columns: {sorted(batch)}); only text tasks run"
+            raise DataFormatError(None, None, problem)
         texts.extend(str(text) for text in batch["text"])
     return texts
 

@@ -37,9 +37,9 @@ OUTPUT_NAMES = frozenset({RESULTS_NAME, *PLOT_NAMES})  # what an evaluation's --
 
 
 def check_output(out: str | Path) -> None:
-    """ValueError unless `out` can take an evaluation's output set (`lengthwise.core.output_set`): absent, empty,
-    or holding only an earlier evaluation's ``results.json`` and plots."""
-    check_output_target(Path(out), OUTPUT_NAMES, what="an evaluation")
+    """A `SettingError` on ``out`` unless `out` can take an evaluation's output set (`lengthwise.core.output_set`):
+    absent, empty, or holding only an earlier evaluation's ``results.json`` and plots."""
+    check_output_target(Path(out), OUTPUT_NAMES, what="an evaluation", field="out")
 
 
 def resolve(config: EvalConfig) -> EvalConfig:

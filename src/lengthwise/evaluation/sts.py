@@ -16,6 +16,7 @@ from lengthwise.core.bins import LengthBins, per_bin, token_lengths
 from lengthwise.core.data import PairSet
 from lengthwise.core.embed import TokenView
 from lengthwise.core.encoder import TextEncoder
+from lengthwise.core.errors import DataFormatError
 from lengthwise.core.scoring import paired_cosine
 from lengthwise.evaluation.schema import STSRecord
 
@@ -69,7 +70,7 @@ def evaluate_sts(
     """
     gold = np.asarray([pair.score for pair in pairs.pairs], dtype=np.float64)
     if np.isnan(gold).any():
-        raise ValueError(f"{pairs.source}: every pair needs a gold score for STS")
+        raise DataFormatError(None, None, f"{pairs.source}: every pair needs a gold score for STS")
     unique = list(dict.fromkeys(text for pair in pairs.pairs for text in (pair.text1, pair.text2)))
     position = {text: i for i, text in enumerate(unique)}
     embeddings = encoder.encode(unique, batch_size=batch_size, show_progress=show_progress)  # (U, D)

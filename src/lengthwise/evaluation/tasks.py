@@ -122,7 +122,7 @@ def load_task_data(
     from_hub = text.startswith(HF_PREFIX)
     name = text.removeprefix(HF_PREFIX)
     if not from_hub and not Path(text).exists():
-        raise DataFormatError(f"{text}: no such file or directory (use {HF_PREFIX}NAME for a hub dataset)")
+        raise DataFormatError(None, None, f"{text}: no such file or directory (use {HF_PREFIX}NAME for a hub dataset)")
     if task is Task.sts:
         return hub.load_hf_sts(name, split) if from_hub else local.read_sts(text)
     if task is Task.retrieval:

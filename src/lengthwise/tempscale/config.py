@@ -35,6 +35,10 @@ class TempScaleError(SettingError):
 
     `field` names the setting at fault (``t``, ``t_query``, ``grid``…) when there is one; the message then reads
     ``field=value: problem``, and the command line names the flag that sets the field.
+
+    Transitional: it still takes ``(problem, *, field=None, value=None)``, the form its callers in
+    `tempscale/persist.py`, `tempscale/patch.py` and `pipelines.py` use, instead of the family's
+    ``(field, value, problem)``; written with keywords (``field=, value=, problem=``) a call suits both.
     """
 
     def __init__(self, problem: str, *, field: str | None = None, value: Any = None) -> None:
@@ -86,12 +90,13 @@ class LengthSchedule:
     def parse(cls, text: str) -> LengthSchedule:
         """``"64:1.0,512:0.7"`` (length:factor pairs) → a schedule; raises naming the expected form."""
         knots = [item.split(":") for item in text.split(",") if item.strip()]
+        problem = "not LENGTH:FACTOR pairs, e.g. 64:1.0,512:0.7"
+        if not knots or any(len(knot) != 2 for knot in knots):
+            raise TempScaleError(field="schedule", value=text, problem=problem)
         try:
-            if not knots or any(len(knot) != 2 for knot in knots):
-                raise ValueError(text)
             lengths, factors = tuple(float(k[0]) for k in knots), tuple(float(k[1]) for k in knots)
         except ValueError:
-            raise TempScaleError("not LENGTH:FACTOR pairs, e.g. 64:1.0,512:0.7", field="schedule", value=text) from None
+            raise TempScaleError(field="schedule", value=text, problem=problem) from None
         return cls(lengths, factors)
 
     def __call__(self, n: torch.Tensor) -> torch.Tensor:

@@ -13,7 +13,7 @@ _EXPORTS = {
     "SimDESettings": "methods",
     "TrainConfig": "config",
     "TrainResult": "run",
-    "TrainingDiverged": "_guard",
+    "TrainingDiverged": "lengthwise.core.errors",
     "config_from_mapping": "config",
     "run_training": "run",
 }

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from lengthwise.core.embed import TokenView, batch_features
+from lengthwise.core.errors import SettingError
 from lengthwise.core.tokens import Elongation, content_ids, segments
 from lengthwise.training._views import (
     View,
@@ -93,7 +94,7 @@ class ViewCollator:
             return coco_dr_view(sentences, budget, rng, self.anchor)
         if method is Method.SIMDE:
             return simde_view(sentences, budget, rng)
-        raise ValueError(f"{method.value} is not a pair objective; use SegmentCollator for hicl")
+        raise SettingError("method", method, "not a pair objective; use SegmentCollator for hicl")
 
     def __call__(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         elongate = self.elongates(rows)

@@ -14,11 +14,9 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
-__all__ = ["FiniteGuard", "TrainingDiverged"]
+from lengthwise.core.errors import TrainingDiverged
 
-
-class TrainingDiverged(ValueError):
-    """The loss or the weights became NaN or infinite; the message names the step and the learning rate."""
+__all__ = ["FiniteGuard"]
 
 
 class FiniteGuard(TrainerCallback):
@@ -29,8 +27,10 @@ class FiniteGuard(TrainerCallback):
 
     def _fail(self, step: int, what: str) -> None:
         raise TrainingDiverged(
+            None,
+            None,
             f"training diverged at step {step}: {what} (lr={self.lr:g}); lower the learning rate (lr) or warm it "
-            "up (warmup_ratio); nothing from this step on was saved"
+            "up (warmup_ratio); nothing from this step on was saved",
         )
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from rich.progress import track
 
-from lengthwise.core.errors import DataFormatError
+from lengthwise.core.errors import DataFormatError, SettingError
 from lengthwise.core.tokens import split_sentences
 from lengthwise.training.config import DataKind, Method, TrainConfig
 from lengthwise.training.data import TrainingData
@@ -68,9 +68,10 @@ def check_kind(config: TrainConfig, data: TrainingData) -> None:
     """Refuse data of the wrong kind for the method (pairs for a single-text method, or the other way round)."""
     method = config.method.value
     if config.data_kind is DataKind.PAIR and data.kind != "pair":
-        raise ValueError(f"--method {method} needs positive pairs; {data.source} holds single texts")
+        raise SettingError("method", method, f"needs positive pairs; {data.source} holds single texts")
     if config.data_kind is not DataKind.PAIR and data.kind != "text":
-        raise ValueError(f"--method {method} trains on single texts; {data.source} holds pairs (use pairs/copy-concat)")
+        problem = f"trains on single texts; {data.source} holds pairs (use pairs/copy-concat)"
+        raise SettingError("method", method, problem)
 
 
 def prepare_rows(
@@ -91,12 +92,12 @@ def prepare_rows(
         for (first, second), where in zip(counts, data.where, strict=True):
             if not first or not second:
                 side = "first" if not first else "second"
-                raise DataFormatError(f"{where}: the {side} text of the pair {_NO_TOKENS}")
+                raise DataFormatError(None, None, f"{where}: the {side} text of the pair {_NO_TOKENS}")
         return [{"row": i, "anchor": a, "positive": b} for i, (a, b) in enumerate(data.pairs)]
     if config.method in (Method.SIMCSE, Method.HICL):
         for count, where in zip(_token_counts(tokenizer, data.texts, max_content), data.where, strict=True):
             if not count:
-                raise DataFormatError(f"{where}: the text {_NO_TOKENS}")
+                raise DataFormatError(None, None, f"{where}: the text {_NO_TOKENS}")
         return [{"row": i, "text": text} for i, text in enumerate(data.texts)]
     texts = track(data.texts, description="splitting sentences") if progress else data.texts
     split = [sentence_pieces(text) for text in texts]
@@ -105,10 +106,10 @@ def prepare_rows(
     for pieces, sizes, where in zip(split, counts, data.where, strict=True):
         kept = [piece for piece, size in zip(pieces, sizes, strict=True) if size]
         if not kept and kind is not DataKind.DOCUMENT:
-            raise DataFormatError(f"{where}: the text {_NO_TOKENS}")
+            raise DataFormatError(None, None, f"{where}: the text {_NO_TOKENS}")
         documents.append(kept)
     if kind is DataKind.DOCUMENT:
         documents = [sentences for sentences in documents if len(sentences) >= 2]
         if not documents:
-            raise ValueError(f"--data {data.source}: no document has two sentences; {method} needs them")
+            raise DataFormatError("data", data.source, f"no document has two sentences; {method} needs them")
     return [{"row": i, "sentences": sentences} for i, sentences in enumerate(documents)]

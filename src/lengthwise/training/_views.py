@@ -11,6 +11,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lengthwise.core.errors import SettingError
 from lengthwise.core.tokens import Elongation, elongate, elongation_factor
 from lengthwise.training.methods import AnchorChoice
 
@@ -40,7 +41,7 @@ def _pick_anchor(sentences: Sequence[Ids], choice: AnchorChoice | str, rng: rand
     try:
         choice = AnchorChoice(choice)
     except ValueError:
-        raise ValueError(f"anchor choice {choice!r} is not 'first' or 'random'") from None
+        raise SettingError("anchor", choice, "use 'first' or 'random'") from None
     return 0 if choice is AnchorChoice.FIRST else rng.randrange(len(sentences))
 
 
@@ -77,7 +78,7 @@ def coco_dr_view(
 ) -> View:
     """COCO-DR PT-unsup as METHODS §3 pins it: anchor = one sentence, positive = the rest of the document."""
     if len(sentences) < 2:
-        raise ValueError("coco-dr needs a document of at least two sentences")
+        raise SettingError("len(sentences)", len(sentences), "coco-dr needs a document of at least two sentences")
     index = _pick_anchor(sentences, anchor, rng)
     return View(sentences[index][:max_content], _rest(sentences, index, max_content))
 
@@ -105,7 +106,7 @@ def simde_view(sentences: Sequence[Ids], max_content: int, rng: random.Random) -
     Draws are repeated until both sides are non-empty, i.e. the assignment is uniform over the valid splits.
     """
     if len(sentences) < 2:
-        raise ValueError("simde needs a document of at least two sentences")
+        raise SettingError("len(sentences)", len(sentences), "simde needs a document of at least two sentences")
     while True:
         sides = [rng.random() < 0.5 for _ in sentences]
         if any(sides) and not all(sides):

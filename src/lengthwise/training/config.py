@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from lengthwise.core.defaults import DEFAULT_MODEL
-from lengthwise.core.errors import SettingError
+from lengthwise.core.errors import DataFormatError, SettingError
 from lengthwise.core.tokens import Elongation
 from lengthwise.training.methods import MethodSettings, enum_value, settings_class, settings_fields
 
@@ -294,10 +294,11 @@ def config_from_mapping(values: dict[str, Any]) -> TrainConfig:
 
         close = {name: difflib.get_close_matches(name, valid, n=1) for name in unknown}
         hints = "".join(f" ({name}: did you mean {match[0]}?)" for name, match in close.items() if match)
-        raise ValueError(f"unknown training setting(s) {', '.join(unknown)}{hints}; valid: {', '.join(valid)}")
+        problem = f"unknown training setting(s) {', '.join(unknown)}{hints}; valid: {', '.join(valid)}"
+        raise SettingError(None, None, problem)
     missing = [name for name in ("method", "data", "out") if name not in values]
     if missing:
-        raise ValueError(f"training needs {', '.join('--' + name for name in missing)}")
+        raise SettingError(None, None, f"training needs {' and '.join(missing)}; set {'them' if missing[1:] else 'it'}")
     types_of = typing.get_type_hints(TrainConfig)
     common = {name: _coerce(name, types_of[name], value) for name, value in values.items() if name in fields}
     method = parse_method(common["method"])
@@ -312,13 +313,14 @@ def config_from_mapping(values: dict[str, Any]) -> TrainConfig:
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
-    """A YAML or JSON mapping of `TrainConfig` fields (dashes or underscores)."""
+    """A YAML or JSON mapping of `TrainConfig` fields (dashes or underscores); a file that cannot be read is a
+    `DataFormatError` on ``config``."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         reason = getattr(error, "strerror", None) or "not UTF-8 text"
-        raise ValueError(f"--config {path}: cannot read ({reason})") from None
+        raise DataFormatError("config", path, f"cannot read ({reason})") from None
     try:
         if path.suffix == ".json":
             payload = json.loads(text)
@@ -327,10 +329,10 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
 
             payload = yaml.safe_load(text)
     except ValueError as error:  # json.JSONDecodeError
-        raise ValueError(f"--config {path}: not valid JSON ({error})") from None
+        raise DataFormatError("config", path, f"not valid JSON ({error})") from None
     except Exception as error:  # yaml.YAMLError: the first line names the place
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ValueError(f"--config {path}: not valid YAML ({first})") from None
+        raise DataFormatError("config", path, f"not valid YAML ({first})") from None
     if not isinstance(payload, dict):
-        raise ValueError(f"--config {path}: expected a mapping of settings, got {type(payload).__name__}")
+        raise DataFormatError("config", path, f"expected a mapping of settings, got {type(payload).__name__}")
     return {str(key).replace("-", "_"): value for key, value in payload.items()}

@@ -18,7 +18,7 @@ from typing import Any
 
 from lengthwise.core._textio import checked_text, jsonl_objects, open_text
 from lengthwise.core.data import beir_documents
-from lengthwise.core.errors import DataFormatError
+from lengthwise.core.errors import DataFormatError, SettingError
 
 __all__ = ["TrainingData", "read_training_data"]
 
@@ -41,11 +41,14 @@ class TrainingData:
 
     def __post_init__(self) -> None:
         if bool(self.texts) == bool(self.pairs):
-            raise DataFormatError(f"{self.source}: no training examples found (or a mix of texts and pairs)")
+            raise DataFormatError(
+                None, None, f"{self.source}: no training examples found (or a mix of texts and pairs)"
+            )
         if not self.where:
             object.__setattr__(self, "where", tuple(f"{self.source} example #{i + 1}" for i in range(len(self))))
         if len(self.where) != len(self):
-            raise ValueError(f"{self.source}: {len(self.where)} locations for {len(self)} examples")
+            problem = f"locations for {len(self)} examples of {self.source}; give one location per example"
+            raise SettingError("where", len(self.where), problem)
 
     @property
     def kind(self) -> str:
@@ -95,7 +98,9 @@ def _read_jsonl(path: Path) -> Found:
             where.append(f"{path}:{line_no}")
         else:
             raise DataFormatError(
-                f"{path}:{line_no}: no `text` and no pair columns (anchor/positive, sentence1/sentence2, ...)"
+                None,
+                None,
+                f"{path}:{line_no}: no `text` and no pair columns (anchor/positive, sentence1/sentence2, ...)",
             )
     return texts, pairs, where
 
@@ -117,7 +122,9 @@ def _read_mrpc(path: Path) -> Found:
         for line_no, line in enumerate(handle, start=2):
             cells = line.rstrip("\r\n").split("\t")
             if len(cells) != 5:
-                raise DataFormatError(f"{path}:{line_no}: expected 5 tab-separated MRPC columns, got {len(cells)}")
+                raise DataFormatError(
+                    None, None, f"{path}:{line_no}: expected 5 tab-separated MRPC columns, got {len(cells)}"
+                )
             if cells[0] == "1":
                 pairs.append(
                     (
@@ -150,7 +157,9 @@ def _read_hf(rows: Any, source: str) -> Found:
                 texts.append(checked_text(source, number, str(text), "text"))
                 where.append(f"{source}:{number}")
         return texts, [], where
-    raise DataFormatError(f"{source}: columns {sorted(columns)} hold neither `text` nor a known pair of columns")
+    raise DataFormatError(
+        None, None, f"{source}: columns {sorted(columns)} hold neither `text` nor a known pair of columns"
+    )
 
 
 def _read_source(spec: str) -> Found:
@@ -163,7 +172,7 @@ def _read_source(spec: str) -> Found:
         return _read_hf(datasets.load_dataset(name, split=split or "train"), spec)
     path = Path(spec)
     if not path.exists():
-        raise DataFormatError(f"--data {spec}: no such file or folder")
+        raise DataFormatError("data", spec, "no such file or folder")
     if path.is_dir():
         if (path / "dataset_info.json").exists() or (path / "state.json").exists():
             import datasets
@@ -180,14 +189,14 @@ def _read_source(spec: str) -> Found:
         return _read_mrpc(path)
     if name.endswith((".txt", ".text")) or "\t" not in first_line:
         return _read_lines(path)
-    raise DataFormatError(f"--data {spec}: unknown format; use one text per line, JSONL, an MRPC TSV or a BEIR folder")
+    raise DataFormatError("data", spec, "unknown format; use one text per line, JSONL, an MRPC TSV or a BEIR folder")
 
 
 def read_training_data(spec: str | Path, *, max_examples: int | None = None, seed: int = 0) -> TrainingData:
     """Read `spec` (file, folder or ``hf:NAME[:SPLIT]``); `max_examples` keeps a seeded random sample, in order."""
     texts, pairs, where = _read_source(str(spec))
     if texts and pairs:
-        raise DataFormatError(f"--data {spec}: holds both single texts and pairs; split it into two files")
+        raise DataFormatError("data", str(spec), "holds both single texts and pairs; split it into two files")
     examples: list[Any] = pairs or texts
     if max_examples is not None and len(examples) > max_examples:
         keep = sorted(random.Random(seed).sample(range(len(examples)), max_examples))

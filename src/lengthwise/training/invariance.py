@@ -21,6 +21,8 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor, nn
 
+from lengthwise.core.errors import SettingError
+
 __all__ = ["LengthInvariantLoss", "consistency_loss", "distillation_loss", "frozen_teacher"]
 
 EMBEDDING = "sentence_embedding"
@@ -90,14 +92,15 @@ class LengthInvariantLoss(nn.Module):
         # which reference each term uses, (distillation, consistency): the teacher's where one is given, by default
         self.teacher_for = teacher_for if teacher_for is not None else (teacher is not None, teacher is not None)
         if teacher is None and (any(self.teacher_for) or retention_weight > 0):
-            raise ValueError("a term that uses the teacher's reference needs a teacher")
+            raise SettingError("teacher", None, "a term that uses the teacher's reference needs a teacher")
 
     def forward(
         self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None
     ) -> dict[str, Tensor]:
         features = [dict(f) for f in sentence_features]
         if len(features) != 4:
-            raise ValueError("the length-invariant loss needs four columns: anchor, positive and their elongations")
+            problem = "the length-invariant loss needs four columns: anchor, positive and their elongations"
+            raise SettingError("len(sentence_features)", len(features), problem)
         anchor, positive, long_anchor, long_positive = features
         contrastive = self.contrastive([anchor, positive], labels)
         student_a = self.model(long_anchor)[EMBEDDING]  # (B, D)

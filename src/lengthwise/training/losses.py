@@ -20,6 +20,7 @@ from sentence_transformers.sentence_transformer.losses import (
 )
 from torch import Tensor, nn
 
+from lengthwise.core.errors import SettingError
 from lengthwise.training.methods import Denominator, SameSequence
 
 __all__ = ["HiCLLoss", "hicl_loss", "info_nce", "pair_loss", "sequence_vectors"]
@@ -47,13 +48,13 @@ def sequence_vectors(segments: Tensor, owner: Tensor, lengths: Tensor, count: in
     return summed / totals[:, None]
 
 
-def _option(kind: type[E], value: object, what: str) -> E:
-    """`value` as a member of the Enum `kind`, or a one-line error listing the valid values."""
+def _option(kind: type[E], value: object, field: str) -> E:
+    """`value` as a member of the Enum `kind`, or a one-line `SettingError` on `field` listing the valid values."""
     try:
         return kind(value)
     except ValueError:
         valid = ", ".join(repr(member.value) for member in kind)
-        raise ValueError(f"HiCL {what} {value!r}: use {valid}") from None
+        raise SettingError(field, value, f"not a HiCL option; use {valid}") from None
 
 
 def hicl_loss(
@@ -80,7 +81,7 @@ def hicl_loss(
     With `rows` a part of the batch (one process's share under DDP, the rest gathered from the others) each part
     is that share's *sum* over the global count, so the parts of all shares add up to the whole batch's means.
     """
-    same_sequence = _option(SameSequence, same_sequence, "same-sequence segments")
+    same_sequence = _option(SameSequence, same_sequence, "same_sequence")
     denominator = _option(Denominator, denominator, "denominator")
     rows = rows if rows is not None else slice(0, len(owner))
     count = int(owner.max().item()) + 1  # B, sequences in the whole batch
@@ -174,10 +175,10 @@ class HiCLLoss(nn.Module):
     ) -> None:
         super().__init__()
         if not 0.0 <= alpha <= 1.0:
-            raise ValueError(f"HiCL alpha={alpha} must lie in [0, 1]")
+            raise SettingError("alpha", alpha, "HiCL's alpha must lie in [0, 1]")
         self.model = model
         self.alpha = alpha
-        self.same_sequence = _option(SameSequence, same_sequence, "same-sequence segments")
+        self.same_sequence = _option(SameSequence, same_sequence, "same_sequence")
         self.denominator = _option(Denominator, denominator, "denominator")
         self.scale = scale
         self.gather_across_devices = gather_across_devices

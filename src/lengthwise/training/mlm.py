@@ -23,6 +23,8 @@ from sentence_transformers import SentenceTransformer
 from sentence_transformers.base.modules.module import Module
 from torch import Tensor, nn
 
+from lengthwise.core.errors import SettingError
+
 __all__ = ["TARGETS", "MaskedLMAuxiliary", "MaskedLMHead", "masked_lm_head", "remove_masked_lm_head"]
 
 logger = logging.getLogger(__name__)
@@ -60,7 +62,10 @@ class MaskedLMHead(Module):
     def tie(self, embeddings: nn.Embedding) -> None:
         """Score against `embeddings.weight` (V, H), the encoder's input embeddings."""
         if embeddings.weight.shape != (self.vocab_size, self.hidden_size):
-            raise ValueError(f"MLM head is {self.vocab_size}×{self.hidden_size}; embeddings {embeddings.weight.shape}")
+            shape = tuple(embeddings.weight.shape)
+            raise SettingError(
+                "embeddings", shape, f"the MLM head is {self.vocab_size}×{self.hidden_size}; tie it to that"
+            )
         self._output = (embeddings,)
 
     def forward(self, features: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
@@ -154,7 +159,7 @@ def masked_lm_head(
     head) or ("new", random from `seed`) — the second part of the result says which, and "new" logs a warning."""
     hf_model: Any = getattr(model[0], "auto_model", None)
     if hf_model is None:
-        raise ValueError("the MLM loss needs a model whose first module is a Transformer")
+        raise SettingError("model", type(model[0]).__name__, "the MLM loss needs a first module that is a Transformer")
     config = hf_model.config
     embeddings = hf_model.get_input_embeddings()
     vocab, hidden = embeddings.weight.shape
@@ -210,7 +215,8 @@ class MaskedLMAuxiliary(nn.Module):
     ) -> dict[str, Tensor]:
         features = list(sentence_features)
         if len(features) != 3 or TARGETS.removeprefix("mlm_") not in features[2]:
-            raise ValueError("the MLM loss needs the collator's masked column (ViewCollator(..., mlm=...))")
+            problem = "the MLM loss needs the collator's masked column (ViewCollator(..., mlm=...))"
+            raise SettingError("len(sentence_features)", len(features), problem)
         contrastive = self.contrastive([dict(f) for f in features[:2]], labels)
         masked = dict(features[2])
         targets = masked.pop(TARGETS.removeprefix("mlm_"))

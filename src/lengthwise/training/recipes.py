@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from lengthwise.core.errors import SettingError
+
 __all__ = ["RECIPES", "Recipe", "apply_recipe"]
 
 
@@ -89,11 +91,12 @@ def apply_recipe(values: dict[str, Any]) -> dict[str, Any]:
         return values
     recipe = RECIPES.get(str(name).strip().lower())
     if recipe is None:
-        raise ValueError(f"--recipe {name!r}: not known; use one of: {', '.join(RECIPES)}")
+        raise SettingError("recipe", name, f"not known; use one of: {', '.join(RECIPES)}")
     method = values.get("method")
     if method is not None and str(getattr(method, "value", method)).strip().lower() != recipe.settings["method"]:
-        raise ValueError(
-            f"--recipe {recipe.name} trains with --method {recipe.settings['method']}; drop --method {method} "
-            "(or drop --recipe to train that method on its own)"
+        problem = (
+            f"the recipe {recipe.name} trains with method {recipe.settings['method']}; drop this method (or drop the "
+            "recipe to train this method on its own)"
         )
+        raise SettingError("method", method, problem)
     return {**recipe.settings, **values, "recipe": recipe.name}

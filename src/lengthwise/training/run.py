@@ -2,7 +2,7 @@
 
 Composition only: the sentence-transformers trainer (and under it the transformers `Trainer` and accelerate) does
 the loop, checkpoints, resume, mixed precision and DDP; lengthwise supplies the rows, the collator and the loss.
-Layout of ``OUT``: ``config.json`` (the run's settings, checked on ``--resume``), ``checkpoints/checkpoint-*``,
+Layout of ``OUT``: ``config.json`` (the run's settings, checked on ``resume``), ``checkpoints/checkpoint-*``,
 ``model/`` (the final sentence-transformers model, written last but one) and ``train.json`` (history and timing,
 written last: its presence means the run has finished).
 
@@ -30,7 +30,7 @@ from sentence_transformers import SentenceTransformer
 
 from lengthwise.core._devices import check_device
 from lengthwise.core.embed import TokenView
-from lengthwise.core.errors import SettingError
+from lengthwise.core.errors import DataFormatError, SettingError
 from lengthwise.core.models import load_plain_model, model_fingerprint, set_max_length
 from lengthwise.core.results import provenance, write_json_atomic
 from lengthwise.training._checkpoints import RunState, complete_checkpoint_step, inspect_run, remove_incomplete
@@ -56,7 +56,7 @@ INSTALL_HINT = "pip install 'lengthwise[train]'"  # brackets included: the CLI p
 
 @dataclass(frozen=True)
 class TrainResult:
-    """Where the run wrote its model and record, and what it measured. `already_finished`: ``--resume`` found a
+    """Where the run wrote its model and record, and what it measured. `already_finished`: ``resume`` found a
     finished run and changed nothing."""
 
     out: Path
@@ -101,7 +101,7 @@ def _device(config: TrainConfig) -> str:
 
 def _check_writable(out: Path) -> None:
     """Refuse an `out` that cannot become a writable directory; leaves nothing behind (folders it had to make to
-    find out are removed again), so a run refused later for its data does not leave an empty --out."""
+    find out are removed again), so a run refused later for its data does not leave an empty `out`."""
     if out.exists() and not out.is_dir():
         raise SettingError("out", str(out), "exists and is not a directory; pass a directory path")
     missing = []
@@ -139,7 +139,8 @@ def _check_same_settings(config: TrainConfig, out: Path) -> None:
     before = json.loads(saved.read_text(encoding="utf-8"))
     changed = sorted(key for key, value in config.to_dict().items() if before.get(key) != value)
     if changed:
-        raise ValueError(f"--resume: settings differ from the run in {out} ({', '.join(changed)}); use a new --out")
+        problem = f"settings differ from the run there ({', '.join(changed)}); resume it with its own, or use a new out"
+        raise SettingError("out", str(out), problem)
 
 
 RUN_NAMES = frozenset({"config.json", "checkpoints", "model", "model.partial", "train.json"})  # what a run writes
@@ -151,7 +152,7 @@ def _start_from(config: TrainConfig, resume: bool, state: RunState) -> Path | No
     out = state.out
     if not resume:
         if state.last_complete is not None or state.has_model or state.record is not None:
-            raise FileExistsError(f"--out {out} holds an earlier run; pass --resume to continue it or pick a new --out")
+            raise SettingError("out", str(out), "holds an earlier run; resume it, or pick a new out")
         names = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
         foreign = [name for name in names if name not in RUN_NAMES and not name.startswith(".")]
         if foreign:
@@ -160,7 +161,7 @@ def _start_from(config: TrainConfig, resume: bool, state: RunState) -> Path | No
         return None
     _check_same_settings(config, out)
     if state.last_complete is None:
-        logger.warning("--resume: no complete checkpoint in %s yet; starting from step 0", out / "checkpoints")
+        logger.warning("resume: no complete checkpoint in %s yet; starting from step 0", out / "checkpoints")
     return state.last_complete
 
 
@@ -319,7 +320,8 @@ def run_training(
     view = TokenView(model)
     rows = prepare_rows(config, data, view.tokenizer, view.max_content, progress=is_main)  # all of it, now
     if len(rows) < 2:
-        raise ValueError(f"--data {config.data}: {len(rows)} usable example(s); in-batch negatives need at least 2")
+        problem = f"{len(rows)} usable example(s); in-batch negatives need at least 2"
+        raise DataFormatError("data", config.data, problem)
     start_fingerprint = model_fingerprint(model, config.model)
     if is_main:  # everything is checked: only now is OUT created and written
         out.mkdir(parents=True, exist_ok=True)

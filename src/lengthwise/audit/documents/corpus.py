@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from lengthwise.core._textio import checked_text, open_text
-from lengthwise.core.errors import DataFormatError
+from lengthwise.core.errors import DataFormatError, SettingError
 
 __all__ = ["DocSet", "read_docs"]
 
@@ -37,9 +37,9 @@ class DocSet:
 
     def __post_init__(self) -> None:
         if not self.texts:
-            raise DataFormatError(f"{self.source}: no documents found; {_HINT}")
+            raise DataFormatError(None, None, f"{self.source}: no documents found; {_HINT}")
         if self.origins and len(self.origins) != len(self.texts):
-            raise ValueError(f"{len(self.origins)} origins for {len(self.texts)} documents")
+            raise SettingError("origins", len(self.origins), f"origins for {len(self.texts)} documents; give one each")
         digest = hashlib.sha256()
         for text in self.texts:
             digest.update(text.encode() + b"\n")
@@ -61,10 +61,10 @@ def read_docs(path: str | Path, *, max_docs: int | None = None, seed: int = 0) -
     """
     path = Path(path)
     if max_docs is not None and max_docs < 1:
-        raise ValueError(f"max docs {max_docs} must be ≥ 1")
+        raise SettingError("max_docs", max_docs, "use at least 1")
     if not path.is_file():
         what = "is a directory" if path.is_dir() else "no such file"
-        raise DataFormatError(f"{path}: {what}; {_HINT}")
+        raise DataFormatError(None, None, f"{path}: {what}; {_HINT}")
     texts: list[str] = []
     origins: list[str] = []
     fmt = ""
@@ -88,10 +88,10 @@ def _jsonl_text(path: Path, line_no: int, line: str) -> object:
     try:
         row = json.loads(line)
     except json.JSONDecodeError as error:
-        raise DataFormatError(f"{path}:{line_no}: not valid JSON ({error.msg}); {_HINT}") from None
+        raise DataFormatError(None, None, f"{path}:{line_no}: not valid JSON ({error.msg}); {_HINT}") from None
     except RecursionError:
-        raise DataFormatError(f"{path}:{line_no}: JSON nested too deeply; {_HINT}") from None
+        raise DataFormatError(None, None, f"{path}:{line_no}: JSON nested too deeply; {_HINT}") from None
     if not isinstance(row, dict) or "text" not in row:
-        raise DataFormatError(f"{path}:{line_no}: no 'text' field; {_HINT}")
+        raise DataFormatError(None, None, f"{path}:{line_no}: no 'text' field; {_HINT}")
     title, text = row.get("title"), row["text"]
     return f"{title.strip()} {text}" if isinstance(title, str) and title.strip() and isinstance(text, str) else text

@@ -24,6 +24,7 @@ from lengthwise.audit.documents.corpus import DocSet
 from lengthwise.audit.documents.probe import probe_section, truncation_section
 from lengthwise.core.bins import LengthBins, token_lengths
 from lengthwise.core.embed import ForwardBatch, TokenView, embed_ids, forward_batches, text_transformer
+from lengthwise.core.errors import SettingError
 from lengthwise.core.scoring import paired_cosine
 from lengthwise.core.tokens import elongate, elongation_factor, first_k
 
@@ -72,7 +73,7 @@ def run_doc_audit(
         section["words_curve"] = repeated_words_curve(model, config.word_pairs, batch_size=config.batch_size)
     if config.needs_documents:
         if docs is None:
-            raise ValueError("document diagnostics need documents; pass --docs FILE")
+            raise SettingError("docs", None, "document diagnostics need documents; give a documents file")
         run = _DocumentRun(model, view, bins, config, docs.texts, docs.names())
         section.update(data=docs.describe(), **run.sections(on_progress or (lambda stage, done, total: None)))
     return section
@@ -237,7 +238,7 @@ def repeated_words_curve(
         ta, tb = view.content([a, b])
         cap = view.max_content // max(len(ta), len(tb))
         if cap < 1:
-            raise ValueError(f"the words {a!r} / {b!r} do not fit the {view.max_length}-token window once")
+            raise SettingError("word_pairs", [a, b], f"the words do not fit the {view.max_length}-token window once")
         k_values = sorted({k for k in (ks or [2**p for p in range(cap.bit_length())] + [cap]) if 1 <= k <= cap})
         emb = embed_ids(model, [view.wrap(ids * k) for k in k_values for ids in (ta, tb)], batch_size=batch_size)
         rows.append({"words": [a, b], "ks": k_values, "cosine": paired_cosine(emb[0::2], emb[1::2]).tolist()})

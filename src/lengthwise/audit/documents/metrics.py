@@ -14,6 +14,8 @@ from typing import Literal
 import numpy as np
 import torch
 
+from lengthwise.core.errors import DataFormatError, SettingError
+
 __all__ = [
     "CosineMoments",
     "LayerTokenStats",
@@ -37,7 +39,7 @@ def _unit_rows(x: np.ndarray) -> np.ndarray:
     """Rows scaled to unit L2 norm, in float64; zero rows stay zero. (n, D) → (n, D)."""
     x = np.asarray(x, dtype=np.float64)
     if x.ndim != 2 or x.shape[0] == 0:
-        raise ValueError(f"expected a non-empty (n, D) array of embeddings, got shape {x.shape}")
+        raise SettingError("embeddings", x.shape, "expected a non-empty (n, D) array")
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     return np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
 
@@ -62,7 +64,7 @@ class CosineMoments:
         sums = np.asarray(group_sums, dtype=np.float64)
         counts = np.asarray(group_counts, dtype=np.float64)
         if sums.ndim != 2 or counts.shape != (sums.shape[0],):
-            raise ValueError(f"group sums {sums.shape} and counts {counts.shape} do not match")
+            raise SettingError("group_counts", counts.shape, f"expected (G,) counts for (G, D) group_sums {sums.shape}")
         return cls(sums.sum(axis=0), float((sums**2).sum()), int(counts.sum()), float((counts**2).sum()))
 
     def __add__(self, other: CosineMoments) -> CosineMoments:
@@ -74,10 +76,10 @@ class CosineMoments:
         )
 
     def mean_cosine(self) -> float:
-        """Mean cosine over ordered pairs from different groups; ValueError with fewer than two groups."""
+        """Mean cosine over ordered pairs from different groups; `SettingError` with fewer than two groups."""
         pairs = float(self.count) ** 2 - self.within_pairs
         if pairs <= 0:
-            raise ValueError("mean cosine across groups needs vectors from at least two groups")
+            raise SettingError(None, None, "mean cosine across groups needs vectors from at least two groups")
         return float((self.total @ self.total - self.within_sq) / pairs)
 
 
@@ -103,7 +105,7 @@ def alignment(x: np.ndarray, y: np.ndarray, alpha: float = 2.0) -> float:
     """
     ux, uy = _unit_rows(x), _unit_rows(y)
     if ux.shape != uy.shape:
-        raise ValueError(f"alignment needs two arrays of one shape, got {ux.shape} and {uy.shape}")
+        raise SettingError("y", uy.shape, f"alignment needs the shape of x {ux.shape}")
     return float(np.mean(np.linalg.norm(ux - uy, axis=1) ** alpha))
 
 
@@ -116,7 +118,7 @@ def uniformity(x: np.ndarray, t: float = 2.0, chunk: int = 256) -> float:
     units = _unit_rows(x)
     n = len(units)
     if n < 2:
-        raise ValueError("uniformity needs at least 2 embeddings")
+        raise SettingError("len(x)", n, "uniformity needs at least 2 embeddings")
     total = 0.0
     for start in range(0, n, chunk):
         block = units[start : start + chunk]  # (c, D)
@@ -139,7 +141,7 @@ def elongation_isotropy(original: np.ndarray, elongated: np.ndarray) -> dict[str
     Wang–Isola alignment and the mean cosine of each text with its elongated self. Both (n, D), n ≥ 2."""
     units_o, units_e = _unit_rows(original), _unit_rows(elongated)
     if units_o.shape != units_e.shape:
-        raise ValueError(f"original {units_o.shape} and elongated {units_e.shape} embeddings do not match")
+        raise SettingError("elongated", units_e.shape, f"does not match original {units_o.shape}")
     return {
         "original": pooled_isotropy(original),
         "elongated": pooled_isotropy(elongated),
@@ -158,7 +160,7 @@ def length_collapse(embeddings: np.ndarray, bins: np.ndarray) -> list[dict[str, 
     x = np.asarray(embeddings, dtype=np.float64)
     labels = np.asarray(bins)
     if x.ndim != 2 or labels.shape != (len(x),):
-        raise ValueError(f"length_collapse needs (n, D) embeddings and (n,) bins, got {x.shape} and {labels.shape}")
+        raise SettingError("bins", labels.shape, f"expected (n,) bins for (n, D) embeddings, got embeddings {x.shape}")
     distances = np.linalg.norm(x - x.mean(axis=0), axis=1)  # (n,)
     rows: list[dict[str, float | int | None]] = []
     for label in np.unique(labels):
@@ -203,11 +205,13 @@ def length_probe_r2(
     x = np.asarray(embeddings, dtype=np.float64)
     y = np.asarray(lengths, dtype=np.float64)
     if x.ndim != 2 or y.shape != (len(x),):
-        raise ValueError(f"length probe needs (n, D) embeddings and (n,) lengths, got {x.shape} and {y.shape}")
+        raise SettingError("lengths", y.shape, f"expected (n,) lengths for (n, D) embeddings, got embeddings {x.shape}")
     if folds < 2 or len(x) < 2 * folds:
-        raise ValueError(f"length probe with {folds} folds needs at least {2 * folds} texts, got {len(x)}")
+        raise SettingError(
+            "folds", folds, f"the length probe needs at least 2 folds and {2 * folds} texts, got {len(x)}"
+        )
     if np.ptp(y) == 0:
-        raise ValueError("length probe needs texts of different lengths; all have the same token count")
+        raise DataFormatError(None, None, "the length probe needs texts of different lengths; all have one token count")
     model = LinearRegression() if regressor == "linear" else RidgeCV(alphas=np.logspace(-3, 3, 13))
     cv = KFold(n_splits=folds, shuffle=True, random_state=seed)
     scores = 100.0 * cross_val_score(model, x, y, cv=cv, scoring="r2")
@@ -216,7 +220,9 @@ def length_probe_r2(
 
 def _check_states(states: torch.Tensor, mask: torch.Tensor) -> None:
     if states.ndim != 3 or mask.shape != states.shape[:2]:
-        raise ValueError(f"expected states (B, T, D) and mask (B, T), got {tuple(states.shape)}, {tuple(mask.shape)}")
+        raise SettingError(
+            "mask", tuple(mask.shape), f"expected states (B, T, D) and mask (B, T), got {tuple(states.shape)}"
+        )
 
 
 def intra_document_similarity(states: torch.Tensor, mask: torch.Tensor) -> np.ndarray:
@@ -249,7 +255,7 @@ def adjusted_intra_similarity(intra: np.ndarray, token_anisotropy: float) -> flo
     """Mean intra-document similarity minus the layer's anisotropy estimate (laser3 PoC 2, footnote 1)."""
     values = np.asarray(intra, dtype=np.float64)
     if values.size == 0:
-        raise ValueError("no intra-document similarities to average")
+        raise SettingError("intra", [], "no intra-document similarities to average")
     return float(values.mean() - token_anisotropy)
 
 
@@ -306,7 +312,7 @@ def attention_filter_rate(attention: torch.Tensor) -> float:
     1 for the identity; smaller means stronger low-pass filtering.
     """
     if attention.ndim not in (2, 3) or attention.shape[-1] != attention.shape[-2]:
-        raise ValueError(f"expected an (n, n) or (H, n, n) attention matrix, got {tuple(attention.shape)}")
+        raise SettingError("attention", tuple(attention.shape), "expected an (n, n) or (H, n, n) attention matrix")
     return float(_largest_singular_values(attention).mean())
 
 
@@ -316,5 +322,5 @@ def batch_filter_rates(attention: torch.Tensor, lengths: Sequence[int]) -> np.nd
     Each sequence's matrix is cut to its first ``lengths[b]`` queries and keys (padding gets no attention).
     """
     if attention.ndim != 4 or len(lengths) != attention.shape[0]:
-        raise ValueError(f"expected (B, H, T, T) attention and B lengths, got {tuple(attention.shape)}")
+        raise SettingError("attention", tuple(attention.shape), f"expected (B, H, T, T) for B = {len(lengths)} lengths")
     return np.array([attention_filter_rate(attention[b, :, :n, :n]) for b, n in enumerate(lengths)])

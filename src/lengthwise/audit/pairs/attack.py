@@ -34,6 +34,7 @@ from lengthwise.audit.schema import (
 )
 from lengthwise.core.data import PairSet
 from lengthwise.core.embed import TokenView, embed_ids
+from lengthwise.core.errors import SettingError
 from lengthwise.core.models import model_fingerprint
 from lengthwise.core.results import environment
 from lengthwise.core.scoring import paired_cosine
@@ -44,8 +45,9 @@ __all__ = ["AuditResult", "NothingElongatedError", "run_audit"]
 WARN_SHARE = 0.10  # warn when at least this share of texts cannot hold two copies and stays unchanged
 
 
-class NothingElongatedError(ValueError):
-    """No text can hold two copies within the window, so the attack would compare every pair with itself."""
+class NothingElongatedError(SettingError):
+    """No text can hold two copies within the window, so the attack would compare every pair with itself; `field`
+    is the setting to change (``max_length`` or ``elongation``)."""
 
 
 @dataclass(frozen=True)
@@ -95,14 +97,18 @@ def _check_elongation(lengths: np.ndarray, factors: np.ndarray, view: TokenView,
     can_double = lengths * 2 <= view.max_content
     if not can_double.any():
         raise NothingElongatedError(
+            "max_length",
+            view.max_length,
             f"elongation changes no text: at N = {view.max_length} the window holds {view.max_content} content "
             "tokens and no text is short enough for two copies (m is capped at 1), so the attack would compare each "
-            "pair with itself; raise --max-length, cut the texts first with --first-k, or audit shorter texts"
+            "pair with itself; raise max_length, cut the texts first with first_k, or audit shorter texts",
         )
     if not (factors >= 2).any():
         raise NothingElongatedError(
-            f"elongation {config.elongation.describe()} gave m = 1 to every text, so the attack would compare "
-            "each pair with itself; use --elongate with m ≥ 2, 'twice', or another --seed"
+            "elongation",
+            config.elongation.describe(),
+            "gave m = 1 to every text, so the attack would compare each pair with itself; use m ≥ 2, 'twice', or "
+            "another seed",
         )
     stuck = int((~can_double).sum())
     if stuck / len(lengths) < WARN_SHARE:

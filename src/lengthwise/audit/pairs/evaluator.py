@@ -25,6 +25,7 @@ from sentence_transformers.base.evaluation.evaluator import BaseEvaluator
 from lengthwise.audit.config import AuditConfig
 from lengthwise.audit.pairs.attack import run_audit
 from lengthwise.core.data import PairSet
+from lengthwise.core.errors import SettingError
 from lengthwise.core.results import write_json_atomic
 from lengthwise.core.tokens import Elongation
 
@@ -46,7 +47,7 @@ class LengthAttackEvaluator(BaseEvaluator):
     ) -> None:
         super().__init__()
         if copies < 2:
-            raise ValueError(f"copies m={copies}: the attack needs m ≥ 2")
+            raise SettingError("copies", copies, "the attack needs m ≥ 2 copies")
         self.pairs, self.name = pairs, name
         self.config = AuditConfig(
             elongation=Elongation.parse(str(copies)),

@@ -13,6 +13,7 @@ from scipy.stats import permutation_test
 
 from lengthwise.audit.config import HistogramSpec
 from lengthwise.audit.schema import ShiftSection
+from lengthwise.core.errors import SettingError
 
 __all__ = [
     "JSDNull",
@@ -34,7 +35,7 @@ def js_distance(x: np.ndarray, y: np.ndarray, spec: HistogramSpec = HistogramSpe
     """Jensen–Shannon distance (base 2: sqrt of the divergence, in [0, 1]) between two samples' histograms."""
     hx, hy = similarity_histogram(x, spec), similarity_histogram(y, spec)
     if hx.sum() == 0 or hy.sum() == 0:
-        raise ValueError("js_distance needs two non-empty samples")
+        raise SettingError(None, None, "js_distance needs two non-empty samples x and y")
     return float(jensenshannon(hx / hx.sum(), hy / hy.sum(), base=2))
 
 
@@ -77,9 +78,10 @@ def js_distance_null(
     before = np.asarray(before, dtype=np.float64)
     after = np.asarray(after, dtype=np.float64)
     if before.shape != after.shape or before.ndim != 1 or before.size == 0:
-        raise ValueError(f"js_distance_null needs two equal-length 1-D samples, got {before.shape}, {after.shape}")
+        problem = f"js_distance_null needs two equal-length 1-D samples, got before {before.shape}"
+        raise SettingError("after", after.shape, problem)
     if permutations < 1:
-        raise ValueError(f"js_distance_null needs at least 1 permutation, got {permutations}")
+        raise SettingError("permutations", permutations, "js_distance_null needs at least 1 permutation")
 
     def statistic(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
         x2, y2 = np.atleast_2d(x), np.atleast_2d(y)  # (R, n): one row per resample
@@ -117,7 +119,8 @@ def similarity_shift(before: np.ndarray, after: np.ndarray, spec: HistogramSpec 
     before = np.asarray(before, dtype=np.float64)
     after = np.asarray(after, dtype=np.float64)
     if before.shape != after.shape or before.ndim != 1 or before.size == 0:
-        raise ValueError(f"similarity_shift needs two equal-length 1-D samples, got {before.shape}, {after.shape}")
+        problem = f"similarity_shift needs two equal-length 1-D samples, got before {before.shape}"
+        raise SettingError("after", after.shape, problem)
     diff = after - before
     return ShiftSection(
         n=int(before.size),

@@ -19,6 +19,7 @@ from lengthwise.audit.report._histograms import histogram_density, histogram_edg
 from lengthwise.audit.report.html import escape_html, html_image, html_page, html_table, lengthwise_version
 from lengthwise.audit.schema import AuditPayload
 from lengthwise.core._plotting import finish_axes, new_figure, png_bytes
+from lengthwise.core.errors import SettingError
 from lengthwise.core.output_set import write_output_set
 
 __all__ = [
@@ -43,7 +44,8 @@ def comparison_labels(payloads: Sequence[AuditPayload], labels: Sequence[str] | 
     """One distinct label per audit: `labels` when given (one per audit), else model names (``#2`` on repeats)."""
     if labels:
         if len(labels) != len(payloads):
-            raise ValueError(f"{len(labels)} labels for {len(payloads)} audits; give one --label per audit")
+            problem = f"{len(labels)} labels for {len(payloads)} audits; give one label per audit"
+            raise SettingError("labels", list(labels), problem)
         return [str(label) for label in labels]
     names = [str((payload.get("model") or {}).get("name") or f"audit {i + 1}") for i, payload in enumerate(payloads)]
     return [
@@ -212,7 +214,7 @@ def comparison_files(
 ) -> dict[str, tuple[str, bytes]]:
     """The comparison's output set: {what: (file name, bytes)}, overlaid PNGs and ``compare.html``."""
     if len(payloads) < 2:
-        raise ValueError("a comparison needs at least two audits")
+        raise SettingError("payloads", len(payloads), "a comparison needs at least two audits")
     names = comparison_labels(payloads, labels)
     series = [(name, payload.get("diagnostics") or {}) for name, payload in zip(names, payloads, strict=True)]
     figures: dict[str, Figure | None] = {"attack": plot_attack_overlay(payloads, names)}

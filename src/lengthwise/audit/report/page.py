@@ -19,6 +19,7 @@ from lengthwise.audit.report import _retrieval as retrieval
 from lengthwise.audit.report.html import escape_html, html_kv_table, html_page, lengthwise_version
 from lengthwise.audit.schema import AuditPayload, check_payload
 from lengthwise.core._plotting import png_bytes
+from lengthwise.core.errors import DataFormatError
 from lengthwise.core.output_set import write_output_set
 
 __all__ = [
@@ -37,18 +38,18 @@ _FIX = "pass an audit output directory or its audit.json, as written by `lengthw
 
 
 def load_payload(path: str | Path) -> AuditPayload:
-    """Read an audit from its output directory or its ``audit.json``; ValueError naming the file (and the first
-    missing or mistyped field) when it is not a complete audit."""
+    """Read an audit from its output directory or its ``audit.json``; a `DataFormatError` naming the file (and the
+    first missing or mistyped field) when it is not a complete audit."""
     path = Path(path)
     file = path / "audit.json" if path.is_dir() else path
     if not file.is_file():
-        raise ValueError(f"no audit at {file}: {_FIX}")
+        raise DataFormatError(None, None, f"no audit at {file}: {_FIX}")
     try:
         payload = json.loads(file.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{file} is not valid JSON ({error}): {_FIX}") from None
+        raise DataFormatError(None, None, f"{file} is not valid JSON ({error}): {_FIX}") from None
     except OSError as error:
-        raise ValueError(f"{file}: cannot read ({error.strerror})") from None
+        raise DataFormatError(None, None, f"{file}: cannot read ({error.strerror})") from None
     return check_payload(payload, str(file))
 
 

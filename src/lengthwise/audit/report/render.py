@@ -20,7 +20,7 @@ def render(
     audits one comparison page, compare.html, with their plots overlaid (default `out`: ``lengthwise-compare``).
 
     Every audit.json is read and checked, field by field, and `out` is checked before anything is drawn; a problem
-    is a ValueError naming the file (a `SettingError` on ``out`` for the folder). Returns the written files by
+    is a `DataFormatError` naming the file (a `SettingError` on ``out`` for the folder). Returns the written files by
     kind (``html``, plots).
 
     Example::
@@ -32,25 +32,25 @@ def render(
     from lengthwise.core.output_set import check_output_target
 
     if not audits:
-        raise ValueError("no audit given; pass an audit output folder (or its audit.json)")
+        raise SettingError("audits", [], "no audit given; pass an audit output folder (or its audit.json)")
     payloads = [load_payload(Path(path)) for path in audits]
     if len(payloads) > 1:
         target, names, what = Path(out or "lengthwise-compare"), COMPARE_NAMES, "a comparison"
         if labels and len(labels) != len(payloads):
-            raise ValueError(f"{len(labels)} labels for {len(payloads)} audits; give one --label per audit")
+            problem = f"{len(labels)} labels for {len(payloads)} audits; give one label per audit"
+            raise SettingError("labels", list(labels), problem)
     else:
         first = Path(audits[0])
         target, names, what = Path(out or (first if first.is_dir() else first.parent)), OUTPUT_NAMES, "an audit"
+    if target.exists() and not target.is_dir():
+        raise SettingError("out", str(target), "exists and is not a directory; pass a directory path")
     try:
-        if target.exists() and not target.is_dir():
-            raise ValueError(f"{target}: exists and is not a directory; pass a directory path")
         target.parent.resolve().mkdir(parents=True, exist_ok=True)
-        check_output_target(target, names, what=what)
     except OSError as error:
         problem = f"cannot write there ({error.strerror}); pass a writable directory"
         raise SettingError("out", str(target), problem) from None
-    except ValueError as error:
-        raise SettingError("out", str(target), str(error).removeprefix(f"{target}: ")) from None
+    check_output_target(target, names, what=what, field="out")
+
     if len(payloads) > 1:
         from lengthwise.audit.report.compare import write_comparison
 

@@ -29,6 +29,7 @@ from lengthwise.audit.retrieval.result import Controlled, PositionUnit, Setting
 from lengthwise.audit.retrieval.stats import friedman, paired_shift
 from lengthwise.core.embed import TokenView, embed_side
 from lengthwise.core.encoder import TextEncoder
+from lengthwise.core.errors import DataFormatError
 from lengthwise.core.search import exact_search, score_ranks
 from lengthwise.core.tokens import split_sentences
 
@@ -81,7 +82,8 @@ def _others(queries, corpus, pair_q, relevant, exclude, rng: random.Random) -> l
         if not candidates:
             candidates = [d for d in range(corpus.shape[0]) if d not in relevant[query] and d != exclude[query]]
         if not candidates:
-            raise ValueError("every corpus document is relevant to the query; the audit needs non-relevant ones")
+            problem = "every corpus document is relevant to the query; the audit needs non-relevant ones"
+            raise DataFormatError(None, None, problem)
         others.append(rng.choice(candidates))
     return others
 

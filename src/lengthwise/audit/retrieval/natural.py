@@ -35,6 +35,7 @@ from lengthwise.audit.retrieval.stats import (
 from lengthwise.core.bins import LengthBins, per_bin, token_lengths
 from lengthwise.core.embed import TokenView, embed_side
 from lengthwise.core.encoder import TextEncoder
+from lengthwise.core.errors import DataFormatError
 from lengthwise.core.search import exact_search, relevant_ranks
 
 __all__ = ["audit_retrieval"]
@@ -136,7 +137,8 @@ def _judged(data: RetrievalSplit, drop_self_hits: bool) -> tuple[list[set[int]],
     ]
     pairs = np.asarray([(q, d) for q, docs in enumerate(relevant) for d in sorted(docs)], dtype=np.int64)
     if not len(pairs):
-        raise ValueError(f"{data.describe().get('source')}: no query has a relevant document in the corpus")
+        source = data.describe().get("source")
+        raise DataFormatError(None, None, f"{source}: no query has a relevant document in the corpus")
     return relevant, exclude, pairs.reshape(-1, 2).T
 
 

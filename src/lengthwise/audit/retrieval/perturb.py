@@ -13,6 +13,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lengthwise.core.errors import DataFormatError, SettingError
 from lengthwise.core.tokens import elongate
 
 __all__ = [
@@ -39,16 +40,17 @@ class WordIds:
 
     def __post_init__(self) -> None:
         if len(self.ids) != len(self.starts):
-            raise ValueError(f"{len(self.ids)} ids but {len(self.starts)} word-start flags")
+            raise SettingError("starts", len(self.starts), f"word-start flags for {len(self.ids)} ids; give one each")
 
 
 def word_ids(tokenizer, texts: Sequence[str]) -> list[WordIds]:
     """Content ids and word starts of each text, from a fast tokenizer's ``word_ids()`` (untruncated).
 
-    Raises ValueError for a slow tokenizer, which does not know its word boundaries.
+    Raises `SettingError` for a slow tokenizer, which does not know its word boundaries.
     """
     if not getattr(tokenizer, "is_fast", False):
-        raise ValueError("the retrieval audit needs a fast (Rust) tokenizer to cut filler at word boundaries")
+        problem = "the retrieval audit needs a fast (Rust) tokenizer to cut filler at word boundaries"
+        raise SettingError("tokenizer", type(tokenizer).__name__, problem)
     encoded = tokenizer(list(texts), add_special_tokens=False, verbose=False)
     result = []
     for index, ids in enumerate(encoded["input_ids"]):
@@ -75,7 +77,7 @@ class Filler:
     def split_index(self, depth: float) -> int:
         """The word start nearest ``depth · len`` (0 and len are always allowed): where a unit goes at `depth`."""
         if not 0.0 <= depth <= 1.0:
-            raise ValueError(f"depth {depth} must lie in [0, 1]")
+            raise SettingError("depth", depth, "must lie in [0, 1]")
         target = depth * len(self.ids)
         candidates = [i for i, start in enumerate(self.starts) if start] + [len(self.ids)]
         return min(candidates, key=lambda i: (abs(i - target), i))
@@ -83,12 +85,12 @@ class Filler:
 
 def build_filler(sources: Sequence[WordIds], order: Sequence[int], length: int) -> Filler:
     """Whole documents ``sources[order[0]], sources[order[1]], …`` joined at the token level and cut to `length`
-    tokens; the order is cycled when the sources are too short. Raises ValueError when they hold no tokens."""
+    tokens; the order is cycled when the sources are too short. Raises `DataFormatError` when they hold no tokens."""
     if length < 1:
-        raise ValueError(f"filler length {length} must be ≥ 1")
+        raise SettingError("length", length, "the filler length must be ≥ 1")
     usable = [index for index in order if sources[index].ids]
     if not usable:
-        raise ValueError("no filler: every candidate document is empty or relevant to the query")
+        raise DataFormatError(None, None, "no filler: every candidate document is empty or relevant to the query")
     ids: list[int] = []
     starts: list[bool] = []
     position = 0
@@ -103,14 +105,14 @@ def build_filler(sources: Sequence[WordIds], order: Sequence[int], length: int) 
 def cut_to_fit(ids: Sequence[int], budget: int) -> Ids:
     """The first `budget` tokens of `ids` (all of them when shorter), as the encoder's truncation would keep."""
     if budget < 1:
-        raise ValueError(f"token budget {budget} must be ≥ 1")
+        raise SettingError("budget", budget, "the token budget must be ≥ 1")
     return list(ids[:budget])
 
 
 def dilute(ids: Sequence[int], filler: Filler, k: int) -> Ids:
     """`ids` followed by the first k filler tokens."""
     if k > len(filler):
-        raise ValueError(f"asked for {k} filler tokens, the filler holds {len(filler)}")
+        raise SettingError("k", k, f"more filler tokens than the filler holds ({len(filler)})")
     return [*ids, *filler.ids[:k]]
 
 

@@ -15,6 +15,7 @@ import numpy as np
 from scipy import stats
 
 from lengthwise.audit.retrieval.result import Correlation, PairedShift
+from lengthwise.core.errors import SettingError
 from lengthwise.core.stats import mean_difference, paired_bootstrap
 
 __all__ = [
@@ -83,7 +84,8 @@ def paired_shift(before: np.ndarray, after: np.ndarray, *, seed: int = 0, resamp
     (`scipy.stats.bootstrap`, ``paired=True``), the median difference and a Wilcoxon signed-rank p-value."""
     before, after = np.asarray(before, dtype=np.float64), np.asarray(after, dtype=np.float64)
     if before.shape != after.shape or before.ndim != 1 or len(before) == 0:
-        raise ValueError(f"paired values need two equal non-empty 1-D arrays, got {before.shape} and {after.shape}")
+        problem = f"paired values need two equal non-empty 1-D arrays, got before {before.shape}"
+        raise SettingError("after", after.shape, problem)
     delta = after - before
     mean = float(delta.mean())
     ci = [mean, mean]
@@ -142,7 +144,7 @@ def friedman(measurements: np.ndarray) -> dict[str, float]:
     """
     measurements = np.asarray(measurements, dtype=np.float64)
     if measurements.ndim != 2 or measurements.shape[0] < 3:
-        raise ValueError(f"the Friedman test needs (k ≥ 3, n) measurements, got shape {measurements.shape}")
+        raise SettingError("measurements", measurements.shape, "the Friedman test needs (k ≥ 3, n) measurements")
     if np.all(measurements == measurements[0]):
         return {"statistic": 0.0, "p_value": 1.0}
     with warnings.catch_warnings():
