@@ -49,7 +49,7 @@ def index_task(config: EvalConfig, index: str, doc_ids: Sequence[str]) -> tuple[
     from lengthwise.evaluation.run import resolve
 
     if config.task is not Task.retrieval:
-        raise SettingError("index", index, f"ranks retrieval only, not {config.task.value}; use --task retrieval")
+        raise SettingError("index", index, f"ranks retrieval only, not {config.task.value}; use the retrieval task")
     config = resolve(config)
     data = read_beir(config.data, config.split)
     if set(doc_ids) != set(data.doc_ids):

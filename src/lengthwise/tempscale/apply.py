@@ -29,7 +29,11 @@ def apply_tempscale(model: SentenceTransformer, config: TempScaleConfig | float)
     """Patch `model` in place (see the module docstring); raise if it is already patched or unsupported."""
     config = config if isinstance(config, TempScaleConfig) else TempScaleConfig(t=config)
     if current_tempscale(model) is not None:
-        raise TempScaleError("the model is already TempScale'd; remove_tempscale(model) first, or use tempscale(...)")
+        raise TempScaleError(
+            field=None,
+            value=None,
+            problem="the model is already TempScale'd; remove_tempscale(model) first, or use tempscale(...)",
+        )
     patch = TempScalePatch(model, config)
     object.__setattr__(model, _ATTRIBUTE, patch)
     return patch

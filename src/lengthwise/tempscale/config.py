@@ -50,16 +50,16 @@ def _positive(name: str, value: float) -> float:
     try:
         value = float(value)
     except (TypeError, ValueError):
-        raise TempScaleError("not a number; use e.g. 0.8", field=name, value=value) from None
+        raise TempScaleError(field=name, value=value, problem="not a number; use e.g. 0.8") from None
     if not math.isfinite(value) or value <= 0:
-        raise TempScaleError("not a positive finite temperature; use e.g. 0.8", field=name, value=value)
+        raise TempScaleError(field=name, value=value, problem="not a positive finite temperature; use e.g. 0.8")
     low, high = T_RANGE
     if not low <= value <= high:
         raise TempScaleError(
-            f"outside [{low:g}, {high:g}]: attention at such a temperature is argmax or uniform; "
-            "useful values lie near 0.5-1.5",
             field=name,
             value=value,
+            problem=f"outside [{low:g}, {high:g}]: attention at such a temperature is argmax or uniform; "
+            "useful values lie near 0.5-1.5",
         )
     return value
 
@@ -78,9 +78,11 @@ class LengthSchedule:
     def __post_init__(self) -> None:
         lengths, factors = tuple(float(x) for x in self.lengths), tuple(float(x) for x in self.factors)
         if not lengths or len(lengths) != len(factors):
-            raise TempScaleError("needs as many factors as lengths (at least one knot)", field="schedule", value="")
+            raise TempScaleError(
+                field="schedule", value="", problem="needs as many factors as lengths (at least one knot)"
+            )
         if any(b <= a for a, b in itertools.pairwise(lengths)) or lengths[0] < 1:
-            raise TempScaleError("lengths must be ≥ 1 and strictly increasing", field="schedule", value=lengths)
+            raise TempScaleError(field="schedule", value=lengths, problem="lengths must be ≥ 1 and strictly increasing")
         for factor in factors:
             _positive("schedule", factor)
         object.__setattr__(self, "lengths", lengths)
@@ -137,7 +139,7 @@ class TempScaleConfig:
             if value is not None:
                 object.__setattr__(self, name, _positive(name, value))
         if self.schedule is not None and not isinstance(self.schedule, LengthSchedule):
-            raise TempScaleError("must be a LengthSchedule (or None)", field="schedule", value=self.schedule)
+            raise TempScaleError(field="schedule", value=self.schedule, problem="must be a LengthSchedule (or None)")
 
     def temperature(self, role: Role | str) -> float:
         """The scalar temperature of a role, before the length schedule."""
@@ -171,7 +173,11 @@ class TempScaleConfig:
     def from_dict(cls, data: dict[str, Any]) -> TempScaleConfig:
         unknown = set(data) - {"t", "t_query", "t_doc", "schedule", "scale_position_bias"}
         if unknown:
-            raise TempScaleError(f"unknown TempScale settings {sorted(unknown)}; was the file written by lengthwise?")
+            raise TempScaleError(
+                field=None,
+                value=None,
+                problem=f"unknown TempScale settings {sorted(unknown)}; was the file written by lengthwise?",
+            )
         schedule = data.get("schedule")
         fields = {**data, "schedule": LengthSchedule(**schedule) if schedule else None}
         return cls(**fields)

@@ -76,31 +76,35 @@ def detect_family(model: SentenceTransformer) -> tuple[Family, nn.Module, list[n
     hf_model = getattr(first, "auto_model", None)
     config = getattr(hf_model, "config", None)
     if not isinstance(hf_model, nn.Module) or config is None:
-        raise TempScaleError(
-            f"TempScale needs a SentenceTransformer whose first module is a Transformer; got {type(first).__name__}"
-        )
+        problem = "TempScale needs a SentenceTransformer whose first module is a Transformer"
+        raise TempScaleError(field="model[0]", value=type(first).__name__, problem=problem)
     model_type = getattr(config, "model_type", None)
     family = next((f for f in FAMILIES if model_type in f.model_types), None)
     if family is None:
         raise TempScaleError(
-            f"TempScale does not support {type(hf_model).__name__} (model type {model_type!r}); "
-            f"supported: {_supported()}"
+            field=None,
+            value=None,
+            problem=f"TempScale does not support {type(hf_model).__name__} (model type {model_type!r}); "
+            f"supported: {_supported()}",
         )
     attention_class = _import_class(family.attention_class)
     attentions = [m for m in hf_model.modules() if isinstance(m, attention_class)]
     cross = [type(m).__name__ for m in hf_model.modules() if "CrossAttention" in type(m).__name__]
     layers = getattr(config, "num_hidden_layers", None)
     if cross or not attentions or (layers is not None and len(attentions) != layers):
-        raise TempScaleError(
+        problem = (
             f"{type(hf_model).__name__}: found {len(attentions)} {attention_class.__name__} modules for {layers} "
             f"layers{' and cross-attention' if cross else ''}; TempScale supports plain {family.name} encoders"
         )
+        raise TempScaleError(field=None, value=None, problem=problem)
     for attention in attentions:
         projection = getattr(attention, family.query, None)
         if type(projection) is not nn.Linear:
             raise TempScaleError(
-                f"{family.name} query projection is {type(projection).__name__}, not a plain Linear "
-                "(a PEFT adapter?); merge adapters before TempScale"
+                field=None,
+                value=None,
+                problem=f"{family.name} query projection is {type(projection).__name__}, not a plain Linear "
+                "(a PEFT adapter?); merge adapters before TempScale",
             )
     return family, hf_model, attentions
 

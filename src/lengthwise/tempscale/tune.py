@@ -78,22 +78,28 @@ class TuneSpec:
         try:
             object.__setattr__(self, "side", Side(self.side))
         except ValueError:
-            raise TempScaleError("use both, query or document", field="side", value=self.side) from None
+            raise TempScaleError(field="side", value=self.side, problem="use both, query or document") from None
         object.__setattr__(self, "grid", tuple(sorted({float(t) for t in self.grid})))
         if any(not math.isfinite(t) or t <= 0 for t in self.grid):
-            raise TempScaleError("must hold positive temperatures, e.g. 0.6,0.8,1.0", field="grid", value=self.grid)
+            raise TempScaleError(
+                field="grid", value=self.grid, problem="must hold positive temperatures, e.g. 0.6,0.8,1.0"
+            )
         if not self.grid and not self.search:
-            raise TempScaleError("nothing to tune: give a grid, a search, or both")
+            raise TempScaleError(field=None, value=None, problem="nothing to tune: give a grid, a search, or both")
         if self.bounds is not None and not (
             all(map(math.isfinite, self.bounds)) and 0 < self.bounds[0] < self.bounds[1]
         ):
-            raise TempScaleError("must satisfy 0 < low < high", field="bounds", value=self.bounds)
+            raise TempScaleError(field="bounds", value=self.bounds, problem="must satisfy 0 < low < high")
         if self.search and self.bounds is None and len(self.grid) < 2:
-            raise TempScaleError("a search without bounds needs a grid of at least two temperatures to bracket")
+            raise TempScaleError(
+                field=None,
+                value=None,
+                problem="a search without bounds needs a grid of at least two temperatures to bracket",
+            )
         if not self.xatol > 0:
-            raise TempScaleError("must be > 0", field="xatol", value=self.xatol)
+            raise TempScaleError(field="xatol", value=self.xatol, problem="must be > 0")
         if self.max_evals < 1:
-            raise TempScaleError("must be ≥ 1", field="max_evals", value=self.max_evals)
+            raise TempScaleError(field="max_evals", value=self.max_evals, problem="must be ≥ 1")
         for t in (*self.grid, *(self.bounds or ())):
             config_for(self, t)  # each temperature the tuner may try is a valid configuration
 
@@ -132,7 +138,7 @@ def config_for(spec: TuneSpec, t: float) -> TempScaleConfig:
             return replace(spec.base, t_doc=t)
         return replace(spec.base, t=t)
     except TempScaleError as err:  # the grid or the bounds hold a temperature out of range
-        raise TempScaleError(err.problem, field="grid/bounds", value=t) from None
+        raise TempScaleError(field="grid/bounds", value=t, problem=err.problem) from None
 
 
 def _search_bounds(spec: TuneSpec, scores: dict[float, float]) -> tuple[float, float]:
@@ -162,7 +168,9 @@ def tune_temperature(
         if t not in scores:
             value = float(objective(config_for(spec, t)))
             if not math.isfinite(value):
-                raise TempScaleError(f"the objective returned {value} at t={t}; check the dev data")
+                raise TempScaleError(
+                    field=None, value=None, problem=f"the objective returned {value} at t={t}; check the dev data"
+                )
             scores[t], sources[t] = value, source
             if on_eval is not None:
                 on_eval(t, value)

@@ -32,7 +32,7 @@ def probe_section(embeddings: np.ndarray, lengths: np.ndarray, cut: np.ndarray, 
     if n < 2 * folds:
         return {"skipped": f"{n} documents; the {folds}-fold probe needs at least {2 * folds}", "n": n}
     if np.ptp(lengths) == 0:
-        reason = "every document has the same token count (e.g. all cut by --first-k or at the window)"
+        reason = "every document has the same token count (e.g. all cut by first_k or at the window)"
         return {"skipped": reason, "n": n, "truncated_share": cut_share}
     ols, ridge = (
         dg.length_probe_r2(embeddings, lengths, folds=folds, seed=config.seed, regressor=regressor)
