@@ -101,7 +101,7 @@ def test_yaml_and_json_config_files(tmp_path: Path) -> None:
         ({"method": "hicl", "segment_length": 0}, "segment_length"),
         ({"method": "copy-concat", "copy_concat_share": 0.0}, "copy_concat_share"),
         ({"method": "length-invariant", "invariance_reference": "nobody"}, "invariance_reference"),
-        ({"precision": "fp8"}, "precision"),
+        ({"mixed_precision": "fp8"}, "mixed_precision"),
         ({"save_total_limit": 0}, "save_total_limit"),
     ],
 )
@@ -152,3 +152,31 @@ def test_every_field_documents_itself_for_the_cli() -> None:
 
     assert all(item.metadata.get("help") for item in dataclasses.fields(TrainConfig))
     assert all(item.metadata.get("help") for _, item in settings_fields().values())
+
+
+def test_the_renamed_precision_setting_is_read_under_its_new_name_with_a_warning(tmp_path: Path) -> None:
+    """`precision` became `mixed_precision` (one word per concept, issue 34): a config file or a run saved before the
+    rename still reads, with a FutureWarning, and the new name wins when both are given."""
+    from lengthwise.training.config import MixedPrecision, renamed_settings
+
+    base = {"method": "simcse", "data": "x.jsonl", "out": str(tmp_path / "run")}
+    with pytest.warns(FutureWarning, match="'precision' is now 'mixed_precision'"):
+        config = config_from_mapping({**base, "precision": "fp32"})
+    assert config.mixed_precision is MixedPrecision.FP32 and "precision" not in config.to_dict()
+    with pytest.warns(FutureWarning):
+        assert renamed_settings({"precision": "fp16", "mixed_precision": "bf16"}) == {"mixed_precision": "bf16"}
+
+
+def test_a_run_saved_before_the_precision_rename_still_resumes(tmp_path: Path) -> None:
+    from lengthwise.training.run import _check_same_settings
+
+    config = config_from_mapping({"method": "simcse", "data": "x.jsonl", "out": str(tmp_path)})
+    saved = config.to_dict()
+    saved["precision"] = saved.pop("mixed_precision")  # as a run written before the rename recorded it
+    (tmp_path / "config.json").write_text(json.dumps(saved), encoding="utf-8")
+    with pytest.warns(FutureWarning):
+        _check_same_settings(config, tmp_path)  # no SettingError: the same settings under the old name
+    saved["precision"] = "fp16"
+    (tmp_path / "config.json").write_text(json.dumps(saved), encoding="utf-8")
+    with pytest.warns(FutureWarning), pytest.raises(SettingError, match="mixed_precision"):
+        _check_same_settings(config, tmp_path)

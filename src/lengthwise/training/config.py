@@ -12,6 +12,7 @@ import json
 import math
 import types
 import typing
+import warnings
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -25,8 +26,8 @@ from lengthwise.training.methods import MethodSettings, enum_value, settings_cla
 __all__ = [
     "DataKind",
     "Method",
+    "MixedPrecision",
     "Pooling",
-    "Precision",
     "TrainConfig",
     "config_from_mapping",
     "parse_method",
@@ -64,8 +65,9 @@ class Pooling(str, Enum):
     MAX = "max"
 
 
-class Precision(str, Enum):
-    """Training precision: auto (bf16, else fp16, on a GPU; fp32 on a CPU) or one fixed choice."""
+class MixedPrecision(str, Enum):
+    """Training's mixed precision: auto (bf16, else fp16, on a GPU; fp32 on a CPU) or one fixed choice. (Inference
+    precision, fp32 or int8 on the CPU, is `lengthwise.core.quantize.Precision`: another concept, another name.)"""
 
     AUTO = "auto"
     FP32 = "fp32"
@@ -119,7 +121,7 @@ def parse_method(name: str | Method) -> Method:
 
 def _enum(kind: type[Enum], name: str, value: Any) -> Any:
     """`value` as a member of `kind`, or a `SettingError` listing the valid values (int8 refused for training)."""
-    if kind is Precision and str(getattr(value, "value", value)).strip().lower() == "int8":
+    if kind is MixedPrecision and str(getattr(value, "value", value)).strip().lower() == "int8":
         valid = ", ".join(str(member.value) for member in kind)
         raise SettingError(name, value, f"int8 is for inference on the CPU, not training; use one of: {valid}")
     return enum_value(kind, name, value)
@@ -178,15 +180,16 @@ class TrainConfig:
     recipe: str | None = field(
         default=None, metadata={"help": "A named recipe whose settings are the defaults (e.g. length-robust)."}
     )
-    precision: Precision = field(
-        default=Precision.AUTO, metadata={"help": "auto (bf16/fp16 on GPU, fp32 on CPU), fp32, fp16 or bf16."}
+    mixed_precision: MixedPrecision = field(
+        default=MixedPrecision.AUTO,
+        metadata={"help": "Mixed precision: auto (bf16/fp16 on GPU, fp32 on CPU), fp32, fp16 or bf16."},
     )
     device: str | None = field(default=None, metadata={"help": "cpu, cuda, cuda:N, mps (default: the best available)."})
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow the model repository's own code to run."})
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "pooling", _enum(Pooling, "pooling", self.pooling))
-        object.__setattr__(self, "precision", _enum(Precision, "precision", self.precision))
+        object.__setattr__(self, "mixed_precision", _enum(MixedPrecision, "mixed_precision", self.mixed_precision))
         object.__setattr__(self, "method", parse_method(self.method))
         kind = settings_class(self.method)
         if self.settings is None:
@@ -278,13 +281,29 @@ def _coerce(name: str, kind: Any, value: Any) -> Any:
         raise SettingError(name, value, f"expected {target.__name__}") from None
 
 
+RENAMED_SETTINGS = {"precision": "mixed_precision"}  # old name → new one; the old one is read until 0.4
+
+
+def renamed_settings(values: dict[str, Any]) -> dict[str, Any]:
+    """`values` with each renamed setting under its new name (a config file or a saved run written before the
+    rename), warning once per name; a mapping that gives both names keeps the new one's value."""
+    out = dict(values)
+    for old, new in RENAMED_SETTINGS.items():
+        if old in out:
+            warnings.warn(f"training setting {old!r} is now {new!r}; {old!r} stops working in 0.4", FutureWarning,
+                          stacklevel=3)  # fmt: skip
+            value = out.pop(old)
+            out.setdefault(new, value)
+    return out
+
+
 def config_from_mapping(values: dict[str, Any]) -> TrainConfig:
     """A `TrainConfig` from a flat mapping (config file merged with flags) over the defaults of the recipe it names
     (``recipe``, see `lengthwise.training.recipes`). The method's own settings (``alpha``, ``invariance_weight``, …)
     go to its settings class; a setting of another method, or an unknown key, gets a one-line error."""
     from lengthwise.training.recipes import apply_recipe
 
-    values = apply_recipe(values)
+    values = apply_recipe(renamed_settings(values))
     fields = [item.name for item in dataclasses.fields(TrainConfig) if item.name != "settings"]
     own = settings_fields()
     valid = [*fields, *own]  # in declaration order: the common settings, then each method's

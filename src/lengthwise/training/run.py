@@ -36,7 +36,7 @@ from lengthwise.core.results import provenance, write_json_atomic
 from lengthwise.training._checkpoints import RunState, complete_checkpoint_step, inspect_run, remove_incomplete
 from lengthwise.training._guard import FiniteGuard
 from lengthwise.training._rows import check_kind, prepare_rows
-from lengthwise.training.config import Pooling, Precision, TrainConfig
+from lengthwise.training.config import MixedPrecision, Pooling, TrainConfig, renamed_settings
 from lengthwise.training.data import read_training_data
 from lengthwise.training.methods import (
     AnchorChoice,
@@ -123,11 +123,11 @@ def _check_writable(out: Path) -> None:
                 folder.rmdir()
 
 
-def _half_precision(precision: Precision, device: str) -> str | None:
+def _half_precision(precision: MixedPrecision, device: str) -> str | None:
     """ "fp16", "bf16" or None (fp32): mixed precision on GPU only; auto picks bf16 where the GPU has it."""
-    if not device.startswith("cuda") or precision is Precision.FP32:
+    if not device.startswith("cuda") or precision is MixedPrecision.FP32:
         return None
-    if precision is Precision.AUTO:
+    if precision is MixedPrecision.AUTO:
         return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
     return precision.value
 
@@ -136,7 +136,7 @@ def _check_same_settings(config: TrainConfig, out: Path) -> None:
     saved = out / "config.json"
     if not saved.exists():
         return
-    before = json.loads(saved.read_text(encoding="utf-8"))
+    before = renamed_settings(json.loads(saved.read_text(encoding="utf-8")))  # a run saved before a rename
     changed = sorted(key for key, value in config.to_dict().items() if before.get(key) != value)
     if changed:
         problem = f"settings differ from the run there ({', '.join(changed)}); resume it with its own, or use a new out"
@@ -237,7 +237,7 @@ def _build(
 def _arguments(config: TrainConfig, out: Path, device: str, world: int, evaluate: bool) -> Any:
     from sentence_transformers import SentenceTransformerTrainingArguments
 
-    half = _half_precision(config.precision, device)
+    half = _half_precision(config.mixed_precision, device)
     return SentenceTransformerTrainingArguments(
         output_dir=str(out / "checkpoints"),
         max_steps=config.max_steps if config.max_steps is not None else -1,
