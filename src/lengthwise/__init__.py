@@ -11,6 +11,10 @@ from lengthwise.core._lazy import lazy_exports
 
 _EXPORTS = {
     "DEFAULT_MODEL": "lengthwise.core.defaults",
+    "LengthwiseError": "lengthwise.core.errors",
+    "SettingError": "lengthwise.core.errors",
+    "DataFormatError": "lengthwise.core.errors",
+    "ModelLoadError": "lengthwise.core.errors",
     "load_model": "lengthwise.facade",
     "train": "lengthwise.facade",
     "audit_model": "lengthwise.pipelines",
