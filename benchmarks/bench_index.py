@@ -215,7 +215,7 @@ def stage_oversample(cache: Path) -> dict[str, Any]:
             assert exact is not None
             for count in OVERSAMPLE:
                 started = time.perf_counter()
-                found = index.search_vectors(vectors, k=100, windows=count)
+                found = index.search_vectors(vectors, k=100, candidates=count)
                 row = {"candidate_recall@100": _candidate_recall(index, vectors, exact, count),
                        "ms_per_query": 1000 * (time.perf_counter() - started) / len(texts)}  # fmt: skip
                 if gold is None:
@@ -265,32 +265,32 @@ def _accuracy(rows: list[list[tuple[str, float]]], gold: list[str]) -> float:
 
 
 def _candidate_recall(
-    windows: Any, vectors: Any, exact: list[list[tuple[str, float]]], count: int | None = None
+    index: Any, vectors: Any, exact: list[list[tuple[str, float]]], count: int | None = None
 ) -> float:
     """Document-level recall of the candidate stage (`count` windows, default: the index's; default probes) against
     the exact top 100."""
-    count = count if count is not None else windows.default_windows()
-    candidates = windows.candidates(np.asarray(vectors, dtype=np.float32), count, windows.default_probes())
+    count = count if count is not None else index.default_candidates()
+    found = index.candidate_documents(np.asarray(vectors, dtype=np.float32), count, index.default_probes())
     return statistics.mean(
-        len({windows.doc_ids[j] for j in docs} & {d for d, _ in ex}) / len(ex)
-        for docs, ex in zip(candidates, exact, strict=True)
+        len({index.doc_ids[j] for j in docs} & {d for d, _ in ex}) / len(ex)
+        for docs, ex in zip(found, exact, strict=True)
     )
 
 
-def _unrescored(windows: Any, vectors: Any, count: int = 1000) -> list[list[tuple[str, float]]]:
+def _unrescored(index: Any, vectors: Any, count: int = 1000) -> list[list[tuple[str, float]]]:
     """Rank each query's candidate documents by the Hamming similarity of their best candidate window."""
-    bits = np.packbits(np.asarray(windows.vectors) > 0, axis=-1)
+    bits = np.packbits(np.asarray(index.vectors) > 0, axis=-1)
     out = []
     for query in np.asarray(vectors, dtype=np.float32):
-        found = windows.candidate_windows(query[None], count, windows.default_probes())[0]  # all their windows
+        found = index.candidate_windows(query[None], count, index.default_probes())[0]  # all their windows
         q = np.packbits(query > 0)
         similarity = -np.unpackbits(bits[found] ^ q, axis=-1).sum(axis=1).astype(np.float64)
-        owner = np.searchsorted(windows.offsets, found, side="right") - 1
+        owner = np.searchsorted(index.offsets, found, side="right") - 1
         best: dict[int, float] = {}
         for doc, score in zip(owner.tolist(), similarity.tolist(), strict=True):
             best[doc] = max(best.get(doc, -1e9), score)
         ranked = sorted(best.items(), key=lambda item: -item[1])[:100]
-        out.append([(windows.doc_ids[d], s) for d, s in ranked])
+        out.append([(index.doc_ids[d], s) for d, s in ranked])
     return out
 
 
@@ -398,7 +398,7 @@ times.sort()
 # VmHWM is the peak of all resident pages; at the end, RssAnon is this process's own memory (model, index, buffers)
 # and RssFile the file-backed pages: the memory-mapped fp32 windows that rescoring read, and the engine file if
 # mapped. File pages are page cache: the kernel drops them under pressure, so they do not bound the process.
-print(json.dumps({"open_s": opened, "candidates": index.default_windows(),
+print(json.dumps({"open_s": opened, "candidates": index.default_candidates(),
                   "p50_ms": statistics.median(times), "p99_ms": times[int(0.99 * (len(times) - 1))],
                   "peak_rss_mb": status_mb("VmHWM"), "rss_anon_mb": status_mb("RssAnon"),
                   "rss_file_mb": status_mb("RssFile")}))

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
-"""Benchmark: `lengthwise encode --engine ray` on a local Ray cluster against the local engine on the same cores.
+"""Benchmark: `lengthwise encode --runner ray` on a local Ray cluster against the local runner on the same cores.
 
 The first `--docs` SciFact abstracts are encoded with the default long-document setting twice, into fresh
-folders: once by the local engine (one process, `--threads` torch threads) and once by Ray (`ray.init(num_cpus=
+folders: once by the local runner (one process, `--threads` torch threads) and once by Ray (`ray.init(num_cpus=
 --threads)`; the pool reserves all CPUs but one for its actors, so on 2 CPUs one actor with 2 threads). Wall
 times include Ray's start-up; the throughput ratio is local time / Ray time. Load average before and after. Where
 the CPU went: the CPU seconds each process of the machine used during each run (psutil, sampled every 0.5 s),
@@ -103,7 +103,7 @@ def main() -> None:
     with CpuSampler() as sampler:
         ray.init(num_cpus=args.threads, include_dashboard=False, log_to_driver=False)
         phases["init"] = time.perf_counter() - started
-        lw.encode(corpus, work / "ray", shard_docs=250, engine="ray")
+        lw.encode(corpus, work / "ray", shard_docs=250, runner="ray")
         phases["encode"] = time.perf_counter() - started - phases["init"]
         ray.shutdown()
     seconds["ray"] = time.perf_counter() - started

@@ -206,6 +206,9 @@ BAD = {
     "too many queries": ({"queries": ["a"] * 65}, "queries"),
     "unknown mode": ({"queries": ["a"], "mode": "semantic"}, "mode"),
     "passages huge": ({"queries": ["a"], "passages": 1000}, "passages"),
+    "candidates zero": ({"queries": ["a"], "candidates": 0}, "candidates"),
+    "candidates huge": ({"queries": ["a"], "windows": 10**6}, "windows"),  # the old name, checked as the new one
+    "candidates twice": ({"queries": ["a"], "candidates": 5, "windows": 5}, "windows"),
     "unknown field": ({"queries": ["a"], "passage": 2}, "passage"),
     "stop words only": ({"queries": ["the of and"], "mode": "lexical"}, "queries"),
 }
@@ -223,6 +226,17 @@ def test_bad_requests_get_a_4xx_naming_the_field(client: Any, name: str) -> None
     assert error["field"] == field, error
     assert field in error["detail"] and "\n" not in error["detail"]
     assert client.post("/search", json={"queries": ["the old bridge"], "k": 1}).status_code == 200
+
+
+def test_candidates_and_their_old_name_windows_answer_as_the_library(client: Any, library: Any) -> None:
+    """`candidates` (the dense side's candidate windows per query) was `windows` before 0.2: both are answered."""
+    expected = [hit.id for hit in library.search(QUERIES[:1], 5, mode="dense", candidates=1, probes=1)[0]]
+    for name in ("candidates", "windows"):
+        body = {"queries": QUERIES[:1], "k": 5, "mode": "dense", name: 1, "probes": 1}
+        response = client.post("/search", json=body)
+        assert response.status_code == 200, response.text
+        assert [hit["id"] for hit in response.json()["results"][0]["hits"]] == expected
+    assert "candidates" in client.get("/openapi.json").text
 
 
 def test_a_10_mb_body_is_refused_and_the_server_keeps_serving(client: Any) -> None:

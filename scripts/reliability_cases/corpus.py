@@ -159,7 +159,7 @@ CASES: list[Case] = [
          "embedded 5 new documents", lambda tmp, _: _corpus(tmp / "c.jsonl")),
     Case("search-results-on-stdout", "33.10", ["search", "{tmp}/i", "--queries", "{tmp}/q.jsonl"], 0, "[/x]:",
          _indexed, _results_on_stdout),
-    Case("encode-ray-address-no-answer", "33.11", [*_ENCODE, "--engine", "ray", "--address", "127.0.0.1:1"], 2,
+    Case("encode-ray-address-no-answer", "33.11", [*_ENCODE, "--runner", "ray", "--address", "127.0.0.1:1"], 2,
          "--address '127.0.0.1:1': no Ray cluster answers there", lambda tmp, _: _corpus(tmp / "c.jsonl"),
          _absent("e"), timeout=120),
     Case("encode-threads-zero", "33.13", [*_ENCODE, "--threads", "0"], 2, "--threads 0: must be ≥ 1",

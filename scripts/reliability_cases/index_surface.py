@@ -150,7 +150,7 @@ def _distinct(tmp: Path, _: str) -> str | None:
 
     index = LongIndex.open(tmp / "i")
     filler = np.array(index.vectors[:1])  # the first window: filler, in every document
-    found = {doc for doc, _ in index.search_vectors(filler, k=8, windows=1)[0]}
+    found = {doc for doc, _ in index.search_vectors(filler, k=8, candidates=1)[0]}
     return None if len(found) == 8 else f"one shared candidate vector brought {sorted(found)}, not all 8 documents"
 
 

@@ -166,12 +166,12 @@ def test_a_ray_address_where_nothing_answers_is_refused_at_once(tiny_model_dir: 
 
     corpus = _corpus(tmp_path / "c.jsonl")
     started = time.perf_counter()
-    line = _error(["encode", "-d", corpus, "-o", tmp_path / "e", "-m", tiny_model_dir, "--engine", "ray",
+    line = _error(["encode", "-d", corpus, "-o", tmp_path / "e", "-m", tiny_model_dir, "--runner", "ray",
                    "--address", "127.0.0.1:1"])  # fmt: skip
     assert line.startswith("error: --address '127.0.0.1:1': no Ray cluster answers there"), line
     assert time.perf_counter() - started < 60 and not (tmp_path / "e").exists()
     line = _error(["encode", "-d", corpus, "-o", tmp_path / "e", "-m", tiny_model_dir, "--address", "10.0.0.1:6379"])
-    assert line.startswith("error: --address '10.0.0.1:6379': is for --engine ray"), line
+    assert line.startswith("error: --address '10.0.0.1:6379': is for the ray runner"), line
 
 
 def test_user_strings_print_as_they_are_and_search_results_go_to_stdout(tiny_model_dir: Path, tmp_path: Path) -> None:

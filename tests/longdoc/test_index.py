@@ -47,7 +47,7 @@ def test_the_index_ranks_as_the_exact_scan(encoded: Path, tmp_path: Path, engine
     index = lw.LongIndex.build(encoded, tmp_path / "idx", quantize=quantize, engine=engine)
     windows = index.settings["windows"]
     found = [[(hit.id, hit.score) for hit in row]
-             for row in index.search(QUERIES, k=5, mode="dense", windows=windows, probes=10_000)]  # fmt: skip
+             for row in index.search(QUERIES, k=5, mode="dense", candidates=windows, probes=10_000)]  # fmt: skip
     exact = index.exact_vectors(index.embed_queries(QUERIES), k=5, scoring=2)
     assert [[doc for doc, _ in row] for row in found] == [[doc for doc, _ in row] for row in exact]
     np.testing.assert_allclose(
@@ -60,7 +60,7 @@ def test_ubinary_candidates_rescored_exactly(encoded: Path, tmp_path: Path) -> N
 
     for engine in ("usearch", "faiss"):
         index = lw.LongIndex.build(encoded, tmp_path / engine, quantize="ubinary", engine=engine)
-        hits = index.search(QUERIES[0], k=3, mode="dense", windows=50)
+        hits = index.search(QUERIES[0], k=3, mode="dense", candidates=50)
         exact = dict(index.exact_vectors(index.embed_queries(QUERIES[:1]), k=30, scoring=2)[0])
         for hit in hits[0]:
             assert hit.score == pytest.approx(exact[hit.id], abs=1e-5)  # a found document gets its exact score
@@ -75,15 +75,15 @@ def test_sign_bit_indexes_take_four_times_the_candidate_windows(
     asked: list[int] = []
     original = LongIndex._candidate_vectors
 
-    def spy(self: LongIndex, queries: np.ndarray, windows: int, probes: int) -> list[np.ndarray]:
-        asked.append(windows)
-        return original(self, queries, windows, probes)
+    def spy(self: LongIndex, queries: np.ndarray, candidates: int, probes: int) -> list[np.ndarray]:
+        asked.append(candidates)
+        return original(self, queries, candidates, probes)
 
     monkeypatch.setattr(LongIndex, "_candidate_vectors", spy)
     for quantize in ("int8", "ubinary"):
         index = lw.LongIndex.build(encoded, tmp_path / quantize, quantize=quantize, engine="faiss")
         assert index.search(QUERIES[0], k=3)[0]
-        index.search(QUERIES[0], k=3, windows=50)  # asked for: kept
+        index.search(QUERIES[0], k=3, candidates=50)  # asked for: kept
     assert asked == [1000, 50, 4000, 50]
 
 
@@ -113,7 +113,7 @@ def test_only_the_best_candidates_are_scored_on_all_their_windows(
     monkeypatch.setattr(LongIndex, "_scores", spy)
     monkeypatch.setattr(LongIndex, "_provisional", spy_provisional)
     windows = index.settings["windows"]
-    found = [(hit.id, hit.score) for hit in index.search(QUERIES[0], k=3, mode="dense", windows=windows,
+    found = [(hit.id, hit.score) for hit in index.search(QUERIES[0], k=3, mode="dense", candidates=windows,
                                                           probes=10_000)[0]]  # every window a candidate  # fmt: skip
     exact = index.exact_vectors(index.embed_queries(QUERIES[:1]), k=3, scoring=2)[0]
     assert [doc for doc, _ in found] == [doc for doc, _ in exact]
@@ -332,7 +332,7 @@ def test_an_interrupted_build_resumes_from_its_last_engine_save(
         assert (faiss.serialize_index(built.engine.index) == faiss.serialize_index(fresh.engine.index)).all()
     vectors = np.array(built.vectors[:5])
     exact = built.exact_vectors(vectors, k=5)
-    found = built.search_vectors(vectors, k=5, windows=windows, probes=10_000)
+    found = built.search_vectors(vectors, k=5, candidates=windows, probes=10_000)
     assert [[doc for doc, _ in row] for row in found] == [[doc for doc, _ in row] for row in exact]
 
 
@@ -385,16 +385,16 @@ def test_cli_search_takes_the_candidate_windows_and_probes(encoded: Path, tmp_pa
     index = lw.LongIndex.build(encoded, tmp_path / "idx", engine="faiss")
     windows = str(index.settings["windows"])
     args = ["search", str(tmp_path / "idx"), "--query", QUERIES[0], "--k", "3", "--json", "--mode", "dense"]
-    run = runner.invoke(app, [*args, "--windows", windows, "--probes", "10000"])  # every window a candidate
+    run = runner.invoke(app, [*args, "--candidates", windows, "--probes", "10000"])  # every window a candidate
     assert run.exit_code == 0, run.output
     exact = index.exact_vectors(index.embed_queries(QUERIES[:1]), k=3, scoring=2)[0]
     assert [hit["id"] for hit in json.loads(run.output)["hits"]] == [doc for doc, _ in exact]
-    run = runner.invoke(app, [*args, "--windows", "1", "--probes", "1"])  # one candidate vector: its documents
+    run = runner.invoke(app, [*args, "--candidates", "1", "--probes", "1"])  # one candidate vector: its documents
     assert run.exit_code == 0, run.output
-    holding = index.candidates(index.embed_queries(QUERIES[:1]), 1, 1)[0]
+    holding = index.candidate_documents(index.embed_queries(QUERIES[:1]), 1, 1)[0]
     assert len(json.loads(run.output)["hits"]) == min(3, len(holding))
-    with pytest.raises(SettingError, match="windows=0: must be ≥ 1"):
-        index.search(QUERIES[0], windows=0)
+    with pytest.raises(SettingError, match="candidates=0: must be ≥ 1"):
+        index.search(QUERIES[0], candidates=0)
 
 
 def _duplicated(folder: Path, docs: int = 200, per_doc: int = 20, fillers: int = 3) -> np.ndarray:
@@ -432,12 +432,12 @@ def test_identical_windows_are_indexed_once_and_every_document_stays_reachable(t
     # among equal scores is free
     np.testing.assert_allclose([[s for _, s in row] for row in found], [[s for _, s in row] for row in exact],
                                atol=1e-5)  # fmt: skip
-    few = index.search_vectors(queries, k=1, windows=20)  # 20 approximate candidates (HNSW / IVF may miss one)
+    few = index.search_vectors(queries, k=1, candidates=20)  # 20 approximate candidates (HNSW / IVF may miss one)
     assert np.mean([row[0][0] == f"d{i}" for i, row in enumerate(few)]) >= 0.97  # was 0.56 before
     filler = np.array(index.vectors[1])  # the first document's second window: filler, in every document
-    every = index.search_vectors(filler[None], k=200, windows=1)[0]
+    every = index.search_vectors(filler[None], k=200, candidates=1)[0]
     assert sorted(doc for doc, _ in every) == sorted(f"d{i}" for i in range(200))  # one candidate vector: all 200
-    assert index.candidates(filler[None], 1, 64)[0].tolist() == list(range(200))
+    assert index.candidate_documents(filler[None], 1, 64)[0].tolist() == list(range(200))
 
 
 def test_a_query_expands_its_candidate_vectors_up_to_a_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -282,7 +282,7 @@ def test_probes_past_what_the_index_has_are_all_of_them(tmp_path: Path) -> None:
         index = LongIndex.build_windows(tmp_path / f"enc-{engine}", tmp_path / f"idx-{engine}", engine=engine)
         queries = np.array(index.vectors[[0, 3, 6]])
         for probes in (10**12, 2**64):
-            found = index.search_vectors(queries, k=1, probes=probes, windows=2**64)
+            found = index.search_vectors(queries, k=1, probes=probes, candidates=2**64)
             assert [row[0][0] for row in found] == ["x", "y", "z"]
 
 

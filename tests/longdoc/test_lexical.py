@@ -80,7 +80,7 @@ def test_hybrid_ranks_as_an_exact_fused_scan(index, fusion: str) -> None:  # typ
     searcher = HybridSearch(index, index.lexical, index.scoring, settings)
     queries = ["the river and the old bridge", f"{RARE} under the mill", "a keyboard with a broken key"]
     vectors = np.asarray(index.embed_queries(queries))
-    found = searcher.search(vectors, queries, 5, Mode.HYBRID, windows=10_000, probes=10_000)
+    found = searcher.search(vectors, queries, 5, Mode.HYBRID, candidates=10_000, probes=10_000)
     for row, query, text in zip(found, vectors, queries, strict=True):
         unit = torch.nn.functional.normalize(torch.as_tensor(query), dim=-1)
         exact = searcher.exact_fused(unit, text, 5)

@@ -1,4 +1,4 @@
-"""`lengthwise encode --engine ray`: the same vectors as one local process, the same shards, Parquet window rows,
+"""`lengthwise encode --runner ray`: the same vectors as one local process, the same shards, Parquet window rows,
 resume after a lost shard record, a worker killed mid-shard, and the install hint without Ray. A 2-CPU local Ray
 cluster, the tiny model."""
 
@@ -26,7 +26,7 @@ def _ray() -> Any:
         import ray
         import ray.data
     except ImportError:
-        pytest.skip("needs Ray Data (pip install 'lengthwise[ray]'); the Ray engine cannot run without it")
+        pytest.skip("needs Ray Data (pip install 'lengthwise[ray]'); the Ray runner cannot run without it")
     return ray
 
 
@@ -49,13 +49,13 @@ def _corpus(folder: Path) -> Path:
     return corpus
 
 
-def _encode(corpus: Path, out: Path, model: Path, engine: str, long: str = "multi-vector", workers: int = 1) -> int:
+def _encode(corpus: Path, out: Path, model: Path, runner: str, long: str = "multi-vector", workers: int = 1) -> int:
     from lengthwise import encode
     from lengthwise.longdoc import LongDocConfig
 
     config = LongDocConfig.named(long).updated(window=32, stride=24 if long == "multi-vector" else None)
-    extra = {"workers": workers} if engine == "ray" else {}  # each actor loads torch and the model: a few seconds
-    return encode(corpus, out, model, long=config, shard_docs=4, batch_size=8, threads=1, engine=engine, **extra)
+    extra = {"workers": workers} if runner == "ray" else {}  # each actor loads torch and the model: a few seconds
+    return encode(corpus, out, model, long=config, shard_docs=4, batch_size=8, threads=1, runner=runner, **extra)
 
 
 @pytest.fixture(scope="module")
@@ -85,15 +85,44 @@ def test_ray_actors_give_the_windows_of_one_local_process(multi: dict[str, Path]
 
 
 def test_parquet_rows_are_the_windows_of_the_shards(multi: dict[str, Path]) -> None:
-    assert_window_rows(multi["ray"])  # Parquet is the Ray engine's default format
+    assert_window_rows(multi["ray"])  # Parquet is the Ray runner's default format
 
 
 def test_ray_writes_no_parquet_when_asked_for_npy(cluster: Any, tiny_model_dir: Path, tmp_path: Path) -> None:
     from lengthwise import encode
 
     corpus, out = _corpus(tmp_path), tmp_path / "ray-npy"
-    assert encode(corpus, out, tiny_model_dir, long="chunk-mean", shard_docs=6, engine="ray", format="npy") == COUNT
+    assert encode(corpus, out, tiny_model_dir, long="chunk-mean", shard_docs=6, runner="ray", format="npy") == COUNT
     assert len(list(out.glob("*.shard.json"))) == 2 and not (out / "parquet").exists()
+
+
+def _as_before_the_rename(folder: Path) -> None:
+    """`folder`'s manifest as a lengthwise before 0.2 wrote it: the runner recorded as ``engine``."""
+    path = folder / "manifest.json"
+    manifest = json.loads(path.read_text())
+    settings = manifest["settings"]
+    assert settings.pop("runner") == "ray"
+    path.write_text(json.dumps({**manifest, "settings": {**settings, "engine": "ray"}}))
+
+
+def test_a_folder_that_records_the_runner_as_engine_resumes(tmp_path: Path) -> None:
+    """Before 0.2 the manifest recorded ``"engine": "ray"``: such a folder resumes (and is indexed) as if it said
+    ``"runner"``, and its manifest says ``runner`` once the run ends. Needs no Ray: the store alone."""
+    from lengthwise.longdoc.search.index import LongIndex
+    from lengthwise.longdoc.storage.store import EmbeddingStore
+
+    settings = {"model": "random", "long": {"strategy": "chunk-mean"}, "runner": "ray"}
+    EmbeddingStore(tmp_path / "enc", settings).write("w0-", ["a", "b"], np.eye(2, 8, dtype=np.float32))
+    _as_before_the_rename(tmp_path / "enc")
+    store = EmbeddingStore(tmp_path / "enc", settings)  # refused before: "made with other settings (engine, runner)"
+    assert store.done_ids() == {"a", "b"}
+    store.write("w0-", ["c"], np.eye(1, 8, 2, dtype=np.float32))
+    store.finish()
+    assert json.loads((tmp_path / "enc" / "manifest.json").read_text())["settings"]["runner"] == "ray"
+    _as_before_the_rename(tmp_path / "enc")
+    index = LongIndex.build_windows(tmp_path / "enc", tmp_path / "idx", quantize="none")
+    assert index.settings["encode_settings"]["runner"] == "ray" and "engine" not in index.settings["encode_settings"]
+    assert index.doc_ids == ["a", "b", "c"]
 
 
 def test_a_rerun_embeds_only_the_shard_whose_record_is_gone(cluster: Any, tiny_model_dir: Path, tmp_path: Path) -> None:
@@ -105,7 +134,9 @@ def test_a_rerun_embeds_only_the_shard_whose_record_is_gone(cluster: Any, tiny_m
     assert _encode(corpus, out, tiny_model_dir, "ray", long="chunk-mean") == COUNT
     ids, before = read_embeddings(out)
     (out / "w0-00001.shard.json").unlink()  # a worker killed before its record: the shard never counted
+    _as_before_the_rename(out)  # and the folder written by a lengthwise before 0.2: it resumes all the same
     assert _encode(corpus, out, tiny_model_dir, "ray", long="chunk-mean") == 4  # only that shard's documents
+    assert json.loads((out / "manifest.json").read_text())["settings"]["runner"] == "ray"
     ids_after, after = read_embeddings(out)
     assert sorted(ids_after) == sorted(ids) and len(ids_after) == COUNT
     np.testing.assert_allclose(after[[ids_after.index(i) for i in ids]], before, atol=1e-6)
@@ -163,12 +194,12 @@ def test_bad_input_gives_the_local_one_line_error(cluster: Any, tiny_model_dir: 
     runner = CliRunner()
     args = ["encode", "--data", corpus, "--model", tiny_model_dir]
     local = runner.invoke(app, [str(a) for a in [*args, "--out", tmp_path / "l"]])
-    ray = runner.invoke(app, [str(a) for a in [*args, "--out", tmp_path / "r", "--engine", "ray"]])
+    ray = runner.invoke(app, [str(a) for a in [*args, "--out", tmp_path / "r", "--runner", "ray"]])
     assert local.exit_code == ray.exit_code == 2
     assert ray.output == local.output and "duplicate _id 'a'" in ray.output
 
 
-def test_without_ray_the_engine_names_the_extra(
+def test_without_ray_the_runner_names_the_extra(
     monkeypatch: pytest.MonkeyPatch, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
     from lengthwise import encode
@@ -185,17 +216,17 @@ def test_without_ray_the_engine_names_the_extra(
     corpus = tmp_path / "c.jsonl"
     corpus.write_text('{"_id": "a", "text": "some text"}\n')
     with pytest.raises(SettingError) as caught:
-        encode(corpus, tmp_path / "out", tiny_model_dir, engine="ray")
-    assert caught.value.field == "engine" and "pip install 'lengthwise[ray]'" in str(caught.value)
+        encode(corpus, tmp_path / "out", tiny_model_dir, runner="ray")
+    assert caught.value.field == "runner" and "pip install 'lengthwise[ray]'" in str(caught.value)
     assert not (tmp_path / "out").exists()  # refused before anything is written
-    args = ["encode", "--data", corpus, "--model", tiny_model_dir, "--out", tmp_path / "o", "--engine", "ray"]
+    args = ["encode", "--data", corpus, "--model", tiny_model_dir, "--out", tmp_path / "o", "--runner", "ray"]
     result = CliRunner().invoke(app, [str(a) for a in args])
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert result.exit_code == 2 and len(lines) == 1, result.output
-    assert "--engine 'ray'" in lines[0] and "pip install 'lengthwise[ray]'" in lines[0]
+    assert "--runner 'ray'" in lines[0] and "pip install 'lengthwise[ray]'" in lines[0]
 
 
-def test_a_text_file_reads_as_with_the_local_engine(cluster: Any, tiny_model_dir: Path, tmp_path: Path) -> None:
+def test_a_text_file_reads_as_with_the_local_runner(cluster: Any, tiny_model_dir: Path, tmp_path: Path) -> None:
     from lengthwise.longdoc.storage.store import read_embeddings
 
     lines = [line for line in HAYSTACK.read_text().splitlines() if line.strip()][:5]

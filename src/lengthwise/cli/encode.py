@@ -3,7 +3,7 @@
 Flags → one call, `lengthwise.longdoc.storage.encode.encode` with `lengthwise.load_model` (= `lengthwise.encode`)
 → a printed line; heavy imports happen
 inside the command. Several processes (or devices) split the corpus by position, each writing its own shards;
-`--engine ray` runs the same encoder as a Ray Data actor pool instead (`lengthwise.longdoc.storage._raydata`).
+`--runner ray` runs the same encoder as a Ray Data actor pool instead (`lengthwise.longdoc.storage._raydata`).
 """
 
 from __future__ import annotations
@@ -40,22 +40,22 @@ def encode(
     ] = None,
     threads: Annotated[int | None, typer.Option("--threads", help="Torch threads per process.")] = None,
     precision: PrecisionOption = "fp32",
-    engine: Annotated[
+    runner: Annotated[
         str,
-        typer.Option("--engine", help="local (this machine) or ray: Ray Data actors, one per GPU; adds Parquet rows."),
+        typer.Option("--runner", help="local (this machine) or ray: Ray Data actors, one per GPU; adds Parquet rows."),
     ] = "local",
     address: Annotated[
-        str | None, typer.Option("--address", help="Ray cluster to join (--engine ray); default: a local one.")
+        str | None, typer.Option("--address", help="Ray cluster to join (--runner ray); default: a local one.")
     ] = None,
     workers: Annotated[
-        int | None, typer.Option("--workers", help="CPU actors for --engine ray (default: one per 4 CPUs).")
+        int | None, typer.Option("--workers", help="CPU actors for --runner ray (default: one per 4 CPUs).")
     ] = None,
     format: Annotated[
         str | None,
         typer.Option(
             "--format",
             help="npy (the shards) or parquet (the shards plus one row per window under OUT/parquet); "
-            "default: npy locally, parquet with --engine ray.",
+            "default: npy locally, parquet with --runner ray.",
         ),
     ] = None,
 ) -> None:
@@ -65,7 +65,7 @@ def encode(
     `w{k}-{n}.ids.txt`; `lengthwise.longdoc.storage.store.read_embeddings(OUT)` reads them back in one array. A document
     without text stops the run with its file and line (no vector is invented for an empty document).
     `--format parquet` also writes one Parquet row per window (doc_id, window, start, end, vector) under
-    OUT/parquet, readable by pyarrow, DuckDB and polars. `--engine ray` runs the same encoder on a Ray cluster
+    OUT/parquet, readable by pyarrow, DuckDB and polars. `--runner ray` runs the same encoder on a Ray cluster
     (`pip install 'lengthwise[ray]'`), with Parquet by default.
     """
     from lengthwise.core.models import ModelLoadError
@@ -87,7 +87,7 @@ def encode(
         check_out_dir(out)
         written = encode_corpus(data, out, model, load_model=load_model, long=long, devices=targets,
                                 shard_docs=shard_docs,
-                                batch_size=batch_size, threads=threads, precision=precision, engine=engine,
+                                batch_size=batch_size, threads=threads, precision=precision, runner=runner,
                                 address=address, workers=workers, format=format,
                                 show_progress=console.is_terminal,
                                 on_note=note)  # fmt: skip

@@ -86,9 +86,9 @@ def search(
     queries: Annotated[Path | None, typer.Option("--queries", help="JSONL file of queries (_id, text).")] = None,
     k: Annotated[int, typer.Option("--k", help="Documents per query.", min=1)] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line: query_id and hits.")] = False,
-    windows: Annotated[
+    candidates: Annotated[
         int | None,
-        typer.Option("--windows", help="Candidate windows per query (default 1,000; 4,000 on ubinary).", min=1),
+        typer.Option("--candidates", help="Candidate windows per query (default 1,000; 4,000 on ubinary).", min=1),
     ] = None,
     probes: Annotated[
         int | None,
@@ -114,7 +114,7 @@ def search(
     try:
         asked = _queries(query, queries)
         results = LongIndex.open(index, model=model, load_model=load_model).search(
-            [text for _, text in asked], k, mode=mode, passages=passages, windows=windows, probes=probes
+            [text for _, text in asked], k, mode=mode, passages=passages, candidates=candidates, probes=probes
         )
     except (ValueError, ModelLoadError) as err:
         _fail(setting_message(err))

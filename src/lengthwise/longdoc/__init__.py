@@ -6,7 +6,7 @@ the project's `TextEncoder`, so every evaluator, the mteb adapter, the audit and
 subpackages hold the rest:
 
 - `storage`: a corpus encoded into checked, resumable shards (`encode`, the ``lengthwise encode`` command; `store`;
-  the Parquet rows and the Ray engine);
+  the Parquet rows and the Ray runner);
 - `search`: `LongIndex`, the one index over those shards (ANN engine, exact rescoring, BM25 and hybrid search);
 - `tasks`: LongEmbed-style synthetic passkey / needle tasks, written (`synthetic`) and scored (`scoring`), with
   their one-call jobs (`run`).

@@ -27,7 +27,7 @@ from lengthwise.service.schema import request_models
 
 __all__ = ["BodyLimit", "Searcher", "create_app", "describe"]
 
-SEARCH_FIELDS = ("k", "mode", "passages", "context", "windows", "probes")
+SEARCH_FIELDS = ("k", "mode", "passages", "context", "candidates", "probes")
 
 
 class Searcher:

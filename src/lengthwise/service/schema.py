@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
 from lengthwise.service.config import Limits
 
@@ -45,7 +45,7 @@ def request_models(limits: Limits) -> tuple[type[BaseModel], type[BaseModel]]:
         list[Annotated[Query, BeforeValidator(_as_query, json_schema_input_type=str | Query)]],
         Field(min_length=1, max_length=limits.max_queries, description="Query texts, or {id, text} objects."),
     ]
-    Candidates = Annotated[int | None, Field(ge=1, le=limits.max_candidates)]
+    Count = Annotated[int | None, Field(ge=1, le=limits.max_candidates)]
 
     class SearchRequest(BaseModel):
         """Queries and what to return for each: `lengthwise search`'s settings."""
@@ -60,8 +60,13 @@ def request_models(limits: Limits) -> tuple[type[BaseModel], type[BaseModel]]:
         context: Annotated[
             int, Field(ge=0, le=limits.max_context, description="Characters of text either side of a passage.")
         ] = 0
-        windows: Candidates = Field(None, description="The dense side's candidate windows per query.")
-        probes: Candidates = Field(None, description="FAISS lists probed or USearch expansion.")
+        candidates: Count = Field(
+            None,
+            # `windows` is the spelling before 0.2, accepted until 0.4 (docs/serving.md); giving both is refused
+            validation_alias=AliasChoices("candidates", "windows"),
+            description="The dense side's candidate windows per query (`windows` until 0.4).",
+        )
+        probes: Count = Field(None, description="FAISS lists probed or USearch expansion.")
 
     class EmbedRequest(BaseModel):
         """Queries to embed as the index's documents were: the recorded model and long-document settings."""

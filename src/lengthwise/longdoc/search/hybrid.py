@@ -173,18 +173,23 @@ class HybridSearch:
         mode: Mode,
         *,
         passages: int = 0,
-        windows: int | None = None,
+        candidates: int | None = None,
         probes: int | None = None,
     ) -> list[list[Hit]]:
-        """The `k` best documents per query (`vectors`: unit query rows, None in lexical mode)."""
+        """The `k` best documents per query (`vectors`: unit query rows, None in lexical mode); `candidates` and
+        `probes`: the dense side's (`LongIndex.search_vectors`)."""
         depth = max(self.settings.depth, 10 * k)
         dense_lists: list[Any] = [[] for _ in texts]
         if mode is Mode.DENSE:
             assert vectors is not None
-            dense_lists = self.windows.search_vectors(vectors, k, scoring=self.scoring, windows=windows, probes=probes)
+            dense_lists = self.windows.search_vectors(
+                vectors, k, scoring=self.scoring, candidates=candidates, probes=probes
+            )
         elif mode is Mode.HYBRID:  # the dense side's proposals, ranked on their candidate windows; scored below
             assert vectors is not None
-            dense_lists = self.windows.proposals(vectors, depth, scoring=self.scoring, windows=windows, probes=probes)
+            dense_lists = self.windows.proposals(
+                vectors, depth, scoring=self.scoring, candidates=candidates, probes=probes
+            )
         out = []
         for n, text in enumerate(texts):
             query = None if vectors is None else torch.as_tensor(np.asarray(vectors[n], dtype=np.float32))

@@ -59,7 +59,7 @@ from lengthwise.longdoc.search._staging import (
     staging_folder,
     unit_vectors,
 )
-from lengthwise.longdoc.storage.store import MANIFEST, RECORD
+from lengthwise.longdoc.storage.store import MANIFEST, RECORD, current_settings
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -256,7 +256,7 @@ def read_manifest(encoded: Path) -> dict[str, Any]:
             raise ValueError("no settings")
     except (OSError, UnicodeDecodeError, ValueError) as err:
         raise LongDocError(f"{path}: unreadable ({err}); encode into a new folder with `lengthwise encode`") from None
-    return manifest
+    return {**manifest, "settings": current_settings(manifest["settings"])}  # a folder written before a rename too
 
 
 def _check_out(encoded: Path, out: Path) -> None:
@@ -632,22 +632,22 @@ class LongIndex:
         nlist = self.settings.get("nlist") or 0
         return max(32, nlist // 4) if self.settings["engine"] == Engine.FAISS.value else 64
 
-    def default_windows(self) -> int:
+    def default_candidates(self) -> int:
         """Candidate windows per query: 1,000, or 4,000 over sign bits (``ubinary``), whose candidates held 0.95
         (USearch) and 0.94 (FAISS) of the exact top-100 SciFact documents at 1,000, and 0.998 and 0.980 at 4,000."""
         return CANDIDATES[Quantize(self.settings["quantize"])]
 
-    def _candidate_vectors(self, queries: np.ndarray, windows: int, probes: int) -> list[np.ndarray]:
-        """Per query, the keys of its `windows` nearest distinct vectors in the engine, nearest first. `probes`
+    def _candidate_vectors(self, queries: np.ndarray, candidates: int, probes: int) -> list[np.ndarray]:
+        """Per query, the keys of its `candidates` nearest distinct vectors in the engine, nearest first. `probes`
         beyond what the index has (FAISS: its lists; USearch: its vectors) are the same as all of them."""
         assert self.starts is not None and self.members is not None
         distinct = len(self.starts) - 1
-        if windows >= distinct:  # every distinct vector is a candidate: ranked exactly, no approximate search to miss
+        if candidates >= distinct:  # every distinct vector a candidate: ranked exactly, no approximate search to miss
             heads = np.asarray(self.vectors[self.members[self.starts[:-1]]], dtype=np.float32)
             return [np.argsort(-(heads @ query), kind="stable") for query in np.asarray(queries, dtype=np.float32)]
         probes = min(probes, self.settings.get("nlist") or distinct) if self.engine.count() else 1
         self.engine.set_probes(max(1, probes))
-        found = self.engine.search(np.asarray(queries, dtype=np.float32), max(1, min(windows, distinct)))
+        found = self.engine.search(np.asarray(queries, dtype=np.float32), max(1, min(candidates, distinct)))
         return [row[row >= 0] for row in found]
 
     def _expanded(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -663,14 +663,14 @@ class LongIndex:
         positions = np.arange(int(ends[-1]) if len(ends) else 0) - np.repeat(ends - counts - firsts, counts)
         return np.asarray(self.members[positions], dtype=np.int64), np.repeat(keys, counts)
 
-    def candidate_windows(self, queries: np.ndarray, windows: int, probes: int) -> list[np.ndarray]:
-        """Per query, the windows holding one of its `windows` nearest distinct vectors in the engine
+    def candidate_windows(self, queries: np.ndarray, candidates: int, probes: int) -> list[np.ndarray]:
+        """Per query, the windows holding one of its `candidates` nearest distinct vectors in the engine
         (approximate), as sorted window numbers (a vector many windows share brings all of them)."""
-        return [np.sort(self._expanded(keys)[0]) for keys in self._candidate_vectors(queries, windows, probes)]
+        return [np.sort(self._expanded(keys)[0]) for keys in self._candidate_vectors(queries, candidates, probes)]
 
-    def candidates(self, queries: np.ndarray, windows: int, probes: int) -> list[np.ndarray]:
+    def candidate_documents(self, queries: np.ndarray, candidates: int, probes: int) -> list[np.ndarray]:
         """Per query, the distinct documents of its candidate windows (`candidate_windows`)."""
-        owners = (self._owner(row) for row in self.candidate_windows(queries, windows, probes))
+        owners = (self._owner(row) for row in self.candidate_windows(queries, candidates, probes))
         return [np.unique(owner) for owner in owners]
 
     def _owner(self, windows: np.ndarray) -> np.ndarray:
@@ -713,7 +713,7 @@ class LongIndex:
         k: int = 10,
         *,
         scoring: WindowScoring | int = 1,
-        windows: int | None = None,
+        candidates: int | None = None,
         probes: int | None = None,
     ) -> list[list[tuple[str, float]]]:
         """The `k` best documents per (normalised) query row: candidates from the engine, rescored exactly.
@@ -722,17 +722,17 @@ class LongIndex:
             queries: (Q, D) query vectors.
             k: Documents per query.
             scoring: How a document scores from its windows (`WindowScoring`; an int is a top-k: 1 = max).
-            windows: Candidate distinct window vectors the engine returns per query, each standing for every window
-                that holds it (more: higher recall, slower; default `default_windows`: 1,000, or 4,000 over sign
-                bits).
+            candidates: Candidate distinct window vectors the engine returns per query, each standing for every
+                window that holds it (more: higher recall, slower; default `default_candidates`: 1,000, or 4,000
+                over sign bits).
             probes: FAISS IVF lists visited (default: a quarter of the lists, which found ≥ 0.98 of the exact top-100
                 documents on SciFact) or USearch's search expansion (default 64); more than the index has are the
                 same as all of them.
         """
         probes = probes if probes is not None else self.default_probes()
-        windows = windows if windows is not None else self.default_windows()
+        candidates = candidates if candidates is not None else self.default_candidates()
         units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries), dtype=torch.float32), dim=-1)
-        found = self._candidate_vectors(units.numpy(), windows, probes)
+        found = self._candidate_vectors(units.numpy(), candidates, probes)
         return [
             self._rescored(query, keys, k, scoring) if len(keys) else []
             for query, keys in zip(units, found, strict=True)
@@ -744,17 +744,17 @@ class LongIndex:
         count: int,
         *,
         scoring: WindowScoring | int = 1,
-        windows: int | None = None,
+        candidates: int | None = None,
         probes: int | None = None,
     ) -> list[np.ndarray]:
         """Per (normalised) query row, the document numbers of its `count` best candidates, ranked on their candidate
         windows only (the first of `search_vectors`' two steps; a hybrid search scores the proposals of both sides
         on all their windows itself)."""
         probes = probes if probes is not None else self.default_probes()
-        windows = windows if windows is not None else self.default_windows()
+        candidates = candidates if candidates is not None else self.default_candidates()
         units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries), dtype=torch.float32), dim=-1)
         out = []
-        for query, keys in zip(units, self._candidate_vectors(units.numpy(), windows, probes), strict=True):
+        for query, keys in zip(units, self._candidate_vectors(units.numpy(), candidates, probes), strict=True):
             if not len(keys):
                 out.append(np.zeros(0, dtype=np.int64))
                 continue
@@ -855,7 +855,7 @@ class LongIndex:
         *,
         mode: str | None = None,
         passages: int = 0,
-        windows: int | None = None,
+        candidates: int | None = None,
         probes: int | None = None,
     ) -> list[list[Hit]]:
         """The `k` best documents for each query, best first, as `Hit`s (id, score, each side's exact score, and the
@@ -867,12 +867,12 @@ class LongIndex:
             mode: ``dense`` (the window vectors), ``lexical`` (BM25) or ``hybrid`` (both, fused by the settings
                 recorded in the index); default: the index's recorded mode (hybrid when it holds text).
             passages: Best windows returned with each hit (0: none).
-            windows, probes: The dense side's candidate windows and probes (`search_vectors`).
+            candidates, probes: The dense side's candidate windows and probes (`search_vectors`).
         """
         from lengthwise.longdoc.search.hybrid import HybridSearch, Mode
 
         texts = [queries] if isinstance(queries, str) else list(queries)
-        for name, value in (("k", k), ("windows", windows), ("probes", probes)):
+        for name, value in (("k", k), ("candidates", candidates), ("probes", probes)):
             if value is not None and value < 1:
                 raise SettingError(name, value, "must be ≥ 1")
         if passages < 0:
@@ -887,7 +887,7 @@ class LongIndex:
                                        "unknown words): nothing to search lexically; use dense or hybrid")  # fmt: skip
         vectors = None if chosen is Mode.LEXICAL else self.embed_queries(texts)
         searcher = HybridSearch(self, self.lexical, self.scoring, self.fusion)
-        return searcher.search(vectors, texts, k, chosen, passages=passages, windows=windows, probes=probes)
+        return searcher.search(vectors, texts, k, chosen, passages=passages, candidates=candidates, probes=probes)
 
     # --- checks and comparisons for evaluation and tuning -------------------------------------------------------
 
@@ -913,13 +913,13 @@ class LongIndex:
         from lengthwise.longdoc.search.hybrid import HybridSearch, Mode
 
         vectors = None if mode is Mode.LEXICAL else np.asarray(self.embed_queries(texts), dtype=np.float32)
-        candidates = max(self.default_windows(), 10 * k)
+        candidates = max(self.default_candidates(), 10 * k)
         if mode is Mode.DENSE:
             assert vectors is not None
-            return {"index": self.search_vectors(vectors, k, scoring=self.scoring, windows=candidates),
+            return {"index": self.search_vectors(vectors, k, scoring=self.scoring, candidates=candidates),
                     "exact": self.exact_vectors(vectors, k, scoring=self.scoring)}  # fmt: skip
         searcher = HybridSearch(self, self.lexical, self.scoring, self.fusion)
-        found = searcher.search(vectors, texts, k, mode, windows=candidates)
+        found = searcher.search(vectors, texts, k, mode, candidates=candidates)
         exact = [searcher.exact_ranked(None if vectors is None else vectors[n], text, k, mode)
                  for n, text in enumerate(texts)]  # fmt: skip
         return {"index": [[(hit.id, hit.score) for hit in row] for row in found], "exact": exact}

@@ -1,5 +1,5 @@
 """Window rows as Parquet: one row per window vector that `lengthwise encode --format parquet` stores (the default of
-``--engine ray``).
+``--runner ray``).
 
 Columns (`SCHEMA`): ``doc_id`` (string), ``window`` (int32, 0, 1, … within the document, in the order of the
 ``.npy`` shard), ``start`` and ``end`` (int32, the window's span in the document's content tokens, special tokens

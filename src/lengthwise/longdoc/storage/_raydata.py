@@ -1,4 +1,4 @@
-"""`lengthwise encode --engine ray`: the same `LongEncoder` as a Ray Data actor pool, the same shards (and Parquet).
+"""`lengthwise encode --runner ray`: the same `LongEncoder` as a Ray Data actor pool, the same shards (and Parquet).
 
 The driver reads the corpus once (`check_corpus`, the same one-line errors as the local path), repairs the folder
 (`EmbeddingStore.repair`) and plans the shards: the documents not yet embedded, in corpus order, ``shard_docs`` per
@@ -36,17 +36,18 @@ PREFIX = "w0-"
 _ID, _POS, _SHARD, _DIGEST = "__lw_id", "__lw_pos", "__lw_shard", "__lw_digest"
 MISALIGNED = (
     "Ray's reader gives another text than lengthwise reads from this file (a line break other than \\n, such as "
-    "\\u2028 or \\x85, inside a line of a .txt, or a JSON title or text that is not a string?); use --engine local"
+    "\\u2028 or \\x85, inside a line of a .txt, or a JSON title or text that is not a string?); encode it with the "
+    "local runner"
 )
 
 
 def require_ray() -> Any:
-    """The `ray` module with Ray Data, or a `SettingError` on ``engine`` with the install hint."""
+    """The `ray` module with Ray Data, or a `SettingError` on ``runner`` with the install hint."""
     try:
         import ray
         import ray.data
     except ImportError:
-        raise SettingError("engine", "ray", INSTALL) from None
+        raise SettingError("runner", "ray", INSTALL) from None
     return ray
 
 

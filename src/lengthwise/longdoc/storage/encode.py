@@ -1,6 +1,6 @@
 """`lengthwise encode`: a corpus embedded by the long-document encoder into a folder of checked, resumable shards.
 
-The local engine runs one process per device (each taking documents k, k + n, …); the Ray engine runs the same
+The local runner runs one process per device (each taking documents k, k + n, …); the Ray runner runs the same
 encoder as a Ray Data actor pool (`lengthwise.longdoc.storage._raydata`). Both write the same shards
 (`lengthwise.longdoc.storage.store`) and, asked for, the same Parquet window rows (`._parquet`). The model is loaded
 in each worker by the `ModelLoader` the caller passes (`lengthwise.encode` passes `lengthwise.load_model`, which
@@ -57,7 +57,7 @@ def encode(
     batch_size: int = 32,
     threads: int | None = None,
     precision: str = "fp32",
-    engine: str = "local",
+    runner: str = "local",
     address: str | None = None,
     workers: int | None = None,
     format: str | None = None,
@@ -80,12 +80,12 @@ def encode(
         devices: One process per entry (None = the best device), each taking documents k, k + n, … by position.
         shard_docs, batch_size, threads: Documents per shard, windows per forward pass, torch threads per process.
         precision: fp32, or int8 Linear layers on the CPU (recorded in the folder's settings).
-        engine: ``"local"`` (this process, or one per entry of `devices`) or ``"ray"``: the same encoder as a Ray
+        runner: ``"local"`` (this process, or one per entry of `devices`) or ``"ray"``: the same encoder as a Ray
             Data actor pool (`lengthwise.longdoc.storage._raydata`; the ``lengthwise[ray]`` extra), one actor per
-            GPU, else `workers` CPU actors. A folder keeps the engine that made it.
+            GPU, else `workers` CPU actors. A folder keeps the runner that made it.
         address: The Ray cluster to join (``ray.init(address)``); None: the one this process runs, else a new
             local one.
-        workers: CPU actors for the Ray engine (default: one per 4 CPUs of the cluster; ignored with GPUs).
+        workers: CPU actors for the Ray runner (default: one per 4 CPUs of the cluster; ignored with GPUs).
         format: ``"npy"`` (the shards) or ``"parquet"`` (the shards and one Parquet row per window under
             ``out/parquet``: doc_id, window, start, end, vector; `lengthwise.longdoc.storage._parquet`). None: npy
             locally, parquet on Ray. The shards are always written: resuming and `LongIndex.build` read them. A
@@ -101,8 +101,8 @@ def encode(
     from lengthwise.longdoc.storage.store import EmbeddingStore, corpus_digests
 
     config = long if isinstance(long, LongDocConfig) else LongDocConfig.named(long)
-    _check_engine(engine, devices, workers, address)
-    parquet = _check_format(format, engine)
+    _check_runner(runner, devices, workers, address)
+    parquet = _check_format(format, runner)
     precision = Precision.parse(precision).value  # "INT8" is int8: the folder records one spelling
     for name, value in (("shard_docs", shard_docs), ("batch_size", batch_size), ("threads", threads)):
         if value is not None and value < 1:
@@ -116,12 +116,12 @@ def encode(
         raise LongDocError(f"{data}: holds no documents; pass a corpus.jsonl with one _id and text per line")
     settings = {"model": str(model), "data": str(data.resolve()), "long": config.to_dict(), "workers": len(devices),
                 "precision": precision}  # fmt: skip
-    if parquet != (engine == "ray"):  # recorded only when not the engine's default, so older folders still resume
+    if parquet != (runner == "ray"):  # recorded only when not the runner's default, so older folders still resume
         settings["format"] = "parquet" if parquet else "npy"
-    if engine == "ray":  # the actor count does not change the vectors; the engine decides the files (Parquet)
+    if runner == "ray":  # the actor count does not change the vectors; the runner decides the files (Parquet)
         from lengthwise.longdoc.storage._raydata import encode_on_ray
 
-        settings = {**{k: v for k, v in settings.items() if k != "workers"}, "engine": "ray"}
+        settings = {**{k: v for k, v in settings.items() if k != "workers"}, "runner": "ray"}
         job = {"model": str(model), "precision": precision, "threads": threads, "shard_docs": shard_docs,
                "batch_size": batch_size, "parquet": parquet}  # fmt: skip
         store = EmbeddingStore(out, settings)
@@ -164,32 +164,32 @@ def corpus_file(data: Path) -> Path:
     raise LongDocError(f"{data}: a folder without corpus.jsonl; pass a corpus.jsonl, a BEIR folder or a .txt file")
 
 
-def _check_format(format: str | None, engine: str) -> bool:
+def _check_format(format: str | None, runner: str) -> bool:
     """`encode`'s ``format``, checked before any compute: True when the Parquet window rows are written (pyarrow
     must then be installed)."""
     from lengthwise.longdoc.storage._parquet import FORMATS, require_pyarrow
 
     if format is not None and format not in FORMATS:
         raise SettingError("format", format, "use npy (the shards) or parquet (the shards and their window rows)")
-    parquet = format == "parquet" if format is not None else engine == "ray"
+    parquet = format == "parquet" if format is not None else runner == "ray"
     if parquet:
         require_pyarrow()
     return parquet
 
 
-def _check_engine(engine: str, devices: Sequence[str | None], workers: int | None, address: str | None = None) -> None:
-    """`encode`'s engine settings, checked before anything is read: Ray must be installed for ``"ray"``, and a
+def _check_runner(runner: str, devices: Sequence[str | None], workers: int | None, address: str | None = None) -> None:
+    """`encode`'s runner settings, checked before anything is read: Ray must be installed for ``"ray"``, and a
     cluster `address` must answer."""
-    if engine not in ("local", "ray"):
-        raise SettingError("engine", engine, "use local (this machine) or ray (a Ray cluster)")
-    if engine == "local":
+    if runner not in ("local", "ray"):
+        raise SettingError("runner", runner, "use local (this machine) or ray (a Ray cluster)")
+    if runner == "local":
         if workers is not None:
-            raise SettingError("workers", workers, "is for --engine ray; the local engine takes --devices")
+            raise SettingError("workers", workers, "is for the ray runner; the local runner takes devices")
         if address is not None:
-            raise SettingError("address", address, "is for --engine ray; the local engine runs on this machine")
+            raise SettingError("address", address, "is for the ray runner; the local runner runs on this machine")
         return
     if tuple(devices) != (None,):
-        raise SettingError("devices", list(devices), "is for --engine local; Ray places one actor per GPU")
+        raise SettingError("devices", list(devices), "is for the local runner; Ray places one actor per GPU")
     if workers is not None and workers < 1:
         raise SettingError("workers", workers, "must be ≥ 1")
     from lengthwise.longdoc.storage._raydata import check_address, require_ray

@@ -7,8 +7,8 @@ shard's record, ``{prefix}{n:05d}.shard.json`` (the byte size and sha256 of each
 written last and atomically: a shard counts only when its record is there and every file matches it. A resumed run
 re-embeds the documents of a damaged or missing shard; a reader refuses one. Several workers write their own
 prefixes into one folder, so no two processes ever write the same file. A shard may carry further files named in
-its record (the Ray engine's ``parquet/part-{prefix}{n:05d}.parquet`` window rows): they are checked and removed
-with it.
+its record (the Parquet window rows, ``parquet/part-{prefix}{n:05d}.parquet``): they are checked and removed with
+it.
 """
 
 from __future__ import annotations
@@ -49,11 +49,12 @@ RECORD = ".shard.json"
 REPAIR = "rerun `lengthwise encode` with the same settings to repair it"
 TEXTS = "texts_sha256"  # the manifest's digest of every (id, text) the shards hold: the folder's, not a setting
 SHARD_NAME = re.compile(r"w\d+-\d{5,}")  # a shard's stem; any other file in the folder is not the store's
+RENAMED_SETTINGS = {"engine": "runner"}  # a manifest key → its name now (`engine` until 0.2: local or ray)
 
 
 def text_digest(text: str) -> int:
     """A 63-bit digest of a document's text: each shard records its documents', so a resumed run finds the documents
-    whose text changed, and the Ray engine checks that each actor got the text the plan read."""
+    whose text changed, and the Ray runner checks that each actor got the text the plan read."""
     return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little") >> 1
 
 
@@ -78,7 +79,13 @@ def read_manifest(folder: Path) -> dict[str, Any]:
             f"{path}: not a manifest written by `lengthwise encode` ({error}); restore it, or delete the folder "
             "and encode again"
         ) from None
-    return manifest
+    return {**manifest, "settings": current_settings(manifest["settings"])}
+
+
+def current_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A manifest's settings under today's names (`RENAMED_SETTINGS`), so that a folder written before a rename
+    resumes, and is indexed, as one written now."""
+    return {RENAMED_SETTINGS.get(key, key): value for key, value in settings.items()}
 
 
 def _npy_bytes(array: np.ndarray) -> bytes:
