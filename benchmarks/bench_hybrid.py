@@ -13,9 +13,15 @@ Stages:
   the first run, and reported on the test sets; the chosen setting is also run through the index
   (`LongIndex.search`, ANN candidates) to give the recall of its top 10 against the exact fused scan.
 - ``engines``: bm25s against tantivy on the same documents: build time, peak memory, bytes on disk, query latency.
+- ``scale``: dense against hybrid at ``--windows`` windows (20 per document; noisy copies of the real qmsum and
+  SciFact window vectors that ``quality`` encoded, as bench_index.py's scale corpus; essay text of 150–600 words per
+  document with one unique code word): the lexical side's build time, its peak memory (a child process) and bytes per
+  document, p50/p99 per query alone and with 8 client threads, and the recall of the fused top 10 against the exact
+  fused scan. Dense and hybrid alternate in one run, so their ratio holds on a busy machine better than either figure.
 
     nice -n 5 python benchmarks/bench_hybrid.py quality --threads 1
     nice -n 5 python benchmarks/bench_hybrid.py engines --docs 100000
+    nice -n 5 python benchmarks/bench_hybrid.py scale --windows 1000000
 """
 
 from __future__ import annotations
@@ -345,9 +351,27 @@ def _build_tantivy(texts: list[str], folder: Path) -> Any:
 PER_DOC = 20  # windows per document, as bench_index.py's scale corpus
 
 
+def _scale_source(work: Path) -> np.ndarray:
+    """Real window vectors to copy from: the qmsum and SciFact windows this benchmark's `quality` stage encoded."""
+    from lengthwise.core.encoder import MultiVectors
+    from lengthwise.longdoc.storage.store import read_embeddings
+
+    parts = []
+    for name in ("qmsum", "scifact"):
+        folder = work / name / "encoded"
+        if not (folder / "manifest.json").is_file():
+            raise SystemExit(f"error: {folder} is missing; run the quality stage first (it encodes {name})")
+        _, read = read_embeddings(folder)
+        parts.append(read.vectors if isinstance(read, MultiVectors) else read)
+    return np.concatenate(parts).astype(np.float32)
+
+
 def _scale_index(windows: int, work: Path) -> Path:
-    """A dense index of `windows` window vectors (20 per document; seeded vectors around a common direction, as
-    sentence embeddings are) with the USearch int8 default, reused when built."""
+    """A dense index of `windows` window vectors, 20 per document, with the USearch int8 default, reused when built.
+
+    The vectors are the real qmsum and SciFact windows (all-MiniLM-L6-v2, `--long default`) drawn at random with
+    small seeded Gaussian noise (σ = 0.02, renormalised), as bench_index.py's scale corpus: isotropic random vectors
+    have no neighbourhood structure, and HNSW builds over them far more slowly than over sentence embeddings."""
     from lengthwise.core.encoder import MultiVectors
     from lengthwise.longdoc.search.index import LongIndex
     from lengthwise.longdoc.storage.store import EmbeddingStore
@@ -357,11 +381,14 @@ def _scale_index(windows: int, work: Path) -> Path:
         return out
     shards = work / f"scale-{windows}" / "encoded"
     shutil.rmtree(shards, ignore_errors=True)
-    store = EmbeddingStore(shards, {"model": "random", "long": {"strategy": "multi-vector"}})
-    rng, common = np.random.default_rng(0), np.random.default_rng(1).normal(size=384)
+    shutil.rmtree(out.parent / ".index-building", ignore_errors=True)
+    source = _scale_source(work)
+    store = EmbeddingStore(shards, {"model": "copies of real windows", "long": {"strategy": "multi-vector"}})
+    rng = np.random.default_rng(0)
     for first in range(0, windows, 100_000):
         docs = min(100_000, windows - first) // PER_DOC
-        vectors = rng.normal(size=(docs * PER_DOC, 384)) + 0.5 * common / np.linalg.norm(common) * np.sqrt(384)
+        picked = source[rng.integers(0, len(source), size=docs * PER_DOC)]
+        vectors = picked + rng.normal(0, 0.02, size=picked.shape)
         vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
         ids = [f"s{first // PER_DOC + i}" for i in range(docs)]
         store.write("w0-", ids, MultiVectors(vectors, np.arange(docs + 1, dtype=np.int64) * PER_DOC))
@@ -433,14 +460,25 @@ def stage_scale(args: argparse.Namespace) -> None:
     del texts
     searcher = HybridSearch(windows, lexical, WindowScoring(), FusionSettings())
     asked = list(range(args.queries))
-    rows: dict[str, Any] = {}
-    for mode in (Mode.DENSE, Mode.HYBRID):
+    runs: dict[tuple[str, int], list[dict[str, float]]] = {}
+    for _, clients, mode in itertools.product(range(args.repeats), (1, 8), (Mode.DENSE, Mode.HYBRID)):  # alternated
 
         def search(n: int, mode: Mode = mode) -> Any:
             return searcher.search(vectors[n : n + 1], query_texts[n : n + 1], 10, mode)
 
-        rows[mode.value] = {f"clients_{c}": _timed(search, asked, c) for c in (1, 8)}
-        print(mode.value, rows[mode.value], flush=True)
+        runs.setdefault((mode.value, clients), []).append(_timed(search, asked, clients))
+        print(mode.value, clients, runs[mode.value, clients][-1], flush=True)
+    rows: dict[str, Any] = {}  # per mode and client count: the median over the repeats of each figure
+    for (mode_name, clients), timed in runs.items():
+        rows.setdefault(mode_name, {})[f"clients_{clients}"] = {
+            key: round(statistics.median(run[key] for run in timed), 2) for key in timed[0]
+        }
+    ratios = {
+        f"hybrid_over_dense_p50_clients_{c}": round(
+            rows["hybrid"][f"clients_{c}"]["p50_ms"] / rows["dense"][f"clients_{c}"]["p50_ms"], 2
+        )
+        for c in (1, 8)
+    }
     recall = []
     for n in asked[: args.recall_queries]:
         unit = torch.nn.functional.normalize(torch.as_tensor(vectors[n]), dim=-1)
@@ -452,7 +490,7 @@ def stage_scale(args: argparse.Namespace) -> None:
     section = {"windows": args.windows, "documents": docs, "dense_build_s": round(dense_built),
                "lexical_build_s": round(lexical_built), "lexical_peak_rss_mb": peak_mb,
                "lexical_bytes_per_doc": round(size / docs), "bm25_bytes_per_doc": round(bm25 / docs),
-               "queries": args.queries, "latency": rows,
+               "queries": args.queries, "repeats": args.repeats, "latency": rows, **ratios,
                "recall_at_10_vs_exact_fused": round(float(np.mean(recall)), 4),
                "recall_queries": len(recall), "load": [load_before, _load()]}  # fmt: skip
     print(section, flush=True)
@@ -539,6 +577,7 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=100_000)
     parser.add_argument("--windows", type=int, default=1_000_000)
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=3, help="scale: alternated repeats of each mode (medians)")
     parser.add_argument("--recall-queries", type=int, default=100)
     parser.add_argument("--sets", default="qmsum,scifact,passkey,needle", type=lambda v: v.split(","))
     args = parser.parse_args()
