@@ -124,7 +124,7 @@ def test_audit_and_eval_record_int8(tiny_model_dir: Path, tmp_path: Path) -> Non
 
 def test_training_refuses_int8_in_one_line(tmp_path: Path) -> None:
     run = CliRunner().invoke(
-        app, ["train", "--method", "simcse", "-d", "x.txt", "-o", str(tmp_path), "--precision", "int8"]
+        app, ["train", "--method", "simcse", "-d", "x.txt", "-o", str(tmp_path), "--mixed-precision", "int8"]
     )
     assert run.exit_code == 2
     lines = [line for line in run.output.splitlines() if line.strip()]
