@@ -29,23 +29,8 @@ from lengthwise.tempscale.config import TempScaleError
 SRC = Path(__file__).resolve().parents[1] / "src" / "lengthwise"
 RAISE_VALUE_ERROR = re.compile(r"\braise\s+ValueError\s*\(")
 
-# The files (or folders, ending in "/") that the error-family change (issue 34.3) could not edit while other work
-# moved code between them, relative to src/lengthwise; they may still raise a bare ValueError. Remove an entry when its
-# file is converted; the file then keeps this test's rule.
-ALLOWED = {
-    "cli/",  # but not cli/options.py: see NOT_ALLOWED
-    "core/models.py",
-    "core/scoring.py",
-    "facade.py",
-    "longdoc/",
-    "pipelines.py",
-    "service/",
-    "tempscale/persist.py",
-}
-NOT_ALLOWED = {"cli/options.py"}
-
-# Each class in the family, and whether it still takes the old ``(problem, *, field=None, value=None)`` form until
-# its callers outside the error-family change are converted (then drop its override and set this to False).
+# Each class in the family, and whether it still takes another constructor than ``(field, value, problem)`` (a
+# transitional form kept for callers not yet converted; none is left: every class is built the one way).
 FAMILY: dict[type[LengthwiseError], bool] = {
     SettingError: False,
     DataFormatError: False,
@@ -53,8 +38,8 @@ FAMILY: dict[type[LengthwiseError], bool] = {
     TrainingDiverged: False,
     NothingElongatedError: False,
     SchemaError: False,
-    TempScaleError: True,
-    LongDocError: True,
+    TempScaleError: False,
+    LongDocError: False,
 }
 
 
@@ -68,13 +53,6 @@ def value_error_sites(root: Path) -> list[str]:
     return sites
 
 
-def _allowed(site: str) -> bool:
-    path = site.rsplit(":", 1)[0]
-    if path in NOT_ALLOWED:
-        return False
-    return any(path.startswith(entry) if entry.endswith("/") else path == entry for entry in ALLOWED)
-
-
 def test_the_scan_finds_a_bare_value_error(tmp_path: Path) -> None:
     (tmp_path / "room").mkdir()
     (tmp_path / "room" / "bad.py").write_text("def f():\n    raise  ValueError ('x')\n", encoding="utf-8")
@@ -83,10 +61,10 @@ def test_the_scan_finds_a_bare_value_error(tmp_path: Path) -> None:
 
 
 def test_the_library_raises_no_bare_value_error() -> None:
+    """No file is exempt: the command line and every room raise (or print) through the family."""
     assert (SRC / "core" / "errors.py").is_file()  # the scan looks at the package, not at an empty folder
-    outside = [site for site in value_error_sites(SRC) if not _allowed(site)]
-    assert not outside, f"raise a lengthwise.core.errors class instead of ValueError at: {', '.join(outside)}"
-    assert not _allowed("cli/options.py:1") and _allowed("cli/train.py:1") and not _allowed("core/tokens.py:1")
+    sites = value_error_sites(SRC)
+    assert not sites, f"raise a lengthwise.core.errors class instead of ValueError at: {', '.join(sites)}"
 
 
 def _exception_classes(root: Path) -> set[str]:
@@ -114,7 +92,7 @@ def test_every_error_class_of_the_library_is_in_the_family() -> None:
 
 @pytest.mark.parametrize("kind", list(FAMILY), ids=lambda kind: kind.__name__)
 def test_one_constructor_shape(kind: type[LengthwiseError]) -> None:
-    error = kind(field="window", value=2, problem="too small; use at least 3 tokens")  # works in either form
+    error = kind(field="window", value=2, problem="too small; use at least 3 tokens")  # keywords work too
     assert (error.field, error.value, error.problem) == ("window", 2, "too small; use at least 3 tokens")
     assert str(error) == error.message == "window=2: too small; use at least 3 tokens"
     if not FAMILY[kind]:
@@ -134,7 +112,23 @@ def test_backwards_compatible_bases() -> None:
         assert issubclass(kind, ValueError), kind
     assert issubclass(ModelLoadError, RuntimeError)
     assert not issubclass(LengthwiseError, ValueError)
-    assert str(ModelLoadError("could not load model 'x'")) == "could not load model 'x'"  # the one-message form
+
+
+@pytest.mark.parametrize("kind", list(FAMILY), ids=lambda kind: kind.__name__)
+def test_no_class_takes_a_message_alone(kind: type[LengthwiseError]) -> None:
+    """The transitional forms are gone: ``ModelLoadError("...")`` and ``LongDocError("...", field=...)`` fail."""
+    with pytest.raises(TypeError):
+        kind("could not load model 'x'")  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        kind("too small", field="window", value=2)  # type: ignore[call-arg]
+
+
+def test_long_doc_error_lives_in_the_family_module_and_is_read_where_it_was() -> None:
+    import lengthwise.core.errors as errors
+    import lengthwise.longdoc as longdoc
+
+    assert errors.LongDocError is LongDocError is longdoc.LongDocError
+    assert "LongDocError" in errors.__all__ and issubclass(LongDocError, SettingError)
 
 
 def test_a_message_shows_an_enum_by_its_value_and_a_path_as_text() -> None:
@@ -148,7 +142,11 @@ def _command(error: LengthwiseError) -> typer.Typer:
     app = typer.Typer()
 
     @app.command()
-    def run(max_docs: int = typer.Option(0, "--max-docs"), label: list[str] = typer.Option([], "--label")) -> None:
+    def run(
+        max_docs: int = typer.Option(0, "--max-docs"),
+        label: list[str] = typer.Option([], "--label"),
+        trust: bool = typer.Option(False, "--trust-remote-code"),
+    ) -> None:
         typer.echo(setting_message(error))
 
     @app.command()
@@ -167,6 +165,11 @@ def _command(error: LengthwiseError) -> typer.Typer:
         (SettingError("tokenizer", "Bert", "unsupported"), "tokenizer='Bert': unsupported"),  # an argument
         (DataFormatError(None, None, "d.jsonl:3: not JSON"), "d.jsonl:3: not JSON"),
         (DataFormatError("max_docs", 0, "x"), "--max-docs 0: x"),  # any family member with a field
+        (
+            ModelLoadError("trust_remote_code", False, "runs its own code"),
+            "without --trust-remote-code: runs its own code",
+        ),
+        (SettingError("trust_remote_code", True, "x"), "with --trust-remote-code: x"),  # a switch: given or not
     ],
 )
 def test_the_cli_prints_the_flag_of_a_field_the_command_has(error: LengthwiseError, printed: str) -> None:

@@ -236,7 +236,7 @@ CASES = [
     Case("report-out-is-a-file", "13.12", ["report", "{tmp}/run", "-o", "{tmp}/taken"], 2,
          "exists and is not a directory", lambda tmp, c: (_audit_json(lambda p: None)(tmp, c), _taken(tmp, c))),
     Case("report-label-count", "new", ["report", "{tmp}/run", "{tmp}/run", "--label", "one"], 2,
-         "give one --label per audit", _audit_json(lambda p: None)),
+         "--label one: 1 labels for 2 audits; give one label per audit", _audit_json(lambda p: None)),
     # 13.15
     Case("audit-brackets-in-path", "13.15", [*A, "-m", NO_MODEL, "--pairs", "{tmp}/[red]pairs.tsv"], 2,
          "[red]pairs.tsv:2", _file("[red]pairs.tsv", b"a\tb\nonly one column\n")),

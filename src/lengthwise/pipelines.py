@@ -212,7 +212,7 @@ def tune_tempscale(
 
     started, task = time.perf_counter(), Task(task)
     if out is not None:
-        check_output_target(Path(out), TUNE_FILES, what="a TempScale tuning")  # before the model loads
+        check_output_target(Path(out), TUNE_FILES, what="a TempScale tuning", field="out")  # before the model loads
     loaded = load_model(model, device=device, max_seq_length=max_length, trust_remote_code=trust_remote_code,
                         precision=precision)  # fmt: skip
     previous = remove_tempscale(loaded)  # start from the untouched model

@@ -6,6 +6,7 @@ import pytest
 
 from lengthwise.core import models
 from lengthwise.core.defaults import DEFAULT_MODEL
+from lengthwise.core.errors import SettingError
 from lengthwise.core.models import ModelLoadError, load_plain_model, model_fingerprint, resolve_model_path
 
 
@@ -43,7 +44,7 @@ def test_file_instead_of_directory(tmp_path: Path) -> None:
 
 def test_broken_directory_gives_one_line_error(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text("{not json", encoding="utf-8")
-    with pytest.raises(ModelLoadError, match="could not load model") as info:
+    with pytest.raises(ModelLoadError, match=r"^model='.+': could not load it: ") as info:
         load_plain_model(tmp_path, device="cpu")
     assert "\n" not in str(info.value)
 
@@ -51,7 +52,7 @@ def test_broken_directory_gives_one_line_error(tmp_path: Path) -> None:
 def test_max_length_is_bounded_by_positions(tiny_model_dir: Path) -> None:
     model = load_plain_model(tiny_model_dir, device="cpu", max_seq_length=128)
     assert model.max_seq_length == 128
-    with pytest.raises(ValueError, match="exceeds the model's 128 position embeddings"):
+    with pytest.raises(SettingError, match="max_length=129: exceeds the model's 128 position embeddings; use at most"):
         load_plain_model(tiny_model_dir, device="cpu", max_seq_length=129)
 
 

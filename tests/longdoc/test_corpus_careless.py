@@ -99,7 +99,7 @@ def test_a_refused_encode_leaves_nothing_and_the_corrected_run_works(
     corpus = _corpus(tmp_path / "c.jsonl")
     args = ["encode", "-d", corpus, "-o", tmp_path / "e", "-m", tiny_model_dir, "--long", "chunk-mean"]
     line = _error([*args, *bad])
-    assert bad[0] in line or "could not load model" in line, line
+    assert bad[0] in line or "could not load it" in line, line
     assert not (tmp_path / "e").exists()
     assert "embedded 5 new documents" in _run(args)[1]
 

@@ -144,5 +144,5 @@ def test_remote_code_hint_is_whole_and_every_command_has_the_flag(
         "tune": ["--task", "sts", "--data", str(data), "--out", str(tmp_path / "o")],
     }[command]
     message = _error(runner.invoke(app, ["tempscale", command, "--model", str(remote_code_model), *args]))
-    assert "pass --trust-remote-code" in message
+    assert "without --trust-remote-code: model" in message and "allow it if you trust that code" in message
     assert "--trust-remote-code" in runner.invoke(app, ["tempscale", command, "--help"]).output

@@ -24,7 +24,7 @@ from lengthwise.cli.options import (
     setting_message,
 )
 from lengthwise.core.defaults import DEFAULT_MODEL
-from lengthwise.core.errors import SettingError
+from lengthwise.core.errors import LengthwiseError, SettingError
 
 if TYPE_CHECKING:  # rich.table loads when a command runs, not for `lengthwise --help`
     from rich.table import Table
@@ -222,7 +222,6 @@ def audit(
     plots and a self-contained OUT/report.html as one set, and prints a summary table.
     """
     from lengthwise.cli.options import check_device
-    from lengthwise.core.errors import DataFormatError
 
     flags = dict(locals())
     flags["switches"] = {
@@ -236,7 +235,7 @@ def audit(
     try:
         job = _job(flags)
         check_device(device)
-    except (ValueError, DataFormatError) as error:  # SettingError is a ValueError
+    except LengthwiseError as error:  # SettingError, DataFormatError
         fail(setting_message(error))
     _run(job, model=model, device=device, trust_remote_code=trust_remote_code, max_length=flags["max_length"],
          tempscale_t=tempscale_t, precision=precision)  # fmt: skip
@@ -248,9 +247,6 @@ def _run(job: AuditJob, *, model: str, device: str | None, trust_remote_code: bo
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from transformers.utils import logging as hf_logging
 
-    from lengthwise.audit.pairs.attack import NothingElongatedError
-    from lengthwise.core.errors import DataFormatError
-    from lengthwise.core.models import ModelLoadError
     from lengthwise.pipelines import audit_model
 
     hf_logging.disable_progress_bar()  # our own progress bar covers the work; weight loading is instant
@@ -264,7 +260,7 @@ def _run(job: AuditJob, *, model: str, device: str | None, trust_remote_code: bo
 
             payload = audit_model(job, model, device=device, max_length=max_length, trust_remote_code=trust_remote_code,
                                   tempscale=tempscale_t, precision=precision, on_progress=on_progress)  # fmt: skip
-    except (ValueError, ModelLoadError, NothingElongatedError, DataFormatError) as error:
+    except LengthwiseError as error:  # NothingElongatedError, SettingError, DataFormatError, ModelLoadError
         fail(setting_message(error))
     console.print(_summary_table(payload))
     if "diagnostics" in payload:

@@ -68,14 +68,12 @@ def encode(
     OUT/parquet, readable by pyarrow, DuckDB and polars. `--runner ray` runs the same encoder on a Ray cluster
     (`pip install 'lengthwise[ray]'`), with Parquet by default.
     """
-    from lengthwise.core.models import ModelLoadError
+    from lengthwise.core.errors import LengthwiseError, SettingError
     from lengthwise.facade import load_model
     from lengthwise.longdoc.storage.encode import encode as encode_corpus
 
     def note(line: str) -> None:
         say(f"repair: {line}")
-
-    from lengthwise.core.errors import SettingError
 
     targets = [d.strip() for d in devices.split(",") if d.strip()] if devices is not None else [None]
     try:
@@ -91,6 +89,6 @@ def encode(
                                 address=address, workers=workers, format=format,
                                 show_progress=console.is_terminal,
                                 on_note=note)  # fmt: skip
-    except (ValueError, ModelLoadError) as err:  # SettingError, LongDocError, DataFormatError: ValueErrors
+    except LengthwiseError as err:  # SettingError, LongDocError, DataFormatError, ModelLoadError
         _fail(setting_message(err))
     say(f"embedded {written} new documents into {out} ({long.describe()})")  # a path is printed as it is

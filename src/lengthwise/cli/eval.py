@@ -25,6 +25,7 @@ from lengthwise.cli.options import (
     setting_message,
 )
 from lengthwise.core.defaults import DEFAULT_MODEL
+from lengthwise.core.errors import LengthwiseError
 from lengthwise.evaluation.config import (
     ClassificationConfig,
     Classifier,
@@ -173,7 +174,7 @@ def evaluate(
                 few_shot_sampler=few_shot_sampler,
             ),
         )
-    except ValueError as err:
+    except LengthwiseError as err:
         _fail(setting_message(err))
     _run(config, model, out, device, max_length, trust_remote_code, tempscale, (long, window, stride), precision,
          (index, mode))  # fmt: skip
@@ -195,8 +196,6 @@ def _run(
     from rich.text import Text
     from transformers.utils import logging as hf_logging
 
-    from lengthwise.core.errors import DataFormatError
-    from lengthwise.core.models import ModelLoadError
     from lengthwise.pipelines import evaluate
 
     hf_logging.disable_progress_bar()
@@ -210,7 +209,7 @@ def _run(
                               trust_remote_code=trust_remote_code, precision=precision, tempscale=tempscale,
                               long=strategy, window=window, stride=stride, index=index, mode=mode,
                               show_progress=console.is_terminal)  # fmt: skip
-    except (ModelLoadError, DataFormatError, ValueError) as err:  # ValueError: a setting the data cannot satisfy
+    except LengthwiseError as err:  # a setting (or the data) refused, a model that does not load
         _fail(setting_message(err))
     except OSError as err:
         _fail(f"--out {out}: could not write the results ({err.strerror or err}); pass a writable directory")

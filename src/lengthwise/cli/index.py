@@ -38,7 +38,7 @@ def build(
     by their windows (rescored exactly in fp32), by BM25, or by both fused."""
     from rich.progress import Progress
 
-    from lengthwise.core.models import ModelLoadError
+    from lengthwise.core.errors import LengthwiseError
     from lengthwise.facade import load_model
     from lengthwise.longdoc.search.index import LongIndex
 
@@ -52,7 +52,7 @@ def build(
             index = LongIndex.build(encoded, out, quantize=quantize, engine=engine, text=text,
                                     granularity=granularity, on_progress=advance, on_note=say,
                                     load_model=load_model)  # fmt: skip
-    except (ValueError, ModelLoadError) as err:  # SettingError, LongDocError
+    except LengthwiseError as err:  # SettingError, LongDocError, DataFormatError, ModelLoadError
         _fail(setting_message(err))
     except KeyboardInterrupt:
         say("interrupted: run the same command again to resume the build where it was last saved")
@@ -63,20 +63,23 @@ def build(
 
 
 def _queries(query: str | None, queries: Path | None) -> list[tuple[str, str]]:
-    """(id, text) pairs from --query or a JSONL --queries file (``_id``, ``text``)."""
+    """(id, text) pairs from --query or a JSONL --queries file (``_id``, ``text``); a `SettingError` on ``queries``
+    (shown as --queries) otherwise."""
+    from lengthwise.core.errors import SettingError
+
     if (query is None) == (queries is None):
-        raise ValueError("give one of --query TEXT or --queries FILE.jsonl")
+        raise SettingError(None, None, "give one of --query TEXT or --queries FILE.jsonl")
     if query is not None:
         return [("q", query)]
     assert queries is not None
     from lengthwise.core._textio import checked_text, jsonl_objects
 
     if not queries.is_file():
-        raise ValueError(f"--queries {queries}: no such file; pass a JSONL file with _id and text")
+        raise SettingError("queries", queries, "no such file; pass a JSONL file with _id and text")
     asked = [(str(row.get("_id", row.get("id", n))), checked_text(queries, n, row.get("text"), "'text'"))
              for n, row in jsonl_objects(queries, "a JSON object with _id and text")]  # fmt: skip
     if not asked:
-        raise ValueError(f"--queries {queries}: holds no queries; pass a JSONL file with one _id and text per line")
+        raise SettingError("queries", queries, "holds no queries; pass a JSONL file with one _id and text per line")
     return asked
 
 
@@ -105,7 +108,7 @@ def search(
     ] = None,
 ) -> None:
     """Search INDEX: queries embedded with the settings recorded in the index, documents best first."""
-    from lengthwise.core.models import ModelLoadError
+    from lengthwise.core.errors import LengthwiseError
     from lengthwise.facade import load_model
     from lengthwise.longdoc.search.index import LongIndex
 
@@ -116,7 +119,7 @@ def search(
         results = LongIndex.open(index, model=model, load_model=load_model).search(
             [text for _, text in asked], k, mode=mode, passages=passages, candidates=candidates, probes=probes
         )
-    except (ValueError, ModelLoadError) as err:
+    except LengthwiseError as err:
         _fail(setting_message(err))
     for (query_id, _), hits in zip(asked, results, strict=True):
         if as_json:
@@ -145,7 +148,7 @@ def tune(
 ) -> None:
     """Choose INDEX's search mode and fusion (dense, lexical, RRF, convex at each weight) by nDCG@10 on a dev split,
     and record it in the index: `lengthwise search` then uses it by default."""
-    from lengthwise.core.models import ModelLoadError
+    from lengthwise.core.errors import LengthwiseError
     from lengthwise.pipelines import tune_hybrid
 
     quiet_loading()
@@ -156,7 +159,7 @@ def tune(
     try:
         result = tune_hybrid(index, data, split=split, weights=chosen,
                              on_eval=lambda arm, score: say(f"{arm:>12}  nDCG@10 {score:.2f}"))  # fmt: skip
-    except (ValueError, ModelLoadError) as err:
+    except LengthwiseError as err:
         _fail(setting_message(err))
     fusion = result["fusion"]
     print(f"chosen: {result['mode']}" + (f" ({fusion['fusion']}, lexical weight {fusion['weight']:g})"

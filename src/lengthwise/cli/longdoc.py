@@ -28,6 +28,7 @@ from lengthwise.cli.options import (
     setting_message,
 )
 from lengthwise.core.defaults import DEFAULT_MODEL
+from lengthwise.core.errors import LengthwiseError, SettingError
 from lengthwise.longdoc.config import LongDocConfig
 
 if TYPE_CHECKING:
@@ -98,7 +99,7 @@ def long_options(command: Callable[..., None]) -> Callable[..., None]:
         given = {name: values.pop(name) for name, _, _ in _LONG_FLAGS}
         try:
             config = long_config(given.pop("long"), macro=given.pop("macro_window"), **given)
-        except ValueError as err:  # LongDocError, or --scales that are not integers
+        except LengthwiseError as err:  # LongDocError, or --scales that are not integers (SettingError)
             _fail(setting_message(err))
         command(long=config, **values)
 
@@ -108,13 +109,16 @@ def long_options(command: Callable[..., None]) -> Callable[..., None]:
 
 
 def _numbers(text: str, flag: str, kind: type, example: str) -> tuple:
+    """`text`, comma-separated, as `kind`s; a `SettingError` naming `flag` (this command's own) otherwise."""
     try:
         values = tuple(kind(x) for x in text.split(",") if x.strip())
     except ValueError:
         words = "integers" if kind is int else "numbers"
-        raise ValueError(f"{flag} {text!r} is not comma-separated {words}, e.g. {flag} {example}") from None
+        raise SettingError(
+            None, None, f"{flag} {text!r} is not comma-separated {words}, e.g. {flag} {example}"
+        ) from None
     if not values:
-        raise ValueError(f"{flag} is empty; give at least one value")
+        raise SettingError(None, None, f"{flag} is empty; give at least one value")
     return values
 
 
@@ -129,7 +133,7 @@ def _floats(text: str, flag: str) -> tuple[float, ...]:
 def _scale_sets(text: str) -> tuple[tuple[int, ...], ...]:
     sets = [part.strip() for part in text.split(";") if part.strip()]
     if not sets:
-        raise ValueError("--scales is empty; give 'none' or sizes, e.g. --scales 'none;256'")
+        raise SettingError(None, None, "--scales is empty; give 'none' or sizes, e.g. --scales 'none;256'")
     return tuple(() if part.lower() == "none" else _ints(part, "--scales") for part in sets)
 
 
@@ -161,15 +165,13 @@ def synth(
     seed: Annotated[int, typer.Option("--seed", help="Seed for stretches, needles and depths.")] = 0,
 ) -> None:
     """Write a seeded passkey or needle task as a BEIR folder with length groups (lengths in the model's tokens)."""
-    from lengthwise.core.errors import DataFormatError
-    from lengthwise.core.models import ModelLoadError
     from lengthwise.longdoc.tasks.run import synthesize
 
     try:
         check_out_dir(out)
         sizes = _ints(lengths, "--lengths")
         data = synthesize(task, haystack, out, model, style=style, lengths=sizes, per_length=per_length, seed=seed)
-    except (ValueError, ModelLoadError, DataFormatError) as err:
+    except LengthwiseError as err:
         _fail(setting_message(err))
     groups = len(set(sizes))
     say(f"wrote {len(data.items)} documents in {groups} length group{'s' * (groups != 1)} to {out}")
@@ -187,7 +189,6 @@ def evaluate(
     precision: PrecisionOption = "fp32",
 ) -> None:
     """Score a synthetic task LongEmbed-style: rank within each length group; Acc@1 per length, mean, by depth."""
-    from lengthwise.core.models import ModelLoadError
     from lengthwise.facade import load_model
     from lengthwise.longdoc.tasks.run import score_long_task
 
@@ -199,7 +200,7 @@ def evaluate(
         result, record = score_long_task(data, model, load_model=load_model, long=long, out=out, batch_size=batch_size,
                                          device=device, precision=precision,
                                          show_progress=console.is_terminal)  # fmt: skip
-    except (ValueError, ModelLoadError) as err:
+    except LengthwiseError as err:
         _fail(setting_message(err))
     lengths = "  ".join(f"{k}: {v:.1f}" for k, v in result.by_length.items())
     task = record["provenance"]["data"].get("task", "task")
@@ -246,8 +247,6 @@ def tune(
     Truncation at the model's own window is always scored as the baseline. With --save the model is written
     with the best choice, and `lengthwise.load_model` / `LongEncoder(model)` pick it up from there.
     """
-    from lengthwise.core.errors import DataFormatError
-    from lengthwise.core.models import ModelLoadError
     from lengthwise.pipelines import tune_long_documents
 
     def report(config: LongDocConfig, score: float) -> None:
@@ -259,7 +258,9 @@ def tune(
         try:
             shares = tuple(float(x) for x in overlaps.split(",") if x.strip())
         except ValueError:
-            raise ValueError(f"--overlaps {overlaps!r} is not comma-separated fractions, e.g. 0,0.5") from None
+            raise SettingError(
+                None, None, f"--overlaps {overlaps!r} is not comma-separated fractions, e.g. 0,0.5"
+            ) from None
         with console.status("tuning"):
             result, record = tune_long_documents(
                 data, model, strategies=strategies.split(","), windows=_ints(windows, "--windows"), overlaps=shares,
@@ -268,7 +269,7 @@ def tune(
                 batch_size=batch_size, device=device, precision=precision,
                 on_eval=report,
             )  # fmt: skip
-    except (ValueError, ModelLoadError, DataFormatError) as err:
+    except LengthwiseError as err:
         _fail(setting_message(err))
     saved = f"; saved the model with it to {save}" if save is not None else ""
     say(
@@ -286,13 +287,12 @@ def save(
     device: DeviceOption = None,
 ) -> None:
     """Save the model with a long-document choice; lengthwise's load_model and LongEncoder(model) use it."""
-    from lengthwise.core.models import ModelLoadError
     from lengthwise.longdoc.persist import save_long_documents
 
     try:
         quiet_loading()
         with console.status(escape(f"loading {model}")):
             save_long_documents(model, long, out, device=device)
-    except (ValueError, ModelLoadError) as err:
+    except LengthwiseError as err:
         _fail(setting_message(err))
     say(f"wrote {out} with {long.describe()}")

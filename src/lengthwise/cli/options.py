@@ -112,7 +112,8 @@ def setting_message(error: Exception, *, flags: Collection[str] | None = None) -
     `flags`: the fields this command has a flag for; another field is set with ``--set field=value``
     (``lengthwise train``). Without `flags`, a field whose flag (`flag_for`) the running command does not have (an
     argument of a library function, not a setting of this command) keeps the library's ``field=value: problem``.
-    Any other error is its own message.
+    A switch's field (a bool value) reads ``without --flag: problem`` (or ``with --flag``). Any other error is its
+    own message.
     """
     from lengthwise.core.errors import LengthwiseError, shown_value
 
@@ -129,6 +130,8 @@ def setting_message(error: Exception, *, flags: Collection[str] | None = None) -
     flag, options = flag_for(error.field), _command_options()
     if options is not None and not set(flag.split("/")) <= options:
         return str(error)
+    if isinstance(error.value, bool):  # a switch: given or not (``trust_remote_code=False`` → without the flag)
+        return f"{'with' if error.value else 'without'} {flag}: {error.problem}"
     return f"{flag}: {error.problem}" if error.value is None else f"{flag} {text}: {error.problem}"
 
 

@@ -26,9 +26,10 @@ def report(
     write one comparison page (compare.html) with their plots overlaid."""
     from lengthwise.audit.report.render import render
     from lengthwise.cli.options import setting_message
+    from lengthwise.core.errors import LengthwiseError
 
     try:
         written = render(audit_dirs, out, label)
-    except ValueError as error:
+    except LengthwiseError as error:  # SettingError, SchemaError
         fail(setting_message(error))
     say(f"wrote {written['html']}")

@@ -40,7 +40,7 @@ def serve(
     index are loaded once, and concurrent queries are embedded in batches. Stops on SIGTERM or Ctrl-C once the
     requests in flight are answered."""
     from lengthwise.cli.options import quiet_loading
-    from lengthwise.core.models import ModelLoadError
+    from lengthwise.core.errors import LengthwiseError
     from lengthwise.service import serve as run_service
 
     quiet_loading()
@@ -53,7 +53,7 @@ def serve(
         if config.public and api_key_file is None:
             say(f"warning: {host} is reachable from other machines and no --api-key-file is set")
         run_service(index, config, on_ready=ready)
-    except (ValueError, ModelLoadError) as err:
+    except LengthwiseError as err:  # SettingError, LongDocError, ModelLoadError
         _fail(_message(err, index))
     except KeyboardInterrupt:
         pass

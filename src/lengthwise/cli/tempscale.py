@@ -26,6 +26,7 @@ from lengthwise.cli.options import (
     setting_message,
 )
 from lengthwise.core.defaults import DEFAULT_MODEL
+from lengthwise.core.errors import LengthwiseError
 from lengthwise.evaluation.config import Task
 from lengthwise.tempscale.config import TempScaleConfig
 from lengthwise.tempscale.tune import Side, TuneSpec
@@ -106,8 +107,6 @@ def bake(
     """
     config = _checked_config(t, t_query, t_doc, schedule)  # before anything heavy is imported
     from lengthwise.cli.options import check_device
-    from lengthwise.core.models import ModelLoadError
-    from lengthwise.tempscale import TempScaleError
     from lengthwise.tempscale.persist import bake as bake_model
 
     try:
@@ -116,9 +115,7 @@ def bake(
         result = bake_model(
             model, config, out, rebake=rebake, verify=verify, device=device, trust_remote_code=trust_remote_code
         )
-    except TempScaleError as err:
-        _fail(setting_message(err))
-    except (ValueError, ModelLoadError) as err:
+    except LengthwiseError as err:  # TempScaleError, SettingError, ModelLoadError
         _fail(setting_message(err))
     _note_ignored(model, result.ignored)
     if result.max_difference is not None:
@@ -154,17 +151,13 @@ def save(
     """
     config = _checked_config(t, t_query, t_doc, schedule)
     from lengthwise.cli.options import check_device
-    from lengthwise.core.models import ModelLoadError
-    from lengthwise.tempscale import TempScaleError
     from lengthwise.tempscale.persist import save_tempscaled
 
     try:
         check_device(device)
         quiet_loading()
         ignored = save_tempscaled(model, config, out, device=device, trust_remote_code=trust_remote_code)
-    except TempScaleError as err:
-        _fail(setting_message(err))
-    except (ValueError, ModelLoadError) as err:
+    except LengthwiseError as err:  # TempScaleError, SettingError, ModelLoadError
         _fail(setting_message(err))
     _note_ignored(model, ignored)
     console.print(f"wrote {out} with {config}", highlight=False, markup=False)
@@ -218,7 +211,6 @@ def tune(
     except TempScaleError as err:
         _fail(setting_message(err))
     from lengthwise.cli.options import check_device, check_out_dir
-    from lengthwise.core.models import ModelLoadError
     from lengthwise.pipelines import tune_tempscale
 
     def note(line: str) -> None:
@@ -236,7 +228,7 @@ def tune(
                                     batch_size=batch_size, seed=seed, device=device, max_length=max_length,
                                     trust_remote_code=trust_remote_code, precision=precision, on_note=note,
                                     on_eval=report)  # fmt: skip
-    except (ValueError, ModelLoadError) as err:  # TempScaleError and DataFormatError are ValueErrors
+    except LengthwiseError as err:  # TempScaleError, DataFormatError, ModelLoadError
         _fail(setting_message(err))
     result = record["result"]
     console.print(

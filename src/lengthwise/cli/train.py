@@ -67,6 +67,7 @@ def _option(owner: type, name: str, methods: str = "") -> Any:
 
 
 def _settings(config_file: Path | None, flags: dict[str, Any], assignments: list[str]) -> dict[str, Any]:
+    from lengthwise.core.errors import SettingError
     from lengthwise.training.config import read_config_file
 
     values: dict[str, Any] = read_config_file(config_file) if config_file else {}
@@ -74,7 +75,7 @@ def _settings(config_file: Path | None, flags: dict[str, Any], assignments: list
     for assignment in assignments:
         key, sep, value = assignment.partition("=")
         if not sep or not key.strip():
-            raise ValueError(f"--set {assignment!r}: use KEY=VALUE, e.g. --set alpha=0.15")
+            raise SettingError(None, None, f"--set {assignment!r}: use KEY=VALUE, e.g. --set alpha=0.15")
         values[key.strip().replace("-", "_")] = value.strip()
     return values
 
@@ -130,7 +131,7 @@ def train(
     `--recipe length-robust -d PAIRS.jsonl -o RUN` continues training a model with the measured length-robust
     settings (copy-and-concat mixed with plain pairs); any flag given overrides the recipe's value.
     """
-    from lengthwise.core.errors import SettingError
+    from lengthwise.core.errors import LengthwiseError, SettingError
     from lengthwise.training.config import config_from_mapping
 
     flags = {**flags, "trust_remote_code": trust_remote_code or None}
@@ -139,12 +140,11 @@ def train(
         settings = config_from_mapping(_settings(config, flags, set_ or []))
     except SettingError as err:
         _fail(setting_message(err, flags=given))
-    except ValueError as err:
+    except LengthwiseError as err:  # DataFormatError: the --config file
         _fail(setting_message(err))
     from transformers.utils import logging as hf_logging
 
     from lengthwise.cli.options import check_device
-    from lengthwise.core.models import ModelLoadError
     from lengthwise.facade import train as run_training
 
     hf_logging.set_verbosity_warning()
@@ -153,7 +153,7 @@ def train(
         result = run_training(settings, resume=resume)
     except SettingError as err:
         _fail(setting_message(err, flags=given))
-    except (ValueError, ModelLoadError, FileExistsError, ImportError) as err:  # DataFormatError is a ValueError
+    except (LengthwiseError, FileExistsError, ImportError) as err:  # DataFormatError, ModelLoadError, TrainingDiverged
         _fail(setting_message(err))
     if result.already_finished:
         console.print(

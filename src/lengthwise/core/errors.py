@@ -8,7 +8,9 @@ A library message never names a command-line flag: the CLI turns the field into 
 
 The subclasses users catch:
 
-- `SettingError`: a setting or argument that cannot be used (rooms subclass it: `TempScaleError`, `LongDocError`).
+- `SettingError`: a setting or argument that cannot be used. `LongDocError` (here, re-exported by
+  `lengthwise.longdoc.config`) and `TempScaleError` (`lengthwise.tempscale.config`) are the long-document and
+  TempScale rooms' own kinds of it.
 - `DataFormatError`: a data file or data set that cannot be read or used; the message names the file, the line
   and the fix.
 - `ModelLoadError`: a model that cannot be found or loaded.
@@ -26,7 +28,15 @@ import os
 from enum import Enum
 from typing import Any
 
-__all__ = ["DataFormatError", "LengthwiseError", "ModelLoadError", "SettingError", "TrainingDiverged", "shown_value"]
+__all__ = [
+    "DataFormatError",
+    "LengthwiseError",
+    "LongDocError",
+    "ModelLoadError",
+    "SettingError",
+    "TrainingDiverged",
+    "shown_value",
+]
 
 
 def shown_value(value: Any) -> Any:
@@ -90,17 +100,22 @@ class DataFormatError(LengthwiseError, ValueError):
     """
 
 
+class LongDocError(SettingError):
+    """A long-document setting or input cannot be used (`lengthwise.longdoc`): `field` names the setting at fault
+    (``window``, ``stride``, ``strategy``…); without one the problem names the input (a file, a document) and the fix.
+
+    Example:
+        >>> str(LongDocError("stride", 0, "must be ≥ 1"))
+        'stride=0: must be ≥ 1'
+    """
+
+
 class ModelLoadError(LengthwiseError, RuntimeError):
     """A model could not be found or loaded; the message says what to do instead.
 
-    Transitional: also built from one message, ``ModelLoadError("...")``, until its callers in `core/models.py`
-    pass ``(field, value, problem)``.
+    `field` is the argument that named the model (``model``), or the setting that kept it from loading
+    (``trust_remote_code``).
     """
-
-    def __init__(self, field: str | None, value: Any = None, problem: str | None = None) -> None:
-        if problem is None:  # the one-message form: the message is the problem
-            field, problem = None, str(field)
-        super().__init__(field, value, problem)
 
 
 class TrainingDiverged(LengthwiseError, ValueError):

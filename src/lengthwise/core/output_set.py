@@ -245,8 +245,9 @@ def prepare_out(out: str | os.PathLike[str], check: Callable[[Path], None] | Non
     """Check, before any compute or model load, that a job can write `out`, and return it as a `Path`.
 
     The folder an output set is staged in (the parent of `out`) is made and a staging folder tried there; `check`
-    is the output set's own check (e.g. one calling `check_output_target` with its file names). Without a `check`,
-    `out` is a folder the job writes into: made now, refused when it is a file.
+    is the output set's own check (e.g. one calling `check_output_target` with its file names and ``field="out"``),
+    whose `SettingError` passes as it is. Without a `check`, `out` is a folder the job writes into: made now,
+    refused when it is a file.
 
     Raises:
         SettingError: On ``out``, whatever the problem (a file, a folder that cannot be written, foreign files).
@@ -267,8 +268,4 @@ def prepare_out(out: str | os.PathLike[str], check: Callable[[Path], None] | Non
     except OSError as error:
         problem = f"cannot write there ({error.strerror}); pass a writable directory"
         raise SettingError("out", str(out), problem) from None
-    except ValueError as error:  # a check's refusal (a SettingError naming ``out`` passes as it is)
-        if isinstance(error, SettingError) and error.field == "out":
-            raise
-        raise SettingError("out", str(out), str(error).removeprefix(f"{out}: ")) from None
     return out

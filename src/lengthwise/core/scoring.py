@@ -57,9 +57,9 @@ class WindowScoring:
 
     def __post_init__(self) -> None:
         if self.top_k < 1:
-            raise ValueError(f"top_k={self.top_k}: must be ≥ 1")
+            raise SettingError("top_k", self.top_k, "must be ≥ 1")
         if not 0.0 <= self.fuse_mean <= 1.0:
-            raise ValueError(f"fuse_mean={self.fuse_mean}: must be in [0, 1]")
+            raise SettingError("fuse_mean", self.fuse_mean, "must be in [0, 1], e.g. 0.3")
 
     @classmethod
     def of(cls, value: WindowScoring | int) -> WindowScoring:

@@ -1,6 +1,6 @@
 """Long-document settings (METHODS §5): the strategy, the window and its stride, as a frozen dataclass.
 
-Validated on construction with errors that name the CLI flag; what depends on the model (the window against the
+Validated on construction with `LongDocError`s that name the field; what depends on the model (the window against the
 model's position table, the stride against the window's content budget) is checked by `LongEncoder`.
 """
 
@@ -10,21 +10,13 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
-from lengthwise.core.errors import SettingError
+from lengthwise.core.errors import LongDocError  # the long-document kind of `SettingError`, re-exported here
 from lengthwise.core.scoring import WindowScoring
 
 __all__ = ["ATTRIBUTE", "DEFAULT", "RECOMMENDED", "LongDocConfig", "LongDocError", "Strategy", "saved_longdoc"]
 
 DEFAULT = "default"  # the name that selects RECOMMENDED wherever a strategy name is accepted
 ATTRIBUTE = "lengthwise_longdoc"  # where a loaded model keeps the choice saved with it (`persist.attach_saved_longdoc`)
-
-
-class LongDocError(SettingError):
-    """A long-document setting or input cannot be used. `field` names the setting at fault when there is one
-    (the message then reads ``field=value: problem``); otherwise the message names the input and the fix."""
-
-    def __init__(self, problem: str, *, field: str | None = None, value: Any = None) -> None:
-        super().__init__(field, value, problem)
 
 
 class Strategy(str, Enum):
@@ -45,7 +37,7 @@ class Strategy(str, Enum):
             return cls(str(value).strip().lower().replace("_", "-"))
         except ValueError:
             choices = ", ".join(s.value for s in cls)
-            raise LongDocError(f"not a strategy; use one of {choices}", field="strategy", value=value) from None
+            raise LongDocError("strategy", value, f"not a strategy; use one of {choices}") from None
 
 
 @dataclass(frozen=True)
@@ -96,51 +88,47 @@ class LongDocConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "strategy", Strategy.parse(self.strategy))
         if self.window is not None and self.window < 3:
-            raise LongDocError(
-                "too small; use at least 3 tokens (special tokens included)", field="window", value=self.window
-            )
+            raise LongDocError("window", self.window, "too small; use at least 3 tokens (special tokens included)")
         if self.stride is not None:
             if self.stride < 1:
-                raise LongDocError("must be ≥ 1", field="stride", value=self.stride)
+                raise LongDocError("stride", self.stride, "must be ≥ 1")
             if self.window is not None and self.stride >= self.window:
                 raise LongDocError(
+                    "stride",
+                    self.stride,
                     f"not below the window ({self.window}): windows would skip tokens; use a stride below the "
                     "window (omit it for no overlap)",
-                    field="stride",
-                    value=self.stride,
                 )
         if self.top_k < 1:
-            raise LongDocError("must be ≥ 1", field="top_k", value=self.top_k)
+            raise LongDocError("top_k", self.top_k, "must be ≥ 1")
         if self.top_k > 1 and self.strategy is not Strategy.multi_vector:
             raise LongDocError(
+                "top_k",
+                self.top_k,
                 f"scores multi-vector windows only; {self.strategy.value} keeps one vector per document, so use "
-                "--long multi-vector or leave it at 1",
-                field="top_k",
-                value=self.top_k,
+                "the multi-vector strategy or leave it at 1",
             )
         object.__setattr__(self, "scales", tuple(int(scale) for scale in self.scales))
         multi_only = {"scales": bool(self.scales), "fuse_mean": self.fuse_mean != 0.0}
         for name, used in multi_only.items():
             if used and self.strategy is not Strategy.multi_vector:
                 raise LongDocError(
-                    "applies to multi-vector windows only; use --long multi-vector or leave it out",
-                    field=name,
-                    value=",".join(map(str, self.scales)) if name == "scales" else self.fuse_mean,
+                    name,
+                    ",".join(map(str, self.scales)) if name == "scales" else self.fuse_mean,
+                    "applies to multi-vector windows only; use the multi-vector strategy or leave it out",
                 )
         if any(scale < 3 for scale in self.scales):
-            raise LongDocError(
-                "each scale is a window of at least 3 tokens", field="scales", value=",".join(map(str, self.scales))
-            )
+            raise LongDocError("scales", ",".join(map(str, self.scales)), "each scale is a window of at least 3 tokens")
         if len(set(self.scales)) < len(self.scales):
             raise LongDocError(
+                "scales",
+                ",".join(map(str, self.scales)),
                 "a size is given twice (its windows would be stored twice); give each scale once",
-                field="scales",
-                value=",".join(map(str, self.scales)),
             )
         if not 0.0 <= self.fuse_mean <= 1.0:
-            raise LongDocError("must be in [0, 1], e.g. 0.3", field="fuse_mean", value=self.fuse_mean)
+            raise LongDocError("fuse_mean", self.fuse_mean, "must be in [0, 1], e.g. 0.3")
         if self.macro_window is not None and self.window is not None and self.macro_window < self.window:
-            raise LongDocError(f"must be ≥ the window ({self.window})", field="macro_window", value=self.macro_window)
+            raise LongDocError("macro_window", self.macro_window, f"must be ≥ the window ({self.window})")
 
     def describe(self) -> str:
         """A short label, e.g. ``chunk-mean w128 s64``."""
@@ -187,7 +175,9 @@ class LongDocConfig:
     def from_dict(cls, data: dict[str, Any]) -> LongDocConfig:
         unknown = set(data) - {f for f in cls.__dataclass_fields__}
         if unknown:
-            raise LongDocError(f"unknown long-document settings {sorted(unknown)}; was the file written by lengthwise?")
+            raise LongDocError(
+                None, None, f"unknown long-document settings {sorted(unknown)}; was the file written by lengthwise?"
+            )
         return cls(**{**data, "scales": tuple(data.get("scales", ()))})
 
 

@@ -73,7 +73,7 @@ class LongEncoder:
         self.tokenizer = model.tokenizer
         self.specials = special_tokens(self.tokenizer)
         if model.max_seq_length is None:
-            raise LongDocError("the model has no max sequence length; set a window", field="window", value=None)
+            raise LongDocError("window", None, "the model has no max sequence length; set a window")
         self.limit = position_limit(model) or int(model.max_seq_length)
         self.window = self.config.window or int(model.max_seq_length)
         self.macro_window = self.config.macro_window or self.limit
@@ -81,12 +81,12 @@ class LongEncoder:
         for name, value in [*sizes, *(("scales", scale) for scale in self.config.scales)]:
             if value > self.limit:
                 raise LongDocError(
+                    name,
+                    value,
                     f"above the model's limit of {self.limit} tokens (its position table); use ≤ {self.limit}",
-                    field=name,
-                    value=value,
                 )
         if self.window <= self.specials.count:
-            raise LongDocError("leaves no room for text beside the special tokens", field="window", value=self.window)
+            raise LongDocError("window", self.window, "leaves no room for text beside the special tokens")
         self.cache = cache if cache is not None else WindowCache(cache_bytes)
         self.block_chars = block_chars
         self.normalizes = any(type(module).__name__ == "Normalize" for module in model)
@@ -128,7 +128,7 @@ class LongEncoder:
         parts = self.iter_windows(texts, role, batch_size=batch_size, show_progress=show_progress)
         pooled = [pool_windows(p.vectors, p.weights, self.config.strategy, normalize=self.normalizes) for p in parts]
         if not pooled:
-            raise LongDocError("no texts to encode")
+            raise LongDocError(None, None, "no texts to encode")
         return np.stack(pooled)
 
     # --- streaming -------------------------------------------------------------------------------------------
@@ -146,7 +146,7 @@ class LongEncoder:
         from tqdm.auto import tqdm
 
         if batch_size < 1:
-            raise LongDocError("must be ≥ 1", field="batch_size", value=batch_size)
+            raise LongDocError("batch_size", batch_size, "must be ≥ 1")
 
         total = total if total is not None else (len(texts) if isinstance(texts, Sequence) else None)
         iterator = iter(texts)
@@ -156,12 +156,14 @@ class LongEncoder:
                 for index, text in enumerate(block):
                     if not isinstance(text, str) or not text.strip():
                         raise LongDocError(
-                            f"document #{first + index} is empty or whitespace-only; remove it or give it text"
+                            None,
+                            None,
+                            f"document #{first + index} is empty or whitespace-only; remove it or give it text",
                         )
                 ids = self.tokenizer(block, add_special_tokens=False, verbose=False)["input_ids"]
                 for index, doc in enumerate(ids):
                     if not doc:
-                        raise LongDocError(f"document #{first + index} has no tokens for this tokenizer")
+                        raise LongDocError(None, None, f"document #{first + index} has no tokens for this tokenizer")
                 if self.config.strategy is Strategy.late_chunking:
                     yield from self._late_block(ids, role, batch_size)
                 else:
@@ -195,16 +197,14 @@ class LongEncoder:
         """Text tokens per window: the window less the special tokens and the role's prompt."""
         budget = (window or self.window) - self.specials.count - len(self._prompt(role))
         if budget < 1:
-            raise LongDocError("leaves no room for text beside the prompt", field="window", value=window or self.window)
+            raise LongDocError("window", window or self.window, "leaves no room for text beside the prompt")
         return budget
 
     def _stride(self, budget: int) -> int:
         stride = self.config.stride or budget
         if stride > budget:
             raise LongDocError(
-                f"larger than the {budget} text tokens a window holds; use a stride ≤ {budget}",
-                field="stride",
-                value=stride,
+                "stride", stride, f"larger than the {budget} text tokens a window holds; use a stride ≤ {budget}"
             )
         return stride
 

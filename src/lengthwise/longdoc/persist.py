@@ -35,10 +35,7 @@ def save_longdoc(model: SentenceTransformer, config: LongDocConfig, out_dir: str
     from lengthwise.core.output_set import check_model_target
 
     out = Path(out_dir)
-    try:
-        check_model_target(out)
-    except ValueError as error:
-        raise LongDocError(str(error).removeprefix(f"{out}: "), field="out", value=str(out)) from None
+    check_model_target(out, field="out")  # a `SettingError` naming ``out``
     model.save(str(out))
     write_settings(out, config)
     return out
@@ -87,7 +84,9 @@ def read_longdoc_settings(folder: str | Path) -> LongDocConfig | None:
     try:
         return LongDocConfig.from_dict(json.loads(path.read_text(encoding="utf-8"))["config"])
     except (KeyError, TypeError, json.JSONDecodeError) as err:
-        raise LongDocError(f"{path}: unreadable long-document settings ({err}); delete the file or re-save") from err
+        raise LongDocError(
+            None, None, f"{path}: unreadable long-document settings ({err}); delete the file or re-save"
+        ) from err
 
 
 def attach_saved_longdoc(model: SentenceTransformer, folder: str | Path) -> LongDocConfig | None:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from lengthwise.core.errors import SettingError
 from lengthwise.longdoc.config import Strategy
 
 __all__ = ["macro_assignment", "pool_windows"]
@@ -45,5 +46,5 @@ def macro_assignment(n: int, spans: Sequence[tuple[int, int]]) -> np.ndarray:
         right = end - 1 - inside if end < n else np.full(len(inside), n)
         margins[w, start:end] = np.minimum(left, right)
     if (margins.max(axis=0) < 0).any():
-        raise ValueError("the macro-windows do not cover every token")
+        raise SettingError("spans", list(spans), f"the macro-windows do not cover every one of the {n} tokens")
     return margins.argmax(axis=0)

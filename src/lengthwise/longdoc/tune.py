@@ -61,7 +61,7 @@ def candidates(
     [0, 1) (it names the ``overlaps`` field).
     """
     if any(not 0 <= overlap < 1 for overlap in overlaps):
-        raise LongDocError("each overlap must be in [0, 1), e.g. 0,0.5", field="overlaps", value=list(overlaps))
+        raise LongDocError("overlaps", list(overlaps), "each overlap must be in [0, 1), e.g. 0,0.5")
     ks = [top_k] if isinstance(top_k, int) else list(top_k)
     configs: list[LongDocConfig] = []
     for strategy, window, overlap in itertools.product(strategies, windows, overlaps):
@@ -135,7 +135,9 @@ def tune_long(
             continue
         value = float(objective(config))
         if not np.isfinite(value):
-            raise LongDocError(f"the objective returned {value} for {config.describe()}; check the dev data")
+            raise LongDocError(
+                None, None, f"the objective returned {value} for {config.describe()}; check the dev data"
+            )
         scores[config] = value
         if on_eval is not None:
             on_eval(config, value)
@@ -164,16 +166,12 @@ def plot_long_tune(result: LongTuneResult, metric: str) -> Figure:
 def check_targets(out: str | os.PathLike[str] | None, save: str | os.PathLike[str] | None) -> None:
     """Refuse, before the model loads, an `out` that cannot receive the tuning's output set or a `save` folder that
     cannot receive the model (`SettingError` on ``out`` / ``save``)."""
-    from lengthwise.core.errors import SettingError
     from lengthwise.core.output_set import check_model_target, check_output_target
 
     if out is not None:
-        check_output_target(Path(out), TUNE_FILES, what="a long-document tuning")
+        check_output_target(Path(out), TUNE_FILES, what="a long-document tuning", field="out")
     if save is not None:
-        try:
-            check_model_target(Path(save), beside=[Path(out)] if out is not None else [])
-        except ValueError as error:
-            raise SettingError("save", str(save), str(error).removeprefix(f"{save}: ")) from None
+        check_model_target(Path(save), beside=[Path(out)] if out is not None else [], field="save")
 
 
 def synthetic_score(

@@ -11,14 +11,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
+from lengthwise.core.errors import SettingError
 from lengthwise.service.config import Limits
 
 __all__ = ["request_models"]
 
 
 def _not_blank(text: str) -> str:
+    """`text` unless it is blank; pydantic turns the `SettingError` (a `ValueError`) into the field's 422."""
     if not text.strip():
-        raise ValueError("a query is empty; give the text to search for")
+        raise SettingError(None, None, "a query is empty; give the text to search for")
     return text
 
 

@@ -33,16 +33,10 @@ class Role(str, Enum):
 class TempScaleError(SettingError):
     """TempScale cannot be applied or baked as asked; the message says why and what to do.
 
-    `field` names the setting at fault (``t``, ``t_query``, ``grid``…) when there is one; the message then reads
-    ``field=value: problem``, and the command line names the flag that sets the field.
-
-    Transitional: it still takes ``(problem, *, field=None, value=None)``, the form its callers in
-    `tempscale/persist.py`, `tempscale/patch.py` and `pipelines.py` use, instead of the family's
-    ``(field, value, problem)``; written with keywords (``field=, value=, problem=``) a call suits both.
+    Built as every error of the family, ``(field, value, problem)``: `field` names the setting at fault (``t``,
+    ``t_query``, ``grid``…) when there is one; the message then reads ``field=value: problem``, and the command
+    line names the flag that sets the field.
     """
-
-    def __init__(self, problem: str, *, field: str | None = None, value: Any = None) -> None:
-        super().__init__(field, value, problem)
 
 
 def _positive(name: str, value: float) -> float:

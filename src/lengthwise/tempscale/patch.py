@@ -82,10 +82,12 @@ class TempScalePatch:
         """This call's temperature, broadcastable to `like` (B, T, C) or (B, H, T, T); fused: only C[:C/3]."""
         t = self._current
         if t is None:
-            raise TempScaleError("a length schedule needs the attention mask: call the SentenceTransformer itself")
+            raise TempScaleError(
+                None, None, "a length schedule needs the attention mask: call the SentenceTransformer itself"
+            )
         if isinstance(t, torch.Tensor):
             if t.shape[0] != like.shape[0]:
-                raise TempScaleError(f"TempScale: a batch of {like.shape[0]} rows but {t.shape[0]} lengths")
+                raise TempScaleError(None, None, f"TempScale: a batch of {like.shape[0]} rows but {t.shape[0]} lengths")
             t = t.to(like.dtype).view(-1, *([1] * (like.dim() - 1)))  # (B, 1, ..)
         if not fused:
             return t

@@ -53,7 +53,9 @@ def _baked_parameters(
     if family.position_bias is not None and config.scale_position_bias:
         bias = hf_model.get_submodule(family.position_bias)
         if not isinstance(bias, nn.Embedding):
-            raise TempScaleError(f"{family.name}: {family.position_bias} is {type(bias).__name__}, not an Embedding")
+            raise TempScaleError(
+                None, None, f"{family.name}: {family.position_bias} is {type(bias).__name__}, not an Embedding"
+            )
         targets.append((bias.weight, slice(None)))
     return family, targets
 
@@ -104,19 +106,19 @@ def bake_plan(
     """What a bake of `source` into `out_dir` will record: (the total configuration, each baked t in order).
 
     Refuses (`TempScaleError`) a configuration no weights can hold (a schedule, query ≠ document), to write over
-    `source` itself, and to bake a model whose weights already carry a temperature unless `stack`; stacked, the
-    recorded t is the product of every baked t.
+    `source` itself (on ``out``), and to bake a model whose weights already carry a temperature unless `stack`
+    (on ``rebake``, `bake`'s name for it); stacked, the recorded t is the product of every baked t.
     """
     reason = _config_refusal(config)
     if reason is not None:
-        raise TempScaleError(f"cannot bake TempScale exactly: {reason}")
+        raise TempScaleError(None, None, f"cannot bake TempScale exactly: {reason}")
     out = Path(out_dir)
     folder = Path(source) if source is not None else None
     if folder is not None and folder.is_dir() and out.exists() and out.resolve() == folder.resolve():
         raise TempScaleError(
-            f"{out} is the model being baked; baking in place would overwrite its weights. Pass another --out",
-            field="out",
-            value=str(out),
+            "out",
+            str(out),
+            "is the model being baked; baking in place would overwrite its weights, so pass another folder",
         )
     previous = read_tempscale_settings(folder) if folder is not None and folder.is_dir() else None
     if previous is None or not previous[1]:
@@ -124,8 +126,10 @@ def bake_plan(
     done, steps = previous[0], _baked_steps(folder) or [previous[0].t]
     if not stack:
         raise TempScaleError(
+            "rebake",
+            stack,
             f"{folder} already carries t = {done.t:g} in its weights ({SETTINGS_FILE}); baking again divides by t "
-            f"again. Bake the original model, or pass --rebake (stack=True) to record t = {done.t:g} × {config.t:g}"
+            f"again: bake the original model, or rebake it to record t = {done.t:g} × {config.t:g}",
         )
     return replace(config, t=done.t * config.t), [*steps, config.t]
 
@@ -157,7 +161,7 @@ def bake_tempscale(
     total, steps = bake_plan(config, out_dir, source if source is not None else _source_folder(model), stack=stack)
     reason = bake_refusal(model, config)
     if reason is not None:
-        raise TempScaleError(f"cannot bake TempScale exactly: {reason}")
+        raise TempScaleError(None, None, f"cannot bake TempScale exactly: {reason}")
     family, targets = _baked_parameters(model, config)
     out = Path(out_dir)
     originals = [parameter.detach().clone() for parameter, _ in targets]
@@ -166,7 +170,7 @@ def bake_tempscale(
             for parameter, rows in targets:
                 parameter[rows] /= config.t
             if not all(torch.isfinite(parameter[rows]).all() for parameter, rows in targets):
-                raise TempScaleError(f"weights divided by t = {config.t:g} overflow; use a t nearer 1")
+                raise TempScaleError(None, None, f"weights divided by t = {config.t:g} overflow; use a t nearer 1")
             model.save(str(out))
         finally:
             for (parameter, _), original in zip(targets, originals, strict=True):
@@ -197,7 +201,9 @@ def save_tempscale(model: SentenceTransformer, out_dir: str | Path) -> Path:
     """Save a TempScale'd model (original weights) with its settings, so `load_model` re-applies them."""
     patch = current_tempscale(model)
     if patch is None:
-        raise TempScaleError("the model is not TempScale'd; apply_tempscale(model, config) first, or use model.save")
+        raise TempScaleError(
+            None, None, "the model is not TempScale'd; apply_tempscale(model, config) first, or use model.save"
+        )
     out = Path(out_dir)
     model.save(str(out))
     _write_settings(out, patch.config, patch.family, baked=False)
@@ -213,7 +219,9 @@ def read_tempscale_settings(folder: str | Path) -> tuple[TempScaleConfig, bool] 
         data = json.loads(path.read_text(encoding="utf-8"))
         return TempScaleConfig.from_dict(data["config"]), bool(data["baked"])
     except (KeyError, TypeError, json.JSONDecodeError) as err:
-        raise TempScaleError(f"{path}: unreadable TempScale settings ({err}); delete the file or re-save") from err
+        raise TempScaleError(
+            None, None, f"{path}: unreadable TempScale settings ({err}); delete the file or re-save"
+        ) from err
 
 
 def apply_saved_tempscale(model: SentenceTransformer, folder: str | Path) -> TempScalePatch | None:
@@ -282,8 +290,9 @@ def bake(
     bake_tempscale(loaded, config, out, source=folder, stack=rebake)
     difference = _bake_difference(loaded, config, out) if verify else None
     if difference is not None and difference > 1e-5:
-        raise TempScaleError(f"baked weights differ from the run-time patch by {difference:.2e} (> 1e-5); do not "
-                             f"use {out}")  # fmt: skip
+        raise TempScaleError(
+            None, None, f"baked weights differ from the run-time patch by {difference:.2e} (> 1e-5); do not use {out}"
+        )
     return BakeResult(out, total.t, tuple(steps), ignored, difference)
 
 

@@ -44,7 +44,7 @@ def shard_layout(encoded: Path) -> tuple[list[str], np.ndarray, int, list[Path]]
         files.append(Path(array.filename))
         dim = array.shape[1]
     if not ids:
-        raise LongDocError(f"{encoded}: no complete shard yet")
+        raise LongDocError(None, None, f"{encoded}: no complete shard yet")
     return ids, np.concatenate(counts).astype(np.int64), dim, files
 
 
@@ -57,8 +57,12 @@ def _allocate(path: Path) -> None:
     try:
         os.posix_fallocate(descriptor, 0, path.stat().st_size)
     except OSError as err:
-        raise LongDocError(f"{path.parent}: no room for the index's vectors ({err.strerror}); free disk space or "
-                           "build into another folder") from None  # fmt: skip
+        raise LongDocError(
+            None,
+            None,
+            f"{path.parent}: no room for the index's vectors ({err.strerror}); free disk space or "
+            "build into another folder",
+        ) from None
     finally:
         os.close(descriptor)
 

@@ -48,7 +48,7 @@ import numpy as np
 import torch
 
 from lengthwise.core.encoder import MultiVectors, multi_vector_scores
-from lengthwise.core.errors import SettingError
+from lengthwise.core.errors import DataFormatError, SettingError
 from lengthwise.core.scoring import WindowScoring
 from lengthwise.longdoc.config import LongDocError
 from lengthwise.longdoc.search._staging import (
@@ -249,13 +249,14 @@ def read_manifest(encoded: Path) -> dict[str, Any]:
     missing or unreadable."""
     path = encoded / MANIFEST
     if not path.is_file():
-        raise LongDocError(f"{encoded}: no {MANIFEST}; index a folder written by `lengthwise encode`")
+        raise LongDocError(None, None, f"{encoded}: no {MANIFEST}; index a folder written by `lengthwise encode`")
+    again = "encode into a new folder with `lengthwise encode`"
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(manifest, dict) or not isinstance(manifest.get("settings"), dict):
-            raise ValueError("no settings")
     except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise LongDocError(f"{path}: unreadable ({err}); encode into a new folder with `lengthwise encode`") from None
+        raise LongDocError(None, None, f"{path}: unreadable ({err}); {again}") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("settings"), dict):
+        raise LongDocError(None, None, f"{path}: unreadable (no settings); {again}")
     return {**manifest, "settings": current_settings(manifest["settings"])}  # a folder written before a rename too
 
 
@@ -375,7 +376,7 @@ def _read_ids(path: Path, format: int) -> list[str]:
         return text.splitlines()
     ids = [json.loads(line) for line in text.split("\n") if line]
     if not all(isinstance(i, str) for i in ids):
-        raise ValueError(f"{path.name} holds a line that is not a JSON string")
+        raise DataFormatError(None, None, f"{path.name} holds a line that is not a JSON string")
     return ids
 
 
@@ -606,7 +607,7 @@ class LongIndex:
         """
         folder = Path(folder)
         if not (folder / INDEX_FILE).is_file():
-            raise LongDocError(f"{folder}: no {INDEX_FILE}; build one with `lengthwise index build`")
+            raise LongDocError(None, None, f"{folder}: no {INDEX_FILE}; build one with `lengthwise index build`")
         try:
             settings = json.loads((folder / INDEX_FILE).read_text(encoding="utf-8"))
             engine = Engine(settings["engine"])
@@ -616,9 +617,9 @@ class LongIndex:
             members, starts = _members(folder, settings, len(vectors))
             ann = _ENGINES[engine].load(folder / f"engine.{engine.value}", Quantize(settings["quantize"]))
         except (OSError, ValueError, KeyError, TypeError, RuntimeError) as error:
-            raise LongDocError(f"{folder}: unreadable index ({error}); {REBUILD}") from None
+            raise LongDocError(None, None, f"{folder}: unreadable index ({error}); {REBUILD}") from None
         if not _consistent(settings, doc_ids, offsets, vectors, members, starts, ann.count()):
-            raise LongDocError(f"{folder}: the index files disagree in size or order; {REBUILD}")
+            raise LongDocError(None, None, f"{folder}: the index files disagree in size or order; {REBUILD}")
         index = cls(folder, settings, doc_ids, offsets, vectors, ann, members, starts, load_model=load_model)
         if isinstance(model, (str, os.PathLike)):
             model = index._load({**settings["encode_settings"], "model": str(model)})

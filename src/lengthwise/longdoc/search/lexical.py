@@ -135,7 +135,9 @@ class LexicalIndex:
         if k1 <= 0 or not 0 <= b <= 1:
             raise SettingError("k1" if k1 <= 0 else "b", k1 if k1 <= 0 else b, "use k1 > 0 and 0 ≤ b ≤ 1")
         if len(texts) != len(spans) or not texts:
-            raise LongDocError(f"{len(texts)} texts for {len(spans)} documents; pass one text per indexed document")
+            raise LongDocError(
+                None, None, f"{len(texts)} texts for {len(spans)} documents; pass one text per indexed document"
+            )
         tokenizer, out = _tokenizer(language), Path(out)
         staging = out.with_name(f".{out.name}-building")
         shutil.rmtree(staging, ignore_errors=True)
@@ -165,7 +167,9 @@ class LexicalIndex:
         """Open a lexical folder (BM25 matrix and texts memory-mapped)."""
         bm25s, folder = require_bm25s(), Path(folder)
         if not (folder / SETTINGS_FILE).is_file():
-            raise LongDocError(f"{folder}: no {SETTINGS_FILE}; the index was built without its documents' text")
+            raise LongDocError(
+                None, None, f"{folder}: no {SETTINGS_FILE}; the index was built without its documents' text"
+            )
         try:
             settings = json.loads((folder / SETTINGS_FILE).read_text(encoding="utf-8"))
             retriever = bm25s.BM25.load(str(folder / "bm25"), mmap=True, show_progress=False)
@@ -176,9 +180,11 @@ class LexicalIndex:
             spans = np.load(folder / "spans.npy", mmap_mode="r", allow_pickle=False)
             window_offsets = np.load(folder / "windows.offsets.npy", allow_pickle=False)
         except (OSError, ValueError, KeyError, json.JSONDecodeError) as error:
-            raise LongDocError(f"{folder}: unreadable lexical index ({error}); build the index again") from None
+            raise LongDocError(
+                None, None, f"{folder}: unreadable lexical index ({error}); build the index again"
+            ) from None
         if len(text_offsets) != settings["documents"] + 1 or len(window_offsets) != len(text_offsets):
-            raise LongDocError(f"{folder}: the lexical files disagree in size; build the index again")
+            raise LongDocError(None, None, f"{folder}: the lexical files disagree in size; build the index again")
         return cls(folder, settings, retriever, tokenizer, text_offsets, texts, spans, window_offsets)
 
     def record(self, **settings: Any) -> None:
@@ -288,9 +294,13 @@ def document_spans(encoder: Any, texts: Sequence[str], counts: np.ndarray) -> li
         if single and len(spans):
             spans = np.asarray([[spans[:, 0].min(), spans[:, 1].max()]], dtype=np.int64)
         if len(spans) != counts[n]:
-            raise LongDocError(f"document #{n} cuts into {len(spans)} windows and the index holds {counts[n]}: its "
-                               "text is not the one that was encoded; pass the corpus the index was encoded "
-                               "from")  # fmt: skip
+            raise LongDocError(
+                None,
+                None,
+                f"document #{n} cuts into {len(spans)} windows and the index holds {counts[n]}: its "
+                "text is not the one that was encoded; pass the corpus the index was encoded "
+                "from",
+            )
         out.append(spans)
     return out
 
@@ -307,14 +317,20 @@ def check_corpus_digest(
     corpus = Path(text) if text is not None else (Path(recorded_path) if recorded_path else None)
     if corpus is None or not corpus.is_file():
         if text is not None:
-            raise LongDocError(f"{text}: no such corpus file; pass the corpus.jsonl the index was encoded from")
+            raise LongDocError(
+                None, None, f"{text}: no such corpus file; pass the corpus.jsonl the index was encoded from"
+            )
         return None
     if recorded is not None and texts_sha256(corpus_digests(corpus)) != recorded:
         if text is None:
             return None  # the recorded corpus changed since: the index is built without text (the caller says so)
-        raise LongDocError(f"{corpus}: its documents are not the ones encoded (ids or text differ from the encode "
-                           "folder's digest); pass the corpus the folder was encoded from, or encode "
-                           "this one")  # fmt: skip
+        raise LongDocError(
+            None,
+            None,
+            f"{corpus}: its documents are not the ones encoded (ids or text differ from the encode "
+            "folder's digest); pass the corpus the folder was encoded from, or encode "
+            "this one",
+        )
     return corpus
 
 
@@ -325,21 +341,31 @@ def corpus_texts(corpus: str | os.PathLike[str], doc_ids: Sequence[str], recorde
 
     corpus = Path(corpus)
     if not corpus.is_file():
-        raise LongDocError(f"{corpus}: no such corpus file; pass the corpus.jsonl the index was encoded from")
+        raise LongDocError(
+            None, None, f"{corpus}: no such corpus file; pass the corpus.jsonl the index was encoded from"
+        )
     found = dict(corpus_rows(corpus))
     missing = sum(1 for doc_id in doc_ids if doc_id not in found)
     extra = len(found) - (len(doc_ids) - missing)
     if missing or extra:
-        raise LongDocError(f"{corpus}: {missing} of the index's {len(doc_ids)} documents are missing from it and "
-                           f"{extra} of its documents are not in the index; pass the corpus the index was encoded "
-                           "from")  # fmt: skip
+        raise LongDocError(
+            None,
+            None,
+            f"{corpus}: {missing} of the index's {len(doc_ids)} documents are missing from it and "
+            f"{extra} of its documents are not in the index; pass the corpus the index was encoded "
+            "from",
+        )
     texts = [found[doc_id] for doc_id in doc_ids]
     if recorded is not None:
         changed = texts_sha256({doc_id: text_digest(text) for doc_id, text in zip(doc_ids, texts, strict=True)})
         if changed != recorded:
-            raise LongDocError(f"{corpus}: the documents' text differs from the text that was encoded (digest "
-                               f"{changed[:12]}, encoded {recorded[:12]}); pass the corpus the index was encoded "
-                               "from, or encode this one")  # fmt: skip
+            raise LongDocError(
+                None,
+                None,
+                f"{corpus}: the documents' text differs from the text that was encoded (digest "
+                f"{changed[:12]}, encoded {recorded[:12]}); pass the corpus the index was encoded "
+                "from, or encode this one",
+            )
     return texts
 
 

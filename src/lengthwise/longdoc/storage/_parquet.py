@@ -81,8 +81,8 @@ def window_table(
     ids: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]], embeddings: np.ndarray | MultiVectors
 ) -> Any:
     """A `pyarrow.Table` of the window rows (`COLUMNS`) of one shard: `embeddings` as the shard's ``.npy``
-    holds them (vectors (n, D), or every window (W, D) with offsets). Raises `ValueError` when the window counts
-    and the offsets disagree."""
+    holds them (vectors (n, D), or every window (W, D) with offsets). Raises `RuntimeError` (a bug, not an input's
+    fault) when the window counts and the offsets disagree."""
     import pyarrow as pa
 
     from lengthwise.core.encoder import MultiVectors
@@ -90,7 +90,7 @@ def window_table(
     vectors = embeddings.vectors if isinstance(embeddings, MultiVectors) else embeddings
     counts = np.diff(embeddings.offsets) if isinstance(embeddings, MultiVectors) else np.ones(len(ids), np.int64)
     if [len(doc) for doc in spans] != counts.tolist():
-        raise ValueError("the window spans and the encoded windows disagree; this is a bug, please report it")
+        raise RuntimeError("the window spans and the encoded windows disagree; this is a bug, please report it")
     flat = [span for doc in spans for span in doc]
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
     columns = {

@@ -143,7 +143,7 @@ class ShardWriter:
         texts = [str(batch["text"][i]) for i in order]
         for i, text in zip(order, texts, strict=True):
             if digest(text) != int(batch[_DIGEST][i]):
-                raise LongDocError(f"{self.job['data']}: document {batch[_ID][i]!r}: {MISALIGNED}")
+                raise LongDocError(None, None, f"{self.job['data']}: document {batch[_ID][i]!r}: {MISALIGNED}")
         size = self.job["batch_size"]
         if self.encoder.is_multi_vector:
             embeddings: Any = self.encoder.encode_documents_multi(texts, batch_size=size)
@@ -292,7 +292,7 @@ def encode_on_ray(
         if cause is not None:
             raise cause from None
         if "zip" in str(err).lower() and "row" in str(err).lower():  # the reader found another number of rows
-            raise LongDocError(f"{data}: {MISALIGNED}") from None
+            raise LongDocError(None, None, f"{data}: {MISALIGNED}") from None
         raise
     finally:
         if started:

@@ -113,7 +113,9 @@ def encode(
     data, out = corpus_file(Path(data)), Path(out)
     digests = corpus_digests(data)  # every text and id before any compute
     if not digests:
-        raise LongDocError(f"{data}: holds no documents; pass a corpus.jsonl with one _id and text per line")
+        raise LongDocError(
+            None, None, f"{data}: holds no documents; pass a corpus.jsonl with one _id and text per line"
+        )
     settings = {"model": str(model), "data": str(data.resolve()), "long": config.to_dict(), "workers": len(devices),
                 "precision": precision}  # fmt: skip
     if parquet != (runner == "ray"):  # recorded only when not the runner's default, so older folders still resume
@@ -161,7 +163,9 @@ def corpus_file(data: Path) -> Path:
     for name in ("corpus.jsonl", "corpus.jsonl.gz"):
         if (data / name).is_file():
             return data / name
-    raise LongDocError(f"{data}: a folder without corpus.jsonl; pass a corpus.jsonl, a BEIR folder or a .txt file")
+    raise LongDocError(
+        None, None, f"{data}: a folder without corpus.jsonl; pass a corpus.jsonl, a BEIR folder or a .txt file"
+    )
 
 
 def _check_format(format: str | None, runner: str) -> bool:

@@ -72,13 +72,16 @@ def read_manifest(folder: Path) -> dict[str, Any]:
     path = folder / MANIFEST
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(manifest, dict) or not isinstance(manifest.get("settings"), dict):
-            raise ValueError("no settings in it")
+        problem = None if isinstance(manifest, dict) and isinstance(manifest.get("settings"), dict) else "no settings"
     except (UnicodeDecodeError, ValueError) as error:
+        problem = str(error)
+    if problem is not None:
         raise LongDocError(
-            f"{path}: not a manifest written by `lengthwise encode` ({error}); restore it, or delete the folder "
-            "and encode again"
-        ) from None
+            None,
+            None,
+            f"{path}: not a manifest written by `lengthwise encode` ({problem}); restore it, or delete the folder "
+            "and encode again",
+        )
     return {**manifest, "settings": current_settings(manifest["settings"])}
 
 
@@ -147,7 +150,7 @@ class Shard:
         except ValueError:
             ids = [None]
         if not all(isinstance(i, str) for i in ids):
-            raise LongDocError(f"{path}: a line is not a JSON string; {REPAIR}")
+            raise LongDocError(None, None, f"{path}: a line is not a JSON string; {REPAIR}")
         return ids
 
     def id_count_problem(self) -> str | None:
@@ -223,15 +226,19 @@ class EmbeddingStore:
             if saved != wanted:
                 changed = sorted(k for k in set(saved) | set(wanted) if saved.get(k) != wanted.get(k))
                 raise LongDocError(
+                    None,
+                    None,
                     f"{self.folder} holds embeddings made with other settings ({', '.join(changed)}); "
-                    "write to another folder, or delete it to start again"
+                    "write to another folder, or delete it to start again",
                 )
             return
         files = sorted(p.name for p in self.folder.iterdir()) if self.folder.is_dir() else []
         if files and not (self.folder / MANIFEST).is_file():
             raise LongDocError(
+                None,
+                None,
                 f"{self.folder} holds files that are not embeddings written by lengthwise ({files[0]}); pass a "
-                "new or empty directory, or one that `lengthwise encode` wrote"
+                "new or empty directory, or one that `lengthwise encode` wrote",
             )
 
     def _start(self) -> None:
@@ -346,16 +353,20 @@ def iter_shards(folder: str | Path, *, mmap: bool = False) -> Iterator[tuple[lis
         problem = shard.problem()
         where = shard.stem.parent / f"{shard.stem.name}.npy"
         if problem is not None:
-            raise LongDocError(f"{where}: damaged or incomplete shard ({problem}); {REPAIR}")
+            raise LongDocError(None, None, f"{where}: damaged or incomplete shard ({problem}); {REPAIR}")
         offsets_path = Path(f"{shard.stem}.offsets.npy")
         offsets = np.load(offsets_path, allow_pickle=False) if offsets_path.is_file() else None
         ids, array = shard.ids(), np.load(where, allow_pickle=False, mmap_mode="r" if mmap else None)
         if problem := _layout_problem(ids, array, offsets):
-            raise LongDocError(f"{where}: {problem}; encode into a new folder with `lengthwise encode`")
+            raise LongDocError(None, None, f"{where}: {problem}; encode into a new folder with `lengthwise encode`")
         dim = array.shape[1] if dim is None else dim
         if array.shape[1] != dim:
-            raise LongDocError(f"{where}: {array.shape[1]} dimensions, the folder's first shard has {dim} (shards of "
-                               "two models); encode into a new folder with `lengthwise encode`")  # fmt: skip
+            raise LongDocError(
+                None,
+                None,
+                f"{where}: {array.shape[1]} dimensions, the folder's first shard has {dim} (shards of "
+                "two models); encode into a new folder with `lengthwise encode`",
+            )
         yield ids, array, offsets
 
 
@@ -379,7 +390,7 @@ def read_embeddings(folder: str | Path) -> tuple[list[str], np.ndarray | MultiVe
     """
     folder = Path(folder)
     if not (folder / MANIFEST).is_file():
-        raise LongDocError(f"{folder}: no {MANIFEST}; is it a folder written by `lengthwise encode`?")
+        raise LongDocError(None, None, f"{folder}: no {MANIFEST}; is it a folder written by `lengthwise encode`?")
     ids: list[str] = []
     arrays: list[np.ndarray] = []
     counts: list[np.ndarray] = []
@@ -391,7 +402,7 @@ def read_embeddings(folder: str | Path) -> tuple[list[str], np.ndarray | MultiVe
         if offsets is not None:
             counts.append(np.diff(offsets))
     if not arrays:
-        raise LongDocError(f"{folder}: no complete shard yet")
+        raise LongDocError(None, None, f"{folder}: no complete shard yet")
     if multi:
         from lengthwise.core.encoder import MultiVectors
 
@@ -406,7 +417,7 @@ def _corpus_lines(path: str | Path) -> Iterator[tuple[int, str, str]]:
 
     path = Path(path)
     if not path.is_file():
-        raise LongDocError(f"{path}: no such file; pass a corpus.jsonl (or .txt, one document per line)")
+        raise LongDocError(None, None, f"{path}: no such file; pass a corpus.jsonl (or .txt, one document per line)")
     if path.name.endswith((".jsonl", ".jsonl.gz")):
         for line_no, row in jsonl_objects(path, "a JSON object with a 'text' field"):
             text = checked_text(path, line_no, row.get("text"), "'text'")
@@ -437,7 +448,9 @@ def corpus_digests(path: str | Path) -> dict[str, int]:
         if doc_id in digests:
             first = next(n for n, other, _ in _corpus_lines(path) if other == doc_id)
             raise LongDocError(
-                f"{path}:{line_no}: duplicate _id {doc_id!r} (first at line {first}); give every document its own id"
+                None,
+                None,
+                f"{path}:{line_no}: duplicate _id {doc_id!r} (first at line {first}); give every document its own id",
             )
         digests[doc_id] = text_digest(text)
     return digests

@@ -89,7 +89,7 @@ def synthesize(
     except LongDocError as err:
         if err.field != "haystack":
             raise
-        raise LongDocError(err.problem, field="haystack", value=str(haystack)) from None  # name the file, not its size
+        raise LongDocError("haystack", str(haystack), err.problem) from None  # name the file, not its size
     write_synthetic(data, Path(out))
     return data
 

@@ -555,7 +555,9 @@ def _haystack_ids(tokenizer, sentences: Sequence[str]) -> tuple[list[int], list[
             starts.append(len(ids))
             ids.extend(sentence)
     if not ids:
-        raise LongDocError("the haystack has no text; pass a file with sentences or paragraphs (one per line)")
+        raise LongDocError(
+            None, None, "the haystack has no text; pass a file with sentences or paragraphs (one per line)"
+        )
     return ids, starts
 
 
@@ -577,27 +579,25 @@ def make_synthetic(
     tokenizer's decoding of its ids; ``meta["round_trip_exact"]`` counts those that re-tokenize to the same ids.
     """
     if task not in ("passkey", "needle"):
-        raise LongDocError("use passkey or needle", field="task", value=task)
+        raise LongDocError("task", task, "use passkey or needle")
     if style not in STYLES:
-        raise LongDocError(f"use {' or '.join(STYLES)}", field="style", value=style)
+        raise LongDocError("style", style, f"use {' or '.join(STYLES)}")
     rng = random.Random(seed)
     sentences = _sentences(haystack) if style == "realistic" else [s for s in haystack if s.strip()]
     if style == "realistic":
         entities = haystack_names(sentences)[: max(2 * per_length, 100)]
         if len(entities) < per_length:
             raise LongDocError(
+                "haystack",
+                f"{len(sentences)} sentences",
                 f"the haystack names only {len(entities)} people or places (capitalised words seen 3+ times, never "
                 f"lower-case), fewer than the {per_length} needles per length; pass more prose (essays, articles) "
                 "or use the simple style",
-                field="haystack",
-                value=f"{len(sentences)} sentences",
             )
     else:
         entities = _NAMES if task == "passkey" else _CITIES
     if not 1 <= per_length <= len(entities):
-        raise LongDocError(
-            f"use 1 to {len(entities)} (distinct needles per length)", field="per_length", value=per_length
-        )
+        raise LongDocError("per_length", per_length, f"use 1 to {len(entities)} (distinct needles per length)")
     build = _realistic_items if style == "realistic" else _simple_items
     items, base, repeats, exact = build(task, sentences, tokenizer, entities, lengths, per_length, rng)
     meta = {
@@ -673,7 +673,9 @@ def _realistic_items(
     sentences, counts = [sentences[i] for i in keep], [counts[i] for i in keep]
     base = sum(counts)
     if not base:
-        raise LongDocError("the haystack has no text; pass a file with sentences or paragraphs (one per line)")
+        raise LongDocError(
+            None, None, "the haystack has no text; pass a file with sentences or paragraphs (one per line)"
+        )
     repeats = _repeats(base, lengths)
     sentences, counts = list(sentences) * repeats, counts * repeats
     items: list[SyntheticItem] = []
@@ -691,9 +693,7 @@ def _realistic_items(
                 if chosen:
                     break
             else:
-                raise LongDocError(
-                    f"the haystack's sentences are longer than {room} tokens", field="lengths", value=length
-                )
+                raise LongDocError("lengths", length, f"the haystack's sentences are longer than {room} tokens")
             # the needle goes between two sentences, at the boundary nearest a uniform target depth
             before = np.cumsum([0, *(counts[(start + i) % len(sentences)] for i in range(len(chosen)))])
             target = rng.random() * used
@@ -714,7 +714,7 @@ def _length_groups(lengths: Sequence[int]) -> Iterator[int]:
     """The length groups, shortest first; raises `LongDocError` at one too short to hold a needle."""
     for length in sorted(set(lengths)):
         if length < 32:
-            raise LongDocError("documents need at least 32 tokens to hold a needle", field="lengths", value=length)
+            raise LongDocError("lengths", length, "documents need at least 32 tokens to hold a needle")
         yield length
 
 
@@ -723,7 +723,7 @@ def _needle_ids(tokenizer, needle: str, length: int) -> list[int]:
     cannot hold it with at least one haystack token."""
     ids = tokenizer(needle, add_special_tokens=False)["input_ids"]
     if len(ids) >= length:
-        raise LongDocError(f"shorter than the needle ({len(ids)} tokens)", field="lengths", value=length)
+        raise LongDocError("lengths", length, f"shorter than the needle ({len(ids)} tokens)")
     return ids
 
 
@@ -800,15 +800,15 @@ _SET_NAMES = frozenset({"corpus.jsonl", "queries.jsonl", "qrels", META_FILE})
 def check_target(folder: Path) -> None:
     """Refuse a folder that holds anything but an earlier synthetic task, before a file of it is written."""
     if folder.exists() and not folder.is_dir():
-        raise LongDocError("exists and is not a directory; pass a directory path", field="out", value=str(folder))
+        raise LongDocError("out", str(folder), "exists and is not a directory; pass a directory path")
     if folder.is_dir():
         foreign = sorted(p.name for p in folder.iterdir() if p.name not in _SET_NAMES and not p.name.endswith(".tmp"))
         if foreign:
             raise LongDocError(
+                "out",
+                str(folder),
                 f"holds files that are not part of a synthetic task ({', '.join(foreign[:3])}); pass a new or empty "
                 "directory, or one that `lengthwise longdoc synth` wrote",
-                field="out",
-                value=str(folder),
             )
 
 
@@ -817,7 +817,9 @@ def read_synthetic(folder: str | Path) -> SyntheticSet:
     folder = Path(folder)
     meta_path = folder / META_FILE
     if not meta_path.is_file():
-        raise LongDocError(f"{folder}: no {META_FILE}; write the task with `lengthwise longdoc synth` first")
+        raise LongDocError(
+            None, None, f"{folder}: no {META_FILE}; write the task with `lengthwise longdoc synth` first"
+        )
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
     texts: dict[str, str] = {}
     with (folder / "corpus.jsonl").open(encoding="utf-8") as handle:
