@@ -61,7 +61,7 @@ def _summary_table(payload: Any) -> Table:
 def _diagnostics_table(section: Any) -> Table:
     from rich.table import Table
 
-    from lengthwise.audit.report._documents import summary_rows
+    from lengthwise.audit.report import summary_rows
 
     table = Table(title="Document diagnostics", title_justify="left")
     table.add_column("diagnostic")
