@@ -169,6 +169,57 @@ def stage_speed(repeats: int) -> dict[str, Any]:
     return {"rows": table, "repeats": repeats, "engine": quantized_engine()}
 
 
+def _per_tensor(model: Any) -> Any:
+    """`model` (int8 by `quantize_int8`) with each `RowScaledLinear` swapped back for its inner dynamic Linear and
+    bias: torch's own per-batch activation quantization, the int8 before issue 33.4b (a text's vector then depends
+    on its batch-mates), kept only to measure what the row scaling costs."""
+    from lengthwise.core.quantize import RowScaledLinear
+
+    network = model[0].auto_model
+    for name, module in list(network.named_modules()):
+        if isinstance(module, RowScaledLinear):
+            module.inner.set_weight_bias(module.inner.weight(), module.bias)
+            parent_name, _, child = name.rpartition(".")
+            setattr(network.get_submodule(parent_name) if parent_name else network, child, module.inner)
+    return model
+
+
+def stage_row_scaling(repeats: int) -> dict[str, Any]:
+    """What the per-row activation scaling (issue 33.4b) costs: the shipped int8 against torch's per-batch int8,
+    for the default layer set and for every Linear, one thread, 128 and 512 tokens, arms alternated."""
+    from lengthwise.core.embed import embed_ids
+
+    torch.set_num_threads(1)
+    arms = {
+        "fp32": _load("fp32", max_length=512),
+        "int8": _load("int8", max_length=512),
+        "int8, per batch": _per_tensor(_load("int8", max_length=512)),
+        "int8, every Linear": _load("int8", (), max_length=512),
+        "int8, every Linear, per batch": _per_tensor(_load("int8", (), max_length=512)),
+    }
+    table = []
+    for length in (128, 512):
+        sequences = _sequences(arms["fp32"], length, 8192 // length * 2)
+        tokens = sum(len(s) for s in sequences)
+        times: dict[str, list[float]] = {arm: [] for arm in arms}
+        for model in arms.values():
+            embed_ids(model, sequences[:8], batch_size=16)  # warm-up
+        for repeat in range(repeats):
+            for arm in list(arms) if repeat % 2 == 0 else list(arms)[::-1]:
+                times[arm].append(_timed(lambda arm=arm, seqs=sequences: embed_ids(arms[arm], seqs, batch_size=16)))
+        medians = {arm: statistics.median(values) for arm, values in times.items()}
+        row = {
+            "threads": 1,
+            "tokens": length,
+            "sequences": len(sequences),
+            "tokens_per_s": {arm: tokens / medians[arm] for arm in arms},
+            "speedup_by_arm": {arm: medians["fp32"] / medians[arm] for arm in arms},
+        }
+        print(row, flush=True)
+        table.append(row)
+    return {"rows": table, "repeats": repeats, "engine": quantized_engine()}
+
+
 def stage_quality(_: int) -> dict[str, Any]:
     from lengthwise.core.encoder import as_encoder
     from lengthwise.evaluation.data import read_sts
@@ -402,7 +453,7 @@ def stage_profile(_: int) -> dict[str, Any]:
 
 STAGES = {"layers": stage_layers, "speed": stage_speed, "quality": stage_quality, "robustness": stage_robustness,
           "scifact": stage_scifact, "onnx": stage_onnx, "robustness_scifact": stage_robustness_scifact,
-          "profile": stage_profile}  # fmt: skip
+          "profile": stage_profile, "row_scaling": stage_row_scaling}  # fmt: skip
 
 
 def main() -> None:

@@ -19,9 +19,10 @@ its deprecation warnings are filtered here by message, not wholesale.
 
 The weights are packed for oneDNN where torch has it (`QUANTIZED_ENGINES` gives the order). The packed weights
 carry their kernel, so the choice is made once, at quantization, and torch's process-wide
-`torch.backends.quantized.engine` is restored afterwards. On this project's AVX2 CPU without VNNI, the default
-set ran 1.32–1.48× faster than fp32 at 128 tokens, one thread, on oneDNN (two runs), against 1.22–1.38× on the
-fbgemm-based `x86` engine (torch's default), with the same STS-B score (docs/benchmarks.md).
+`torch.backends.quantized.engine` is restored afterwards. On this project's AVX2 CPU without VNNI, before the row
+scaling, the default set ran 1.32–1.48× faster than fp32 at 128 tokens, one thread, on oneDNN (two runs), against
+1.22–1.38× on the fbgemm-based `x86` engine (torch's default). The row scaling's elementwise passes take most of
+that back (1.03–1.07× against 1.20–1.27× per batch, on a slower host; docs/benchmarks.md "int8 on the CPU").
 """
 
 from __future__ import annotations
