@@ -5,6 +5,9 @@ under TempScale. Public lengthwise API only:
     python experiments/retrieval_bias.py run --name minilm --out docs/results/retrieval_bias_minilm.json
     python experiments/retrieval_bias.py run --name minilm-t0.876 --t 0.876393 \\
         --out docs/results/retrieval_bias_minilm_t0876.json
+    # the same pairs also through BM25 and the hybrid search (issue 35.5)
+    python experiments/retrieval_bias.py run --name minilm-search --corpus-first 1024 --max-pairs 150 \\
+        --repetition 2 --searches lexical,hybrid --out docs/results/retrieval_bias_search_scifact.json
     # markdown tables on stdout and the report's figures for each JSON (and an overlay of them all)
     python experiments/retrieval_bias.py report docs/results/retrieval_bias_*.json --img docs/img
 
@@ -85,9 +88,18 @@ def run(args: argparse.Namespace) -> None:
     data = read_beir(args.data, args.split)
     if args.corpus_first is not None:
         data = _subcorpus(data, args.corpus_first)
+    searches = tuple(dict.fromkeys(["dense", *args.searches.split(",")]))
     config = RetrievalAuditConfig(
-        max_pairs=args.max_pairs, repetition=tuple(int(m) for m in args.repetition.split(",")), seed=args.seed
+        max_pairs=args.max_pairs,
+        repetition=tuple(int(m) for m in args.repetition.split(",")),
+        seed=args.seed,
+        searches=searches,
     )
+    lexical = None
+    if len(searches) > 1:  # BM25 as the hybrid index ranks with it (issue 35.5)
+        from lengthwise.longdoc.search.scorer import BM25Scorer
+
+        lexical = BM25Scorer(data.doc_texts)
     last = [0.0]
 
     def progress(stage: str, done: int, total: int) -> None:
@@ -95,7 +107,7 @@ def run(args: argparse.Namespace) -> None:
             last[0] = time.perf_counter()
             print(f"[{time.perf_counter() - started:7.0f} s] {stage}: {done}/{total}", flush=True)
 
-    section = audit_retrieval(encoder, data, TokenView(model), config, on_progress=progress)
+    section = audit_retrieval(encoder, data, TokenView(model), config, on_progress=progress, lexical=lexical)
     record = {
         "name": args.name,
         "encoder": {"tempscale_t": args.t, "max_seq_length": model.max_seq_length},
@@ -107,8 +119,9 @@ def run(args: argparse.Namespace) -> None:
         "retrieval_bias": section,
     }
     write_json_atomic(args.out, record)
-    for verdict in section["verdicts"]:
-        print(("* " if verdict["significant"] else "  ") + verdict["text"])
+    for name, part in [("dense", section), *section.get("by_search", {}).items()]:
+        for verdict in part["verdicts"]:
+            print(f"{'*' if verdict['significant'] else ' '} {name}: {verdict['text']}")
     print(f"wrote {args.out} in {record['wall_time_s']} s")
 
 
@@ -171,6 +184,11 @@ def main(argv: list[str] | None = None) -> None:
     run_parser.add_argument("--repetition", default="2,4", help="copies m, comma-separated")
     run_parser.add_argument(
         "--corpus-first", type=int, default=None, help="corpus = the first N documents + every judged one"
+    )
+    run_parser.add_argument(
+        "--searches",
+        default="dense",
+        help="also audit lexical and/or hybrid (BM25; fused as the index does), comma-separated",
     )
     run_parser.add_argument("--seed", type=int, default=0)
     run_parser.add_argument("--threads", type=int, default=1)

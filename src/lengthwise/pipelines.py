@@ -69,8 +69,15 @@ def audit_model(
     ts_config = TempScaleConfig.of(tempscale)  # everything is checked before the model loads
     inputs = read_inputs(job)
     note = None if tempscale is None else f"TempScale t={tempscale:g}"
-    request = None if job.retrieval_data is None else RetrievalRequest(
-        read_beir(job.retrieval_data, job.retrieval_split), job.retrieval, encoder_note=note)  # fmt: skip
+    request = None
+    if job.retrieval_data is not None:
+        data = read_beir(job.retrieval_data, job.retrieval_split)
+        lexical = None
+        if set(job.retrieval.searches) - {"dense"}:  # the lexical side the index searches with (issue 35.5)
+            from lengthwise.longdoc.search.scorer import BM25Scorer
+
+            lexical = BM25Scorer(data.doc_texts)
+        request = RetrievalRequest(data, job.retrieval, encoder_note=note, lexical=lexical)
     prepare_out(job.out, check_output)
     encoder = load_model(model, device=device, trust_remote_code=trust_remote_code, max_seq_length=max_length,
                          precision=precision)  # fmt: skip

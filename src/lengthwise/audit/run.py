@@ -112,4 +112,5 @@ def _retrieval_bias(model: SentenceTransformer, request: RetrievalRequest, repor
         request.config,
         encoder_note=request.encoder_note,
         on_progress=lambda stage, done, total: report(f"retrieval: {stage}", done, total),
+        lexical=request.lexical,
     )

@@ -122,8 +122,10 @@ def _job(flags: dict[str, Any]) -> AuditJob:
         batch_size=flags["batch_size"],
         seed=flags["seed"],
     )
+    asked = [name.strip() for value in flags["retrieval_search"] or [] for name in value.split(",")]
+    searches = tuple(dict.fromkeys(["dense", *asked]))
     retrieval = RetrievalAuditConfig(max_pairs=flags["retrieval_pairs"], window=flags["retrieval_window"],
-                                     batch_size=flags["batch_size"], seed=flags["seed"])  # fmt: skip
+                                     batch_size=flags["batch_size"], seed=flags["seed"], searches=searches)  # fmt: skip
     return AuditJob(out=flags["out"], pairs=flags["pairs"], max_pairs=flags["max_pairs"], docs=flags["docs"],
                     max_docs=flags["max_docs"] or None, attack=attack, diagnostics=_doc_config(flags, elongation),
                     retrieval_data=flags["retrieval"], retrieval_split=flags["retrieval_split"],
@@ -210,6 +212,15 @@ def audit(
     retrieval_window: Annotated[
         int | None, field_option(RetrievalAuditConfig, "window", "--retrieval-window", min=8)
     ] = None,
+    retrieval_search: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--retrieval-search",
+            help="Also audit these searches on the same pairs: lexical (BM25, as the hybrid index), hybrid (dense and "
+            "BM25 fused as the index does); comma-separated or repeated. The dense search (the model) is always "
+            "audited.",
+        ),
+    ] = None,
     tempscale_t: Annotated[
         float | None,
         typer.Option("--tempscale", help="Audit the model under TempScale at this attention temperature t."),
@@ -266,9 +277,12 @@ def _run(job: AuditJob, *, model: str, device: str | None, trust_remote_code: bo
     if "diagnostics" in payload:
         console.print(_diagnostics_table(payload["diagnostics"]))
     if "retrieval_bias" in payload:
-        for verdict in payload["retrieval_bias"]["verdicts"]:
-            mark = "retrieval bias: " if verdict["significant"] else "retrieval: "
-            console.print(mark + verdict["text"], markup=False, highlight=False)
+        sections = [("", payload["retrieval_bias"])]
+        sections += [(f" ({name})", part) for name, part in payload["retrieval_bias"].get("by_search", {}).items()]
+        for name, section in sections:
+            for verdict in section["verdicts"]:
+                mark = "retrieval bias" if verdict["significant"] else "retrieval"
+                console.print(f"{mark}{name}: {verdict['text']}", markup=False, highlight=False)
     for warning in payload.get("warnings") or []:
         say(f"warning: {warning}", style="yellow")
     say(f"wrote {job.out / 'audit.json'} and {job.out / 'report.html'}")

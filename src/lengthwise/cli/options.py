@@ -80,8 +80,8 @@ ModelOption = Annotated[str, typer.Option("--model", "-m", help="Model directory
 DeviceOption = Annotated[str | None, typer.Option("--device", help="cpu, cuda, mps… Default: best available.")]
 TrustOption = Annotated[bool, typer.Option("--trust-remote-code", help="Allow the model repository's own code to run.")]
 PRECISION_HELP = (
-    "fp32, or int8: Linear layers quantized at load (CPU only; quantized weights 4x smaller, little faster on an AVX2 CPU "
-    "without VNNI: 1.03-1.17x for all-MiniLM-L6-v2 here, see docs/benchmarks.md)."
+    "fp32, or int8: Linear layers quantized at load (CPU only; quantized weights 4x smaller, little faster on "
+    "an AVX2 CPU without VNNI: 1.03-1.17x for all-MiniLM-L6-v2 here, see docs/benchmarks.md)."
 )
 PrecisionOption = Annotated[str, typer.Option("--precision", help=PRECISION_HELP)]
 

@@ -250,6 +250,60 @@ def _tables(section: Mapping[str, Any]) -> dict[str, tuple[list[str], list[list[
     }
 
 
+def _first(settings: Mapping[str, Mapping[str, Any]], preferred: str) -> tuple[str, Mapping[str, Any]] | None:
+    if preferred in settings:
+        return preferred, settings[preferred]
+    return next(iter(settings.items()), None)
+
+
+def _shift_cell(found: tuple[str, Mapping[str, Any]] | None) -> str:
+    if found is None:
+        return "—"
+    label, s = found
+    rank = s["rank"]
+    return (
+        f"{label}: {rank['mean_delta']:+.1f} ({format_p(rank['p_value'])}); "
+        f"{100 * s['recall_before']:.0f} → {100 * s['recall_after']:.0f} %"
+    )
+
+
+def search_table(section: Mapping[str, Any]) -> tuple[list[str], list[list[str]]] | None:
+    """One row per audited search (dense, then ``by_search``): the headline of each bias; None with one search."""
+    if not section.get("by_search"):
+        return None
+    k = section["top_k"]
+    header = [
+        "search",
+        "ρ(length, rank)",
+        f"top-{k} length percentile",
+        "partial ρ(score, length)",
+        f"dilution: mean Δrank; recall@{k}",
+        "repetition (relevant)",
+        "repetition (non-relevant)",
+        "position (document): Friedman",
+    ]
+    rows = []
+    for name, part in [("dense", section), *section["by_search"].items()]:
+        natural, controlled = part["natural"], part["controlled"]
+        corr = natural["rank_vs_length"]["correlation"]
+        percentile = natural["top_k_lengths"]["retrieved_percentile"]
+        partial = natural["score_length"]
+        position = controlled["position"].get("document")
+        rows.append(
+            [
+                name,
+                f"{corr['rho']:+.3f} ({format_p(corr['p_value'])})",
+                f"{percentile['mean']:.1%} [{percentile['ci95'][0]:.1%}, {percentile['ci95'][1]:.1%}]",
+                f"{partial['partial_rho']:+.3f} (Wilcoxon {format_p(partial['wilcoxon_p'])})",
+                _shift_cell(_first(controlled["dilution"], "2x")),
+                _shift_cell(_first(controlled["repetition"]["relevant"], "m=2")),
+                _shift_cell(_first(controlled["repetition"]["non_relevant"], "m=2")),
+                "—" if position is None else format_p(position["friedman"]["p_value"]),
+            ]
+        )
+    return header, rows
+
+
 def _kv(section: Mapping[str, Any]) -> list[tuple[str, str]]:
     natural, cost, controlled = section["natural"], section["cost"], section["controlled"]
     corr, lengths, partial = (natural[key] for key in ("rank_vs_length", "top_k_lengths", "score_length"))
@@ -296,9 +350,19 @@ def html_sections(payload: Mapping[str, Any], images: Mapping[str, bytes]) -> li
     tables = _tables(section)
     natural_caption = "Relevant documents by length (left) and the length of what is retrieved (right)."
     controlled_caption = "Each (query, relevant document) pair compared with itself, unperturbed; bars: 95 % CI."
+    by_search = []
+    if (table := search_table(section)) is not None:
+        by_search = [
+            "<h3>By search: the same pairs ranked by the encoder, by BM25 and by both fused</h3>",
+            html_table(*table),
+        ]
+        for name, part in section["by_search"].items():
+            found = "".join(f"<li>{escape_html(v['text'])}</li>" for v in part["verdicts"])
+            by_search.append(f'<p>{escape_html(name)}:</p><ul class="verdict">{found}</ul>')
     return [
         "<h2>Retrieval length bias</h2>",
         f'<ul class="verdict">{lines}</ul>',
+        *by_search,
         html_kv_table(_kv(section)),
         html_image(images.get("retrieval_natural"), "rank against length; top-k lengths", natural_caption),
         html_table(*tables["by_bin"]),
@@ -312,7 +376,10 @@ def markdown_tables(section: Mapping[str, Any]) -> str:
     """The verdicts and tables as markdown (for docs/audit.md)."""
     parts = ["\n".join(f"- {v['text']}" for v in verdicts(section, section["settings"]["alpha"])), ""]
     parts += ["| measure | value |", "|---|---|", *(f"| {k} | {v} |" for k, v in _kv(section)), ""]
-    for header, rows in _tables(section).values():
+    tables = list(_tables(section).values())
+    if (table := search_table(section)) is not None:
+        tables.insert(0, table)
+    for header, rows in tables:
         parts.append("| " + " | ".join(header) + " |")
         parts.append("|" + "---|" * len(header))
         parts += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]

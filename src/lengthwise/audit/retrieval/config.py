@@ -9,14 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lengthwise.core.errors import SettingError
+from lengthwise.core.fusion import LEXICAL_WEIGHT
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from lengthwise.core.encoder import TextEncoder
 
-__all__ = ["RetrievalAuditConfig", "RetrievalRequest", "RetrievalSplit"]
+__all__ = ["SEARCHES", "LexicalScorer", "RetrievalAuditConfig", "RetrievalRequest", "RetrievalSplit"]
+
+SEARCHES = ("dense", "lexical", "hybrid")  # what ranks the corpus (dense: the encoder's cosines, always audited)
 
 
 class RetrievalSplit(Protocol):
@@ -33,6 +38,22 @@ class RetrievalSplit(Protocol):
     @property
     def qrels(self) -> Mapping[str, Mapping[str, int]]: ...
     def describe(self) -> dict[str, object]: ...
+
+
+class LexicalScorer(Protocol):
+    """Lexical scores against one corpus's statistics (`lengthwise.longdoc.search.scorer.BM25Scorer` is one)."""
+
+    def corpus_scores(self, query: str) -> np.ndarray:
+        """(N,) scores of every corpus document for `query`."""
+        ...
+
+    def text_scores(self, query: str, texts: Sequence[str]) -> np.ndarray:
+        """(T,) scores of texts outside the corpus, each as one more corpus document."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """What ranks, for the record."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -71,6 +92,16 @@ class RetrievalAuditConfig:
     bootstrap_resamples: int = field(default=2000, metadata={"help": "Resamples of each bootstrap interval."})
     batch_size: int = field(default=32, metadata={"help": "Texts per encoder call."})
     seed: int = field(default=0, metadata={"help": "Seed of every sample and of the filler."})
+    searches: tuple[str, ...] = field(
+        default=("dense",),
+        metadata={
+            "help": "What ranks the corpus: dense (the encoder), lexical (BM25), hybrid (both, fused as the index "
+            "does); dense is always audited, the others on the same pairs and perturbed texts."
+        },
+    )
+    lexical_weight: float = field(
+        default=LEXICAL_WEIGHT, metadata={"help": "The lexical weight of the hybrid search's convex fusion."}
+    )
 
     def __post_init__(self) -> None:
         if not self.dilution or any(r <= 0 for r in self.dilution):
@@ -90,6 +121,11 @@ class RetrievalAuditConfig:
         for name, value in counts.items():
             if value < (3 if name == "max_negatives" else 1):
                 raise SettingError(name, value, "is too small; use a positive count")
+        unknown = [name for name in self.searches if name not in SEARCHES]
+        if unknown or not self.searches:
+            raise SettingError("searches", list(self.searches), f"use one or more of {', '.join(SEARCHES)}")
+        if not 0.0 <= self.lexical_weight <= 1.0:
+            raise SettingError("lexical_weight", self.lexical_weight, "must be in [0, 1]")
         if not 0 < self.alpha < 1:
             raise SettingError("alpha", self.alpha, "must lie strictly between 0 and 1")
 
@@ -103,3 +139,4 @@ class RetrievalRequest:
     config: RetrievalAuditConfig = field(default_factory=RetrievalAuditConfig)
     encoder: TextEncoder | None = None
     encoder_note: str | None = None
+    lexical: LexicalScorer | None = None  # needed when config.searches holds lexical or hybrid

@@ -35,6 +35,7 @@ from lengthwise.core.tokens import split_sentences
 
 if TYPE_CHECKING:
     from lengthwise.audit.retrieval.config import RetrievalAuditConfig, RetrievalSplit
+    from lengthwise.audit.retrieval.sides import SearchSides
 
 __all__ = ["Perturbation", "controlled_bias"]
 
@@ -190,8 +191,11 @@ def controlled_bias(
     window: int,
     config: RetrievalAuditConfig,
     progress: Progress,
-) -> tuple[Controlled, dict[str, Any]]:
-    """The controlled section for the given (query rows, document rows) pairs, and what it cost."""
+    sides: SearchSides | None = None,
+    searches: Sequence[str] = (),
+) -> tuple[Controlled, dict[str, Any], dict[str, Controlled]]:
+    """The controlled section for the given (query rows, document rows) pairs, what it cost, and the section under
+    each of `searches` (lexical, hybrid: scored through `sides` on the same keys)."""
     queries, corpus = embedded
     pair_q, pair_d = pairs
     # one seeded generator per purpose (and per pair for filler), so two encoders audited with the same seed get
@@ -239,9 +243,31 @@ def controlled_bias(
             after = keys.setdefault((query, *entry.after, entry.skip), len(keys))
             rows.setdefault(name, []).append((before, after, entry))
     scores, ranks = _score_and_rank(queries, corpus, vectors, keys, exclude)
+    controlled = _controlled(rows, scores, ranks, len(pair_q), total, config)
+    by_search = {}
+    if sides is not None and searches:
+        progress("scoring perturbed documents lexically", 0, 1)
+        query = np.asarray([key[0] for key in keys], dtype=np.int64)
+        row = np.asarray([key[2] for key in keys], dtype=np.int64)
+        skip = np.asarray([key[3] for key in keys], dtype=np.int64)
+        in_bank = np.asarray([key[1] == "bank" for key in keys])
+        at = np.where(in_bank, 0, row)  # a bank row is no corpus row: its scores come below
+        dense = np.where(in_bank, scores.astype(np.float64), sides.dense[query, at])
+        lexical = sides.lexical[query, at].copy()
+        lexical[in_bank] = sides.text_scores(query[in_bank], [decoded[r] for r in row[in_bank]])
+        for search in searches:
+            own, rank = sides.key_scores(search, query, dense, lexical, skip)
+            by_search[search] = _controlled(rows, own, rank, len(pair_q), total, config)
+        progress("scoring perturbed documents lexically", 1, 1)
+    cost = {"perturbed_embedded": len(sequences), "sentences_embedded": n_sentences, "roundtrip_exact": roundtrip}
+    return controlled, cost, by_search
+
+
+def _controlled(rows, scores, ranks, n_pairs: int, total: int, config) -> Controlled:
+    """The controlled section from every key's score and rank under one search."""
     settings = {key: _setting(key.label, group, scores, ranks, config) for key, group in rows.items()}
-    controlled = Controlled(
-        n_pairs=len(pair_q),
+    return Controlled(
+        n_pairs=n_pairs,
         pairs_available=0,
         dilution={key.label: s for key, s in settings.items() if key.family == "dilution"},
         repetition={
@@ -254,5 +280,3 @@ def controlled_bias(
             if config.depths
         },
     )
-    cost = {"perturbed_embedded": len(sequences), "sentences_embedded": n_sentences, "roundtrip_exact": roundtrip}
-    return controlled, cost

@@ -15,15 +15,17 @@ fits, as the encoder's truncation would cut it; `n_cut` says how many pairs that
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import torch
 
 from lengthwise.audit.retrieval.config import RetrievalAuditConfig, RetrievalSplit
 from lengthwise.audit.retrieval.controlled import controlled_bias
-from lengthwise.audit.retrieval.result import Natural, RetrievalBias, verdicts
+from lengthwise.audit.retrieval.result import Natural, RetrievalBias, SearchBias, verdicts
+from lengthwise.audit.retrieval.sides import SearchSides, blocks, top_k_rows
 from lengthwise.audit.retrieval.stats import (
     length_percentiles,
     mean_ci,
@@ -35,12 +37,23 @@ from lengthwise.audit.retrieval.stats import (
 from lengthwise.core.bins import LengthBins, per_bin, token_lengths
 from lengthwise.core.embed import TokenView, embed_side
 from lengthwise.core.encoder import TextEncoder
-from lengthwise.core.errors import DataFormatError
+from lengthwise.core.errors import DataFormatError, SettingError
 from lengthwise.core.search import exact_search, relevant_ranks
+
+if TYPE_CHECKING:
+    from lengthwise.audit.retrieval.config import LexicalScorer
 
 __all__ = ["audit_retrieval"]
 
 Progress = Callable[[str, int, int], None]
+
+
+class _Ranking(NamedTuple):
+    """What the natural part needs of a search: each pair's rank, each query's top k, the score rows by block."""
+
+    ranks: np.ndarray  # (P,)
+    top_k: np.ndarray  # (Q, k) corpus rows
+    blocks: Callable[[], Iterator[np.ndarray]]  # (b, N) score blocks, queries in order
 
 
 def _length_summary(lengths: np.ndarray) -> dict[str, float]:
@@ -48,9 +61,26 @@ def _length_summary(lengths: np.ndarray) -> dict[str, float]:
     return {"mean": float(lengths.mean()), "q25": float(q25), "median": float(median), "q75": float(q75)}
 
 
+def _dense_ranking(queries: torch.Tensor, corpus: torch.Tensor, pairs, exclude, k: int) -> _Ranking:
+    """The dense search's ranking: exact cosines, one corpus chunk (and 64 queries) at a time."""
+
+    def blocks() -> Iterator[np.ndarray]:
+        for start in range(0, queries.shape[0], 64):
+            yield (queries[start : start + 64] @ corpus.T).numpy()  # (b, N)
+
+    ranks = relevant_ranks(queries, corpus, pairs[0], pairs[1], exclude=exclude)
+    return _Ranking(ranks, exact_search(queries, corpus, k, exclude=exclude)[1].numpy(), blocks)
+
+
+def _matrix_ranking(matrix: np.ndarray, pairs, k: int) -> _Ranking:
+    """A ranking from a full (Q, N) score matrix whose self-hits are at −∞ (`SearchSides.matrix`)."""
+    own = matrix[pairs[0], pairs[1]]
+    ranks = (matrix[pairs[0]] > own[:, None]).sum(axis=1) + 1
+    return _Ranking(ranks, top_k_rows(matrix, k), lambda: blocks(matrix))
+
+
 def _natural(
-    queries: torch.Tensor,
-    corpus: torch.Tensor,
+    ranking: _Ranking,
     lengths: np.ndarray,
     pairs: tuple[np.ndarray, np.ndarray],
     relevant: list[set[int]],
@@ -59,8 +89,8 @@ def _natural(
     config: RetrievalAuditConfig,
 ) -> Natural:
     """Rank against length, the top-k lengths against the corpus, and score against length among non-relevant."""
-    (pair_q, pair_d), k, seed = pairs, config.top_k, config.seed
-    ranks = relevant_ranks(queries, corpus, pair_q, pair_d, exclude=exclude)
+    (_pair_q, pair_d), k, seed = pairs, config.top_k, config.seed
+    ranks = ranking.ranks
     pair_lengths = lengths[pair_d]
     bins = LengthBins(width=config.bin_width, max_content=window)
 
@@ -76,7 +106,7 @@ def _natural(
     rows = per_bin(bins, bins.assign(pair_lengths), by_rank)
     for row, count in zip(rows, np.bincount(bins.assign(lengths), minlength=len(rows)).tolist(), strict=True):
         row["corpus_count"] = count
-    retrieved = lengths[exact_search(queries, corpus, k, exclude=exclude)[1].numpy()]  # (Q, k)
+    retrieved = lengths[ranking.top_k]  # (Q, k)
     retrieved_mean, retrieved_ci = mean_ci(length_percentiles(lengths, retrieved).mean(axis=1), seed=seed)
     relevant_mean, relevant_ci = mean_ci(length_percentiles(lengths, pair_lengths), seed=seed)
     edges = np.linspace(0, max(float(np.percentile(lengths, 99)), window + 1), 31)
@@ -86,10 +116,10 @@ def _natural(
     rng = np.random.default_rng(seed)
 
     def groups():
-        for start in range(0, queries.shape[0], 64):
-            block = (queries[start : start + 64] @ corpus.T).numpy()  # (b, N)
+        start = 0
+        for block in ranking.blocks():
             for row, query in enumerate(range(start, start + block.shape[0])):
-                keep = np.ones(corpus.shape[0], dtype=bool)
+                keep = np.ones(block.shape[1], dtype=bool)
                 keep[list(relevant[query])] = False
                 if exclude[query] >= 0:
                     keep[exclude[query]] = False
@@ -97,6 +127,7 @@ def _natural(
                 if config.max_negatives is not None and len(index) > config.max_negatives:
                     index = np.sort(rng.choice(index, config.max_negatives, replace=False))
                 yield block[row, index], lengths[index]
+            start += block.shape[0]
 
     pooled, per_query = partial_spearman(groups())
     per_query_mean, per_query_ci = mean_ci(per_query, seed=seed)
@@ -150,15 +181,22 @@ def audit_retrieval(
     *,
     encoder_note: str | None = None,
     on_progress: Progress | None = None,
+    lexical: LexicalScorer | None = None,
 ) -> RetrievalBias:
     """Measure natural and controlled length bias of `encoder` on a BEIR split (``audit.json`` →
     ``retrieval_bias``). `view` supplies the tokenizer and, unless `config.window` is set, the window;
     `encoder_note` says what the encoder is (recorded in the settings; default: its class name).
 
-    The corpus and the queries are embedded once; the controlled part embeds only perturbed documents.
-    Raises ValueError when no query has a relevant document in the corpus.
+    The corpus and the queries are embedded once; the controlled part embeds only perturbed documents. Each of
+    ``config.searches`` besides dense (lexical, hybrid; `lexical` scores the lexical side) is audited on the same
+    pairs and perturbed texts (`lengthwise.audit.retrieval.sides`) into ``by_search``.
+    Raises DataFormatError when no query has a relevant document in the corpus, SettingError when a lexical or
+    hybrid search is asked for without a lexical scorer.
     """
     progress = on_progress or (lambda stage, done, total: None)
+    searches = [search for search in config.searches if search != "dense"]
+    if searches and lexical is None:
+        raise SettingError("searches", list(config.searches), "lexical and hybrid need a lexical scorer (BM25)")
     started = time.perf_counter()
     window = config.window or view.max_content
     relevant, exclude, pairs = _judged(data, config.drop_self_hits)
@@ -167,14 +205,24 @@ def audit_retrieval(
     queries = embed_side(encoder.encode_queries, data.query_texts, "embedding queries", config.batch_size, progress)
     embedded = time.perf_counter()
     progress("natural bias", 0, 1)
-    natural = _natural(queries, corpus, lengths, (pairs[0], pairs[1]), relevant, exclude, window, config)
+    judged = (pairs[0], pairs[1])
+    natural = _natural(_dense_ranking(queries, corpus, judged, exclude, config.top_k), lengths, judged, relevant,
+                       exclude, window, config)  # fmt: skip
+    sides, natural_by = None, {}
+    if searches and lexical is not None:
+        progress("lexical scores", 0, 1)
+        sides = SearchSides.build(queries, corpus, lexical, data.query_texts, exclude, config.lexical_weight)
+        progress("lexical scores", 1, 1)
+        for search in searches:
+            ranking = _matrix_ranking(sides.matrix(search), judged, config.top_k)
+            natural_by[search] = _natural(ranking, lengths, judged, relevant, exclude, window, config)
     measured = time.perf_counter()
     chosen = np.arange(pairs.shape[1])
     if config.max_pairs is not None and len(chosen) > config.max_pairs:
         chosen = np.sort(np.random.default_rng(config.seed).choice(chosen, config.max_pairs, replace=False))
-    controlled, cost = controlled_bias(
+    controlled, cost, controlled_by = controlled_bias(
         encoder, view, data, (queries, corpus), (pairs[0][chosen], pairs[1][chosen]),
-        relevant, exclude, window, config, progress,
+        relevant, exclude, window, config, progress, sides, searches,
     )  # fmt: skip
     controlled["pairs_available"] = int(pairs.shape[1])
     settings = {**asdict(config), "window": window, "position_length": config.position_length or window}
@@ -199,4 +247,16 @@ def audit_retrieval(
         },
     )
     section["verdicts"] = verdicts(section, config.alpha)
+    if sides is not None and lexical is not None:
+        section["by_search"] = {}
+        for search in searches:
+            controlled_by[search]["pairs_available"] = int(pairs.shape[1])
+            part = {"natural": natural_by[search], "controlled": controlled_by[search], "top_k": config.top_k}
+            how: dict[str, Any] = {"lexical": lexical.describe()}
+            if search == "hybrid":
+                how |= {"fusion": "convex", "lexical_weight": config.lexical_weight}
+            found = verdicts(part, config.alpha)
+            section["by_search"][search] = SearchBias(
+                search=search, settings=how, natural=part["natural"], controlled=part["controlled"], verdicts=found
+            )
     return section

@@ -18,6 +18,7 @@ __all__ = [
     "PairedShift",
     "PositionUnit",
     "RetrievalBias",
+    "SearchBias",
     "Setting",
     "Verdict",
     "format_p",
@@ -101,9 +102,18 @@ class Verdict(TypedDict):
     significant: bool
 
 
-class RetrievalBias(TypedDict):
-    """``audit.json`` → ``retrieval_bias``."""
+class SearchBias(TypedDict):
+    """The audit through another search than the dense one (``by_search`` → ``lexical`` / ``hybrid``): the same
+    pairs and perturbed texts, ranked by BM25 or by the fused scores (`lengthwise.audit.retrieval.sides`)."""
 
+    search: str
+    settings: dict[str, Any]  # the lexical engine's settings; for hybrid also the fusion and its lexical weight
+    natural: Natural
+    controlled: Controlled
+    verdicts: list[Verdict]
+
+
+class _DenseBias(TypedDict):
     settings: dict[str, Any]
     data: dict[str, Any]
     window: int
@@ -112,6 +122,13 @@ class RetrievalBias(TypedDict):
     controlled: Controlled
     verdicts: list[Verdict]
     cost: dict[str, Any]
+
+
+class RetrievalBias(_DenseBias, total=False):
+    """``audit.json`` → ``retrieval_bias``: the dense search (the encoder), and ``by_search`` when other searches
+    were asked for (a field added in 0.3: optional, so older audits still load)."""
+
+    by_search: dict[str, SearchBias]
 
 
 def format_p(p: float) -> str:

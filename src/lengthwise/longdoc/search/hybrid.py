@@ -31,15 +31,14 @@ import torch
 
 from lengthwise.core.encoder import MultiVectors, multi_vector_scores
 from lengthwise.core.errors import SettingError
+from lengthwise.core.fusion import LEXICAL_WEIGHT, convex_fuse
 from lengthwise.core.scoring import WindowScoring
 
 __all__ = ["Fusion", "FusionSettings", "Hit", "HybridSearch", "Mode", "Passage", "fuse"]
 
 RRF_K = 60  # Cormack et al.'s constant
 DEPTH = 100  # documents each side proposes per query (at least 10·k)
-# The default lexical weight, chosen on dev sets only by the rule docs/longdoc.md wrote before the results
-# (benchmarks/bench_hybrid.py quality: convex fusion with BM25 over whole documents at 0.1 had the best dev mean).
-WEIGHT = 0.1
+WEIGHT = LEXICAL_WEIGHT  # the default lexical weight (lengthwise.core.fusion says how it was chosen)
 
 
 class Mode(str, Enum):
@@ -135,10 +134,7 @@ def fuse(dense: np.ndarray, lexical: np.ndarray, settings: FusionSettings) -> np
     """
     if settings.fusion is Fusion.RRF:
         return _rrf_ranks(dense) + _rrf_ranks(lexical, zero_last=True)
-    top_dense, top_lexical = float(dense.max()) if len(dense) else 1.0, float(lexical.max()) if len(lexical) else 0.0
-    dense_part = (dense + 1.0) / (top_dense + 1.0) if top_dense > -1.0 else np.zeros_like(dense)
-    lexical_part = lexical / top_lexical if top_lexical > 0 else np.zeros_like(lexical)
-    return (1.0 - settings.weight) * dense_part + settings.weight * lexical_part
+    return convex_fuse(dense, lexical, settings.weight)
 
 
 def _rrf_ranks(scores: np.ndarray, *, zero_last: bool = False) -> np.ndarray:
