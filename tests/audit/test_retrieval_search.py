@@ -168,3 +168,13 @@ def test_the_cli_refuses_an_unknown_search_in_one_line_before_loading(tmp_path) 
     lines = [line for line in result.output.strip().splitlines() if line.strip()]
     assert lines[0].startswith("error:") and "bm25" in result.output and "dense, lexical, hybrid" in result.output
     assert not (tmp_path / "o").exists()
+
+
+def test_the_cli_refuses_a_search_without_retrieval_data(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from lengthwise.cli import app
+
+    result = CliRunner().invoke(app, ["audit", "--retrieval-search", "hybrid", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2, result.output
+    assert "--retrieval DIR" in result.output and not (tmp_path / "o").exists()

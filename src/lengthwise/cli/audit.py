@@ -123,6 +123,8 @@ def _job(flags: dict[str, Any]) -> AuditJob:
         seed=flags["seed"],
     )
     asked = [name.strip() for value in flags["retrieval_search"] or [] for name in value.split(",")]
+    if asked and flags["retrieval"] is None:
+        raise SettingError("retrieval_data", None, "--retrieval-search audits a BEIR folder: add --retrieval DIR")
     searches = tuple(dict.fromkeys(["dense", *asked]))
     retrieval = RetrievalAuditConfig(max_pairs=flags["retrieval_pairs"], window=flags["retrieval_window"],
                                      batch_size=flags["batch_size"], seed=flags["seed"], searches=searches)  # fmt: skip

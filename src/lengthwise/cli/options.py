@@ -41,6 +41,7 @@ FLAGS = {
     "classifiers": "--classifier",
     "strategy": "--long",
     "retrieval_data": "--retrieval",
+    "searches": "--retrieval-search",
     "grid/bounds": "--grid/--bounds",
     "labels": "--label",
 }
