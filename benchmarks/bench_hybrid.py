@@ -18,10 +18,15 @@ Stages:
   document with one unique code word): the lexical side's build time, its peak memory (a child process) and bytes per
   document, p50/p99 per query alone and with 8 client threads, and the recall of the fused top 10 against the exact
   fused scan. Dense and hybrid alternate in one run, so their ratio holds on a busy machine better than either figure.
+  The index records the model of the windows it copies (all-MiniLM-L6-v2) and their long-document settings, with a
+  ``copied`` field saying what the vectors are, so it can be searched with text and served (bench_serve.py).
+- ``scale-model``: record that model in a scale index built before it was recorded, in place (``index.json`` and the
+  encoded manifest, each replaced atomically; nothing is rebuilt). The scale stage does it too when it reuses one.
 
     nice -n 5 python benchmarks/bench_hybrid.py quality --threads 1
     nice -n 5 python benchmarks/bench_hybrid.py engines --docs 100000
     nice -n 5 python benchmarks/bench_hybrid.py scale --windows 1000000
+    nice -n 5 python benchmarks/bench_hybrid.py scale-model --windows 1000000
 """
 
 from __future__ import annotations
@@ -349,6 +354,9 @@ def _build_tantivy(texts: list[str], folder: Path) -> Any:
 # --- scale -----------------------------------------------------------------------------------------------------------
 
 PER_DOC = 20  # windows per document, as bench_index.py's scale corpus
+COPIED_FROM = ("qmsum", "scifact")  # the encoded folders of the quality stage whose windows the scale corpus copies
+NOISE = 0.02  # σ of the Gaussian noise added to each copied window (then renormalised)
+SCALE_MODEL_UNKNOWN = "copies of real windows"  # what scale indexes built before the model was recorded hold
 
 
 def _scale_source(work: Path) -> np.ndarray:
@@ -357,7 +365,7 @@ def _scale_source(work: Path) -> np.ndarray:
     from lengthwise.longdoc.storage.store import read_embeddings
 
     parts = []
-    for name in ("qmsum", "scifact"):
+    for name in COPIED_FROM:
         folder = work / name / "encoded"
         if not (folder / "manifest.json").is_file():
             raise SystemExit(f"error: {folder} is missing; run the quality stage first (it encodes {name})")
@@ -366,33 +374,110 @@ def _scale_source(work: Path) -> np.ndarray:
     return np.concatenate(parts).astype(np.float32)
 
 
+def _scale_settings(work: Path) -> dict[str, Any]:
+    """The encode settings the scale corpus records: the model, long-document settings and precision of the windows
+    it copies (the qmsum and SciFact folders must agree on them), and what the vectors really are (``copied``): a
+    text query embedded by that model searches them as it would the real windows, the scores are not an encoding of
+    any text, and the lexical side's essays are unrelated to them."""
+    from lengthwise.longdoc.search.index import read_manifest
+
+    made = {}
+    for name in COPIED_FROM:
+        folder = work / name / "encoded"
+        if not (folder / "manifest.json").is_file():
+            raise SystemExit(f"error: {folder} is missing; run the quality stage first (it encodes {name})")
+        settings = read_manifest(folder)["settings"]
+        made[name] = {key: settings.get(key, "fp32" if key == "precision" else None)
+                      for key in ("model", "long", "precision")}  # fmt: skip
+    first, *others = made.values()
+    if any(other != first for other in others):
+        raise SystemExit(f"error: {', '.join(COPIED_FROM)} were encoded with other settings: {made}")
+    copied = {
+        "vectors": "noisy copies of real window vectors, not encodings of the indexed documents' text",
+        "from": [f"{name} (the quality stage's encoded windows)" for name in COPIED_FROM],
+        "per_document": PER_DOC,
+        "noise_sigma": NOISE,
+        "seed": 0,
+        "text": "the lexical side's essays (150-600 words and a code word each) are unrelated to the vectors",
+    }
+    return {**first, "copied": copied}
+
+
+def _scale_model(settings: dict[str, Any], dim: int) -> dict[str, Any]:
+    """The ``model`` record of an index (`LongIndex.build`'s): the recorded model loaded as the service loads it
+    (`lengthwise.load_model`), its dimension checked against the vectors', its weights fingerprinted."""
+    import lengthwise as lw
+    from lengthwise.core.models import model_fingerprint
+
+    model = lw.load_model(settings["model"], precision=settings["precision"])
+    found = len(model.encode(["a"], convert_to_numpy=True)[0])
+    if found != dim:
+        raise SystemExit(f"error: {settings['model']} embeds in {found} dimensions, the scale vectors have {dim}")
+    name = str(Path(settings["model"]).resolve()) if Path(settings["model"]).is_dir() else settings["model"]
+    return {"name": name, "weights_sha256_16": model_fingerprint(model, name)["weights_sha256_16"]}
+
+
+def record_scale_model(windows: int, work: Path) -> str:
+    """Record the real model in a scale index built before it was recorded (``"model": "copies of real windows"``):
+    its ``index.json`` and its encoded folder's ``manifest.json`` get `_scale_settings` and the model's fingerprint,
+    each file replaced atomically; the vectors, engine and lexical side are untouched. The index can then be served
+    and searched with text (`lengthwise serve`, `LongIndex.search`). Returns what was done; run again, nothing."""
+    from lengthwise.core.results import write_json_atomic
+
+    folder = work / f"scale-{windows}"
+    index_file, manifest_file = folder / "index" / "index.json", folder / "encoded" / "manifest.json"
+    if not index_file.is_file():
+        raise SystemExit(f"error: {index_file} is missing; build the scale index with the scale stage")
+    index = json.loads(index_file.read_text(encoding="utf-8"))
+    settings = _scale_settings(work)
+    if index.get("encode_settings") == settings and isinstance(index.get("model"), dict):
+        return f"{index_file}: records {index['model']['name']} already"
+    if index.get("encode_settings", {}).get("model") != SCALE_MODEL_UNKNOWN:
+        raise SystemExit(f"error: {index_file} records the model {index.get('encode_settings', {}).get('model')!r}, "
+                         "not the scale corpus's placeholder; it was not written by this stage")  # fmt: skip
+    if Path(index["encoded"]).resolve() != (folder / "encoded").resolve():
+        raise SystemExit(f"error: {index_file} was built from {index['encoded']}, not {folder / 'encoded'}")
+    model = _scale_model(settings, int(index["dim"]))
+    if manifest_file.is_file():  # the shards' own record, for a later build from them
+        manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
+        write_json_atomic(manifest_file, {**manifest, "settings": settings})
+    write_json_atomic(index_file, {**index, "encode_settings": settings, "model": model})
+    return f"{index_file}: now records {model['name']} ({model['weights_sha256_16']}) and its long-document settings"
+
+
 def _scale_index(windows: int, work: Path) -> Path:
-    """A dense index of `windows` window vectors, 20 per document, with the USearch int8 default, reused when built.
+    """A dense index of `windows` window vectors, 20 per document, with the USearch int8 default, reused when built
+    (and given the model's record, `record_scale_model`, when built before it was recorded).
 
     The vectors are the real qmsum and SciFact windows (all-MiniLM-L6-v2, `--long default`) drawn at random with
     small seeded Gaussian noise (σ = 0.02, renormalised), as bench_index.py's scale corpus: isotropic random vectors
-    have no neighbourhood structure, and HNSW builds over them far more slowly than over sentence embeddings."""
+    have no neighbourhood structure, and HNSW builds over them far more slowly than over sentence embeddings. The
+    index records that model and its long-document settings (`_scale_settings`, with ``copied`` saying what the
+    vectors are), so text queries are embedded as the copied windows were and the index can be served."""
     from lengthwise.core.encoder import MultiVectors
     from lengthwise.longdoc.search.index import LongIndex
     from lengthwise.longdoc.storage.store import EmbeddingStore
 
     out = work / f"scale-{windows}" / "index"
     if (out / "index.json").is_file():
+        print(record_scale_model(windows, work), flush=True)
         return out
     shards = work / f"scale-{windows}" / "encoded"
     shutil.rmtree(shards, ignore_errors=True)
     shutil.rmtree(out.parent / ".index-building", ignore_errors=True)
     source = _scale_source(work)
-    store = EmbeddingStore(shards, {"model": "copies of real windows", "long": {"strategy": "multi-vector"}})
+    settings = _scale_settings(work)
+    model = _scale_model(settings, source.shape[1])  # before anything is written
+    store = EmbeddingStore(shards, settings)
     rng = np.random.default_rng(0)
     for first in range(0, windows, 100_000):
         docs = min(100_000, windows - first) // PER_DOC
         picked = source[rng.integers(0, len(source), size=docs * PER_DOC)]
-        vectors = picked + rng.normal(0, 0.02, size=picked.shape)
+        vectors = picked + rng.normal(0, NOISE, size=picked.shape)
         vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
         ids = [f"s{first // PER_DOC + i}" for i in range(docs)]
         store.write("w0-", ids, MultiVectors(vectors, np.arange(docs + 1, dtype=np.int64) * PER_DOC))
-    LongIndex.build_windows(shards, out)
+    LongIndex.build_windows(shards, out, extra={"model": model})
     return out
 
 
@@ -565,7 +650,8 @@ def markdown_table() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("stage", choices=["quality", "engines", "engine-run", "choose", "scale", "table", "recall"])
+    parser.add_argument("stage", choices=["quality", "engines", "engine-run", "choose", "scale", "scale-model", "table",
+                                          "recall"])  # fmt: skip
     parser.add_argument("engine", nargs="?", default="bm25s")
     parser.add_argument("--work", type=Path, default=Path("/tmp/lengthwise-bench-hybrid"))
     parser.add_argument("--qmsum", type=Path, default=ROOT / "data" / "qmsum")
@@ -591,6 +677,8 @@ def main() -> None:
         print(markdown_table())
     elif args.stage == "scale":
         stage_scale(args)
+    elif args.stage == "scale-model":
+        print(record_scale_model(args.windows, args.work))
     elif args.stage == "engine-run":
         print(json.dumps(_engine_run(args.engine, args.docs, args.work)))
     else:

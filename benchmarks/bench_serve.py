@@ -1,4 +1,4 @@
-"""`lengthwise serve` under concurrent load: 1, 8 and 32 clients against a served index, beside the in-process
+r"""`lengthwise serve` under concurrent load: 1, 8 and 32 clients against a served index, beside the in-process
 `LongIndex.search` on the same queries, so the HTTP overhead is a ratio.
 
 For each concurrency: p50/p99 latency of one-query requests, throughput, errors (must be 0) and the server's RSS
@@ -9,19 +9,22 @@ starts, so the two never share the CPU). The issue's goals (issue 36) are checke
 - throughput at 32 clients ≥ 4 × one client's (the batcher embeds concurrent queries together);
 - zero errors.
 
-    # the 1M-window index (built with `lengthwise index build`), 10,000 requests per concurrency
-    nice -n 5 python benchmarks/bench_serve.py out/index --requests 10000 --out docs/results/bench_serve.json
+    # the 1M-window index (bench_hybrid.py's scale index; benchmarks/README.md has the run), 10,000 requests each
+    nice -n 5 python benchmarks/bench_serve.py /tmp/lengthwise-bench-hybrid/scale-1000000/index \
+        --queries data/qmsum/queries.jsonl.gz --mode hybrid --requests 10000 --out docs/results/bench_serve.json
     # a smoke run on a tiny index built here (random 2-layer BERT, 200 documents): does it work?
     python benchmarks/bench_serve.py --tiny --requests 50
 
-Queries: ``--queries FILE.jsonl`` (``text`` per line), else sentences cut from the indexed documents' own text (the
-lexical side), else a fixed list. The load average is recorded: numbers from a busy machine are marked as such.
+Queries: ``--queries FILE.jsonl`` or ``FILE.jsonl.gz`` (``text`` per line), else sentences cut from the indexed
+documents' own text (the lexical side), else a fixed list. The report records what was measured (windows, model, the
+mode searched, torch's threads) and the load average: numbers from a busy machine are marked as such.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
 import json
 import os
 import random
@@ -52,8 +55,10 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def _queries(index: Any, path: Path | None, count: int, seed: int) -> list[str]:
-    if path is not None:
-        return [json.loads(line)["text"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if path is not None:  # JSONL, gzipped or not (a BEIR queries file: data/qmsum/queries.jsonl.gz)
+        opener: Any = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8") as lines:
+            return [json.loads(line)["text"] for line in lines if line.strip()]
     rng = random.Random(seed)
     found: list[str] = []
     if index.lexical is not None:
@@ -205,12 +210,29 @@ def main() -> None:
         write_json_atomic(args.out, {**report, "environment": environment()})
 
 
+def _described(index: Any, mode: str | None) -> dict[str, Any]:
+    """What was measured: the index's size and model, the mode searched (the index's default resolved: hybrid only
+    while its lexical side is there), and the threads the search may use."""
+    import torch
+
+    return {"windows": index.settings["windows"], "documents": index.settings["documents"],
+            "model": index.settings.get("model"), "copied": index.settings["encode_settings"].get("copied"),
+            "mode": index.search_mode(mode).value, "torch_threads": torch.get_num_threads(),
+            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")}  # fmt: skip
+
+
 def run(folder: Path, args: argparse.Namespace, settings: dict[str, Any], scratch: Path) -> dict[str, Any]:
     import lengthwise as lw
 
-    queries = _queries(lw.LongIndex.open(folder), args.queries, 1000, seed=0)
-    load_before = _load()
+    started = time.perf_counter()
+    index = lw.LongIndex.open(folder)
+    described = _described(index, args.mode)  # a mode the index cannot search refuses here, before any timing
+    queries = _queries(index, args.queries, 1000, seed=0)
+    del index
+    print(f"{described['windows']:,} windows, mode {described['mode']}, {len(queries)} queries", file=sys.stderr)
+    load_before, local_started = _load(), time.perf_counter()
     local = in_process(folder, queries, args.local_requests or args.requests, settings)
+    local["seconds"] = round(time.perf_counter() - local_started)  # the model's load and the warm-up included
     print(f"in-process: p50 {local['p50_ms']:.2f} ms, p99 {local['p99_ms']:.2f} ms", file=sys.stderr)
     extra = ["--max-batch", str(args.max_batch), "--batch-wait-ms", str(args.batch_wait_ms)]
     headers = {}
@@ -221,7 +243,9 @@ def run(folder: Path, args: argparse.Namespace, settings: dict[str, Any], scratc
     levels = []
     try:
         for clients in (int(c) for c in args.clients.split(",")):
+            level_started = time.perf_counter()
             level = asyncio.run(load(url, clients, queries, args.requests, settings, headers)) | _rss_mb(process.pid)
+            level["seconds"] = round(time.perf_counter() - level_started)
             print(f"{clients:>3} clients: p50 {level['p50_ms']:.2f} ms, p99 {level['p99_ms']:.2f} ms, "
                   f"{level['throughput_qps']:.1f} q/s, {level['queries_per_batch']} queries/batch, worker busy "
                   f"{level['worker_busy']:.0%}, "
@@ -231,7 +255,10 @@ def run(folder: Path, args: argparse.Namespace, settings: dict[str, Any], scratc
         process.terminate()
         code = process.wait(timeout=120)
     return {"index": str(folder) if not args.tiny else "tiny (random 2-layer BERT, 200 documents)",
-            "settings": settings, "batching": {"max_batch": args.max_batch, "wait_ms": args.batch_wait_ms},
+            "measured": described, "queries": {"file": str(args.queries) if args.queries else None,
+                                               "distinct": len(queries)},
+            "seconds": round(time.perf_counter() - started), "settings": settings,
+            "batching": {"max_batch": args.max_batch, "wait_ms": args.batch_wait_ms},
             "in_process": local, "served": levels, "goals": _goals(local, levels), "server_exit": code,
             "load_average": {"before": load_before, "after": _load()}, "cpus": os.cpu_count()}  # fmt: skip
 

@@ -1,0 +1,118 @@
+"""benchmarks/bench_hybrid.py's scale index records the model of the windows it copies, so it can be searched with
+text and served (issue 36's 1M-window benchmark): a fresh build records it, and `scale-model` upgrades an index
+built before it did, in place, to the same record.
+
+Tiny: two corpora of a few documents encoded with the random 2-layer BERT stand for the quality stage's qmsum and
+SciFact folders; the scale index has 200 windows.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_hybrid.py"
+WINDOWS = 200  # 10 documents of 20 windows
+WORDS = ("river", "mill", "valley", "winter", "school", "museum", "market", "honey", "church", "bridge")
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_hybrid_scale", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path, one_thread) -> Path:
+    """A work folder holding the quality stage's two encoded folders (the tiny model, 24-token windows)."""
+    import lengthwise as lw
+    from lengthwise.longdoc import LongDocConfig
+
+    folder = tmp_path_factory.mktemp("bench-hybrid-work")
+    rng = random.Random(0)
+    for name in ("qmsum", "scifact"):
+        rows = [{"_id": f"{name}{i}", "text": " ".join(rng.choices(WORDS, k=rng.randint(20, 60)))} for i in range(6)]
+        corpus = folder / f"{name}.jsonl"
+        corpus.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+        long = LongDocConfig(strategy="multi-vector", window=24, stride=12)
+        lw.encode(corpus, folder / name / "encoded", model=str(tiny_model_dir), long=long)
+    return folder
+
+
+def _placeholder_index(bench, work: Path) -> Path:
+    """A scale index as the scale stage built it before it recorded the model (the 1M index of 27 November)."""
+    import numpy as np
+
+    from lengthwise.core.encoder import MultiVectors
+    from lengthwise.longdoc.search.index import LongIndex
+    from lengthwise.longdoc.storage.store import EmbeddingStore
+
+    source = bench._scale_source(work)
+    shards, out = work / f"scale-{WINDOWS}" / "encoded", work / f"scale-{WINDOWS}" / "index"
+    store = EmbeddingStore(shards, {"model": bench.SCALE_MODEL_UNKNOWN, "long": {"strategy": "multi-vector"}})
+    rng = np.random.default_rng(0)
+    docs = WINDOWS // bench.PER_DOC
+    picked = source[rng.integers(0, len(source), size=WINDOWS)]
+    vectors = picked + rng.normal(0, bench.NOISE, size=picked.shape)
+    vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    ids = [f"s{i}" for i in range(docs)]
+    store.write("w0-", ids, MultiVectors(vectors, np.arange(docs + 1, dtype=np.int64) * bench.PER_DOC))
+    LongIndex.build_windows(shards, out)
+    return out
+
+
+def test_scale_model_upgrades_a_placeholder_index_in_place(bench, work: Path, tiny_model_dir: Path) -> None:
+    import lengthwise as lw
+    from lengthwise.core.errors import LengthwiseError
+
+    folder = _placeholder_index(bench, work)
+    before = json.loads((folder / "index.json").read_text(encoding="utf-8"))
+    vectors = (folder / "vectors.npy").stat()
+    with pytest.raises(LengthwiseError):  # the gap: the recorded "model" cannot be loaded to embed a text query
+        lw.LongIndex.open(folder).search(["river bridge"], mode="dense")
+
+    said = bench.record_scale_model(WINDOWS, work)
+    assert "now records" in said
+    after = json.loads((folder / "index.json").read_text(encoding="utf-8"))
+    assert {key: value for key, value in after.items() if key not in ("encode_settings", "model")} == {
+        key: value for key, value in before.items() if key != "encode_settings"
+    }  # counts, digests and engine as built
+    encoded = json.loads((work / "qmsum" / "encoded" / "manifest.json").read_text(encoding="utf-8"))["settings"]
+    made = after["encode_settings"]
+    assert made["model"] == encoded["model"] == str(tiny_model_dir)
+    assert made["long"] == encoded["long"] and made["long"]["window"] == 24
+    assert made["copied"]["noise_sigma"] == bench.NOISE and "not encodings" in made["copied"]["vectors"]
+    assert after["model"]["name"] == str(tiny_model_dir.resolve()) and len(after["model"]["weights_sha256_16"]) == 16
+    manifest = json.loads((work / f"scale-{WINDOWS}" / "encoded" / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["settings"] == made
+    assert (folder / "vectors.npy").stat().st_mtime_ns == vectors.st_mtime_ns  # nothing rebuilt
+
+    hits = lw.LongIndex.open(folder).search(["river bridge", "honey market"], k=3, mode="dense")
+    assert [len(row) for row in hits] == [3, 3]
+    assert "already" in bench.record_scale_model(WINDOWS, work)  # run again: nothing to do
+
+    # a fresh build records the same settings and model
+    fresh_work = work / "fresh"
+    fresh_work.mkdir()
+    for name in ("qmsum", "scifact"):
+        (fresh_work / name).symlink_to(work / name)
+    fresh = json.loads((bench._scale_index(WINDOWS, fresh_work) / "index.json").read_text(encoding="utf-8"))
+    assert {k: v for k, v in fresh.items() if k != "encoded"} == {k: v for k, v in after.items() if k != "encoded"}
+
+
+def test_scale_model_refuses_an_index_it_did_not_write(bench, work: Path) -> None:
+    folder = work / f"scale-{WINDOWS}" / "index"
+    if not folder.is_dir():
+        _placeholder_index(bench, work)
+    settings = json.loads((folder / "index.json").read_text(encoding="utf-8"))
+    (folder / "index.json").write_text(json.dumps({**settings, "encode_settings": {"model": "someone/else"}}))
+    with pytest.raises(SystemExit, match="not the scale corpus's placeholder"):
+        bench.record_scale_model(WINDOWS, work)
+    assert json.loads((folder / "index.json").read_text())["encode_settings"] == {"model": "someone/else"}
