@@ -52,6 +52,15 @@ def _complete(tmp: Path, _: str) -> str | None:
     return None
 
 
+def _complete_by_search(tmp: Path, output: str) -> str | None:
+    reason = _complete(tmp, output)
+    section = json.loads((tmp / "out" / "audit.json").read_text(encoding="utf-8"))["retrieval_bias"]
+    found = section.get("by_search") or {}
+    if reason is None and (set(found) != {"lexical", "hybrid"} or not all(p["verdicts"] for p in found.values())):
+        return "audit.json has no complete by_search section (lexical, hybrid)"
+    return reason
+
+
 _QUICK = ["--elongate", "2", "--no-curve", "--no-shuffle", "--null-permutations", "0", "--max-pairs", "8"]
 
 
@@ -75,6 +84,31 @@ CASES = [
         2,
         "no query has a relevant document in the corpus",
         setup=_beir_judges_nothing_in_the_corpus,
+    ),
+    Case(
+        "retrieval: an unknown --retrieval-search",
+        "35.5",
+        _audit("--retrieval-search", "lexical,bm25"),
+        2,
+        "use one or more of dense, lexical, hybrid",
+        setup=_beir_ok,
+    ),
+    Case(
+        "retrieval: --retrieval-search without --retrieval",
+        "35.5",
+        ["audit", "-m", NO_MODEL, "--retrieval-search", "hybrid", "--out", "{tmp}/out"],
+        2,
+        "add --retrieval DIR",
+    ),
+    Case(
+        "retrieval: a small BEIR folder through BM25 and the hybrid search",
+        "35.5",
+        _audit(*_QUICK, "--retrieval-search", "lexical,hybrid", model="{tiny}"),
+        0,
+        "retrieval (hybrid)",
+        setup=_beir_ok,
+        check=_complete_by_search,
+        timeout=600.0,
     ),
     Case(
         "retrieval: a small BEIR folder gives a complete section",
