@@ -528,7 +528,8 @@ def stage_scale(args: argparse.Namespace) -> None:
     if not (folder / "lexical" / "lexical.json").is_file():
         code = f"import sys; sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); import bench_hybrid as b; " \
                f"from pathlib import Path; b._lexical_build(Path({str(folder)!r}), {docs})"  # fmt: skip
-        peak = "; import resource; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"  # the child's peak
+        # the child's own peak (kB): VmHWM, not ru_maxrss, which also counts this process's memory at the fork
+        peak = "; print(next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')))"
         done = subprocess.run([sys.executable, "-c", code + peak], capture_output=True, text=True, check=True)
         peak_mb = round(int(done.stdout.strip().splitlines()[-1]) / 1024)
     else:

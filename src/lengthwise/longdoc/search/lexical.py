@@ -14,18 +14,34 @@ A lexical folder (``lexical/`` inside an index) holds:
 - ``lexical.json``: the settings (granularity, language, ``k1``, ``b``), the document count and the encode folder's
   digest of the texts;
 - ``bm25/``: bm25s's files (the score matrix, its vocabulary, the tokenizer's vocabulary and stop words);
-- ``texts.bin`` / ``texts.offsets.npy``: every document's UTF-8 text, back to back, and its byte offsets, so a hit
-  can carry its passages without the corpus file;
+- ``texts.npy`` / ``texts.offsets.npy``: every document's UTF-8 text, back to back (uint8), and its byte offsets,
+  so a hit can carry its passages without the corpus file;
 - ``spans.npy``: (W, 2) the character span of each window row of the dense index, in the document's text.
 
-It is written into a staging folder and renamed into place: a killed build leaves no half index (run it again).
+The build's memory is bounded by the index (its vocabulary and one shard of units), not by the corpus. bm25s's
+own ``BM25.index`` needs every unit's token ids in memory at once, as Python lists, with its scores, units and
+terms as arrays beside them; so the score matrix is assembled here, with bm25s's tokenizer and its Lucene
+formulas, in two passes over shards of units (`SHARD_UNITS`, `SHARD_CHARS`). Pass 1 tokenizes a shard (one
+vocabulary growing across shards), writes its documents' text and spans into place and saves its postings: each
+distinct (term, unit) with its term frequency, and each unit's length. Pass 2 sums the document frequencies, then
+writes each shard's scores into the final CSC arrays, memory-mapped, at per-term cursors; bm25s writes the
+parameters and vocabulary itself, so `bm25s.BM25.load` reads the folder as one it saved (the files are the ones
+its in-memory build writes, to the bit).
+
+All of it is written into a staging folder, ``.{name}-building``, and renamed into place at the end: a half-built
+index is never opened. A build interrupted (Ctrl-C, or killed) keeps its finished shards there with a record of its
+inputs (``build.json``: sizes, digests, settings); the same build run again resumes after them, any other one starts
+afresh and logs why. A build that fails otherwise removes its staging folder.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import os
 import shutil
+from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -51,7 +67,15 @@ __all__ = [
 LEXICAL = "lexical"  # the folder inside an index
 SETTINGS_FILE = "lexical.json"
 LANGUAGES = {"english": "en"}  # Snowball stemmer name → bm25s stop-word list
-BLOCK = 2_000  # documents tokenized at once when the text side is built
+BLOCK = 2_000  # progress is reported every BLOCK documents tokenized
+SHARD_UNITS = 50_000  # a build's shard closes after this many units (documents or windows) …
+SHARD_CHARS = 16_000_000  # … or this many characters of text (a few million tokens: tens of MB of postings)
+BUILD_STATE = "build.json"  # in the staging folder: the build's inputs and how many shards are tokenized
+SHARDS = "shards"  # in the staging folder: pass 1's postings, unit lengths and vocabulary snapshots
+# bm25s's score arrays, under the names `bm25s.BM25.save` and `bm25s.BM25.load` use by default
+DATA, INDICES, INDPTR = "data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy"
+
+logger = logging.getLogger(__name__)
 
 
 class Granularity(str, Enum):
@@ -99,8 +123,8 @@ class LexicalIndex:
     settings: dict[str, Any]
     retriever: Any  # bm25s.BM25, memory-mapped
     tokenizer: Any  # bm25s.tokenization.Tokenizer with the corpus vocabulary
-    text_offsets: np.ndarray  # (n + 1,) byte offsets into texts.bin
-    texts: np.ndarray  # texts.bin as uint8, memory-mapped
+    text_offsets: np.ndarray  # (n + 1,) byte offsets into texts.npy
+    texts: np.ndarray  # texts.npy (uint8), memory-mapped
     spans: np.ndarray  # (W, 2) character spans of the dense windows
     window_offsets: np.ndarray  # (n + 1,) each document's first window row
 
@@ -120,6 +144,11 @@ class LexicalIndex:
     ) -> LexicalIndex:
         """Write the lexical side of an index into `out` (replaced if it exists), through a staging folder.
 
+        The build runs in shards and keeps the finished ones when interrupted: run again with the same inputs, it
+        resumes after them; with other inputs or settings it starts afresh (logged). Its memory beyond the inputs is
+        the vocabulary, one shard and a few numbers per document, whatever the corpus's size (the module's docstring
+        says how); the files are the ones bm25s's in-memory ``BM25.index`` and ``save`` write, to the bit.
+
         Args:
             texts: Every document's text, in the dense index's order.
             spans: Per document, the (k, 2) character spans of its window rows in the dense index.
@@ -128,8 +157,9 @@ class LexicalIndex:
                 best window).
             language: The stemmer and stop words (``english``).
             k1, b: BM25's term-frequency saturation and length normalisation (Lucene's defaults in bm25s).
-            on_progress: Called with (documents done, documents).
-            texts_sha256: The encode folder's digest of the texts (`lengthwise.longdoc.storage.store.TEXTS`), recorded.
+            on_progress: Called with (documents done, documents) as they are tokenized.
+            texts_sha256: The encode folder's digest of the texts (`lengthwise.longdoc.storage.store.TEXTS`), recorded;
+                when given it also names the texts to a resumed build (else a digest of them is computed).
         """
         granularity = _granularity(granularity)
         if k1 <= 0 or not 0 <= b <= 1:
@@ -139,24 +169,30 @@ class LexicalIndex:
                 None, None, f"{len(texts)} texts for {len(spans)} documents; pass one text per indexed document"
             )
         tokenizer, out = _tokenizer(language), Path(out)
+        counts = np.asarray([len(s) for s in spans], dtype=np.int64)
+        per_document = np.ones(len(texts), dtype=np.int64) if granularity is Granularity.DOCUMENT else counts
+        sizes, plan = _plan(texts, spans, counts, per_document, granularity=granularity, language=language,
+                            k1=k1, b=b, texts_sha256=texts_sha256)  # fmt: skip
+        bounds = _shard_bounds(texts, per_document)
         staging = out.with_name(f".{out.name}-building")
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
+        done = _resumed(staging, plan, len(bounds) - 1)
         try:
-            counts = np.asarray([len(s) for s in spans], dtype=np.int64)
-            np.save(staging / "spans.npy", np.concatenate([np.asarray(s).reshape(-1, 2) for s in spans]))
-            np.save(staging / "windows.offsets.npy", np.concatenate([[0], np.cumsum(counts)]))
-            _write_texts(staging, texts)
-            units = _units(texts, spans, granularity)
-            ids = list(_tokenized(tokenizer, units, len(texts), granularity, counts, on_progress))
-            _write_bm25(staging, ids, tokenizer, k1, b)
+            if done is None:
+                _start(staging, sizes, counts)
+                _record(staging, plan, 0)
+            _tokenize_shards(staging, tokenizer, texts, spans, granularity, bounds, done or 0, plan, on_progress)
+            _write_bm25(staging, len(bounds) - 1, tokenizer, k1, b)
+            tokenizer.reset_vocab()  # saved with the index: freed before the index is opened
             settings = {"format": 1, "engine": "bm25s", "granularity": granularity.value, "language": language,
-                        "k1": k1, "b": b, "documents": len(texts), "units": len(ids),
+                        "k1": k1, "b": b, "documents": len(texts), "units": plan["units"],
                         "texts_sha256": texts_sha256}  # fmt: skip
             (staging / SETTINGS_FILE).write_text(json.dumps(settings, indent=1), encoding="utf-8")
-            if out.exists():
-                shutil.rmtree(out)
-            os.rename(staging, out)
+            (staging / BUILD_STATE).unlink()  # from here a rerun starts afresh: the shards are going
+            shutil.rmtree(staging / SHARDS)
+            cls.open(staging)  # the new folder must open before it replaces anything
+            _swap(staging, out)
+        except KeyboardInterrupt:
+            raise  # the finished shards stay in the staging folder: the same build, run again, resumes after them
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
@@ -233,52 +269,314 @@ def _granularity(value: Any) -> Granularity:
         raise SettingError("granularity", value, "use document or window") from None
 
 
-def _write_texts(folder: Path, texts: Sequence[str]) -> None:
-    """texts.npy (uint8, every text's UTF-8 back to back) and texts.offsets.npy (byte offsets)."""
-    encoded = [text.encode("utf-8") for text in texts]
-    offsets = np.concatenate([[0], np.cumsum([len(data) for data in encoded])]).astype(np.int64)
-    np.save(folder / "texts.npy", np.frombuffer(b"".join(encoded), dtype=np.uint8))
-    np.save(folder / "texts.offsets.npy", offsets)
-
-
-def _units(texts: Sequence[str], spans: Sequence[np.ndarray], granularity: Granularity) -> Iterator[str]:
-    """What BM25 indexes: each document's text, or each of its windows' text."""
-    for text, doc_spans in zip(texts, spans, strict=True):
-        if granularity is Granularity.DOCUMENT:
-            yield text
-        else:
-            yield from (text[start:end] for start, end in np.asarray(doc_spans).reshape(-1, 2))
-
-
-def _tokenized(
-    tokenizer: Any,
-    units: Iterator[str],
-    documents: int,
-    granularity: Granularity,
+def _plan(
+    texts: Sequence[str],
+    spans: Sequence[np.ndarray],
     counts: np.ndarray,
-    on_progress: Callable[[int, int], None] | None,
-) -> Iterator[list[int]]:
-    """Each unit's token ids (the tokenizer's vocabulary grows as it goes), reporting progress in documents."""
-    per_unit = np.ones(documents, dtype=np.int64) if granularity is Granularity.DOCUMENT else counts
-    ends = np.cumsum(per_unit)
-    done = 0
-    for unit, ids in enumerate(tokenizer.streaming_tokenize(units, update_vocab=True)):
-        yield list(ids)
-        if on_progress is not None and unit + 1 == ends[done]:
-            done = int(np.searchsorted(ends, unit + 1, side="right"))
-            if done % BLOCK == 0 or done == documents:
-                on_progress(done, documents)
-
-
-def _write_bm25(folder: Path, ids: list[list[int]], tokenizer: Any, k1: float, b: float) -> None:
+    per_document: np.ndarray,
+    **settings: Any,
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """Each text's UTF-8 size, and what the build is of: its settings and shard sizes, the texts' digest (the
+    encode folder's when given, else one computed here over the texts) and a digest of the layout (the sizes, the
+    window counts and spans). A rerun with the same plan resumes; any other build starts afresh."""
     import bm25s
 
+    given = settings.pop("texts_sha256")
+    digest = None if given is not None else hashlib.sha256()
+    sizes = _utf8_sizes(texts, digest)
+    layout = hashlib.sha256(sizes.tobytes())
+    layout.update(counts.tobytes())
+    for doc_spans in spans:
+        layout.update(np.ascontiguousarray(doc_spans, dtype=np.int64).tobytes())
+    plan = {"format": 1, "bm25s": bm25s.__version__, "documents": len(texts), "units": int(per_document.sum()),
+            **{k: v.value if isinstance(v, Enum) else v for k, v in settings.items()},
+            "shard_units": SHARD_UNITS, "shard_chars": SHARD_CHARS, "layout_sha256": layout.hexdigest(),
+            "texts_sha256": given if digest is None else digest.hexdigest()}  # fmt: skip
+    return sizes, plan
+
+
+def _utf8_sizes(texts: Sequence[str], digest: Any) -> np.ndarray:
+    """The UTF-8 size of each text, each text fed to `digest` (size first) when given."""
+    sizes = array("q")
+    for text in texts:
+        data = text.encode("utf-8")
+        sizes.append(len(data))
+        if digest is not None:
+            digest.update(len(data).to_bytes(8, "little"))
+            digest.update(data)
+    return np.frombuffer(sizes, dtype=np.int64)
+
+
+def _shard_bounds(texts: Sequence[str], per_document: np.ndarray) -> list[int]:
+    """The first document of each shard, and the document count: a shard closes once it holds `SHARD_UNITS`
+    units or `SHARD_CHARS` characters (a document is never split)."""
+    bounds, units, chars = [0], 0, 0
+    for doc, (text, count) in enumerate(zip(texts, per_document.tolist(), strict=True)):
+        units, chars = units + count, chars + len(text)
+        if units >= SHARD_UNITS or chars >= SHARD_CHARS:
+            bounds.append(doc + 1)
+            units = chars = 0
+    if bounds[-1] != len(texts):
+        bounds.append(len(texts))
+    return bounds
+
+
+def _resumed(staging: Path, plan: dict[str, Any], shards: int) -> int | None:
+    """How many shards an earlier run of the same build left tokenized in `staging`, or None when there is none to
+    resume: whatever is there (another build's, or one stopped before its first record) is removed, and the log
+    says why."""
+    try:
+        state = json.loads((staging / BUILD_STATE).read_text(encoding="utf-8"))
+        recorded, done = state["plan"], int(state["tokenized"])
+    except FileNotFoundError:
+        if staging.exists():
+            logger.warning("%s: an unfinished lexical build without its record is there; starting afresh", staging)
+    except (OSError, ValueError, KeyError, TypeError):
+        logger.warning("%s: the unfinished lexical build there has an unreadable record; starting afresh", staging)
+    else:
+        if recorded == plan and 0 <= done <= shards:
+            logger.info("%s: resuming the lexical build, %d of %d shards already tokenized", staging, done, shards)
+            return done
+        changed = sorted(key for key in plan.keys() | recorded.keys() if plan.get(key) != recorded.get(key))
+        logger.warning("%s: the unfinished lexical build there was of other inputs or settings (%s differ); "
+                       "starting afresh", staging, ", ".join(changed) or "its progress")  # fmt: skip
+    shutil.rmtree(staging, ignore_errors=True)
+    return None
+
+
+def _record(staging: Path, plan: dict[str, Any], tokenized: int) -> None:
+    """Record in `staging` that its first `tokenized` shards are done (atomically)."""
+    from lengthwise.core.results import write_json_atomic
+
+    write_json_atomic(staging / BUILD_STATE, {"plan": plan, "tokenized": tokenized})
+
+
+def _offsets(sizes: np.ndarray) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+
+
+def _start(staging: Path, sizes: np.ndarray, counts: np.ndarray) -> None:
+    """A fresh staging folder: the texts' and windows' offsets, and the texts and spans arrays (allocated, filled
+    shard by shard)."""
+    (staging / SHARDS).mkdir(parents=True)
+    np.save(staging / "texts.offsets.npy", _offsets(sizes))
+    np.save(staging / "windows.offsets.npy", _offsets(counts))
+    _allocate(staging / "texts.npy", np.uint8, (int(sizes.sum()),))
+    _allocate(staging / "spans.npy", np.int64, (int(counts.sum()), 2))
+
+
+def _allocate(path: Path, dtype: Any, shape: tuple[int, ...]) -> None:
+    """An ``.npy`` file of `shape` (zeros, its blocks not written), filled later through a memory map."""
+    array = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=shape)
+    del array
+
+
+def _tokenize_shards(
+    staging: Path,
+    tokenizer: Any,
+    texts: Sequence[str],
+    spans: Sequence[np.ndarray],
+    granularity: Granularity,
+    bounds: list[int],
+    done: int,
+    plan: dict[str, Any],
+    on_progress: Callable[[int, int], None] | None,
+) -> None:
+    """Pass 1, from shard `done` on: write each shard's texts and spans into place, tokenize its units and save
+    their postings, snapshot the vocabulary, and record the shard done. The vocabulary is that of the last shard
+    done, so term ids run on as if the corpus were tokenized in one go."""
+    documents = len(texts)
+
+    def tokenized(doc: int) -> None:  # the documents before `doc` are tokenized
+        if on_progress is not None and doc % BLOCK == 0:
+            on_progress(doc, documents)
+
+    if done:
+        tokenizer.load_vocab(str(staging / SHARDS), _vocab_name(done))
+        if on_progress is not None:
+            on_progress(bounds[done], documents)
+    text_offsets = np.load(staging / "texts.offsets.npy")
+    window_offsets = np.load(staging / "windows.offsets.npy")
+    for shard in range(done, len(bounds) - 1):
+        first, last = bounds[shard], bounds[shard + 1]
+        _write_slice(staging / "texts.npy", text_offsets, first, last, _utf8(texts[first:last]))
+        _write_slice(staging / "spans.npy", window_offsets, first, last, _stacked(spans[first:last]))
+        ids, lengths = _tokenize_shard(tokenizer, _units(texts, spans, granularity, first, last, tokenized))
+        np.save(staging / SHARDS / f"{shard:05d}.postings.npy", _postings(ids, lengths))
+        np.save(staging / SHARDS / f"{shard:05d}.lengths.npy", lengths)
+        tokenizer.save_vocab(str(staging / SHARDS), _vocab_name(shard + 1))
+        _record(staging, plan, shard + 1)
+        (staging / SHARDS / _vocab_name(shard)).unlink(missing_ok=True)
+        if on_progress is not None:
+            on_progress(last, documents)
+
+
+def _vocab_name(shards: int) -> str:
+    """The tokenizer's vocabulary after `shards` shards (in the staging folder's shards)."""
+    return f"vocab.{shards:05d}.json"
+
+
+def _write_slice(path: Path, offsets: np.ndarray, first: int, last: int, rows: np.ndarray) -> None:
+    """Write `rows`, documents `first` … `last - 1`'s, in their place in the memory-mapped array at `path`."""
+    start, end = int(offsets[first]), int(offsets[last])
+    if end > start:
+        array = np.load(path, mmap_mode="r+", allow_pickle=False)
+        array[start:end] = rows
+        array.flush()
+        del array
+
+
+def _utf8(texts: Sequence[str]) -> np.ndarray:
+    return np.frombuffer("".join(texts).encode("utf-8"), dtype=np.uint8)
+
+
+def _stacked(spans: Sequence[np.ndarray]) -> np.ndarray:
+    return np.concatenate([np.asarray(s).reshape(-1, 2) for s in spans])
+
+
+def _units(
+    texts: Sequence[str],
+    spans: Sequence[np.ndarray],
+    granularity: Granularity,
+    first: int,
+    last: int,
+    tokenized: Callable[[int], None],
+) -> Iterator[str]:
+    """What BM25 indexes of documents `first` … `last - 1`: each one's text, or each of its windows' text. Asked for
+    the next document's units, the tokenizer is done with the earlier ones: `tokenized` is told."""
+    for doc in range(first, last):
+        if doc > first:
+            tokenized(doc)
+        if granularity is Granularity.DOCUMENT:
+            yield texts[doc]
+        else:
+            text = texts[doc]
+            yield from (text[start:end] for start, end in np.asarray(spans[doc]).reshape(-1, 2).tolist())
+
+
+def _tokenize_shard(tokenizer: Any, units: Iterator[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The units' token ids back to back (int32) and each unit's length, with bm25s's tokenizer growing its
+    vocabulary as bm25s's own indexing does (a unit without a term holds the empty-text placeholder)."""
+    ids, lengths = array("i"), array("q")
+    for unit in tokenizer.streaming_tokenize(units, update_vocab=True):
+        ids.extend(unit)
+        lengths.append(len(unit))
+    return np.frombuffer(ids, dtype=np.int32), np.frombuffer(lengths, dtype=np.int64)
+
+
+def _postings(ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """(3, P) int32: a shard's distinct (term, unit) pairs, by term then unit (units numbered in the shard), and
+    each pair's term frequency."""
+    units = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+    keys, frequencies = np.unique((ids.astype(np.int64) << 32) | units, return_counts=True)
+    return np.stack([keys >> 32, keys & 0xFFFFFFFF, frequencies]).astype(np.int32)
+
+
+def _shard(staging: Path, shard: int) -> tuple[np.ndarray, np.ndarray]:
+    """Shard `shard`'s postings and unit lengths (pass 1's)."""
+    folder = staging / SHARDS
+    postings = np.load(folder / f"{shard:05d}.postings.npy", allow_pickle=False)
+    return postings, np.load(folder / f"{shard:05d}.lengths.npy", allow_pickle=False)
+
+
+def _write_bm25(staging: Path, shards: int, tokenizer: Any, k1: float, b: float) -> None:
+    """Pass 2: the BM25 matrix of bm25s (Lucene scores, CSC by term: ``data`` float32 scores, ``indices`` int32
+    units, ``indptr`` int64), assembled from the shards' postings into memory-mapped arrays, as
+    ``bm25s.BM25(k1, b, method="lucene").index`` and ``save`` would write it from every unit's tokens at once.
+
+    The document frequencies give each term's column (``indptr``) and idf; then every shard's scores go to the next
+    free places of their terms' columns: shards come in unit order, so each column's units stay sorted, as bm25s's
+    sort leaves them. bm25s writes its parameters and vocabulary itself (with empty score arrays, replaced here)."""
+    import bm25s
+
+    folder = staging / "bm25"
+    shutil.rmtree(folder, ignore_errors=True)
+    vocabulary = tokenizer.get_vocab_dict()
+    frequencies, tokens, units = _document_frequencies(staging, shards, len(vocabulary))
+    indptr = _offsets(frequencies)
     retriever = bm25s.BM25(k1=k1, b=b, method="lucene")
-    retriever.index((ids, tokenizer.get_vocab_dict()), show_progress=False)
-    (folder / "bm25").mkdir()
-    retriever.save(str(folder / "bm25"), show_progress=False)
-    tokenizer.save_vocab(str(folder / "bm25"))
-    tokenizer.save_stopwords(str(folder / "bm25"))
+    retriever.vocab_dict, retriever.nonoccurrence_array = vocabulary, None
+    retriever.scores = {"data": np.zeros(0, np.float32), "indices": np.zeros(0, np.int32), "indptr": indptr,
+                        "num_docs": units}  # fmt: skip
+    retriever.save(str(folder), show_progress=False)
+    for name, dtype in ((DATA, np.float32), (INDICES, np.int32)):
+        _allocate(folder / name, dtype, (int(indptr[-1]),))
+    idf, average = _idf(frequencies, units), tokens / max(units, 1)
+    cursor, first = indptr[:-1].copy(), 0
+    for shard in range(shards):
+        postings, lengths = _shard(staging, shard)
+        _fill_shard(folder, cursor, postings, lengths, first, idf, average, k1, b)
+        first += len(lengths)
+    tokenizer.save_vocab(str(folder))
+    tokenizer.save_stopwords(str(folder))
+
+
+def _document_frequencies(staging: Path, shards: int, vocabulary: int) -> tuple[np.ndarray, int, int]:
+    """Over every shard: each term's number of units holding it, the number of tokens and of units."""
+    frequencies, tokens, units = np.zeros(vocabulary, dtype=np.int64), 0, 0
+    for shard in range(shards):
+        postings, lengths = _shard(staging, shard)
+        frequencies += np.bincount(postings[0], minlength=vocabulary)
+        tokens, units = tokens + int(lengths.sum()), units + len(lengths)
+    return frequencies, tokens, units
+
+
+def _idf(frequencies: np.ndarray, units: int) -> np.ndarray:
+    """Each term's Lucene idf, by bm25s's own function (once per distinct frequency), kept in float32 as bm25s
+    keeps it; 0 for a term no unit holds (the empty-text placeholder when no unit is empty)."""
+    from bm25s.scoring import _score_idf_lucene
+
+    values, inverse = np.unique(frequencies, return_inverse=True)
+    idf = [_score_idf_lucene(int(df), N=units) if df else 0.0 for df in values.tolist()]
+    return np.asarray(idf, dtype=np.float32)[inverse]
+
+
+def _fill_shard(
+    folder: Path,
+    cursor: np.ndarray,
+    postings: np.ndarray,
+    lengths: np.ndarray,
+    first: int,
+    idf: np.ndarray,
+    average: float,
+    k1: float,
+    b: float,
+) -> None:
+    """Write one shard's scores (bm25s's Lucene term-frequency component times the idf, in its float64 and its
+    rounding to float32) and units at their terms' `cursor`, moved on past them."""
+    from bm25s.scoring import _score_tfc_lucene
+
+    terms, units, frequencies = postings
+    if not len(terms):
+        return
+    tfc = _score_tfc_lucene(frequencies.astype(np.float32), lengths[units], average, k1, b)
+    heads = np.flatnonzero(np.concatenate([[True], terms[1:] != terms[:-1]]))  # each term's first pair
+    runs = np.diff(np.append(heads, len(terms)))
+    places = cursor[terms] + np.arange(len(terms)) - np.repeat(heads, runs)
+    cursor[terms[heads]] += runs
+    data = np.load(folder / DATA, mmap_mode="r+", allow_pickle=False)
+    indices = np.load(folder / INDICES, mmap_mode="r+", allow_pickle=False)
+    data[places] = (idf[terms] * tfc).astype(np.float32)
+    indices[places] = units + first
+    data.flush()
+    indices.flush()
+    del data, indices
+
+
+def _swap(staging: Path, out: Path) -> None:
+    """Put the finished folder `staging` in place of `out`: an earlier one is renamed aside first (renamed back if
+    the new one cannot take its place) and removed once it has."""
+    aside = out.with_name(f".{out.name}-replaced")
+    shutil.rmtree(aside, ignore_errors=True)
+    if out.exists():
+        os.rename(out, aside)
+    try:
+        os.rename(staging, out)
+    except BaseException:
+        if aside.exists():
+            os.rename(aside, out)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def document_spans(encoder: Any, texts: Sequence[str], counts: np.ndarray) -> list[np.ndarray]:
