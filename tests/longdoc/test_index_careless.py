@@ -323,3 +323,13 @@ def test_search_takes_a_model_in_place_of_the_recorded_one_and_checks_its_weight
     save_file(weights, other / "model.safetensors")
     refused = runner.invoke(app, ["search", "idx", "-q", "rivers", "--model", str(other)])
     assert refused.exit_code == 2 and "the index was built with weights" in refused.output
+
+
+def test_what_a_stopped_lexical_build_leaves_does_not_block_the_rebuild(tmp_path: Path) -> None:
+    """A Ctrl-C'd lexical build keeps INDEX/.lexical-building to resume from (issue 35.6); the rerun of
+    `index build` into that index was refused as if the folder were the user's."""
+    _good_index(tmp_path)
+    (tmp_path / "idx" / ".lexical-building").mkdir()
+    (tmp_path / "idx" / ".lexical-building" / "build.json").write_text("{}")
+    LongIndex.build_windows(tmp_path / "enc", tmp_path / "idx")
+    assert LongIndex.open(tmp_path / "idx").doc_ids == ["x", "y", "z"]

@@ -202,6 +202,10 @@ def test_a_failed_lexical_build_leaves_no_half_index(index, monkeypatch: pytest.
     with pytest.raises(KeyboardInterrupt):
         lexical.LexicalIndex.build(texts, spans, out, granularity="window")
     assert lexical.LexicalIndex.open(out).settings["granularity"] == "document"  # the earlier build still whole
+    assert not (out.parent / ".lexical-copy-building" / "lexical.json").exists()  # the staging is never served
+    monkeypatch.undo()
+    lexical.LexicalIndex.build(texts, spans, out, granularity="window")  # resumes from the staging folder
+    assert lexical.LexicalIndex.open(out).granularity.value == "window"
     assert not any(p.name.startswith(".lexical-copy") for p in out.parent.iterdir())
 
 

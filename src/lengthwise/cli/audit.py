@@ -6,6 +6,7 @@ cannot drift; a `SettingError` names a config field, which `_flag` turns back in
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -279,7 +280,7 @@ def _run(job: AuditJob, *, model: str, device: str | None, trust_remote_code: bo
     if "diagnostics" in payload:
         console.print(_diagnostics_table(payload["diagnostics"]))
     if "retrieval_bias" in payload:
-        sections = [("", payload["retrieval_bias"])]
+        sections: list[tuple[str, Mapping[str, Any]]] = [("", payload["retrieval_bias"])]
         sections += [(f" ({name})", part) for name, part in payload["retrieval_bias"].get("by_search", {}).items()]
         for name, section in sections:
             for verdict in section["verdicts"]:

@@ -249,14 +249,14 @@ def controlled_bias(
         progress("scoring perturbed documents lexically", 0, 1)
         query = np.asarray([key[0] for key in keys], dtype=np.int64)
         row = np.asarray([key[2] for key in keys], dtype=np.int64)
-        skip = np.asarray([key[3] for key in keys], dtype=np.int64)
+        stands_for = np.asarray([key[3] for key in keys], dtype=np.int64)
         in_bank = np.asarray([key[1] == "bank" for key in keys])
         at = np.where(in_bank, 0, row)  # a bank row is no corpus row: its scores come below
         dense = np.where(in_bank, scores.astype(np.float64), sides.dense[query, at])
         lexical = sides.lexical[query, at].copy()
         lexical[in_bank] = sides.text_scores(query[in_bank], [decoded[r] for r in row[in_bank]])
         for search in searches:
-            own, rank = sides.key_scores(search, query, dense, lexical, skip)
+            own, rank = sides.key_scores(search, query, dense, lexical, stands_for)
             by_search[search] = _controlled(rows, own, rank, len(pair_q), total, config)
         progress("scoring perturbed documents lexically", 1, 1)
     cost = {"perturbed_embedded": len(sequences), "sentences_embedded": n_sentences, "roundtrip_exact": roundtrip}

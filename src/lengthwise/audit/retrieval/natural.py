@@ -251,12 +251,13 @@ def audit_retrieval(
         section["by_search"] = {}
         for search in searches:
             controlled_by[search]["pairs_available"] = int(pairs.shape[1])
-            part = {"natural": natural_by[search], "controlled": controlled_by[search], "top_k": config.top_k}
+            natural_part, controlled_part = natural_by[search], controlled_by[search]
             how: dict[str, Any] = {"lexical": lexical.describe()}
             if search == "hybrid":
                 how |= {"fusion": "convex", "lexical_weight": config.lexical_weight}
-            found = verdicts(part, config.alpha)
+            part = {"natural": natural_part, "controlled": controlled_part, "top_k": config.top_k}
             section["by_search"][search] = SearchBias(
-                search=search, settings=how, natural=part["natural"], controlled=part["controlled"], verdicts=found
-            )
+                search=search, settings=how, natural=natural_part, controlled=controlled_part,
+                verdicts=verdicts(part, config.alpha),
+            )  # fmt: skip
     return section

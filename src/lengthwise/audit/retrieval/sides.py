@@ -101,7 +101,7 @@ class SearchSides:
         out = np.zeros(len(texts))
         for q in np.unique(query):
             at = np.flatnonzero(query == q)
-            out[at] = self.scorer.text_scores(self.query_texts[q], [texts[i] for i in at])
+            out[at] = self.scorer.text_scores(self.query_texts[int(q)], [texts[int(i)] for i in at])
         return out
 
 

@@ -240,8 +240,9 @@ def _disk_needed(windows: int, dim: int, quantize: Quantize, resumed: bool = Fal
     return windows * ((0 if resumed else 4 * dim) + 2 * (engine + 200))
 
 
+# what an index folder may hold: its files, its lexical side, and what a stopped lexical build leaves beside it
 INDEX_NAMES = frozenset({INDEX_FILE, "vectors.npy", "offsets.npy", "ids.txt", MEMBERS, STARTS, "engine.faiss",
-                         "engine.usearch", "lexical"})  # fmt: skip  # what an index folder may hold
+                         "engine.usearch", "lexical", ".lexical-building", ".lexical-replaced"})  # fmt: skip
 
 
 def read_manifest(encoded: Path) -> dict[str, Any]:
