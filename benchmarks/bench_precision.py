@@ -134,8 +134,21 @@ def stage_layers(repeats: int) -> dict[str, Any]:
     return {"rows": rows, "threads": 1, "repeats": repeats}
 
 
-def stage_speed(repeats: int) -> dict[str, Any]:
+def _alternated(arms: dict[str, Any], sequences: list[list[int]], repeats: int) -> dict[str, float]:
+    """Median seconds of each arm embedding `sequences` (batch 16) after one warm-up each, the arms alternating in
+    order and reverse order, so drift in the machine's speed falls on every arm alike."""
     from lengthwise.core.embed import embed_ids
+
+    times: dict[str, list[float]] = {arm: [] for arm in arms}
+    for model in arms.values():
+        embed_ids(model, sequences[:8], batch_size=16)  # warm-up
+    for repeat in range(repeats):
+        for arm in list(arms) if repeat % 2 == 0 else list(arms)[::-1]:
+            times[arm].append(_timed(lambda arm=arm: embed_ids(arms[arm], sequences, batch_size=16)))
+    return {arm: statistics.median(values) for arm, values in times.items()}
+
+
+def stage_speed(repeats: int) -> dict[str, Any]:
 
     arms = {  # 512 = the model's positions
         "fp32": _load("fp32", max_length=512),
@@ -149,13 +162,7 @@ def stage_speed(repeats: int) -> dict[str, Any]:
         for length in (128, 256, 512):
             sequences = _sequences(arms["fp32"], length, 8192 // length * 4)
             tokens = sum(len(s) for s in sequences)
-            times: dict[str, list[float]] = {arm: [] for arm in arms}
-            for model in arms.values():
-                embed_ids(model, sequences[:8], batch_size=16)  # warm-up
-            for repeat in range(repeats):
-                for arm in list(arms) if repeat % 2 == 0 else list(arms)[::-1]:
-                    times[arm].append(_timed(lambda arm=arm, seqs=sequences: embed_ids(arms[arm], seqs, batch_size=16)))
-            medians = {arm: statistics.median(values) for arm, values in times.items()}
+            medians = _alternated(arms, sequences, repeats)
             row = {
                 "threads": threads,
                 "tokens": length,
@@ -187,7 +194,6 @@ def _per_tensor(model: Any) -> Any:
 def stage_row_scaling(repeats: int) -> dict[str, Any]:
     """What the per-row activation scaling (issue 33.4b) costs: the shipped int8 against torch's per-batch int8,
     for the default layer set and for every Linear, one thread, 128 and 512 tokens, arms alternated."""
-    from lengthwise.core.embed import embed_ids
 
     torch.set_num_threads(1)
     arms = {
@@ -201,13 +207,7 @@ def stage_row_scaling(repeats: int) -> dict[str, Any]:
     for length in (128, 512):
         sequences = _sequences(arms["fp32"], length, 8192 // length * 2)
         tokens = sum(len(s) for s in sequences)
-        times: dict[str, list[float]] = {arm: [] for arm in arms}
-        for model in arms.values():
-            embed_ids(model, sequences[:8], batch_size=16)  # warm-up
-        for repeat in range(repeats):
-            for arm in list(arms) if repeat % 2 == 0 else list(arms)[::-1]:
-                times[arm].append(_timed(lambda arm=arm, seqs=sequences: embed_ids(arms[arm], seqs, batch_size=16)))
-        medians = {arm: statistics.median(values) for arm, values in times.items()}
+        medians = _alternated(arms, sequences, repeats)
         row = {
             "threads": 1,
             "tokens": length,

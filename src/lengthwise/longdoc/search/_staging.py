@@ -25,7 +25,7 @@ from lengthwise.core.results import write_json_atomic
 from lengthwise.longdoc.config import LongDocError
 from lengthwise.longdoc.storage.store import iter_shards
 
-__all__ = ["BUILD_STATE", "content_address", "record_plan", "shard_layout", "staging_folder", "unit_vectors"]
+__all__ = ["BUILD_STATE", "content_address", "record_plan", "shard_layout", "staging_folder", "swap_in", "unit_vectors"]
 
 BUILD_STATE = "build.json"
 
@@ -142,3 +142,19 @@ def staging_folder(out: Path, plan: dict[str, Any]) -> tuple[Path, bool]:
 def record_plan(staging: Path, plan: dict[str, Any]) -> None:
     """Mark the staging folder's vectors, offsets and ids complete for `plan`: from here on a rerun resumes."""
     write_json_atomic(staging / BUILD_STATE, plan)
+
+
+def swap_in(staging: Path, out: Path) -> None:
+    """Put the finished folder `staging` (an index, or its lexical side) in place of `out`: an earlier one is renamed
+    aside first, renamed back if the new one cannot take its place, and removed only once it has."""
+    aside = out.parent / f".{out.name}-replaced"
+    shutil.rmtree(aside, ignore_errors=True)
+    if out.exists():
+        os.rename(out, aside)
+    try:
+        os.rename(staging, out)
+    except BaseException:
+        if aside.exists():
+            os.rename(aside, out)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)

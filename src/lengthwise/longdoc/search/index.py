@@ -57,6 +57,7 @@ from lengthwise.longdoc.search._staging import (
     record_plan,
     shard_layout,
     staging_folder,
+    swap_in,
     unit_vectors,
 )
 from lengthwise.longdoc.storage.store import MANIFEST, RECORD, current_settings
@@ -315,22 +316,6 @@ def _check_room(out: Path, need: int, windows: int) -> None:
                            f"{_size(free)} is free; free space or pass another folder")  # fmt: skip
 
 
-def _swap(staging: Path, out: Path) -> None:
-    """Put the checked index `staging` in place of `out`: the earlier index is renamed aside first, renamed back if
-    the new one cannot take its place, and removed only once it has."""
-    aside = out.parent / f".{out.name}-replaced"
-    shutil.rmtree(aside, ignore_errors=True)
-    if out.exists():
-        os.rename(out, aside)
-    try:
-        os.rename(staging, out)
-    except BaseException:
-        if aside.exists():
-            os.rename(aside, out)
-        raise
-    shutil.rmtree(aside, ignore_errors=True)
-
-
 def _fill(
     path: Path, engine: Engine, quantize: Quantize, vectors: np.ndarray, rows: np.ndarray, on_progress: Progress
 ) -> None:
@@ -580,7 +565,7 @@ class LongIndex:
             (staging / INDEX_FILE).write_text(json.dumps(settings, indent=1), encoding="utf-8")
             (staging / BUILD_STATE).unlink()
             cls.open(staging)  # the new index must open before it replaces anything
-            _swap(staging, out)
+            swap_in(staging, out)
         except KeyboardInterrupt:
             raise  # the staging folder stays: the same build, run again, resumes from it
         except BaseException:

@@ -52,6 +52,7 @@ import numpy as np
 
 from lengthwise.core.errors import SettingError
 from lengthwise.longdoc.config import LongDocError
+from lengthwise.longdoc.search._staging import swap_in
 
 __all__ = [
     "Granularity",
@@ -190,7 +191,7 @@ class LexicalIndex:
             (staging / BUILD_STATE).unlink()  # from here a rerun starts afresh: the shards are going
             shutil.rmtree(staging / SHARDS)
             cls.open(staging)  # the new folder must open before it replaces anything
-            _swap(staging, out)
+            swap_in(staging, out)
         except KeyboardInterrupt:
             raise  # the finished shards stay in the staging folder: the same build, run again, resumes after them
         except BaseException:
@@ -561,22 +562,6 @@ def _fill_shard(
     data.flush()
     indices.flush()
     del data, indices
-
-
-def _swap(staging: Path, out: Path) -> None:
-    """Put the finished folder `staging` in place of `out`: an earlier one is renamed aside first (renamed back if
-    the new one cannot take its place) and removed once it has."""
-    aside = out.with_name(f".{out.name}-replaced")
-    shutil.rmtree(aside, ignore_errors=True)
-    if out.exists():
-        os.rename(out, aside)
-    try:
-        os.rename(staging, out)
-    except BaseException:
-        if aside.exists():
-            os.rename(aside, out)
-        raise
-    shutil.rmtree(aside, ignore_errors=True)
 
 
 def document_spans(encoder: Any, texts: Sequence[str], counts: np.ndarray) -> list[np.ndarray]:
