@@ -133,6 +133,13 @@ def arm_settings(arm: str, seed: int, args: argparse.Namespace) -> dict[str, Any
     }
 
 
+def _resumed_step(run: Path) -> int:
+    """The checkpoint step this session's training resumed from (0: it ran from the start)."""
+    resumed = read_json(run / "train.json").get("resumed_from") if (run / "train.json").is_file() else None
+    found = re.search(r"checkpoint-(\d+)$", str(resumed)) if resumed else None
+    return int(found.group(1)) if found else 0
+
+
 def stage_train(arm: str, seed: int, args: argparse.Namespace) -> None:
     import lengthwise
     from lengthwise.training.config import config_from_mapping
@@ -149,6 +156,7 @@ def stage_train(arm: str, seed: int, args: argparse.Namespace) -> None:
         "settings": config.to_dict(),
         "model_dir": str(result.model_dir),
         "steps": result.global_step,
+        "steps_run": result.global_step - _resumed_step(run),  # the steps train_runtime_s timed
         "train_runtime_s": round(result.train_runtime_s, 1),
         "wall_s": round(time.perf_counter() - started, 1),
         "loss": [{"step": r["step"], "loss": r["loss"]} for r in log["log_history"] if "loss" in r],

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -538,9 +539,22 @@ def headline(record: dict[str, Any], train: dict[str, Any] | None = None) -> dic
     if "scifact" in record:
         out["scifact"] = 100 * record["scifact"]["ndcg@10"]
     if train is not None:
-        out["s_per_step"] = train["train_runtime_s"] / max(train["steps"], 1)
+        out["s_per_step"] = seconds_per_step(train)
         out["train_wall_s"] = train["wall_s"]
     return out
+
+
+def seconds_per_step(train: dict[str, Any]) -> float:
+    """Training seconds per step *run in the timed session*: a resumed run's trainer times only the steps after
+    its checkpoint (`steps_run`; for a record written before that field, read from the run's ``train.json``)."""
+    steps = train.get("steps_run")
+    if steps is None:
+        steps = train["steps"]
+        log = Path(train.get("model_dir", "")).parent / "train.json"
+        resumed = json.loads(log.read_text(encoding="utf-8")).get("resumed_from") if log.is_file() else None
+        if resumed and (found := re.search(r"checkpoint-(\d+)$", str(resumed))):
+            steps -= int(found.group(1))
+    return train["train_runtime_s"] / max(steps, 1)
 
 
 def differences(arm: dict[int, dict], base: dict[int, dict], arm_train: dict[int, dict], base_train: dict[int, dict],
@@ -560,12 +574,7 @@ def differences(arm: dict[int, dict], base: dict[int, dict], arm_train: dict[int
         }
     timed = [s for s in SEEDS if s in arm_train and s in base_train]
     if timed:
-        ratios = [
-            (arm_train[s]["train_runtime_s"] / max(arm_train[s]["steps"], 1))
-            / (base_train[s]["train_runtime_s"] / max(base_train[s]["steps"], 1))
-            - 1.0
-            for s in timed
-        ]
+        ratios = [seconds_per_step(arm_train[s]) / seconds_per_step(base_train[s]) - 1.0 for s in timed]
         out["s_per_step_ratio"] = {"diff": float(np.mean(ratios)), "low": min(ratios), "high": max(ratios),
                                    "per_seed": ratios, "seeds": timed, "interval": "range over seeds"}  # fmt: skip
     return out

@@ -381,3 +381,15 @@ def test_queue_skips_finished_stages_and_waits_for_the_model(arms, tmp_path, cap
         arms.steps(arms.build_parser().parse_args(["plan", "--arms", "bert"]))
     report = arms.command("report", None, None, arms.build_parser().parse_args(["run-all", "--results", "/r"]))
     assert report[:3] == ["report", "--results", "/r"]
+
+
+def test_seconds_per_step_counts_only_the_steps_a_resumed_run_timed(arms_report, tmp_path: Path) -> None:
+    """A run resumed from checkpoint-225 of 250 timed 25 steps, not 250: its s/step was 10x too small."""
+    run = tmp_path / "run"
+    (run / "model").mkdir(parents=True)
+    (run / "train.json").write_text(json.dumps({"resumed_from": str(run / "checkpoints" / "checkpoint-225")}))
+    old = {"steps": 250, "train_runtime_s": 75.0, "model_dir": str(run / "model")}
+    assert arms_report.seconds_per_step(old) == pytest.approx(3.0)
+    assert arms_report.seconds_per_step({**old, "steps_run": 50}) == pytest.approx(1.5)
+    (run / "train.json").write_text(json.dumps({"resumed_from": None}))
+    assert arms_report.seconds_per_step(old) == pytest.approx(0.3)
