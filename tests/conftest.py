@@ -7,8 +7,10 @@ Both models load offline: the tokenizer and the real weights come from the `gt-a
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -93,3 +95,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if len(chosen) != len(items):
         config.hook.pytest_deselected(items=[item for item in items if item not in chosen])
         items[:] = chosen
+
+
+def load_script(path: Path, name: str) -> ModuleType:
+    """A benchmark's or experiment's script (not a package module) imported under `name`, for its tests."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

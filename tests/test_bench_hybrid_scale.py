@@ -8,12 +8,12 @@ SciFact folders; the scale index has 200 windows.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_hybrid.py"
 WINDOWS = 200  # 10 documents of 20 windows
@@ -22,11 +22,7 @@ WORDS = ("river", "mill", "valley", "winter", "school", "museum", "market", "hon
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_hybrid_scale", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT, "bench_hybrid_scale")
 
 
 @pytest.fixture(scope="module")

@@ -8,12 +8,12 @@ sentences written to a temporary file, one torch thread.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import shutil
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "vanilla.py"
 
@@ -38,11 +38,7 @@ def _thread_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def vanilla():
-    spec = importlib.util.spec_from_file_location("experiments_vanilla", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT, "experiments_vanilla")
 
 
 @pytest.fixture(scope="module")
@@ -111,11 +107,7 @@ def test_resume_with_other_settings_is_refused(vanilla, corpus, tmp_path, one_th
 
 @pytest.fixture(scope="module")
 def arms():
-    spec = importlib.util.spec_from_file_location("experiments_vanilla_arms", SCRIPT.with_name("vanilla_arms.py"))
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT.with_name("vanilla_arms.py"), "experiments_vanilla_arms")
 
 
 def test_arms_share_one_sample_and_a_pair_arm_trains(arms, tiny_model_dir, tmp_path, one_thread):
@@ -192,12 +184,7 @@ def test_first_k_curve_keeps_per_pair_values_and_matches_the_audit(arms, tiny_mo
 
 @pytest.fixture(scope="module")
 def arms_report(arms):
-    spec = importlib.util.spec_from_file_location("experiments_vanilla_arms_report",
-                                                  SCRIPT.with_name("vanilla_arms_report.py"))  # fmt: skip
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT.with_name("vanilla_arms_report.py"), "experiments_vanilla_arms_report")
 
 
 def _record(rng, gold: dict, noise: float, shift: float, curve_drop: float) -> dict:
