@@ -8,7 +8,10 @@ Ingber, "An Analysis of Fusion Functions for Hybrid Retrieval", ACM TOIS 2023, a
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # numpy loads when fusing, so that config modules can import the default weight cheaply
+    import numpy as np
 
 __all__ = ["LEXICAL_WEIGHT", "convex_fuse"]
 
@@ -30,6 +33,8 @@ def convex_fuse(
     scores), scalars or arrays that broadcast against the scores (one best per row); a side whose best is at its
     minimum (no positive BM25 score) contributes 0.
     """
+    import numpy as np
+
     if top_dense is None:
         top_dense = float(dense.max()) if dense.size else 1.0
     if top_lexical is None:
