@@ -106,10 +106,28 @@ def start_server(folder: Path, extra: list[str], log: Path) -> tuple[subprocess.
     raise SystemExit(f"the server did not start: {log.read_text()}")
 
 
+def _tree(pid: int) -> list[int]:
+    """`pid` and its descendants (the worker processes of `serve --workers N`)."""
+    out, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        out.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*/children"):
+            todo += [int(child) for child in task.read_text().split()]
+    return out
+
+
 def _rss_mb(pid: int) -> dict[str, float]:
-    status = Path(f"/proc/{pid}/status").read_text()
-    field = {name: float(re.search(rf"{name}:\s+(\d+) kB", status).group(1)) / 1024 for name in ("VmRSS", "VmHWM")}  # type: ignore[union-attr]
-    return {"rss_mb": round(field["VmRSS"], 1), "peak_rss_mb": round(field["VmHWM"], 1)}
+    """Resident memory of the server's process tree, now and at its peak (the sum of each process's peak)."""
+    total = {"VmRSS": 0.0, "VmHWM": 0.0}
+    for member in _tree(pid):
+        try:
+            status = Path(f"/proc/{member}/status").read_text()
+        except OSError:  # a process that just ended
+            continue
+        for name in total:
+            total[name] += float(re.search(rf"{name}:\s+(\d+) kB", status).group(1)) / 1024  # type: ignore[union-attr]
+    return {"rss_mb": round(total["VmRSS"], 1), "peak_rss_mb": round(total["VmHWM"], 1)}
 
 
 async def load(url: str, clients: int, queries: list[str], requests: int, settings: dict[str, Any],
@@ -192,6 +210,13 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--mode", default=None, help="dense, lexical or hybrid (default: the index's)")
     parser.add_argument("--passages", type=int, default=0)
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="serve --workers N (each loads the model and the "
+        "index; worker busy and queries per batch are then one worker's, from its /info)",
+    )
     parser.add_argument("--max-batch", type=int, default=64)
     parser.add_argument("--batch-wait-ms", type=float, default=2.0)
     parser.add_argument("--api-key-file", type=Path, default=None, help="serve with this API key (and send it)")
@@ -235,6 +260,7 @@ def run(folder: Path, args: argparse.Namespace, settings: dict[str, Any], scratc
     local["seconds"] = round(time.perf_counter() - local_started)  # the model's load and the warm-up included
     print(f"in-process: p50 {local['p50_ms']:.2f} ms, p99 {local['p99_ms']:.2f} ms", file=sys.stderr)
     extra = ["--max-batch", str(args.max_batch), "--batch-wait-ms", str(args.batch_wait_ms)]
+    extra += ["--workers", str(args.workers)] if args.workers > 1 else []
     headers = {}
     if args.api_key_file is not None:  # a served index behind a key: the benchmark sends it
         extra += ["--api-key-file", str(args.api_key_file)]
@@ -258,7 +284,7 @@ def run(folder: Path, args: argparse.Namespace, settings: dict[str, Any], scratc
             "measured": described, "queries": {"file": str(args.queries) if args.queries else None,
                                                "distinct": len(queries)},
             "seconds": round(time.perf_counter() - started), "settings": settings,
-            "batching": {"max_batch": args.max_batch, "wait_ms": args.batch_wait_ms},
+            "batching": {"max_batch": args.max_batch, "wait_ms": args.batch_wait_ms}, "workers": args.workers,
             "in_process": local, "served": levels, "goals": _goals(local, levels), "server_exit": code,
             "load_average": {"before": load_before, "after": _load()}, "cpus": os.cpu_count()}  # fmt: skip
 
