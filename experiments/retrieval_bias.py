@@ -95,11 +95,9 @@ def run(args: argparse.Namespace) -> None:
         seed=args.seed,
         searches=searches,
     )
-    lexical = None
-    if len(searches) > 1:  # BM25 as the hybrid index ranks with it (issue 35.5)
-        from lengthwise.longdoc.search.scorer import BM25Scorer
+    from lengthwise.longdoc.search.scorer import BM25Scorer  # BM25 as the hybrid index ranks with it (issue 35.5)
 
-        lexical = BM25Scorer(data.doc_texts)
+    lexical = BM25Scorer(data.doc_texts) if config.lexical_searches else None
     last = [0.0]
 
     def progress(stage: str, done: int, total: int) -> None:

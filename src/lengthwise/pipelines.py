@@ -63,21 +63,15 @@ def audit_model(
     from lengthwise.audit.run import check_output, read_inputs, run_full_audit
     from lengthwise.core.output_set import prepare_out
     from lengthwise.evaluation.data import read_beir
+    from lengthwise.longdoc.search.scorer import BM25Scorer
     from lengthwise.tempscale import TempScaleConfig
     from lengthwise.tempscale.apply import tempscale as tempscale_patch
 
     ts_config = TempScaleConfig.of(tempscale)  # everything is checked before the model loads
     inputs = read_inputs(job)
     note = None if tempscale is None else f"TempScale t={tempscale:g}"
-    request = None
-    if job.retrieval_data is not None:
-        data = read_beir(job.retrieval_data, job.retrieval_split)
-        lexical = None
-        if set(job.retrieval.searches) - {"dense"}:  # the lexical side the index searches with (issue 35.5)
-            from lengthwise.longdoc.search.scorer import BM25Scorer
-
-            lexical = BM25Scorer(data.doc_texts)
-        request = RetrievalRequest(data, job.retrieval, encoder_note=note, lexical=lexical)
+    data = None if job.retrieval_data is None else read_beir(job.retrieval_data, job.retrieval_split)
+    request = None if data is None else RetrievalRequest.of(data, job.retrieval, encoder_note=note, lexical=BM25Scorer)
     prepare_out(job.out, check_output)
     encoder = load_model(model, device=device, trust_remote_code=trust_remote_code, max_seq_length=max_length,
                          precision=precision)  # fmt: skip

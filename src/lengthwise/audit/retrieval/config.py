@@ -7,7 +7,7 @@ hands to the audit pipeline: the split, the settings and, optionally, the encode
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -129,6 +129,11 @@ class RetrievalAuditConfig:
         if not 0 < self.alpha < 1:
             raise SettingError("alpha", self.alpha, "must lie strictly between 0 and 1")
 
+    @property
+    def lexical_searches(self) -> tuple[str, ...]:
+        """The searches besides the dense one: each needs a lexical scorer."""
+        return tuple(search for search in self.searches if search != "dense")
+
 
 @dataclass(frozen=True)
 class RetrievalRequest:
@@ -139,4 +144,18 @@ class RetrievalRequest:
     config: RetrievalAuditConfig = field(default_factory=RetrievalAuditConfig)
     encoder: TextEncoder | None = None
     encoder_note: str | None = None
-    lexical: LexicalScorer | None = None  # needed when config.searches holds lexical or hybrid
+    lexical: LexicalScorer | None = None  # needed when config.lexical_searches is not empty
+
+    @classmethod
+    def of(
+        cls,
+        data: RetrievalSplit,
+        config: RetrievalAuditConfig,
+        *,
+        encoder_note: str | None = None,
+        lexical: Callable[[Sequence[str]], LexicalScorer] | None = None,
+    ) -> RetrievalRequest:
+        """The request, its lexical scorer built over the corpus by `lexical` (e.g. `BM25Scorer`) only when one of
+        ``config.searches`` needs it, before any model work."""
+        scorer = lexical(data.doc_texts) if lexical is not None and config.lexical_searches else None
+        return cls(data, config, encoder_note=encoder_note, lexical=scorer)

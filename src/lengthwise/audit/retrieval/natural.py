@@ -194,7 +194,7 @@ def audit_retrieval(
     hybrid search is asked for without a lexical scorer.
     """
     progress = on_progress or (lambda stage, done, total: None)
-    searches = [search for search in config.searches if search != "dense"]
+    searches = config.lexical_searches
     if searches and lexical is None:
         raise SettingError("searches", list(config.searches), "lexical and hybrid need a lexical scorer (BM25)")
     started = time.perf_counter()

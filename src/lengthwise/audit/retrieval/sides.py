@@ -51,7 +51,9 @@ class SearchSides:
         weight: float,
     ) -> SearchSides:
         dense = (queries @ corpus.T).double().numpy()
-        lexical = np.stack([scorer.corpus_scores(text) for text in query_texts]) if len(query_texts) else dense * 0
+        lexical = np.zeros_like(dense)
+        for row, text in enumerate(query_texts):
+            lexical[row] = scorer.corpus_scores(text)
         rows = np.flatnonzero(np.asarray(exclude) >= 0)
         for matrix in (dense, lexical):
             matrix[rows, np.asarray(exclude)[rows]] = -np.inf

@@ -39,9 +39,7 @@ class BM25Scorer:
         self.empty = self.tokenizer.get_vocab_dict().get("")  # bm25s's placeholder for a text with no term
         self.retriever = bm25s.BM25(k1=k1, b=b, method="lucene")
         self.retriever.index((ids, self.tokenizer.get_vocab_dict()), show_progress=False)
-        df = np.zeros(self.vocabulary, dtype=np.float64)
-        for doc in ids:
-            df[np.unique(np.asarray(doc, dtype=np.int64))] += 1
+        df = np.diff(self.retriever.scores["indptr"]).astype(np.float64)  # documents per term: its column's entries
         n = len(ids)
         self.idf = np.log1p((n - df + 0.5) / (df + 0.5))  # Lucene's idf (bm25s `_score_idf_lucene`)
         self.mean_length = float(np.mean([len(doc) for doc in ids])) if ids else 1.0
