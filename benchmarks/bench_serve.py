@@ -163,7 +163,10 @@ async def load(url: str, clients: int, queries: list[str], requests: int, settin
             "p50_ms": 1e3 * statistics.median(latencies), "p99_ms": 1e3 * _percentile(latencies, 0.99),
             "throughput_qps": requests / wall,
             "queries_per_batch": round((after["queries"] - before["queries"]) / max(1, batches), 2),
-            "worker_busy": round((after["busy_s"] - before["busy_s"]) / wall, 2)}  # fmt: skip
+            # the share of the wall time each of the worker's two threads was busy: the search thread (the index)
+            # and the model's (the query encoder, pipelined with it)
+            "worker_busy": round((after["busy_s"]["search"] - before["busy_s"]["search"]) / wall, 2),
+            "model_busy": round((after["busy_s"]["model"] - before["busy_s"]["model"]) / wall, 2)}  # fmt: skip
 
 
 def tiny_index(work: Path, documents: int = 200) -> Path:
@@ -273,8 +276,8 @@ def run(folder: Path, args: argparse.Namespace, settings: dict[str, Any], scratc
             level = asyncio.run(load(url, clients, queries, args.requests, settings, headers)) | _rss_mb(process.pid)
             level["seconds"] = round(time.perf_counter() - level_started)
             print(f"{clients:>3} clients: p50 {level['p50_ms']:.2f} ms, p99 {level['p99_ms']:.2f} ms, "
-                  f"{level['throughput_qps']:.1f} q/s, {level['queries_per_batch']} queries/batch, worker busy "
-                  f"{level['worker_busy']:.0%}, "
+                  f"{level['throughput_qps']:.1f} q/s, {level['queries_per_batch']} queries/batch, search thread busy "
+                  f"{level['worker_busy']:.0%}, model thread {level['model_busy']:.0%}, "
                   f"{level['errors']} errors, RSS {level['rss_mb']} MB", file=sys.stderr)  # fmt: skip
             levels.append(level)
     finally:

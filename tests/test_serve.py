@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 
+from lengthwise.core.errors import SettingError
+
 httpx = pytest.importorskip("httpx", reason="needs httpx: pip install 'lengthwise[serve]'")
 pytest.importorskip("fastapi", reason="needs FastAPI: pip install 'lengthwise[serve]'")
 pytest.importorskip("uvicorn", reason="needs uvicorn: pip install 'lengthwise[serve]'")
@@ -373,3 +375,58 @@ def test_the_batcher_groups_by_key_and_isolates_a_failing_request() -> None:
     assert isinstance(found[3], ValueError)
     assert calls[0] == ("a", ["1", "2", "3", "bad"]) and ("b", ["4"]) in calls  # one call per key, then alone
     assert ("a", ["bad"]) in calls and ("a", ["1"]) in calls
+
+
+def test_the_batcher_embeds_the_next_batch_while_one_is_searched() -> None:
+    """Two stages on two threads: the first batch's search waits until the second batch is being prepared, which a
+    batcher running both stages on one thread (as before) never reaches; a failure in either stage fails only its
+    own request, and the second stage gets each request's own slice of the first stage's items."""
+    import asyncio
+
+    from lengthwise.service.batching import Batcher
+
+    second_prepared = threading.Event()
+    threads: dict[str, set[str]] = {"prepare": set(), "finish": set()}
+
+    class Stages:
+        def prepare(self, key: Any, texts: list[str]) -> list[str]:
+            threads["prepare"].add(threading.current_thread().name)
+            if "late" in texts:
+                second_prepared.set()
+            if "unembeddable" in texts:
+                raise ValueError("cannot embed")
+            return [text.upper() for text in texts]
+
+        def finish(self, key: Any, texts: list[str], prepared: Any) -> list[str]:
+            threads["finish"].add(threading.current_thread().name)
+            if "first" in texts and not second_prepared.wait(timeout=10):
+                raise TimeoutError("the next batch was not prepared while this one was searched")
+            if "unsearchable" in texts:
+                raise ValueError("cannot search")
+            return [f"{text}>{item}" for text, item in zip(texts, prepared, strict=True)]
+
+    async def main() -> list[Any]:
+        batcher = Batcher(Stages(), max_batch=64, wait_s=0.02)
+        await batcher.start()
+        first = asyncio.ensure_future(batcher.submit("a", ["first"]))
+        await asyncio.sleep(0.2)  # the first batch is being searched
+        asked = [["late"], ["unembeddable"], ["x", "y"], ["unsearchable"]]
+        rest = await asyncio.gather(*(batcher.submit("a", texts) for texts in asked), return_exceptions=True)
+        found = [await first, *rest]
+        await batcher.stop()
+        return found
+
+    found = asyncio.run(main())
+    assert found[0] == ["first>FIRST"] and found[1] == ["late>LATE"] and found[3] == ["x>X", "y>Y"]
+    assert isinstance(found[2], ValueError) and "embed" in str(found[2])
+    assert isinstance(found[4], ValueError) and "search" in str(found[4])
+    assert len(threads["prepare"]) == 1 and len(threads["finish"]) == 1 and threads["prepare"] != threads["finish"]
+
+
+def test_search_with_vectors_made_beforehand_answers_as_without(library: Any) -> None:
+    vectors = library.embed_queries(QUERIES)
+    for mode in ("dense", "hybrid"):
+        given = library.search(QUERIES, 5, mode=mode, passages=1, vectors=vectors)
+        assert given == library.search(QUERIES, 5, mode=mode, passages=1)
+    with pytest.raises(SettingError, match="vectors"):
+        library.search(QUERIES, 5, mode="dense", vectors=vectors[:1])

@@ -100,17 +100,17 @@ def test_only_the_best_candidates_are_scored_on_all_their_windows(
     monkeypatch.setattr(index_module, "RESCORED_AT_LEAST", 0)
     index = lw.LongIndex.build(encoded, tmp_path / "idx", quantize="none", engine="faiss")
     read: list[int] = []
-    original, provisional = LongIndex._scores, LongIndex._provisional
+    original, provisional = LongIndex.document_scores, LongIndex._provisional
 
-    def spy(self: LongIndex, query: object, rows: np.ndarray, *rest: object) -> object:
-        read.append(len(rows))
-        return original(self, query, rows, *rest)  # type: ignore[arg-type]
+    def spy(self: LongIndex, query: object, docs: np.ndarray, *rest: object) -> object:
+        read.append(int((self.offsets[docs + 1] - self.offsets[docs]).sum()))  # every window of each document
+        return original(self, query, docs, *rest)  # type: ignore[arg-type]
 
     def spy_provisional(self: LongIndex, query: object, keys: np.ndarray, *rest: object) -> object:
         read.append(len(self._expanded(keys)[0]))  # the candidate windows, read once per distinct vector
         return provisional(self, query, keys, *rest)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(LongIndex, "_scores", spy)
+    monkeypatch.setattr(LongIndex, "document_scores", spy)
     monkeypatch.setattr(LongIndex, "_provisional", spy_provisional)
     windows = index.settings["windows"]
     found = [(hit.id, hit.score) for hit in index.search(QUERIES[0], k=3, mode="dense", candidates=windows,

@@ -31,31 +31,37 @@ SEARCH_FIELDS = ("k", "mode", "passages", "context", "candidates", "probes")
 
 
 class Searcher:
-    """The batcher's handler: one batch of query texts searched (or embedded) with one key's settings.
+    """The batcher's handler, in two stages: a batch of query texts embedded (on the model's thread), then searched
+    with those vectors (on the search thread) with one key's settings, or returned as vectors (``/embed``).
 
-    Runs on the worker thread only. The hits are turned into `lengthwise search --json`'s dicts there too, and a
-    passage asked with context gets the document's text either side of it (``before``, ``after``).
+    The hits are turned into `lengthwise search --json`'s dicts on the search thread too, and a passage asked with
+    context gets the document's text either side of it (``before``, ``after``).
     """
 
     def __init__(self, index: Any) -> None:
         self.index = index
-        self._numbers: dict[str, int] | None = None
 
-    def __call__(self, key: Hashable, texts: list[str]) -> list[Any]:
+    def prepare(self, key: Hashable, texts: list[str]) -> Any:
+        """The query vectors (None for a lexical search: no model needed)."""
+        assert isinstance(key, tuple)
+        if key[0] != "embed" and self.index.search_mode(key[1 + SEARCH_FIELDS.index("mode")]).value == "lexical":
+            return None
+        return self.index.embed_queries(texts)
+
+    def finish(self, key: Hashable, texts: list[str], prepared: Any) -> list[Any]:
+        """The hits of each query (or its vector as a list, for ``/embed``)."""
         assert isinstance(key, tuple)
         if key[0] == "embed":
-            return [[float(x) for x in row] for row in self.index.embed_queries(texts)]
+            return [[float(x) for x in row] for row in prepared]
         settings = dict(zip(SEARCH_FIELDS, key[1:], strict=True))
         context = settings.pop("context")
-        results = self.index.search(texts, settings.pop("k"), **settings)
+        results = self.index.search(texts, settings.pop("k"), vectors=prepared, **settings)
         return [[self._hit(hit, context) for hit in hits] for hits in results]
 
     def _hit(self, hit: Any, context: int) -> dict[str, Any]:
         out: dict[str, Any] = hit.to_dict()
         if context and out.get("passages") and self.index.lexical is not None:
-            if self._numbers is None:
-                self._numbers = {doc_id: n for n, doc_id in enumerate(self.index.doc_ids)}
-            text = self.index.lexical.text(self._numbers[hit.id])
+            text = self.index.lexical.text(self.index.numbers[hit.id])
             for passage in out["passages"]:
                 start, end = passage["start"], passage["end"]
                 passage["before"], passage["after"] = text[max(0, start - context) : start], text[end : end + context]
@@ -191,9 +197,8 @@ def create_app(index: Any, config: ServeConfig | None = None) -> FastAPI:
     @app.get("/info", dependencies=guarded)
     async def info() -> dict[str, Any]:
         """The model's fingerprint, the index's settings and counts, the caps and the version."""
-        return describe(index, config) | {
-            "batches": {"run": batcher.batches, "queries": batcher.texts, "busy_s": round(batcher.busy_s, 3)}
-        }
+        busy = {thread: round(seconds, 3) for thread, seconds in batcher.busy_s.items()}
+        return describe(index, config) | {"batches": {"run": batcher.batches, "queries": batcher.texts, "busy_s": busy}}
 
     html = resources.files("lengthwise.service").joinpath("page.html").read_text(encoding="utf-8")
 

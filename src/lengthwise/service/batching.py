@@ -1,10 +1,13 @@
-"""Dynamic batching: the queries of concurrent requests gathered for a few milliseconds and run as one batch on a
-single worker thread, off the event loop.
+"""Dynamic batching: the queries of concurrent requests gathered for a few milliseconds and run as one batch, in two
+stages on two threads, off the event loop.
 
 Requests are grouped by a key (what they ask besides their texts: k, mode, passages …); each group's texts go to
-the handler in one call, so the encoder embeds them in one forward pass. One worker thread runs every batch: the
-model and the index are used by one thread at a time. A request whose group fails is run again on its own, so one
-bad query fails only its own request.
+the handler together, so the encoder embeds them in one forward pass. A handler may have two stages (`Stages`):
+``prepare`` (embedding the queries: the model's thread) and ``finish`` (searching the index with those vectors: the
+search thread). The two run as a pipeline: while one batch is searched the next is gathered and embedded, so the
+encoder's and the index's work overlap on two cores instead of taking turns on one. The model is used by the first
+thread only and the index by the second. A request whose group fails in either stage is run again on its own, so
+one bad query fails only its own request.
 """
 
 from __future__ import annotations
@@ -14,12 +17,39 @@ import time
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Batcher"]
+__all__ = ["Batcher", "Stages"]
 
 Handler = Callable[[Hashable, list[str]], Sequence[Any]]
 _STOP = None  # put on the queue by `stop`: the loop ends after the jobs before it
+IN_FLIGHT = 2  # batches between gathering and answer: one being embedded (or waiting) and one being searched
+
+
+@runtime_checkable
+class Stages(Protocol):
+    """A handler in two stages, pipelined by the `Batcher`."""
+
+    def prepare(self, key: Hashable, texts: list[str]) -> Sequence[Any] | None:
+        """The first stage, on the model's thread: one item per text (e.g. its vector), or None."""
+        ...
+
+    def finish(self, key: Hashable, texts: list[str], prepared: Sequence[Any] | None) -> Sequence[Any]:
+        """The second stage, on the search thread: one result per text, from `prepare`'s items for them."""
+        ...
+
+
+class _OneStage:
+    """A plain ``handler(key, texts)`` as `Stages`: nothing to prepare, everything in the second stage."""
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+
+    def prepare(self, key: Hashable, texts: list[str]) -> None:
+        return None
+
+    def finish(self, key: Hashable, texts: list[str], prepared: Sequence[Any] | None) -> Sequence[Any]:
+        return self.handler(key, texts)
 
 
 @dataclass
@@ -29,38 +59,52 @@ class _Job:
     future: asyncio.Future[list[Any]] = field(repr=False)
 
 
+@dataclass
+class _Unit:
+    """Jobs of one key that go through the second stage together, with their first stage's items (or its error)."""
+
+    key: Hashable
+    jobs: list[int]
+    texts: list[str]
+    prepared: Sequence[Any] | None = None
+    error: Exception | None = None
+
+
 class Batcher:
     """Gather `submit`ted texts for up to `wait_s` (or `max_batch` texts) and run them through `handler` together.
 
     Args:
-        handler: ``handler(key, texts) -> one result per text``; called on the worker thread.
+        handler: ``handler(key, texts) -> one result per text`` (one stage, on the search thread), or `Stages`.
         max_batch: Texts per batch at most (a larger request runs alone).
         wait_s: How long the first request of a batch waits for others.
     """
 
-    def __init__(self, handler: Handler, *, max_batch: int = 64, wait_s: float = 0.002) -> None:
-        self.handler, self.max_batch, self.wait_s = handler, max_batch, wait_s
+    def __init__(self, handler: Handler | Stages, *, max_batch: int = 64, wait_s: float = 0.002) -> None:
+        self.stages: Stages = handler if isinstance(handler, Stages) else _OneStage(handler)
+        self.max_batch, self.wait_s = max_batch, wait_s
         self._queue: asyncio.Queue[_Job | None] | None = None
         self._task: asyncio.Task[None] | None = None
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lengthwise-worker")
-        self.batches = 0  # batches run, texts in them and seconds the worker spent: /info shows how batching works
+        self._model = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lengthwise-model")
+        self._search = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lengthwise-search")
+        self.batches = 0  # batches run, texts in them and seconds each stage's thread spent: /info shows them
         self.texts = 0
-        self.busy_s = 0.0
+        self.busy_s = {"model": 0.0, "search": 0.0}
 
     async def start(self) -> None:
         self._queue = asyncio.Queue()
         self._task = asyncio.get_running_loop().create_task(self._loop())
 
     async def stop(self) -> None:
-        """Finish the batches already queued, then stop the loop and the worker thread."""
+        """Finish the batches already queued, then stop the loop and the threads."""
         if self._queue is not None and self._task is not None:
             await self._queue.put(_STOP)
             await asyncio.gather(self._task, return_exceptions=True)
-        self._executor.shutdown(wait=True)
+        self._model.shutdown(wait=True)
+        self._search.shutdown(wait=True)
 
     async def run(self, func: Callable[[], Any]) -> Any:
-        """Run `func` on the worker thread (not batched): anything else that touches the model or the index."""
-        return await asyncio.get_running_loop().run_in_executor(self._executor, func)
+        """Run `func` on the model's thread (not batched): anything else that touches the model."""
+        return await asyncio.get_running_loop().run_in_executor(self._model, func)
 
     async def submit(self, key: Hashable, texts: list[str]) -> list[Any]:
         """One result per text, computed in a batch with the texts of concurrent requests of the same `key`."""
@@ -97,55 +141,101 @@ class Batcher:
         return jobs
 
     async def _loop(self) -> None:
+        """Gather a batch, prepare it, hand it to the search thread and gather the next while it is searched; at
+        most `IN_FLIGHT` batches between gathering and answer."""
         loop = asyncio.get_running_loop()
+        searching: set[asyncio.Future[None]] = set()
         while (jobs := await self._gather()) is not None:
+            self.batches += 1
+            self.texts += sum(len(job.texts) for job in jobs)
             try:
-                outcomes = await loop.run_in_executor(self._executor, self._run, jobs)
-            except Exception as error:  # the worker itself failed: these requests fail, the next batch is tried
-                outcomes = [error] * len(jobs)
-            for job, outcome in zip(jobs, outcomes, strict=True):
-                if job.future.done():  # the client went away
-                    continue
-                if isinstance(outcome, BaseException):
-                    job.future.set_exception(outcome)
-                else:
-                    job.future.set_result(outcome)
+                units = await loop.run_in_executor(self._model, self._timed, "model", self._prepare, jobs)
+            except Exception as error:  # the thread itself failed: these requests fail, the next batch is tried
+                self._answer(jobs, [error] * len(jobs))
+                continue
+            done = loop.run_in_executor(self._search, self._timed, "search", self._finish, jobs, units)
+            searching.add(asyncio.ensure_future(self._answered(jobs, done)))
+            while len(searching) >= IN_FLIGHT:
+                finished, _ = await asyncio.wait(searching, return_when=asyncio.FIRST_COMPLETED)
+                searching -= finished
+        await asyncio.gather(*searching)
 
-    def _run(self, jobs: list[_Job]) -> list[Any]:
-        """On the worker thread: one outcome (results or the error) per job, the time spent counted."""
-        started = time.perf_counter()
-        self.batches += 1
-        self.texts += sum(len(job.texts) for job in jobs)
+    async def _answered(self, jobs: list[_Job], done: asyncio.Future[list[Any]]) -> None:
         try:
-            return self._run_groups(jobs)
-        finally:
-            self.busy_s += time.perf_counter() - started
+            outcomes = await done
+        except Exception as error:
+            outcomes = [error] * len(jobs)
+        self._answer(jobs, outcomes)
 
-    def _run_groups(self, jobs: list[_Job]) -> list[Any]:
-        """Each key's texts in one handler call; a failed group's jobs again one by one."""
+    @staticmethod
+    def _answer(jobs: list[_Job], outcomes: list[Any]) -> None:
+        for job, outcome in zip(jobs, outcomes, strict=True):
+            if job.future.done():  # the client went away
+                continue
+            if isinstance(outcome, BaseException):
+                job.future.set_exception(outcome)
+            else:
+                job.future.set_result(outcome)
+
+    def _timed(self, thread: str, func: Callable[..., Any], *args: Any) -> Any:
+        """`func(*args)`, its seconds added to `thread`'s busy time."""
+        started = time.perf_counter()
+        try:
+            return func(*args)
+        finally:
+            self.busy_s[thread] += time.perf_counter() - started
+
+    def _prepare(self, jobs: list[_Job]) -> list[_Unit]:
+        """On the model's thread: each key's texts prepared together; a failed group's jobs again one by one."""
         groups: dict[Hashable, list[int]] = {}
         for number, job in enumerate(jobs):
             groups.setdefault(job.key, []).append(number)
-        outcomes: list[Any] = [None] * len(jobs)
+        units = []
         for key, members in groups.items():
-            texts = [text for number in members for text in jobs[number].texts]
+            unit = _Unit(key, members, [text for number in members for text in jobs[number].texts])
             try:
-                results = list(self.handler(key, texts))
+                unit.prepared = self.stages.prepare(key, unit.texts)
+                units.append(unit)
             except Exception as error:
                 if len(members) == 1:
-                    outcomes[members[0]] = error
+                    units.append(_Unit(key, members, unit.texts, error=error))
                     continue
                 for number in members:
-                    outcomes[number] = self._alone(jobs[number])
+                    alone = _Unit(key, [number], jobs[number].texts)
+                    try:
+                        alone.prepared = self.stages.prepare(key, alone.texts)
+                    except Exception as own:
+                        alone.error = own
+                    units.append(alone)
+        return units
+
+    def _finish(self, jobs: list[_Job], units: list[_Unit]) -> list[Any]:
+        """On the search thread: one outcome (results or the error) per job."""
+        outcomes: list[Any] = [None] * len(jobs)
+        for unit in units:
+            if unit.error is not None:
+                outcomes[unit.jobs[0]] = unit.error
                 continue
+            try:
+                results = list(self.stages.finish(unit.key, unit.texts, unit.prepared))
+            except Exception as error:
+                if len(unit.jobs) == 1:
+                    outcomes[unit.jobs[0]] = error
+                    continue
+                results = None
             start = 0
-            for number in members:
-                outcomes[number] = results[start : start + len(jobs[number].texts)]
-                start += len(jobs[number].texts)
+            for number in unit.jobs:
+                count = len(jobs[number].texts)
+                if results is not None:
+                    outcomes[number] = results[start : start + count]
+                else:
+                    part = None if unit.prepared is None else unit.prepared[start : start + count]
+                    outcomes[number] = self._alone(unit.key, jobs[number].texts, part)
+                start += count
         return outcomes
 
-    def _alone(self, job: _Job) -> Any:
+    def _alone(self, key: Hashable, texts: list[str], prepared: Sequence[Any] | None) -> Any:
         try:
-            return list(self.handler(job.key, job.texts))
+            return list(self.stages.finish(key, texts, prepared))
         except Exception as error:
             return error

@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from lengthwise.core.encoder import MultiVectors, multi_vector_scores
 from lengthwise.core.errors import SettingError
 from lengthwise.core.fusion import LEXICAL_WEIGHT, convex_fuse
 from lengthwise.core.scoring import WindowScoring
@@ -159,7 +158,6 @@ class HybridSearch:
 
     def __init__(self, windows: Any, lexical: Any, scoring: WindowScoring, settings: FusionSettings) -> None:
         self.windows, self.lexical, self.scoring, self.settings = windows, lexical, scoring, settings
-        self.position = {doc_id: n for n, doc_id in enumerate(windows.doc_ids)}
 
     def search(
         self,
@@ -202,7 +200,7 @@ class HybridSearch:
         """Document numbers, fused scores and each side's score of the `k` best, best first (`found`: the dense
         hits in dense mode, the dense side's proposed document numbers in hybrid mode)."""
         if mode is Mode.DENSE:
-            docs = np.asarray([self.position[i] for i, _ in found], dtype=np.int64)
+            docs = np.asarray([self.windows.numbers[i] for i, _ in found], dtype=np.int64)
             scores = np.asarray([s for _, s in found], dtype=np.float64)
             return docs, scores, list(scores), [None] * len(docs)
         all_lexical = self.lexical.scores(text)
@@ -217,13 +215,8 @@ class HybridSearch:
         return proposed[best], fused[best], list(dense[best]), list(all_lexical[proposed[best]])
 
     def dense_scores(self, query: torch.Tensor, docs: np.ndarray) -> np.ndarray:
-        """Exact dense scores of documents `docs` (every window, fp32)."""
-        if not len(docs):
-            return np.zeros(0)
-        starts, ends = self.windows.offsets[docs], self.windows.offsets[docs + 1]
-        rows = np.concatenate([np.arange(a, b) for a, b in zip(starts, ends, strict=True)])
-        subset = MultiVectors(np.asarray(self.windows.vectors[rows]), np.concatenate([[0], np.cumsum(ends - starts)]))
-        return multi_vector_scores(query[None], subset, self.scoring)[0].double().numpy()
+        """Exact dense scores of documents `docs` (every window, fp32), as float64."""
+        return self.windows.document_scores(query, docs, self.scoring).astype(np.float64)
 
     def _hit(
         self, doc: int, score: float, dense: float | None, lexical: float | None, query: Any, text: str, count: int
@@ -243,7 +236,7 @@ class HybridSearch:
         body = self.lexical.text(doc)
         spans = [self.lexical.passage(row) for row in range(first, last)]
         if query is not None:
-            vectors = torch.nn.functional.normalize(torch.as_tensor(np.array(self.windows.vectors[first:last])), dim=-1)
+            vectors = torch.as_tensor(np.array(self.windows.vectors[first:last]))  # stored unit
             scores = (vectors @ query).double().numpy()
         else:
             terms = set(self.lexical.query_tokens(text))

@@ -664,10 +664,15 @@ class LongIndex:
         """The document of each window number."""
         return np.searchsorted(self.offsets, windows, side="right") - 1
 
-    def _scores(self, query: torch.Tensor, rows: np.ndarray, offsets: np.ndarray, scoring: WindowScoring | int) -> Any:
-        """Exact scores of the documents whose windows are `rows` (sorted), grouped by `offsets`."""
+    def document_scores(self, query: torch.Tensor, docs: np.ndarray, scoring: WindowScoring | int) -> np.ndarray:
+        """Exact fp32 scores of the documents numbered `docs` for one unit `query`, over every window of each."""
+        if not len(docs):
+            return np.zeros(0, dtype=np.float32)
+        firsts, counts = self.offsets[docs], self.offsets[docs + 1] - self.offsets[docs]
+        offsets = np.concatenate([[0], np.cumsum(counts)])
+        rows = np.arange(offsets[-1]) + np.repeat(firsts - offsets[:-1], counts)  # each document's windows in turn
         subset = MultiVectors(np.asarray(self.vectors[rows]), offsets)
-        return multi_vector_scores(query[None], subset, scoring)[0].numpy()
+        return multi_vector_scores(query[None], subset, scoring, unit=True)[0].numpy()
 
     def _provisional(self, query: torch.Tensor, keys: np.ndarray, scoring: WindowScoring | int) -> Any:
         """(documents, scores): each document holding a candidate vector, scored on its candidate vectors (each
@@ -680,7 +685,7 @@ class LongIndex:
         read = np.sort(np.unique(row_keys))
         vectors = np.asarray(self.vectors[self.members[self.starts[read]]])
         subset = MultiVectors(vectors[np.searchsorted(read, pairs % distinct)], np.append(first, len(pairs)))
-        return docs, multi_vector_scores(query[None], subset, scoring)[0].numpy()
+        return docs, multi_vector_scores(query[None], subset, scoring, unit=True)[0].numpy()
 
     def _rescored(self, query: torch.Tensor, keys: np.ndarray, k: int, scoring: WindowScoring | int) -> list[Any]:
         """The `k` best documents for one query from its candidate vectors `keys` (nearest first): every document
@@ -688,9 +693,7 @@ class LongIndex:
         scored on all their windows (exact fp32)."""
         docs, provisional = self._provisional(query, keys, scoring)
         docs = np.sort(docs[np.argsort(-provisional, kind="stable")[: max(RESCORED * k, RESCORED_AT_LEAST)]])
-        starts, ends = self.offsets[docs], self.offsets[docs + 1]
-        rows = np.concatenate([np.arange(a, b) for a, b in zip(starts, ends, strict=True)])
-        scores = self._scores(query, rows, np.concatenate([[0], np.cumsum(ends - starts)]), scoring)
+        scores = self.document_scores(query, docs, scoring)
         best = np.argsort(-scores, kind="stable")[:k]
         return [(self.doc_ids[docs[j]], float(scores[j])) for j in best]
 
@@ -754,7 +757,7 @@ class LongIndex:
     ) -> list[list[tuple[str, float]]]:
         """The same ranking by an exact scan over every window (for checks and benchmarks, not for serving)."""
         units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries), dtype=torch.float32), dim=-1)
-        scores = multi_vector_scores(units, MultiVectors(np.array(self.vectors), self.offsets), scoring)
+        scores = multi_vector_scores(units, MultiVectors(np.array(self.vectors), self.offsets), scoring, unit=True)
         results = []
         for row in scores.numpy():
             best = np.argsort(-row, kind="stable")[:k]
@@ -791,6 +794,13 @@ class LongIndex:
             self.model = model
         encoder = LongEncoder(self.model, LongDocConfig.from_dict(made["long"]))
         return encoder.encode_queries(list(queries), batch_size=batch_size)
+
+    @property
+    def numbers(self) -> dict[str, int]:
+        """Each document id's number (its place in `doc_ids` and `offsets`), built on first use."""
+        if "_numbers" not in self.__dict__:
+            self.__dict__["_numbers"] = {doc_id: n for n, doc_id in enumerate(self.doc_ids)}
+        return self.__dict__["_numbers"]
 
     @property
     def lexical(self) -> LexicalIndex | None:
@@ -844,6 +854,7 @@ class LongIndex:
         passages: int = 0,
         candidates: int | None = None,
         probes: int | None = None,
+        vectors: np.ndarray | None = None,
     ) -> list[list[Hit]]:
         """The `k` best documents for each query, best first, as `Hit`s (id, score, each side's exact score, and the
         `passages` best windows of each with their character spans and text).
@@ -855,6 +866,8 @@ class LongIndex:
                 recorded in the index); default: the index's recorded mode (hybrid when it holds text).
             passages: Best windows returned with each hit (0: none).
             candidates, probes: The dense side's candidate windows and probes (`search_vectors`).
+            vectors: The queries' vectors when already embedded (`embed_queries`; e.g. by a service that embeds
+                the next batch while this one is searched); embedded here when None.
         """
         from lengthwise.longdoc.search.hybrid import HybridSearch, Mode
 
@@ -872,7 +885,12 @@ class LongIndex:
                 if not self.lexical.query_tokens(text):  # type: ignore[union-attr]  # checked by search_mode
                     raise SettingError("query", text, "holds no word the documents hold (stop words only, or "
                                        "unknown words): nothing to search lexically; use dense or hybrid")  # fmt: skip
-        vectors = None if chosen is Mode.LEXICAL else self.embed_queries(texts)
+        if chosen is Mode.LEXICAL:
+            vectors = None
+        elif vectors is None:
+            vectors = self.embed_queries(texts)
+        elif len(vectors) != len(texts):
+            raise SettingError("vectors", len(vectors), f"give one vector per query ({len(texts)})")
         searcher = HybridSearch(self, self.lexical, self.scoring, self.fusion)
         return searcher.search(vectors, texts, k, chosen, passages=passages, candidates=candidates, probes=probes)
 
