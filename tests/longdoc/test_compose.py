@@ -46,6 +46,10 @@ def test_multi_vector_scores_match_brute_force() -> None:
             sims = queries.numpy() @ unit[offsets[d] : offsets[d + 1]].T  # (3, w)
             best = -np.sort(-sims, axis=1)[:, :k]
             np.testing.assert_allclose(got[:, d], best.mean(axis=1), atol=1e-6)
+        stored = multi_vector_scores(queries, MultiVectors(unit.astype(np.float32), offsets), k, unit=True).numpy()
+        np.testing.assert_allclose(stored, got, atol=1e-6)  # vectors stored unit (an index's): not normalised again
+    skipped = multi_vector_scores(queries, MultiVectors(2 * vectors, offsets), 1, unit=True).numpy()
+    assert not np.allclose(skipped, multi_vector_scores(queries, MultiVectors(vectors, offsets), 1).numpy())
 
 
 def test_retrieval_ranks_multi_vector_documents_exactly(tiny_model) -> None:
