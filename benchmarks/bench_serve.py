@@ -91,9 +91,14 @@ def in_process(folder: Path, queries: list[str], requests: int, settings: dict[s
             "p99_ms": 1e3 * _percentile(latencies, 0.99), "throughput_qps": requests / wall}  # fmt: skip
 
 
-def start_server(folder: Path, extra: list[str], log: Path) -> tuple[subprocess.Popen[str], str]:
-    """`lengthwise serve FOLDER --port 0`, and its URL once it answers."""
+def start_server(
+    folder: Path, extra: list[str], log: Path, threads: int | None = None
+) -> tuple[subprocess.Popen[str], str]:
+    """`lengthwise serve FOLDER --port 0` (with `threads` torch threads per worker: ``OMP_NUM_THREADS``), and its URL
+    once it answers."""
     env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
     command = [sys.executable, "-m", "lengthwise.cli", "serve", str(folder), "--port", "0", *extra]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log.open("w"), text=True, env=env)
     assert process.stdout is not None
@@ -220,6 +225,13 @@ def main() -> None:
         help="serve --workers N (each loads the model and the "
         "index; worker busy and queries per batch are then one worker's, from its /info)",
     )
+    parser.add_argument(
+        "--server-threads",
+        type=int,
+        default=None,
+        help="OMP_NUM_THREADS for the server only (default: "
+        "inherited); the in-process baseline keeps this process's threads",
+    )
     parser.add_argument("--max-batch", type=int, default=64)
     parser.add_argument("--batch-wait-ms", type=float, default=2.0)
     parser.add_argument("--api-key-file", type=Path, default=None, help="serve with this API key (and send it)")
@@ -268,7 +280,7 @@ def run(folder: Path, args: argparse.Namespace, settings: dict[str, Any], scratc
     if args.api_key_file is not None:  # a served index behind a key: the benchmark sends it
         extra += ["--api-key-file", str(args.api_key_file)]
         headers["Authorization"] = "Bearer " + args.api_key_file.read_text(encoding="utf-8").strip()
-    process, url = start_server(folder, extra, scratch / "server.log")
+    process, url = start_server(folder, extra, scratch / "server.log", args.server_threads)
     levels = []
     try:
         for clients in (int(c) for c in args.clients.split(",")):
@@ -288,6 +300,7 @@ def run(folder: Path, args: argparse.Namespace, settings: dict[str, Any], scratc
                                                "distinct": len(queries)},
             "seconds": round(time.perf_counter() - started), "settings": settings,
             "batching": {"max_batch": args.max_batch, "wait_ms": args.batch_wait_ms}, "workers": args.workers,
+            "server_threads": args.server_threads or os.environ.get("OMP_NUM_THREADS"),
             "in_process": local, "served": levels, "goals": _goals(local, levels), "server_exit": code,
             "load_average": {"before": load_before, "after": _load()}, "cpus": os.cpu_count()}  # fmt: skip
 

@@ -163,7 +163,7 @@ def test_health_info_and_openapi(client: Any, library: Any) -> None:
     assert info["model"]["weights_sha256_16"] == library.settings["model"]["weights_sha256_16"]
     assert info["index"]["documents"] == 24 and info["index"]["windows"] == library.settings["windows"]
     assert info["lexical"]["documents"] == 24 and info["mode"] == "hybrid"
-    assert info["limits"]["max_k"] == 1000
+    assert info["limits"]["max_k"] == 1000 and info["threads"] == 1  # OMP_NUM_THREADS=1: torch's default here
     schema = client.get("/openapi.json").json()
     assert {"/search", "/embed", "/health", "/info"} <= set(schema["paths"])
 
@@ -279,7 +279,8 @@ def keyed(index_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     """A second server: API key required, and a batching wait long enough to send SIGTERM during a request."""
     folder = tmp_path_factory.mktemp("keyed")
     (folder / "key").write_text(KEY + "\n")
-    running = Server(index_dir, "--api-key-file", str(folder / "key"), "--batch-wait-ms", "800", log=folder / "log")
+    running = Server(index_dir, "--api-key-file", str(folder / "key"), "--batch-wait-ms", "800", "--threads", "2",
+                     log=folder / "log")  # fmt: skip
     yield running
     running.stop()
 
@@ -293,6 +294,8 @@ def test_the_api_key_is_required_when_configured(keyed: Server) -> None:
         assert session.get("/info").status_code == 401
         assert session.get("/health").status_code == 200  # for load balancers: says nothing about the index
         assert session.post("/search", json=body, headers={"Authorization": f"Bearer {KEY}"}).status_code == 200
+        info = session.get("/info", headers={"Authorization": f"Bearer {KEY}"}).json()
+        assert info["threads"] == 2  # --threads, over the environment's OMP_NUM_THREADS=1
 
 
 def test_sigterm_drains_in_flight_requests_and_exits_0(keyed: Server) -> None:

@@ -35,6 +35,7 @@ def serve(
     api_key_file: Annotated[Path | None, field_option(ServeConfig, "api_key_file")] = None,
     max_batch: Annotated[int, field_option(ServeConfig, "max_batch")] = 64,
     batch_wait_ms: Annotated[float, field_option(ServeConfig, "batch_wait_ms")] = 2.0,
+    threads: Annotated[int | None, field_option(ServeConfig, "threads")] = None,
 ) -> None:
     """Serve INDEX over HTTP: POST /search and /embed, GET /health, /info and / (a search page); the model and the
     index are loaded once, and concurrent queries are embedded in batches. Stops on SIGTERM or Ctrl-C once the
@@ -49,7 +50,7 @@ def serve(
         print(f"serving {index} at {url} (API docs: {url}/docs; stop with Ctrl-C or SIGTERM)", flush=True)
 
     try:
-        config = ServeConfig(host, port, workers, api_key_file, max_batch, batch_wait_ms)
+        config = ServeConfig(host, port, workers, api_key_file, max_batch, batch_wait_ms, threads=threads)
         if config.public and api_key_file is None:
             say(f"warning: {host} is reachable from other machines and no --api-key-file is set")
         run_service(index, config, on_ready=ready)

@@ -222,7 +222,14 @@ def describe(index: Any, config: ServeConfig) -> dict[str, Any]:
         "fusion": index.fusion.to_dict(),
         "limits": json.loads(json.dumps(config.limits.__dict__)),
         "batching": {"max_batch": config.max_batch, "wait_ms": config.batch_wait_ms},
+        "threads": _torch_threads(),
     }
+
+
+def _torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
 
 
 def _bearer(key: str) -> Any:

@@ -56,6 +56,8 @@ class ServeConfig:
         max_batch: Queries embedded and searched together at most.
         batch_wait_ms: How long the first query of a batch waits for others from concurrent requests.
         limits: The caps on one request.
+        threads: Torch threads per worker (the query encoder and the exact rescoring); None: torch's default (one
+            per core). With several workers on few cores, give 1: each worker's threads otherwise fight the others'.
     """
 
     host: str = field(default="127.0.0.1", metadata={"help": "The address to bind (127.0.0.1: this machine only)."})
@@ -69,8 +71,13 @@ class ServeConfig:
         default=2.0, metadata={"help": "Milliseconds a query waits for others to share its batch."}
     )
     limits: Limits = field(default_factory=Limits)
+    threads: int | None = field(
+        default=None, metadata={"help": "Torch threads per worker (default: one per core; with several workers, 1)."}
+    )
 
     def __post_init__(self) -> None:
+        if self.threads is not None and self.threads < 1:
+            raise SettingError("threads", self.threads, "must be ≥ 1 (or left out for torch's default)")
         if not 0 <= self.port <= 65535:
             raise SettingError("port", self.port, "use a TCP port in 0–65535 (0: any free port)")
         for name in ("workers", "max_batch"):

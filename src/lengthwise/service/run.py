@@ -79,6 +79,7 @@ def serve(
     """
     config = config or ServeConfig()
     config.api_key()  # an unreadable key file refuses before anything loads
+    _set_threads(config)
     index = open_checked(folder)  # before FastAPI and uvicorn are imported: a refusal comes fast
 
     from lengthwise.service.app import create_app
@@ -104,6 +105,14 @@ def serve(
         signal.signal(signal.SIGTERM, previous)
         signal.signal(signal.SIGINT, interrupt)
         sock.close()
+
+
+def _set_threads(config: ServeConfig) -> None:
+    """Torch's threads in this process, as `config.threads` says (left alone when None)."""
+    if config.threads is not None:
+        import torch
+
+        torch.set_num_threads(config.threads)
 
 
 def _server(settings: Any, ready: Callable[[], Any]) -> Any:
@@ -139,4 +148,5 @@ def worker_app() -> Any:
     data = made["config"]
     config = ServeConfig(**{**data, "limits": Limits(**data["limits"]),
                             "api_key_file": Path(data["api_key_file"]) if data["api_key_file"] else None})  # fmt: skip
+    _set_threads(config)
     return create_app(LongIndex.open(made["folder"], load_model=load_model), config)
