@@ -356,6 +356,7 @@ def _build_tantivy(texts: list[str], folder: Path) -> Any:
 PER_DOC = 20  # windows per document, as bench_index.py's scale corpus
 COPIED_FROM = ("qmsum", "scifact")  # the encoded folders of the quality stage whose windows the scale corpus copies
 NOISE = 0.02  # σ of the Gaussian noise added to each copied window (then renormalised)
+TEXT_SIDE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"  # the text-side stage cuts windows with its tokenizer
 SCALE_MODEL_UNKNOWN = "copies of real windows"  # what scale indexes built before the model was recorded hold
 
 
@@ -491,6 +492,84 @@ def _lexical_build(index: Path, docs: int) -> None:
         edges = np.linspace(0, len(text), PER_DOC + 1).astype(np.int64)
         spans.append(np.stack([edges[:-1], edges[1:]], axis=1))
     LexicalIndex.build(texts, spans, index / "lexical")
+
+
+def _text_side_inputs(work: Path, docs: int, order: str) -> Path:
+    """The text-side stage's inputs under `work` (reused): `_scale_texts` as a corpus.jsonl, in the index's order
+    (``same``) or a seeded shuffle of it (``shuffled``: a corpus encoded by several workers, or repaired, is indexed
+    in another order than its file's), and each document's window count under ``--long default`` (counts.npy)."""
+    from lengthwise.longdoc.config import RECOMMENDED
+    from lengthwise.longdoc.encoder import LongEncoder
+    from lengthwise.longdoc.search.lexical import char_spans
+
+    folder = work / f"text-side-{docs}"
+    folder.mkdir(parents=True, exist_ok=True)
+    corpus = folder / f"corpus-{order}.jsonl"
+    texts = _scale_texts(docs)
+    if not corpus.is_file():
+        rows = list(range(docs))
+        if order == "shuffled":
+            random.Random(3).shuffle(rows)
+        part = corpus.with_suffix(".part")
+        part.write_text("".join(json.dumps({"_id": f"s{n}", "text": texts[n]}) + "\n" for n in rows))
+        part.rename(corpus)
+    if not (folder / "counts.npy").is_file():
+        import lengthwise as lw
+
+        encoder = LongEncoder(lw.load_model(TEXT_SIDE_MODEL), RECOMMENDED)
+        cut = lambda ids: encoder.spans(ids, "document")  # noqa: E731
+        np.save(folder / "counts.npy", np.asarray([len(char_spans(encoder.tokenizer, cut, t)) for t in texts]))
+    return corpus
+
+
+def _text_side_build(corpus: Path, docs: int) -> dict[str, Any]:
+    """`build_text_side` over `corpus` (run in its own process): seconds, and resident memory before the call (the
+    model and the index's ids loaded) and at its peak (VmHWM), in MB."""
+    from types import SimpleNamespace
+
+    import lengthwise as lw
+    from lengthwise.longdoc.config import RECOMMENDED
+    from lengthwise.longdoc.encoder import LongEncoder
+    from lengthwise.longdoc.search.lexical import build_text_side
+    from lengthwise.longdoc.storage.store import corpus_digests, texts_sha256
+
+    def memory(key: str) -> int:
+        return round(next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(key)) / 1024)
+
+    counts = np.load(corpus.parent / "counts.npy")
+    out = corpus.parent / f"index-{corpus.stem}"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir()
+    windows = SimpleNamespace(doc_ids=[f"s{n}" for n in range(docs)], folder=out,
+                              offsets=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))  # fmt: skip
+    encoder = LongEncoder(lw.load_model(TEXT_SIDE_MODEL), RECOMMENDED)
+    recorded = texts_sha256(corpus_digests(corpus))  # as `LongIndex.build` checks the corpus before the model loads
+    before, started = memory("VmRSS:"), time.perf_counter()
+    build_text_side(windows, encoder, corpus, recorded=recorded)
+    return {"seconds": round(time.perf_counter() - started, 1), "rss_before_mb": before, "peak_mb": memory("VmHWM:")}
+
+
+def stage_text_side(args: argparse.Namespace) -> None:
+    """`build_text_side`'s peak memory and time over a corpus file of `args.docs` scale documents, in the index's
+    order and/or shuffled (`args.orders`), each in a fresh child process (nothing else of this process's memory
+    counted)."""
+    rows = {}
+    for order in args.orders:
+        corpus = _text_side_inputs(args.work, args.docs, order)
+        load_before = _load()
+        code = (f"import sys, json; sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); import bench_hybrid as b; "
+                f"from pathlib import Path; print(json.dumps(b._text_side_build(Path({str(corpus)!r}), "
+                f"{args.docs})))")  # fmt: skip
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        rows[order] = {**json.loads(done.stdout.strip().splitlines()[-1]), "load": [load_before, _load()],
+                       "corpus_mb": round(corpus.stat().st_size / 1e6)}  # fmt: skip
+        print(order, rows[order], flush=True)
+    import lengthwise
+
+    out = json.loads(RESULTS.read_text()).get("text_side", {}) if RESULTS.is_file() else {}
+    section = {"documents": args.docs, "windows": int(np.load(corpus.parent / "counts.npy").sum()),
+               "code": args.label, "lengthwise": str(Path(lengthwise.__file__).parent), **rows}  # fmt: skip
+    _write("text_side", {**{k: v for k, v in out.items() if k != "environment"}, f"{args.docs}-{args.label}": section})
 
 
 def _timed(search: Any, queries: list[Any], clients: int) -> dict[str, float]:
@@ -652,7 +731,7 @@ def markdown_table() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("stage", choices=["quality", "engines", "engine-run", "choose", "scale", "scale-model", "table",
-                                          "recall"])  # fmt: skip
+                                          "recall", "text-side"])  # fmt: skip
     parser.add_argument("engine", nargs="?", default="bm25s")
     parser.add_argument("--work", type=Path, default=Path("/tmp/lengthwise-bench-hybrid"))
     parser.add_argument("--qmsum", type=Path, default=ROOT / "data" / "qmsum")
@@ -666,6 +745,9 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=3, help="scale: alternated repeats of each mode (medians)")
     parser.add_argument("--recall-queries", type=int, default=100)
+    parser.add_argument("--label", default="current", help="text-side: the code measured (e.g. before / after)")
+    parser.add_argument("--orders", default="same,shuffled", type=lambda v: v.split(","),
+                        help="text-side: the corpus file in the index's order (same), shuffled, or both")  # fmt: skip
     parser.add_argument("--sets", default="qmsum,scifact,passkey,needle", type=lambda v: v.split(","))
     args = parser.parse_args()
     if args.stage == "quality":
@@ -678,6 +760,8 @@ def main() -> None:
         print(markdown_table())
     elif args.stage == "scale":
         stage_scale(args)
+    elif args.stage == "text-side":
+        stage_text_side(args)
     elif args.stage == "scale-model":
         print(record_scale_model(args.windows, args.work))
     elif args.stage == "engine-run":

@@ -37,6 +37,10 @@ def _corpus() -> list[str]:
     return [*texts, "", "the of and it is was", BOILERPLATE]
 
 
+def _lengths(texts: list[str]) -> np.ndarray:
+    return np.asarray([len(text) for text in texts])
+
+
 def _spans(texts: list[str]) -> list[np.ndarray]:
     """Windows of about 60 characters, overlapping by 20 (none for an empty text)."""
     out = []
@@ -127,7 +131,7 @@ def test_one_shard_and_many_write_the_same_index(tmp_path: Path, monkeypatch: py
 def test_a_character_budget_closes_shards_too(monkeypatch: pytest.MonkeyPatch) -> None:
     texts = _corpus()
     monkeypatch.setattr(lexical, "SHARD_CHARS", 500)
-    bounds = lexical._shard_bounds(texts, np.ones(len(texts), dtype=np.int64))
+    bounds = lexical._shard_bounds(_lengths(texts), np.ones(len(texts), dtype=np.int64))
     assert bounds[0] == 0 and bounds[-1] == len(texts) and len(bounds) > 3
     for first, last in itertools.pairwise(bounds):  # a shard closes on the document that reaches the budget
         assert sum(len(t) for t in texts[first : last - 1]) < 500
@@ -232,7 +236,7 @@ def test_a_build_of_other_inputs_starts_afresh_and_says_so(
         built = LexicalIndex.build(texts, spans, out, **settings)  # type: ignore[arg-type]
     assert "starting afresh" in caplog.text and "resuming" not in caplog.text
     units = np.asarray([len(s) for s in spans]) if change == "granularity" else np.ones(len(texts), dtype=np.int64)
-    assert len(tokenized_shards) == len(lexical._shard_bounds(texts, units)) - 1  # every shard tokenized anew
+    assert len(tokenized_shards) == len(lexical._shard_bounds(_lengths(texts), units)) - 1  # every shard anew
     LexicalIndex.build(texts, spans, tmp_path / "clean", **settings)  # type: ignore[arg-type]
     assert _files(out) == _files(tmp_path / "clean")
     assert built.text(len(texts) - 1) == texts[-1]

@@ -5,6 +5,9 @@ queries and passages. Each must end in one clear line (exit 2) or a right result
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from reliability_cases import Case, Context
@@ -30,6 +33,61 @@ def _without_text(tmp: Path, context: Context) -> None:
     _encoded(tmp, context)
     (tmp / "c.jsonl").unlink()
     _cli(tmp, context, ["index", "build", "{tmp}/e", "--out", "{tmp}/i"])
+
+
+_STOP_LEXICAL = """
+import sys
+import lengthwise as lw
+from lengthwise.longdoc.search import lexical
+
+def stop(*args, **kwargs):
+    raise KeyboardInterrupt
+
+lexical._write_bm25 = stop  # Ctrl-C once the lexical build has tokenized every shard
+try:
+    lw.LongIndex.build(sys.argv[1], sys.argv[2], granularity=sys.argv[3])
+except KeyboardInterrupt:
+    pass
+"""
+
+
+def _stopped_in_the_lexical_build(tmp: Path, granularity: str) -> None:
+    """`index build e --out i` stopped by Ctrl-C in its lexical part (in a setup process)."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    subprocess.run([sys.executable, "-c", _STOP_LEXICAL, str(tmp / "e"), str(tmp / "i"), granularity], check=True,
+                   cwd=tmp, env=env, capture_output=True)  # fmt: skip
+    if not (tmp / ".i-building" / ".lexical-building" / "build.json").is_file():
+        raise RuntimeError("setup: the stopped build left no lexical staging to resume")
+
+
+def _stopped_build(tmp: Path, context: Context) -> None:
+    """A build stopped in its lexical part, and the inode of its finished dense engine."""
+    _encoded(tmp, context)
+    _stopped_in_the_lexical_build(tmp, "document")
+    (tmp / "engine.inode").write_text(str((tmp / ".i-building" / "engine.usearch").stat().st_ino))
+
+
+def _stopped_rebuild(tmp: Path, context: Context) -> None:
+    """An index, then a rebuild of it with another granularity stopped in its lexical part."""
+    _indexed(tmp, context)
+    _stopped_in_the_lexical_build(tmp, "window")
+
+
+def _resumed(tmp: Path, _: str) -> str | None:
+    from lengthwise.longdoc.search.index import LongIndex
+
+    if (tmp / "i" / "engine.usearch").stat().st_ino != int((tmp / "engine.inode").read_text()):
+        return "the dense engine was built again"
+    if LongIndex.open(tmp / "i").lexical is None:
+        return "the index has no lexical side"
+    return "the staging folder is left" if (tmp / ".i-building").exists() else None
+
+
+def _earlier_served(tmp: Path, _: str) -> str | None:
+    granularity = json.loads((tmp / "i" / "lexical" / "lexical.json").read_text())["granularity"]
+    if granularity != "document":
+        return f"the index at i is the stopped build's ({granularity})"
+    return None if (tmp / ".i-building").is_dir() else "the stopped build's staging is gone (nothing to resume)"
 
 
 def _no_index(folder: str):
@@ -97,6 +155,24 @@ CASES: list[Case] = [
         0,
         "built without text",
         lambda tmp, ctx: (_encoded(tmp, ctx), (tmp / "c.jsonl").unlink()),
+    ),
+    Case(
+        "index-build-resumes-a-stopped-lexical-build",
+        "35.6",
+        _BUILD,
+        0,
+        "indexed",
+        _stopped_build,
+        _resumed,
+    ),
+    Case(
+        "search-an-index-whose-rebuild-stopped-in-its-lexical-build",
+        "35.6",
+        ["search", "{tmp}/i", "--query", "bridge", "--mode", "lexical", "--json"],
+        0,
+        '"hits"',
+        _stopped_rebuild,
+        _earlier_served,
     ),
     Case(
         "search-hybrid-without-text",

@@ -360,7 +360,7 @@ def test_the_cli_says_an_interrupted_build_resumes(
     from lengthwise.longdoc.search import index as index_module
 
     _save_every_chunk(monkeypatch)
-    real = index_module.LongIndex.build_windows.__func__  # type: ignore[attr-defined]
+    real = index_module.LongIndex._stage_windows.__func__  # type: ignore[attr-defined]
 
     def stopped(cls: type, *args: object, **kwargs: object) -> object:
         def stop(done: int, _: int) -> None:
@@ -369,11 +369,11 @@ def test_the_cli_says_an_interrupted_build_resumes(
 
         return real(cls, *args, **{**kwargs, "on_progress": stop})
 
-    monkeypatch.setattr(index_module.LongIndex, "build_windows", classmethod(stopped))
+    monkeypatch.setattr(index_module.LongIndex, "_stage_windows", classmethod(stopped))
     run = runner.invoke(app, ["index", "build", str(encoded), "--out", str(tmp_path / "idx"), "--engine", "faiss"])
     assert run.exit_code == 130, run.output
     assert "run the same command again to resume" in run.output
-    monkeypatch.setattr(index_module.LongIndex, "build_windows", classmethod(real))
+    monkeypatch.setattr(index_module.LongIndex, "_stage_windows", classmethod(real))
     run = runner.invoke(app, ["index", "build", str(encoded), "--out", str(tmp_path / "idx"), "--engine", "faiss"])
     assert run.exit_code == 0, run.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]

@@ -6,8 +6,9 @@ written into one staging folder beside the index, ``.{name}-building``. When the
 complete, the build's plan (inputs and settings) is recorded there (`BUILD_STATE`), and the engine is saved there
 from time to time. The engine holds each distinct window vector once (`content_address`): identical windows (a
 template, a disclaimer, the filler of a passkey test repeated in every document) are one vector standing for all
-their rows. A rerun of the same build finds the plan and resumes from the last engine save; any other
-build starts afresh (`staging_folder`).
+their rows. Once the engine is complete, ``index.json`` is written there; the lexical side is then built in the
+same folder. A rerun of the same build finds the plan and resumes from the last engine save, or keeps a complete
+engine and resumes the lexical side; any other build starts afresh (`staging_folder`).
 """
 
 from __future__ import annotations

@@ -22,8 +22,9 @@ window offsets per document, ``ids.txt`` (document ids, one JSON string per line
 ``engine.usearch``. A build is
 written into a staging folder and renamed into place, so an interrupted build leaves no half-written index; run
 again with the same inputs, it resumes from its last engine save (`lengthwise.longdoc.search._staging`). The
-lexical side lives in ``lexical/`` (`lengthwise.longdoc.search.lexical`); `LongIndex.search` queries either side or
-both fused (`lengthwise.longdoc.search.hybrid`).
+lexical side lives in ``lexical/`` (`lengthwise.longdoc.search.lexical`), built in the same staging folder after the
+dense side (a rerun keeps a finished dense side and resumes the lexical build after its finished shards) and
+swapped in with it; `LongIndex.search` queries either side or both fused (`lengthwise.longdoc.search.hybrid`).
 
 Text queries are embedded as the documents were: the model and long-document settings recorded in the index, the
 model loaded by the `ModelLoader` given to `open` / `build` (`lengthwise.LongIndex` loads it as saved, by
@@ -60,7 +61,7 @@ from lengthwise.longdoc.search._staging import (
     swap_in,
     unit_vectors,
 )
-from lengthwise.longdoc.storage.store import MANIFEST, RECORD, current_settings
+from lengthwise.longdoc.storage.store import MANIFEST, RECORD, TEXTS, current_settings
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -241,9 +242,11 @@ def _disk_needed(windows: int, dim: int, quantize: Quantize, resumed: bool = Fal
     return windows * ((0 if resumed else 4 * dim) + 2 * (engine + 200))
 
 
-# what an index folder may hold: its files, its lexical side, and what a stopped lexical build leaves beside it
+TEXT_SIDE = ("lexical", ".lexical-building")  # the lexical side in an index folder, and its staging while built
+# what an index folder may hold: its files, its lexical side, and what a stopped lexical build left beside it
+# (before both sides were built in one staging folder)
 INDEX_NAMES = frozenset({INDEX_FILE, "vectors.npy", "offsets.npy", "ids.txt", MEMBERS, STARTS, "engine.faiss",
-                         "engine.usearch", "lexical", ".lexical-building", ".lexical-replaced"})  # fmt: skip
+                         "engine.usearch", *TEXT_SIDE, ".lexical-replaced"})  # fmt: skip
 
 
 def read_manifest(encoded: Path) -> dict[str, Any]:
@@ -471,6 +474,11 @@ class LongIndex:
         """`lengthwise index build`: index `encoded` into `out`, recording the query model's fingerprint, and the
         documents' text beside it for lexical and hybrid search (`lengthwise.longdoc.search.lexical`).
 
+        Both sides are built in one staging folder beside `out` (the lexical side's own staging inside it) and
+        swapped in together, so an earlier index at `out` is served whole until the new one is. Interrupted
+        (Ctrl-C), the staging stays: the same build run again keeps a finished dense side (or resumes it from its
+        last engine save) and resumes the lexical side after its finished shards.
+
         Args:
             encoded: A folder written by `lengthwise encode`.
             out: The index folder.
@@ -479,13 +487,13 @@ class LongIndex:
                 the encoded ids and text digests before anything is built. Without it, and with the recorded file
                 gone, the index is dense only (`on_note` says so).
             granularity: What BM25 ranks: ``document`` (whole documents) or ``window`` (the dense windows).
-            on_progress: Called with (windows added, windows) as the engine is filled.
+            on_progress: Called with (windows added, windows) as the engine is filled, then with (documents
+                tokenized, documents) as the text is indexed.
             on_note: Told, in one line, when the index is built without text.
             load_model: How the recorded model is loaded (`open`).
         """
         from lengthwise.core.models import model_fingerprint
         from lengthwise.longdoc.search.lexical import check_corpus_digest
-        from lengthwise.longdoc.storage.store import TEXTS
 
         made = cls.check_build(encoded, out, quantize=quantize, engine=engine)["settings"]  # before the model loads
         corpus = check_corpus_digest(text, made.get("data"), made.get(TEXTS), granularity)  # before any model load
@@ -494,21 +502,31 @@ class LongIndex:
         name = str(Path(made["model"]).resolve()) if Path(made["model"]).is_dir() else made["model"]  # any cwd
         extra = {"model": {"name": name, "weights_sha256_16": fingerprint["weights_sha256_16"]},
                  "encode_settings": {**made, "model": name}}  # fmt: skip
-        index = cls.build_windows(encoded, out, quantize=quantize, engine=engine, extra=extra, on_progress=on_progress)
+        staging = cls._stage_windows(encoded, out, quantize=quantize, engine=engine, extra=extra,
+                                     on_progress=on_progress)  # fmt: skip
+        try:
+            if corpus is not None:
+                staged = cls.open(staging)
+                staged.model = model
+                staged._build_text(corpus, made, granularity, on_progress)
+                del staged  # its memory maps, closed before the rename
+            cls._swap_in(staging, Path(out), text=corpus is not None)
+        except KeyboardInterrupt:
+            raise  # both sides' staging stays: the same build, run again, resumes
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        if corpus is None and on_note is not None:
+            on_note(f"built without text ({made.get('data')} is gone): dense search only; pass the corpus as text "
+                    "to search it lexically")  # fmt: skip
+        index = cls.open(out)
         index.model, index.load_model = model, load_model
-        if corpus is None:
-            if on_note is not None:
-                on_note(f"built without text ({made.get('data')} is gone): dense search only; pass the corpus as "
-                        "text to search it lexically")  # fmt: skip
-            return index
-        index._build_text(corpus, made, granularity, on_progress)
         return index
 
     def _build_text(self, corpus: Path, made: dict[str, Any], granularity: str, on_progress: Progress) -> None:
         from lengthwise.longdoc.config import LongDocConfig
         from lengthwise.longdoc.encoder import LongEncoder
         from lengthwise.longdoc.search.lexical import build_text_side
-        from lengthwise.longdoc.storage.store import TEXTS
 
         assert self.model is not None
         encoder = LongEncoder(self.model, LongDocConfig.from_dict(made["long"]))
@@ -539,6 +557,31 @@ class LongIndex:
             extra: More settings to record in ``index.json`` (the query model's fingerprint, …).
             on_progress: Called with (distinct vectors added, distinct vectors) as the engine is filled.
         """
+        staging = cls._stage_windows(encoded, out, quantize=quantize, engine=engine, extra=extra,
+                                     on_progress=on_progress)  # fmt: skip
+        try:
+            cls._swap_in(staging, Path(out), text=False)
+        except KeyboardInterrupt:
+            raise
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        return cls.open(out)
+
+    @classmethod
+    def _stage_windows(
+        cls,
+        encoded: str | os.PathLike[str],
+        out: str | os.PathLike[str],
+        *,
+        quantize: Quantize | str,
+        engine: Engine | str,
+        extra: dict[str, Any] | None,
+        on_progress: Progress,
+    ) -> Path:
+        """The dense side of a build of `out`, complete in its staging folder (returned): its vectors, ids, offsets
+        and engine, and ``index.json``, written once the engine is complete. A staging folder of the same build
+        (`staging_folder`) is resumed: from its last engine save, or not at all once its ``index.json`` is there."""
         manifest = cls.check_build(encoded, out, quantize=quantize, engine=engine)
         quantize, engine = Quantize(quantize), Engine(engine)
         encoded, out = Path(encoded), Path(out)
@@ -557,21 +600,32 @@ class LongIndex:
                 vectors = _stage(staging, files, counts, ids, dim)
                 record_plan(staging, plan)
             members, starts = np.load(staging / MEMBERS, mmap_mode="r"), np.load(staging / STARTS)
-            _fill(staging / f"engine.{engine.value}", engine, quantize, vectors, members[starts[:-1]], on_progress)
+            if not (staging / INDEX_FILE).is_file():  # the engine is not complete yet
+                _fill(staging / f"engine.{engine.value}", engine, quantize, vectors, members[starts[:-1]], on_progress)
             del vectors, members  # the memory maps, closed before the rename
             nlist = _nlist(len(starts) - 1) if engine is Engine.FAISS else None
             settings = {"format": FORMAT, **plan, "documents": len(ids), "distinct": len(starts) - 1, "nlist": nlist,
                         "encode_settings": manifest["settings"], **(extra or {})}  # fmt: skip
-            (staging / INDEX_FILE).write_text(json.dumps(settings, indent=1), encoding="utf-8")
-            (staging / BUILD_STATE).unlink()
-            cls.open(staging)  # the new index must open before it replaces anything
-            swap_in(staging, out)
+            part = staging / f"{INDEX_FILE}.part"
+            part.write_text(json.dumps(settings, indent=1), encoding="utf-8")
+            os.replace(part, staging / INDEX_FILE)  # the engine is complete: a rerun of this build keeps it
         except KeyboardInterrupt:
             raise  # the staging folder stays: the same build, run again, resumes from it
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        return cls.open(out)
+        return staging
+
+    @classmethod
+    def _swap_in(cls, staging: Path, out: Path, *, text: bool) -> None:
+        """Put the finished build in `staging` in place of `out`, once it opens there; without `text`, whatever a
+        stopped build of the text side left in the staging folder goes first."""
+        if not text:
+            for name in TEXT_SIDE:
+                shutil.rmtree(staging / name, ignore_errors=True)
+        (staging / BUILD_STATE).unlink()
+        cls.open(staging)  # the new index must open before it replaces anything
+        swap_in(staging, out)
 
     @classmethod
     def open(

@@ -18,20 +18,23 @@ A lexical folder (``lexical/`` inside an index) holds:
   so a hit can carry its passages without the corpus file;
 - ``spans.npy``: (W, 2) the character span of each window row of the dense index, in the document's text.
 
-The build's memory is bounded by the index (its vocabulary and one shard of units), not by the corpus. bm25s's
-own ``BM25.index`` needs every unit's token ids in memory at once, as Python lists, with its scores, units and
-terms as arrays beside them; so the score matrix is assembled here, with bm25s's tokenizer and its Lucene
-formulas, in two passes over shards of units (`SHARD_UNITS`, `SHARD_CHARS`). Pass 1 tokenizes a shard (one
-vocabulary growing across shards), writes its documents' text and spans into place and saves its postings: each
-distinct (term, unit) with its term frequency, and each unit's length. Pass 2 sums the document frequencies, then
-writes each shard's scores into the final CSC arrays, memory-mapped, at per-term cursors; bm25s writes the
-parameters and vocabulary itself, so `bm25s.BM25.load` reads the folder as one it saved (the files are the ones
-its in-memory build writes, to the bit).
+The build's memory is bounded by the index (its vocabulary, one shard of units and a few numbers per document),
+not by the corpus. bm25s's own ``BM25.index`` needs every unit's token ids in memory at once, as Python lists, with
+its scores, units and terms as arrays beside them; so the score matrix is assembled here, with bm25s's tokenizer
+and its Lucene formulas, in two passes over shards of units (`SHARD_UNITS`, `SHARD_CHARS`). The texts come from a
+`TextSource` (`lengthwise.longdoc.search._text_source`): the corpus file is read once for the texts' sizes and
+once to write them into place (`build_text_side`), or the caller holds them (`LexicalIndex.build`). Pass 1 reads a
+shard's texts back, cuts them into their windows, writes the spans into place and tokenizes the shard (one
+vocabulary growing across shards), saving its postings: each distinct (term, unit) with its term frequency, and
+each unit's length. Pass 2 sums the document frequencies, then writes each shard's scores into the final CSC
+arrays, memory-mapped, at per-term cursors; bm25s writes the parameters and vocabulary itself, so
+`bm25s.BM25.load` reads the folder as one it saved (the files are the ones its in-memory build writes, to the bit).
 
 All of it is written into a staging folder, ``.{name}-building``, and renamed into place at the end: a half-built
 index is never opened. A build interrupted (Ctrl-C, or killed) keeps its finished shards there with a record of its
 inputs (``build.json``: sizes, digests, settings); the same build run again resumes after them, any other one starts
-afresh and logs why. A build that fails otherwise removes its staging folder.
+afresh and logs why. A build that fails otherwise removes its staging folder. Inside `LongIndex.build` that
+folder sits in the dense side's own staging folder, which is swapped in once both sides are complete.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ import numpy as np
 from lengthwise.core.errors import SettingError
 from lengthwise.longdoc.config import LongDocError
 from lengthwise.longdoc.search._staging import swap_in
+from lengthwise.longdoc.search._text_source import TextSource, from_corpus, in_memory, read_texts
 
 __all__ = [
     "Granularity",
@@ -60,8 +64,6 @@ __all__ = [
     "build_text_side",
     "char_spans",
     "check_corpus_digest",
-    "corpus_texts",
-    "document_spans",
     "require_bm25s",
 ]
 
@@ -149,6 +151,7 @@ class LexicalIndex:
         resumes after them; with other inputs or settings it starts afresh (logged). Its memory beyond the inputs is
         the vocabulary, one shard and a few numbers per document, whatever the corpus's size (the module's docstring
         says how); the files are the ones bm25s's in-memory ``BM25.index`` and ``save`` write, to the bit.
+        `build_text_side` builds from the corpus file instead, without holding the texts.
 
         Args:
             texts: Every document's text, in the dense index's order.
@@ -162,31 +165,46 @@ class LexicalIndex:
             texts_sha256: The encode folder's digest of the texts (`lengthwise.longdoc.storage.store.TEXTS`), recorded;
                 when given it also names the texts to a resumed build (else a digest of them is computed).
         """
-        granularity = _granularity(granularity)
-        if k1 <= 0 or not 0 <= b <= 1:
-            raise SettingError("k1" if k1 <= 0 else "b", k1 if k1 <= 0 else b, "use k1 > 0 and 0 ≤ b ≤ 1")
+        _checked_settings(granularity, k1, b)
         if len(texts) != len(spans) or not texts:
             raise LongDocError(
                 None, None, f"{len(texts)} texts for {len(spans)} documents; pass one text per indexed document"
             )
+        return cls._build(in_memory(texts, spans, texts_sha256), out, granularity=granularity, language=language,
+                          k1=k1, b=b, on_progress=on_progress)  # fmt: skip
+
+    @classmethod
+    def _build(
+        cls,
+        source: TextSource,
+        out: str | os.PathLike[str],
+        *,
+        granularity: Granularity | str = Granularity.DOCUMENT,
+        language: str = "english",
+        k1: float = 1.5,
+        b: float = 0.75,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> LexicalIndex:
+        """`build` from a `TextSource`: its texts are written into the staging folder first, then read back a
+        shard at a time."""
+        granularity = _checked_settings(granularity, k1, b)
         tokenizer, out = _tokenizer(language), Path(out)
-        counts = np.asarray([len(s) for s in spans], dtype=np.int64)
-        per_document = np.ones(len(texts), dtype=np.int64) if granularity is Granularity.DOCUMENT else counts
-        sizes, plan = _plan(texts, spans, counts, per_document, granularity=granularity, language=language,
-                            k1=k1, b=b, texts_sha256=texts_sha256)  # fmt: skip
-        bounds = _shard_bounds(texts, per_document)
+        per_document = source.counts if granularity is Granularity.WINDOW else np.ones_like(source.counts)
+        plan = _plan(source, per_document, granularity=granularity, language=language, k1=k1, b=b)
+        bounds = _shard_bounds(source.lengths, per_document)
         staging = out.with_name(f".{out.name}-building")
         done = _resumed(staging, plan, len(bounds) - 1)
         try:
             if done is None:
-                _start(staging, sizes, counts)
+                _start(staging, source.sizes, source.counts)
+                source.write(staging / "texts.npy")
                 _record(staging, plan, 0)
-            _tokenize_shards(staging, tokenizer, texts, spans, granularity, bounds, done or 0, plan, on_progress)
+            _tokenize_shards(staging, tokenizer, source, granularity, bounds, done or 0, plan, on_progress)
             _write_bm25(staging, len(bounds) - 1, tokenizer, k1, b)
             tokenizer.reset_vocab()  # saved with the index: freed before the index is opened
             settings = {"format": 1, "engine": "bm25s", "granularity": granularity.value, "language": language,
-                        "k1": k1, "b": b, "documents": len(texts), "units": plan["units"],
-                        "texts_sha256": texts_sha256}  # fmt: skip
+                        "k1": k1, "b": b, "documents": len(source.sizes), "units": plan["units"],
+                        "texts_sha256": source.encoded_sha256}  # fmt: skip
             (staging / SETTINGS_FILE).write_text(json.dumps(settings, indent=1), encoding="utf-8")
             (staging / BUILD_STATE).unlink()  # from here a rerun starts afresh: the shards are going
             shutil.rmtree(staging / SHARDS)
@@ -270,55 +288,35 @@ def _granularity(value: Any) -> Granularity:
         raise SettingError("granularity", value, "use document or window") from None
 
 
-def _plan(
-    texts: Sequence[str],
-    spans: Sequence[np.ndarray],
-    counts: np.ndarray,
-    per_document: np.ndarray,
-    **settings: Any,
-) -> tuple[np.ndarray, dict[str, Any]]:
-    """Each text's UTF-8 size, and what the build is of: its settings and shard sizes, the texts' digest (the
-    encode folder's when given, else one computed here over the texts) and a digest of the layout (the sizes, the
-    window counts and spans). A rerun with the same plan resumes; any other build starts afresh."""
+def _checked_settings(granularity: Any, k1: float, b: float) -> Granularity:
+    """The granularity, once it and BM25's parameters are checked (`SettingError` naming the one that is not)."""
+    if k1 <= 0 or not 0 <= b <= 1:
+        raise SettingError("k1" if k1 <= 0 else "b", k1 if k1 <= 0 else b, "use k1 > 0 and 0 ≤ b ≤ 1")
+    return _granularity(granularity)
+
+
+def _plan(source: TextSource, per_document: np.ndarray, **settings: Any) -> dict[str, Any]:
+    """What the build is of: its settings and shard sizes, and the source's digests of the texts and of their
+    layout (sizes, window counts, spans). A rerun with the same plan resumes; any other build starts afresh."""
     import bm25s
 
-    given = settings.pop("texts_sha256")
-    digest = None if given is not None else hashlib.sha256()
-    sizes = _utf8_sizes(texts, digest)
-    layout = hashlib.sha256(sizes.tobytes())
-    layout.update(counts.tobytes())
-    for doc_spans in spans:
-        layout.update(np.ascontiguousarray(doc_spans, dtype=np.int64).tobytes())
-    plan = {"format": 1, "bm25s": bm25s.__version__, "documents": len(texts), "units": int(per_document.sum()),
-            **{k: v.value if isinstance(v, Enum) else v for k, v in settings.items()},
-            "shard_units": SHARD_UNITS, "shard_chars": SHARD_CHARS, "layout_sha256": layout.hexdigest(),
-            "texts_sha256": given if digest is None else digest.hexdigest()}  # fmt: skip
-    return sizes, plan
+    return {"format": 1, "bm25s": bm25s.__version__, "documents": len(source.sizes),
+            "units": int(per_document.sum()), **{k: v.value if isinstance(v, Enum) else v for k, v in settings.items()},
+            "shard_units": SHARD_UNITS, "shard_chars": SHARD_CHARS, "layout_sha256": source.layout_sha256,
+            "texts_sha256": source.texts_sha256}  # fmt: skip
 
 
-def _utf8_sizes(texts: Sequence[str], digest: Any) -> np.ndarray:
-    """The UTF-8 size of each text, each text fed to `digest` (size first) when given."""
-    sizes = array("q")
-    for text in texts:
-        data = text.encode("utf-8")
-        sizes.append(len(data))
-        if digest is not None:
-            digest.update(len(data).to_bytes(8, "little"))
-            digest.update(data)
-    return np.frombuffer(sizes, dtype=np.int64)
-
-
-def _shard_bounds(texts: Sequence[str], per_document: np.ndarray) -> list[int]:
+def _shard_bounds(lengths: np.ndarray, per_document: np.ndarray) -> list[int]:
     """The first document of each shard, and the document count: a shard closes once it holds `SHARD_UNITS`
-    units or `SHARD_CHARS` characters (a document is never split)."""
+    units or `SHARD_CHARS` characters (`lengths`: each text's; a document is never split)."""
     bounds, units, chars = [0], 0, 0
-    for doc, (text, count) in enumerate(zip(texts, per_document.tolist(), strict=True)):
-        units, chars = units + count, chars + len(text)
+    for doc, (length, count) in enumerate(zip(np.asarray(lengths).tolist(), per_document.tolist(), strict=True)):
+        units, chars = units + count, chars + length
         if units >= SHARD_UNITS or chars >= SHARD_CHARS:
             bounds.append(doc + 1)
             units = chars = 0
-    if bounds[-1] != len(texts):
-        bounds.append(len(texts))
+    if bounds[-1] != len(per_document):
+        bounds.append(len(per_document))
     return bounds
 
 
@@ -357,8 +355,8 @@ def _offsets(sizes: np.ndarray) -> np.ndarray:
 
 
 def _start(staging: Path, sizes: np.ndarray, counts: np.ndarray) -> None:
-    """A fresh staging folder: the texts' and windows' offsets, and the texts and spans arrays (allocated, filled
-    shard by shard)."""
+    """A fresh staging folder: the texts' and windows' offsets, and the texts and spans arrays (allocated; the
+    texts are written next, the spans shard by shard)."""
     (staging / SHARDS).mkdir(parents=True)
     np.save(staging / "texts.offsets.npy", _offsets(sizes))
     np.save(staging / "windows.offsets.npy", _offsets(counts))
@@ -375,18 +373,17 @@ def _allocate(path: Path, dtype: Any, shape: tuple[int, ...]) -> None:
 def _tokenize_shards(
     staging: Path,
     tokenizer: Any,
-    texts: Sequence[str],
-    spans: Sequence[np.ndarray],
+    source: TextSource,
     granularity: Granularity,
     bounds: list[int],
     done: int,
     plan: dict[str, Any],
     on_progress: Callable[[int, int], None] | None,
 ) -> None:
-    """Pass 1, from shard `done` on: write each shard's texts and spans into place, tokenize its units and save
-    their postings, snapshot the vocabulary, and record the shard done. The vocabulary is that of the last shard
-    done, so term ids run on as if the corpus were tokenized in one go."""
-    documents = len(texts)
+    """Pass 1, from shard `done` on: read each shard's texts back, cut them into their windows and write the spans
+    into place, tokenize its units and save their postings, snapshot the vocabulary, and record the shard done. The
+    vocabulary is that of the last shard done, so term ids run on as if the corpus were tokenized in one go."""
+    documents = bounds[-1]
 
     def tokenized(doc: int) -> None:  # the documents before `doc` are tokenized
         if on_progress is not None and doc % BLOCK == 0:
@@ -400,9 +397,10 @@ def _tokenize_shards(
     window_offsets = np.load(staging / "windows.offsets.npy")
     for shard in range(done, len(bounds) - 1):
         first, last = bounds[shard], bounds[shard + 1]
-        _write_slice(staging / "texts.npy", text_offsets, first, last, _utf8(texts[first:last]))
-        _write_slice(staging / "spans.npy", window_offsets, first, last, _stacked(spans[first:last]))
-        ids, lengths = _tokenize_shard(tokenizer, _units(texts, spans, granularity, first, last, tokenized))
+        texts = read_texts(staging / "texts.npy", text_offsets, first, last)
+        spans = [source.cut(doc, text) for doc, text in enumerate(texts, first)]
+        _write_slice(staging / "spans.npy", window_offsets, first, last, _stacked(spans))
+        ids, lengths = _tokenize_shard(tokenizer, _units(texts, spans, granularity, first, tokenized))
         np.save(staging / SHARDS / f"{shard:05d}.postings.npy", _postings(ids, lengths))
         np.save(staging / SHARDS / f"{shard:05d}.lengths.npy", lengths)
         tokenizer.save_vocab(str(staging / SHARDS), _vocab_name(shard + 1))
@@ -427,32 +425,22 @@ def _write_slice(path: Path, offsets: np.ndarray, first: int, last: int, rows: n
         del array
 
 
-def _utf8(texts: Sequence[str]) -> np.ndarray:
-    return np.frombuffer("".join(texts).encode("utf-8"), dtype=np.uint8)
-
-
 def _stacked(spans: Sequence[np.ndarray]) -> np.ndarray:
     return np.concatenate([np.asarray(s).reshape(-1, 2) for s in spans])
 
 
 def _units(
-    texts: Sequence[str],
-    spans: Sequence[np.ndarray],
-    granularity: Granularity,
-    first: int,
-    last: int,
-    tokenized: Callable[[int], None],
+    texts: list[str], spans: list[np.ndarray], granularity: Granularity, first: int, tokenized: Callable[[int], None]
 ) -> Iterator[str]:
-    """What BM25 indexes of documents `first` … `last - 1`: each one's text, or each of its windows' text. Asked for
-    the next document's units, the tokenizer is done with the earlier ones: `tokenized` is told."""
-    for doc in range(first, last):
+    """What BM25 indexes of a shard's documents (`first` on): each one's text, or each of its windows' text. Asked
+    for the next document's units, the tokenizer is done with the earlier ones: `tokenized` is told."""
+    for doc, (text, pairs) in enumerate(zip(texts, spans, strict=True), first):
         if doc > first:
             tokenized(doc)
         if granularity is Granularity.DOCUMENT:
-            yield texts[doc]
+            yield text
         else:
-            text = texts[doc]
-            yield from (text[start:end] for start, end in np.asarray(spans[doc]).reshape(-1, 2).tolist())
+            yield from (text[start:end] for start, end in pairs.tolist())
 
 
 def _tokenize_shard(tokenizer: Any, units: Iterator[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -564,28 +552,34 @@ def _fill_shard(
     del data, indices
 
 
-def document_spans(encoder: Any, texts: Sequence[str], counts: np.ndarray) -> list[np.ndarray]:
-    """Per document, the character spans of its window rows as `encoder` (a `LongEncoder`) cut them: one row per
-    window for a multi-vector strategy, one span over the whole read text for a single-vector one. A text that cuts
-    into another number of windows than the index holds is not the text that was encoded."""
+def _window_cut(encoder: Any, counts: np.ndarray) -> tuple[Callable[[int, str], np.ndarray], str]:
+    """How `encoder` (a `LongEncoder`) cuts a document's text into its window rows, and a key naming that cut (its
+    long-document settings, text tokens per window and tokenizer): one span per window for a multi-vector strategy,
+    one over the whole read text for a single-vector one. A text that cuts into another number of windows than the
+    index holds (`counts`) is not the text that was encoded."""
     from lengthwise.longdoc.config import Strategy
 
     single = encoder.config.strategy is not Strategy.multi_vector
-    out = []
-    for n, text in enumerate(texts):
+    backend = getattr(encoder.tokenizer, "backend_tokenizer", None)
+    described = backend.to_str() if backend is not None else repr(sorted(encoder.tokenizer.get_vocab().items()))
+    key = json.dumps({"long": encoder.config.to_dict(), "budget": encoder.content_budget("document"),
+                      "tokenizer": hashlib.sha256(described.encode()).hexdigest()}, sort_keys=True)  # fmt: skip
+
+    def cut(doc: int, text: str) -> np.ndarray:
         spans = char_spans(encoder.tokenizer, lambda ids: encoder.spans(ids, "document"), text)
         if single and len(spans):
             spans = np.asarray([[spans[:, 0].min(), spans[:, 1].max()]], dtype=np.int64)
-        if len(spans) != counts[n]:
+        if len(spans) != counts[doc]:
             raise LongDocError(
                 None,
                 None,
-                f"document #{n} cuts into {len(spans)} windows and the index holds {counts[n]}: its "
+                f"document #{doc} cuts into {len(spans)} windows and the index holds {counts[doc]}: its "
                 "text is not the one that was encoded; pass the corpus the index was encoded "
                 "from",
             )
-        out.append(spans)
-    return out
+        return spans
+
+    return cut, key
 
 
 def check_corpus_digest(
@@ -617,41 +611,6 @@ def check_corpus_digest(
     return corpus
 
 
-def corpus_texts(corpus: str | os.PathLike[str], doc_ids: Sequence[str], recorded: str | None) -> list[str]:
-    """The text of each of `doc_ids` from `corpus`, checked against the index: no document missing or extra and,
-    where the encode folder recorded one, the same digest of every (id, text) as when it was encoded."""
-    from lengthwise.longdoc.storage.store import corpus_rows, text_digest, texts_sha256
-
-    corpus = Path(corpus)
-    if not corpus.is_file():
-        raise LongDocError(
-            None, None, f"{corpus}: no such corpus file; pass the corpus.jsonl the index was encoded from"
-        )
-    found = dict(corpus_rows(corpus))
-    missing = sum(1 for doc_id in doc_ids if doc_id not in found)
-    extra = len(found) - (len(doc_ids) - missing)
-    if missing or extra:
-        raise LongDocError(
-            None,
-            None,
-            f"{corpus}: {missing} of the index's {len(doc_ids)} documents are missing from it and "
-            f"{extra} of its documents are not in the index; pass the corpus the index was encoded "
-            "from",
-        )
-    texts = [found[doc_id] for doc_id in doc_ids]
-    if recorded is not None:
-        changed = texts_sha256({doc_id: text_digest(text) for doc_id, text in zip(doc_ids, texts, strict=True)})
-        if changed != recorded:
-            raise LongDocError(
-                None,
-                None,
-                f"{corpus}: the documents' text differs from the text that was encoded (digest "
-                f"{changed[:12]}, encoded {recorded[:12]}); pass the corpus the index was encoded "
-                "from, or encode this one",
-            )
-    return texts
-
-
 def build_text_side(
     windows: Any,
     encoder: Any,
@@ -661,20 +620,23 @@ def build_text_side(
     granularity: Granularity | str = Granularity.DOCUMENT,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> LexicalIndex:
-    """Index the text of a `LongIndex`'s documents beside it (``windows.folder / "lexical"``).
+    """Index the text of a `LongIndex`'s documents beside it (``windows.folder / "lexical"``), read from the corpus
+    file as the build goes (`lengthwise.longdoc.search._text_source`): its memory is one shard of text, the
+    vocabulary and a few numbers per document, not the corpus.
 
     Args:
-        windows: The dense index (`lengthwise.longdoc.search.index.LongIndex`): its document ids and window offsets.
+        windows: The dense index (`lengthwise.longdoc.search.index.LongIndex`): its document ids, window offsets
+            and folder.
         encoder: The `LongEncoder` the corpus was encoded with: it cuts each text into the index's windows, whose
             character spans become the hits' passages.
-        corpus: The corpus file (JSONL or text) the index was encoded from.
+        corpus: The corpus file (JSONL or text, gzipped or not) the index was encoded from, in any order.
         recorded: The encode folder's digest of every (id, text) (`lengthwise.longdoc.storage.store.TEXTS`),
             checked when given.
         granularity: What BM25 ranks: ``document`` or ``window``.
         on_progress: Called with (documents done, documents).
     """
     granularity = _granularity(granularity)
-    texts = corpus_texts(corpus, windows.doc_ids, recorded)
-    spans = document_spans(encoder, texts, np.diff(windows.offsets))
-    return LexicalIndex.build(texts, spans, Path(windows.folder) / LEXICAL, granularity=granularity,
-                              on_progress=on_progress, texts_sha256=recorded)  # fmt: skip
+    counts = np.diff(windows.offsets)
+    source = from_corpus(Path(corpus), windows.doc_ids, counts, recorded, *_window_cut(encoder, counts))
+    return LexicalIndex._build(source, Path(windows.folder) / LEXICAL, granularity=granularity,
+                               on_progress=on_progress)  # fmt: skip
