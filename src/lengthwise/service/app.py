@@ -1,5 +1,6 @@
 """The FastAPI application: `POST /search`, `POST /embed`, `GET /health`, `GET /info`, `GET /` (the search page),
-over one opened `LongIndex` whose model and index are used by one worker thread, fed by the dynamic batcher.
+over one opened `LongIndex`, fed by the dynamic batcher: its model used by the model thread, its index by the
+search thread.
 
 Errors are JSON with a one-line ``detail`` and the ``field`` at fault: 422 for a request the schema refuses or the
 index cannot answer (a `SettingError`), 413 for a body over the cap, 401 for a missing or wrong API key.
@@ -152,7 +153,7 @@ class BodyLimit:
 
 
 def create_app(index: Any, config: ServeConfig | None = None) -> FastAPI:
-    """The service over an opened `lengthwise.LongIndex` (model loaded on the worker thread at start-up)."""
+    """The service over an opened `lengthwise.LongIndex` (model loaded on the model thread at start-up)."""
     config = config or ServeConfig()
     limits: Limits = config.limits
     batcher = Batcher(Searcher(index), max_batch=config.max_batch, wait_s=config.batch_wait_ms / 1000)
