@@ -22,11 +22,16 @@ Stages:
   ``copied`` field saying what the vectors are, so it can be searched with text and served (bench_serve.py).
 - ``scale-model``: record that model in a scale index built before it was recorded, in place (``index.json`` and the
   encoded manifest, each replaced atomically; nothing is rebuilt). The scale stage does it too when it reuses one.
+- ``text-side``: the peak memory and time of `build_text_side` (the lexical side as `lengthwise index build` makes
+  it, from the corpus file) over ``--docs`` scale documents written as a corpus.jsonl, in the index's order and
+  shuffled (``--orders``), each in a fresh process; ``--label`` names the code measured (run it with an older
+  checkout on ``PYTHONPATH`` for a before/after pair).
 
     nice -n 5 python benchmarks/bench_hybrid.py quality --threads 1
     nice -n 5 python benchmarks/bench_hybrid.py engines --docs 100000
     nice -n 5 python benchmarks/bench_hybrid.py scale --windows 1000000
     nice -n 5 python benchmarks/bench_hybrid.py scale-model --windows 1000000
+    nice -n 5 python benchmarks/bench_hybrid.py text-side --docs 50000 --label after
 """
 
 from __future__ import annotations
