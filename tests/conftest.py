@@ -97,6 +97,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = chosen
 
 
+@pytest.fixture
+def tokenized_shards(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Grows by one for each shard the lexical build tokenizes (a resumed build skips its finished shards)."""
+    from lengthwise.longdoc.search import lexical
+
+    calls: list[int] = []
+    real = lexical._tokenize_shard
+
+    def counted(tokenizer, units):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return real(tokenizer, units)
+
+    monkeypatch.setattr(lexical, "_tokenize_shard", counted)
+    return calls
+
+
 def load_script(path: Path, name: str) -> ModuleType:
     """A benchmark's or experiment's script (not a package module) imported under `name`, for its tests."""
     spec = importlib.util.spec_from_file_location(name, path)

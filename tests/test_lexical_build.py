@@ -78,20 +78,6 @@ def shards(monkeypatch: pytest.MonkeyPatch) -> int:
     return 4
 
 
-@pytest.fixture
-def tokenized_shards(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The first document of each shard tokenized, in order, as pass 1 runs."""
-    calls: list[int] = []
-    real = lexical._tokenize_shard
-
-    def counted(tokenizer, units):  # type: ignore[no-untyped-def]
-        calls.append(1)
-        return real(tokenizer, units)
-
-    monkeypatch.setattr(lexical, "_tokenize_shard", counted)
-    return calls
-
-
 @pytest.mark.parametrize("granularity", ["document", "window"])
 @pytest.mark.parametrize("shard_units", [4, 50_000])
 def test_the_files_are_bm25s_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, granularity: str,

@@ -17,17 +17,16 @@ from typer.testing import CliRunner
 from lengthwise.cli import app
 from lengthwise.longdoc.config import LongDocError
 
+from .conftest import encode_windows, haystack_rows
+
 pytest.importorskip("bm25s")
 pytest.importorskip("faiss")
 
-HAYSTACK = Path(__file__).with_name("haystack.txt")
 runner = CliRunner()
 
 
 def _rows() -> list[dict[str, str]]:
-    lines = [line for line in HAYSTACK.read_text().splitlines() if line.strip()]
-    return [{"_id": f"doc{i}", "text": " ".join(lines[(i * 5 + j) % len(lines)] for j in range(2 + i % 5))}
-            for i in range(24)]  # fmt: skip
+    return haystack_rows()
 
 
 def _write(path: Path, rows: list[dict[str, str]]) -> Path:
@@ -39,13 +38,7 @@ def _write(path: Path, rows: list[dict[str, str]]) -> Path:
 @pytest.fixture(scope="module")
 def encoded(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """24 documents encoded multi-vector in 24-token windows (stride 12) by the tiny BERT, with their corpus."""
-    folder = tmp_path_factory.mktemp("build")
-    _write(folder / "corpus.jsonl", _rows())
-    args = ["encode", "-d", folder / "corpus.jsonl", "-o", folder / "emb", "-m", tiny_model_dir, "--long",
-            "multi-vector", "--window", "24", "--stride", "12"]  # fmt: skip
-    run = runner.invoke(app, [str(a) for a in args])
-    assert run.exit_code == 0, run.output
-    return folder / "emb"
+    return encode_windows(tmp_path_factory.mktemp("build"), _rows(), tiny_model_dir)
 
 
 @pytest.fixture(scope="module")
@@ -57,20 +50,12 @@ def clean(encoded: Path, tmp_path_factory: pytest.TempPathFactory):  # type: ign
 
 
 @pytest.fixture
-def shards(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+def shards(monkeypatch: pytest.MonkeyPatch, tokenized_shards: list[int]) -> list[int]:
     """Lexical shards of 5 documents (24 documents: 5 shards); the list grows by one per shard tokenized."""
     from lengthwise.longdoc.search import lexical
 
     monkeypatch.setattr(lexical, "SHARD_UNITS", 5)
-    calls: list[int] = []
-    real = lexical._tokenize_shard
-
-    def counted(tokenizer, units):  # type: ignore[no-untyped-def]
-        calls.append(1)
-        return real(tokenizer, units)
-
-    monkeypatch.setattr(lexical, "_tokenize_shard", counted)
-    return calls
+    return tokenized_shards
 
 
 def _files(folder: Path) -> dict[str, bytes]:

@@ -18,15 +18,14 @@ from lengthwise.core.errors import SettingError
 from lengthwise.longdoc.config import LongDocError
 from lengthwise.longdoc.search.hybrid import Fusion, FusionSettings, Hit, HybridSearch, Mode, fuse
 
-HAYSTACK = Path(__file__).with_name("haystack.txt")
+from .conftest import encode_windows, haystack_rows
+
 runner = CliRunner()
 RARE = "zanzibarite"  # a word only one document holds
 
 
 def _rows() -> list[dict[str, str]]:
-    lines = [line for line in HAYSTACK.read_text().splitlines() if line.strip()]
-    rows = [{"_id": f"doc{i}", "text": " ".join(lines[(i * 5 + j) % len(lines)] for j in range(2 + i % 5))}
-            for i in range(24)]  # fmt: skip
+    rows = haystack_rows()
     rows[7]["text"] += f" The mineral {RARE} was found under the old mill."
     return rows
 
@@ -34,13 +33,7 @@ def _rows() -> list[dict[str, str]]:
 @pytest.fixture(scope="module")
 def encoded(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """24 documents encoded multi-vector in 24-token windows (stride 12) by the tiny BERT, with their corpus."""
-    folder = tmp_path_factory.mktemp("lexical")
-    (folder / "corpus.jsonl").write_text("".join(json.dumps(row) + "\n" for row in _rows()))
-    args = ["encode", "-d", folder / "corpus.jsonl", "-o", folder / "emb", "-m", tiny_model_dir, "--long",
-            "multi-vector", "--window", "24", "--stride", "12"]  # fmt: skip
-    run = runner.invoke(app, [str(a) for a in args])
-    assert run.exit_code == 0, run.output
-    return folder / "emb"
+    return encode_windows(tmp_path_factory.mktemp("lexical"), _rows(), tiny_model_dir)
 
 
 @pytest.fixture(scope="module")
