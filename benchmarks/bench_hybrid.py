@@ -605,9 +605,13 @@ def stage_scale(args: argparse.Namespace) -> None:
     from lengthwise.longdoc.search.lexical import LexicalIndex
 
     load_before, docs = _load(), args.windows // PER_DOC
+    earlier = json.loads(RESULTS.read_text()).get("scale", {}) if RESULTS.is_file() else {}
+    reused = (args.work / f"scale-{args.windows}" / "index" / "index.json").is_file()
     started = time.perf_counter()
     folder = _scale_index(args.windows, args.work)
-    dense_built = time.perf_counter() - started
+    dense_built: float | None = time.perf_counter() - started
+    if reused:  # the dense build's time is the run's that built it (kept), not this reuse's
+        dense_built = earlier.get(str(args.windows), {}).get("dense_build_s")
     started = time.perf_counter()
     if not (folder / "lexical" / "lexical.json").is_file():
         code = f"import sys; sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); import bench_hybrid as b; " \
@@ -657,7 +661,8 @@ def stage_scale(args: argparse.Namespace) -> None:
         recall.append(len(set(found) & set(exact)) / 10)
     size = sum(p.stat().st_size for p in (folder / "lexical").rglob("*") if p.is_file())
     bm25 = sum(p.stat().st_size for p in (folder / "lexical" / "bm25").rglob("*") if p.is_file())
-    section = {"windows": args.windows, "documents": docs, "dense_build_s": round(dense_built),
+    section = {"windows": args.windows, "documents": docs,
+               "dense_build_s": round(dense_built) if dense_built is not None else None, "dense_reused": reused,
                "lexical_build_s": round(lexical_built), "lexical_peak_rss_mb": peak_mb,
                "lexical_bytes_per_doc": round(size / docs), "bm25_bytes_per_doc": round(bm25 / docs),
                "queries": args.queries, "repeats": args.repeats, "latency": rows, **ratios,
