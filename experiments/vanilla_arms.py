@@ -52,8 +52,10 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import random
 import re
+import socket
 import sys
 import time
 from collections.abc import Sequence
@@ -69,6 +71,7 @@ ARM_SETTINGS: dict[str, dict[str, Any]] = {  # method settings beyond the shared
     "length-invariant": {"invariance_reference": "self", "invariance_weight": 1.0, "consistency_weight": 4.0},
 }
 SEEDS = (1, 2, 3)
+SESSION = "VANILLA_ARMS_SESSION"  # set by run-all for its children: which queue timed a training
 DEFAULT_MODEL = Path("experiments/runs/vanilla/model")
 DOCUMENTS = SHARED / "imdb" / "train.jsonl.gz"  # multi-sentence reviews; also in the vanilla pretraining text
 FIRST_KS = (16, 32, 64, 128, 256)  # METHODS §1's k, up to the arms' window N = 256 (512 > N is skipped)
@@ -161,6 +164,7 @@ def stage_train(arm: str, seed: int, args: argparse.Namespace) -> None:
         "wall_s": round(time.perf_counter() - started, 1),
         "loss": [{"step": r["step"], "loss": r["loss"]} for r in log["log_history"] if "loss" in r],
         "hardware": hardware(),
+        "timing_session": os.environ.get(SESSION),  # the run-all queue that ran it: speeds compare within one
         "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
     }
     _write(run.parent / "train_record.json", record)
@@ -467,6 +471,7 @@ def run_all(args: argparse.Namespace) -> int:
             return 1
         print(f"run-all: waiting ({why}); next look in {args.wait_s} s", flush=True)
         time.sleep(args.wait_s)
+    os.environ.setdefault(SESSION, f"{socket.gethostname()}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
     failed: list[str] = []
     for stage, arm, seed in steps(args):
         name = " ".join(str(x) for x in (stage, arm, seed) if x is not None)

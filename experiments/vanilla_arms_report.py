@@ -13,7 +13,9 @@ pairs' cosines before and after (100 bins, as the audit); its permutation null (
 audit's, per run. The first-k summary is the mean over k < N of the JSD between the first-k cosines and the
 full-window cosines (the audit's ``js_distance_vs_full``), on the same-topic SciFact pairs. Training cost is the
 ratio of seconds per step, arm / SimCSE, per seed; with one number per run there is nothing to resample, so its
-"interval" is the range over seeds.
+"interval" is the range over seeds. It compares only runs timed in one queue session (`timing_session`, recorded
+by `run-all` since 27 November, after the first seeds had run on hosts of different speed): a ratio across
+sessions measures the hosts as much as the arms.
 
 **Verdict rule** (written before any result of this study existed). Each claim names an arm, a metric and the claimed
 relation of the arm to SimCSE:
@@ -572,12 +574,27 @@ def differences(arm: dict[int, dict], base: dict[int, dict], arm_train: dict[int
             str(k): {**combined([_first_k_mean(k)(arm[s], base[s]) for s in first], resamples), "seeds": first}
             for k in ks
         }
-    timed = [s for s in SEEDS if s in arm_train and s in base_train]
+    trained = [s for s in SEEDS if s in arm_train and s in base_train]
+    timed = [s for s in trained if _one_session(arm_train[s], base_train[s])]
     if timed:
         ratios = [seconds_per_step(arm_train[s]) / seconds_per_step(base_train[s]) - 1.0 for s in timed]
         out["s_per_step_ratio"] = {"diff": float(np.mean(ratios)), "low": min(ratios), "high": max(ratios),
                                    "per_seed": ratios, "seeds": timed, "interval": "range over seeds"}  # fmt: skip
+    if skipped := [s for s in trained if s not in timed]:
+        said = "seeds " + ", ".join(str(s) for s in skipped)
+        if timed:
+            out["s_per_step_ratio"]["not_comparable"] = said
+        else:
+            out["s_per_step_ratio_not_comparable"] = said
     return out
+
+
+def _one_session(arm: dict[str, Any], base: dict[str, Any]) -> bool:
+    """Whether two trainings were timed in one queue session (`vanilla_arms.py run-all` records it): a ratio of
+    seconds per step across sessions measures the hosts as much as the arms (this machine ran one benchmark 2.8x
+    slower one day than another), so only runs of one session are compared; a record without one is not."""
+    session = arm.get("timing_session")
+    return session is not None and session == base.get("timing_session")
 
 
 def scale(out: Path, start: dict[str, Any] | None, trains: dict[str, dict[int, dict]]) -> dict[str, Any]:
@@ -748,6 +765,8 @@ def build(out: Path, resamples: int = RESAMPLES, parts: Sequence[str] = PARTS) -
         ours = None if row is None else row["diff"].get(claim["metric"])
         seeds = len(ours["seeds"]) if ours else 0
         entry = {**claim, "ours": ours, "verdict": verdict(ours, claim["relation"], claim.get("margin", 0.0), seeds)}
+        if ours is None and row is not None and (why := row["diff"].get(f"{claim['metric']}_not_comparable")):
+            entry["verdict"] = f"not measured ({why} timed in different sessions than SimCSE's)"
         if ours is not None and claim["metric"] == "attack_jsd":
             entry["null"] = _null_count(records[claim["arm"]], ours["seeds"])
         claims.append(entry)
