@@ -433,3 +433,14 @@ def test_search_with_vectors_made_beforehand_answers_as_without(library: Any) ->
         assert given == library.search(QUERIES, 5, mode=mode, passages=1)
     with pytest.raises(SettingError, match="vectors"):
         library.search(QUERIES, 5, mode="dense", vectors=vectors[:1])
+
+
+def test_threads_below_one_is_refused_in_one_line(index_dir: Path) -> None:
+    from typer.testing import CliRunner
+
+    from lengthwise.cli import app
+
+    run = CliRunner().invoke(app, ["serve", str(index_dir), "--port", "0", "--threads", "0"])
+    assert run.exit_code == 2
+    lines = run.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and "threads" in lines[0], run.output

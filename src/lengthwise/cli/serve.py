@@ -14,7 +14,7 @@ from lengthwise.service.config import ServeConfig
 
 __all__ = ["serve"]
 
-FLAGGED = ("host", "port", "workers", "api_key_file", "max_batch", "batch_wait_ms")
+FLAGGED = ("host", "port", "workers", "api_key_file", "max_batch", "batch_wait_ms", "threads")
 
 
 def _message(error: Exception, index: Path) -> str:
