@@ -22,6 +22,7 @@ from lengthwise.core.errors import (
     ModelLoadError,
     SettingError,
     TrainingDiverged,
+    enum_member,
 )
 from lengthwise.longdoc.config import LongDocError
 from lengthwise.tempscale.config import TempScaleError
@@ -191,3 +192,17 @@ def test_the_cli_names_the_flag_for_a_library_setting_error(tmp_path: Path, tiny
     result = CliRunner().invoke(app, ["audit", "--model", str(tiny_model_dir), "--out", str(target)])
     assert result.exit_code != 0
     assert f"--out {target}: exists and is not a directory" in result.output
+
+
+def test_one_enum_reader_for_every_setting_that_names_a_choice() -> None:
+    """`enum_member` replaced four copies (index engines, fusion, evaluation, training): a member passes, a value is
+    read in any case, anything else is a `SettingError` naming the field and every choice (one message for all)."""
+    from lengthwise.longdoc.search._engines import Quantize
+    from lengthwise.longdoc.search.hybrid import FusionSettings
+
+    assert enum_member(Quantize, "quantize", Quantize.INT8) is Quantize.INT8
+    assert enum_member(Quantize, "quantize", " UBinary ") is Quantize.UBINARY
+    with pytest.raises(SettingError, match=r"^quantize='int4': use one of none, int8, ubinary$"):
+        enum_member(Quantize, "quantize", "int4")
+    with pytest.raises(SettingError, match=r"^fusion='max': use one of convex, rrf$"):
+        FusionSettings("max")

@@ -147,7 +147,7 @@ CASES: list[Case] = [
          _six_vectors),
     Case("index-build-unknown-quantize", "21.3",
          ["index", "build", "{tmp}/e", "--out", "{tmp}/i", "--quantize", "int4"], 2,
-         "--quantize 'int4': use none or int8 or ubinary", _encoded),
+         "--quantize 'int4': use one of none, int8, ubinary", _encoded),
     Case("index-build-not-encoded", "21.3", ["index", "build", "{tmp}", "--out", "{tmp}/i"], 2, "no manifest.json"),
     Case("index-build-over-a-users-folder", "21.3", ["index", "build", "{tmp}/e", "--out", "{tmp}/mine"], 2,
          "exists and is not an index", lambda tmp, ctx: (_encoded(tmp, ctx), _notes(tmp)), _kept),

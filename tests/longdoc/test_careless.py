@@ -142,9 +142,9 @@ def test_index_and_search_refusals(tiny_model_dir: Path, tmp_path: Path) -> None
     assert _run(["encode", "-d", corpus, "-o", tmp_path / "e", "-m", tiny_model_dir])[0] == 0
     # before: "'int4' is not a valid Quantize" (the enum's own message, no flag, no choices)
     line = _error(["index", "build", tmp_path / "e", "--out", tmp_path / "i", "--quantize", "int4"])
-    assert line == "error: --quantize 'int4': use none or int8 or ubinary"
+    assert line == "error: --quantize 'int4': use one of none, int8, ubinary"
     line = _error(["index", "build", tmp_path / "e", "--out", tmp_path / "i", "--engine", "annoy"])
-    assert line == "error: --engine 'annoy': use faiss or usearch"
+    assert line == "error: --engine 'annoy': use one of faiss, usearch"
     assert _run(["index", "build", tmp_path / "e", "--out", tmp_path / "i"])[0] == 0
     # before: "document #0 is empty or whitespace-only" for an empty query
     assert "a query is empty" in _error(["search", tmp_path / "i", "--query", "  "])

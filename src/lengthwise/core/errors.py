@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 from enum import Enum
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = [
     "DataFormatError",
@@ -35,8 +35,29 @@ __all__ = [
     "ModelLoadError",
     "SettingError",
     "TrainingDiverged",
+    "enum_member",
     "shown_value",
 ]
+
+
+E = TypeVar("E", bound=Enum)
+
+
+def enum_member(kind: type[E], name: str, value: Any) -> E:
+    """`value` as a member of the enum `kind` (a member, or its value in any case), or a `SettingError` naming the
+    setting `name` and the values it takes.
+
+    Example:
+        >>> enum_member(Enum("Side", {"LEFT": "left", "RIGHT": "right"}), "side", " Left ").value
+        'left'
+    """
+    if isinstance(value, kind):
+        return value
+    try:
+        return kind(str(value).strip().lower())
+    except ValueError:
+        allowed = ", ".join(str(member.value) for member in kind)
+        raise SettingError(name, value, f"use one of {allowed}") from None
 
 
 def shown_value(value: Any) -> Any:

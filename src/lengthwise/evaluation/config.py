@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from lengthwise.core.errors import SettingError
+from lengthwise.core.errors import SettingError, enum_member
 
 __all__ = [
     "ClassificationConfig",
@@ -61,18 +61,6 @@ class SelfHits(str, Enum):
     auto = "auto"  # follow the task: drop for the MTEB tasks that set ignore_identical_ids, else keep
     keep = "keep"  # MTEB's default
     drop = "drop"  # ArguAna, Quora, MS MARCO, FiQA, FEVER… in MTEB: their queries are corpus documents
-
-
-_E = TypeVar("_E", bound=Enum)
-
-
-def _member(kind: type[_E], value: object, name: str) -> _E:
-    """`value` as a member of `kind`, or a `SettingError` naming the field and the allowed values."""
-    try:
-        return kind(value)
-    except ValueError:
-        allowed = ", ".join(str(member.value) for member in kind)
-        raise SettingError(name, value, f"use one of {allowed}") from None
 
 
 @dataclass(frozen=True)
@@ -127,10 +115,10 @@ class ClassificationConfig:
     def __post_init__(self) -> None:
         if not self.classifiers:
             raise SettingError("classifiers", [], "name at least one of logreg, mlp")
-        chosen = tuple(_member(Classifier, name, "classifiers") for name in self.classifiers)
+        chosen = tuple(enum_member(Classifier, "classifiers", name) for name in self.classifiers)
         object.__setattr__(self, "classifiers", chosen)
         object.__setattr__(self, "few_shot", tuple(self.few_shot))
-        sampler = _member(FewShotSampler, self.few_shot_sampler, "few_shot_sampler")
+        sampler = enum_member(FewShotSampler, "few_shot_sampler", self.few_shot_sampler)
         object.__setattr__(self, "few_shot_sampler", sampler)
         if not self.full and not self.few_shot:
             raise SettingError("few_shot", [], "nothing to run: enable the full setting or give a few-shot k")
@@ -178,8 +166,8 @@ class EvalConfig:
     classification: ClassificationConfig = field(default_factory=ClassificationConfig)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "task", _member(Task, self.task, "task"))
-        object.__setattr__(self, "self_hits", _member(SelfHits, self.self_hits, "self_hits"))
+        object.__setattr__(self, "task", enum_member(Task, "task", self.task))
+        object.__setattr__(self, "self_hits", enum_member(SelfHits, "self_hits", self.self_hits))
         if not str(self.data).strip():
             raise SettingError("data", self.data, "name a file, a folder or hf:NAME")
         for name in ("bin_width", "batch_size"):

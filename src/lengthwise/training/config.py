@@ -123,7 +123,7 @@ def _enum(kind: type[Enum], name: str, value: Any) -> Any:
     """`value` as a member of `kind`, or a `SettingError` listing the valid values (int8 refused for training)."""
     if kind is MixedPrecision and str(getattr(value, "value", value)).strip().lower() == "int8":
         valid = ", ".join(str(member.value) for member in kind)
-        raise SettingError(name, value, f"int8 is for inference on the CPU, not training; use one of: {valid}")
+        raise SettingError(name, value, f"int8 is for inference on the CPU, not training; use one of {valid}")
     return enum_value(kind, name, value)
 
 

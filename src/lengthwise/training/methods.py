@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar
 
-from lengthwise.core.errors import SettingError
+from lengthwise.core.errors import SettingError, enum_member
 
 __all__ = [
     "SETTINGS",
@@ -77,14 +77,8 @@ class Reference(str, Enum):
 
 
 def enum_value(kind: type[Enum], name: str, value: Any) -> Any:
-    """`value` as a member of `kind`, or a `SettingError` naming `name` and listing the valid values."""
-    if value is None or isinstance(value, kind):
-        return value
-    try:
-        return kind(str(value).strip().lower())
-    except ValueError:
-        valid = ", ".join(str(member.value) for member in kind)
-        raise SettingError(name, value, f"use one of: {valid}") from None
+    """`value` as a member of `kind` (None kept: the setting is unset), or a `SettingError` listing the values."""
+    return None if value is None else enum_member(kind, name, value)
 
 
 @dataclass(frozen=True)

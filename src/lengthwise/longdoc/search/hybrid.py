@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from lengthwise.core.errors import SettingError
+from lengthwise.core.errors import SettingError, enum_member
 from lengthwise.core.fusion import LEXICAL_WEIGHT, convex_fuse
 from lengthwise.core.scoring import WindowScoring
 
@@ -55,13 +55,6 @@ class Fusion(str, Enum):
     RRF = "rrf"
 
 
-def _choice(kind: Any, name: str, value: Any) -> Any:
-    try:
-        return kind(value)
-    except ValueError:
-        raise SettingError(name, value, f"use {' or '.join(m.value for m in kind)}") from None
-
-
 @dataclass(frozen=True)
 class FusionSettings:
     """How a hybrid search fuses: the rule, the lexical weight (convex) and each side's proposals per query.
@@ -77,7 +70,7 @@ class FusionSettings:
     depth: int = DEPTH
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "fusion", _choice(Fusion, "fusion", self.fusion))
+        object.__setattr__(self, "fusion", enum_member(Fusion, "fusion", self.fusion))
         if not isinstance(self.weight, (int, float)) or not 0.0 <= self.weight <= 1.0:
             raise SettingError("weight", self.weight, "the lexical weight must be in [0, 1]")
         if self.depth < 1:

@@ -2,13 +2,13 @@
 window vectors, searched by document, with the documents' text beside it for lexical and hybrid search.
 
 The length-specific part is ours; the engines are not. Candidate windows come from FAISS (IVF over 8-bit scalar
-quantized vectors, or IVF over packed sign bits for ``ubinary``) or USearch (HNSW over i8 or b1 vectors). They
-are rescored *exactly*, from the fp32 vectors kept memory-mapped in the index folder (never loaded whole), in two
-steps: the candidate windows themselves rank their documents, then the best documents are scored on every window
-with `lengthwise.core.encoder.multi_vector_scores` (max, or the mean of the best `top_k` windows) — so a document
-returned has the same score as in an exact scan, and only those few documents are read whole. This follows the
-rescoring scheme of sentence-transformers' ``semantic_search_faiss`` / ``semantic_search_usearch`` (oversample
-candidates on quantized vectors, rescore them), at document level.
+quantized vectors, or IVF over packed sign bits for ``ubinary``) or USearch (HNSW over i8 or b1 vectors), one adapter
+each in `lengthwise.longdoc.search._engines`. They are rescored *exactly*, from the fp32 vectors kept memory-mapped in
+the index folder (never loaded whole), in two steps: the candidate windows themselves rank their documents, then the
+best documents are scored on every window with `lengthwise.core.encoder.multi_vector_scores` (max, or the mean of the
+best `top_k` windows) — so a document returned has the same score as in an exact scan, and only those few documents are
+read whole. This follows the rescoring scheme of sentence-transformers' ``semantic_search_faiss`` /
+``semantic_search_usearch`` (oversample candidates on quantized vectors, rescore them), at document level.
 
 The engine holds each *distinct* window vector once (content-addressed by its exact bytes): a corpus whose documents
 share runs of identical text (templates, disclaimers, the filler of a passkey test) has many windows with one
@@ -41,17 +41,17 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
 
 from lengthwise.core.encoder import MultiVectors, multi_vector_scores
-from lengthwise.core.errors import DataFormatError, SettingError
+from lengthwise.core.errors import DataFormatError, SettingError, enum_member
 from lengthwise.core.scoring import WindowScoring
 from lengthwise.longdoc.config import LongDocError
+from lengthwise.longdoc.search._engines import CANDIDATES, ENGINES, Engine, Quantize, ivf_lists
 from lengthwise.longdoc.search._staging import (
     BUILD_STATE,
     content_address,
@@ -82,156 +82,6 @@ CHECKPOINT_SECONDS = 300.0  # the most engine work a killed build loses: it resu
 Progress = Callable[[int, int], None] | None  # called with (distinct vectors added, distinct vectors)
 TRAIN_SAMPLE = 100_000  # windows an engine that needs training (FAISS IVF) learns its lists from
 REBUILD = "build it again with `lengthwise index build`"
-
-
-class Quantize(str, Enum):
-    """How the candidate stage stores the window vectors."""
-
-    NONE = "none"  # fp32 (exact inner product in the engine)
-    INT8 = "int8"  # 8-bit scalar quantization, 1 byte per dimension
-    UBINARY = "ubinary"  # the sign bit of each dimension, packed: D / 8 bytes
-
-
-# Candidate windows per query. Sign bits rank windows more coarsely, so they get more before the exact rescoring,
-# as sentence-transformers' `rescore_multiplier` oversamples (docs/longdoc.md, "More candidates for sign bits").
-CANDIDATES = {Quantize.NONE: 1000, Quantize.INT8: 1000, Quantize.UBINARY: 4000}
-
-
-class Engine(str, Enum):
-    """The ANN library behind the candidate stage."""
-
-    FAISS = "faiss"
-    USEARCH = "usearch"
-
-
-Choice = TypeVar("Choice", Quantize, Engine)
-
-
-def _choice(kind: type[Choice], field: str, value: Any) -> Choice:
-    """`value` as a member of the enum `kind`, or a `SettingError` on `field` listing the choices."""
-    try:
-        return kind(value)
-    except ValueError:
-        raise SettingError(field, value, f"use {' or '.join(m.value for m in kind)}") from None
-
-
-def _require(engine: Engine) -> Any:
-    module = {"faiss": "faiss", "usearch": "usearch.index"}[engine.value]
-    try:
-        return __import__(module, fromlist=["_"])
-    except ImportError:
-        package = {"faiss": "faiss-cpu", "usearch": "usearch"}[engine.value]
-        raise SettingError(
-            "engine", engine.value, f"{package} is not installed; pip install 'lengthwise[index]'"
-        ) from None
-
-
-def _packbits(vectors: np.ndarray) -> np.ndarray:
-    """Sign bits, packed (sentence-transformers' ``ubinary``): (n, D) float → (n, D / 8) uint8."""
-    return np.packbits(vectors > 0, axis=-1)
-
-
-def _nlist(windows: int) -> int:
-    """IVF lists: about 4·√W (FAISS's guideline is 4·√W to 16·√W), at least 1."""
-    return max(1, min(int(4 * np.sqrt(windows)), windows // 39 or 1))
-
-
-class _Faiss:
-    def __init__(self, quantize: Quantize, dim: int, windows: int) -> None:
-        faiss = _require(Engine.FAISS)
-        self.faiss, self.quantize, nlist = faiss, quantize, _nlist(windows)
-        if quantize is Quantize.UBINARY:
-            self.index = faiss.IndexBinaryIVF(faiss.IndexBinaryFlat(dim), dim, nlist)
-        else:
-            kind = faiss.ScalarQuantizer.QT_8bit if quantize is Quantize.INT8 else faiss.ScalarQuantizer.QT_fp16
-            if quantize is Quantize.NONE:
-                self.index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, nlist, faiss.METRIC_INNER_PRODUCT)
-            else:
-                self.index = faiss.IndexIVFScalarQuantizer(
-                    faiss.IndexFlatIP(dim), dim, nlist, kind, faiss.METRIC_INNER_PRODUCT
-                )
-
-    def _prepare(self, vectors: np.ndarray) -> np.ndarray:
-        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        return _packbits(vectors) if self.quantize is Quantize.UBINARY else vectors
-
-    def train(self, sample: np.ndarray) -> None:
-        self.index.train(self._prepare(sample))
-
-    def add(self, vectors: np.ndarray, first: int) -> None:
-        self.index.add(self._prepare(vectors))  # ids are the running window numbers
-
-    def count(self) -> int:
-        return int(self.index.ntotal)
-
-    def set_probes(self, probes: int) -> None:
-        self.index.nprobe = probes
-
-    def search(self, queries: np.ndarray, count: int) -> np.ndarray:
-        _, found = self.index.search(self._prepare(queries), count)
-        return found  # (Q, count) window numbers, -1 where fewer exist
-
-    def save(self, path: Path) -> None:
-        write = self.faiss.write_index_binary if self.quantize is Quantize.UBINARY else self.faiss.write_index
-        write(self.index, str(path))
-
-    @classmethod
-    def load(cls, path: Path, quantize: Quantize, view: bool = True) -> _Faiss:  # FAISS reads it whole either way
-        engine = cls.__new__(cls)
-        engine.faiss, engine.quantize = _require(Engine.FAISS), quantize
-        read = engine.faiss.read_index_binary if quantize is Quantize.UBINARY else engine.faiss.read_index
-        engine.index = read(str(path))
-        return engine
-
-
-class _USearch:
-    def __init__(self, quantize: Quantize, dim: int, windows: int) -> None:
-        usearch = _require(Engine.USEARCH)
-        self.quantize = quantize
-        if quantize is Quantize.UBINARY:
-            self.index = usearch.Index(ndim=dim, metric="hamming", dtype="b1")
-        else:
-            self.index = usearch.Index(ndim=dim, metric="ip", dtype="i8" if quantize is Quantize.INT8 else "f32")
-
-    def _prepare(self, vectors: np.ndarray) -> np.ndarray:
-        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        return _packbits(vectors) if self.quantize is Quantize.UBINARY else vectors
-
-    def train(self, sample: np.ndarray) -> None:  # HNSW needs no training
-        pass
-
-    def add(self, vectors: np.ndarray, first: int) -> None:
-        self.index.add(np.arange(first, first + len(vectors), dtype=np.uint64), self._prepare(vectors))
-
-    def count(self) -> int:
-        return len(self.index)
-
-    def set_probes(self, probes: int) -> None:
-        self.index.expansion_search = max(probes, 16)
-
-    def search(self, queries: np.ndarray, count: int) -> np.ndarray:
-        found = self.index.search(self._prepare(queries), count)
-        keys = np.full((len(queries), count), -1, dtype=np.int64)
-        if hasattr(found, "counts"):  # BatchMatches: rows padded past each query's count
-            for row, (row_keys, kept) in enumerate(zip(np.asarray(found.keys), np.asarray(found.counts), strict=True)):
-                keys[row, :kept] = row_keys[:kept]
-        else:  # Matches: one query, only what was found
-            row_keys = np.asarray(found.keys, dtype=np.int64)
-            keys[0, : len(row_keys)] = row_keys
-        return keys
-
-    def save(self, path: Path) -> None:
-        self.index.save(str(path))
-
-    @classmethod
-    def load(cls, path: Path, quantize: Quantize, view: bool = True) -> _USearch:
-        engine = cls.__new__(cls)
-        engine.quantize = quantize
-        engine.index = _require(Engine.USEARCH).Index.restore(str(path), view=view)  # view: memory-mapped, read-only
-        return engine
-
-
-_ENGINES: dict[Engine, Any] = {Engine.FAISS: _Faiss, Engine.USEARCH: _USearch}
 
 
 def _disk_needed(windows: int, dim: int, quantize: Quantize, resumed: bool = False) -> int:
@@ -328,11 +178,11 @@ def _fill(
     windows, ann = len(rows), None
     if path.is_file():
         try:
-            ann = _ENGINES[engine].load(path, quantize, view=False)
+            ann = ENGINES[engine].load(path, quantize, view=False)
         except (OSError, RuntimeError, ValueError):
             ann = None  # unreadable: start the engine again
     if ann is None:
-        ann = _ENGINES[engine](quantize, vectors.shape[1], windows)
+        ann = ENGINES[engine](quantize, vectors.shape[1], windows)
         rng = np.random.default_rng(0)
         ann.train(vectors[rows[np.sort(rng.choice(windows, size=min(windows, TRAIN_SAMPLE), replace=False))]])
     saved = time.monotonic()
@@ -453,7 +303,7 @@ class LongIndex:
                 a symbolic link, holds files the index did not write, holds `encoded`, or holds the working directory.
             LongDocError: `encoded` has no readable ``manifest.json``.
         """
-        _choice(Quantize, "quantize", quantize), _choice(Engine, "engine", engine)
+        enum_member(Quantize, "quantize", quantize), enum_member(Engine, "engine", engine)
         _check_out(Path(encoded), Path(out))
         return read_manifest(Path(encoded))
 
@@ -603,7 +453,7 @@ class LongIndex:
             if not (staging / INDEX_FILE).is_file():  # the engine is not complete yet
                 _fill(staging / f"engine.{engine.value}", engine, quantize, vectors, members[starts[:-1]], on_progress)
             del vectors, members  # the memory maps, closed before the rename
-            nlist = _nlist(len(starts) - 1) if engine is Engine.FAISS else None
+            nlist = ivf_lists(len(starts) - 1) if engine is Engine.FAISS else None
             settings = {"format": FORMAT, **plan, "documents": len(ids), "distinct": len(starts) - 1, "nlist": nlist,
                         "encode_settings": manifest["settings"], **(extra or {})}  # fmt: skip
             part = staging / f"{INDEX_FILE}.part"
@@ -655,7 +505,7 @@ class LongIndex:
             offsets = np.load(folder / "offsets.npy", allow_pickle=False)
             vectors = np.load(folder / "vectors.npy", mmap_mode="r", allow_pickle=False)
             members, starts = _members(folder, settings, len(vectors))
-            ann = _ENGINES[engine].load(folder / f"engine.{engine.value}", Quantize(settings["quantize"]))
+            ann = ENGINES[engine].load(folder / f"engine.{engine.value}", Quantize(settings["quantize"]))
         except (OSError, ValueError, KeyError, TypeError, RuntimeError) as error:
             raise LongDocError(None, None, f"{folder}: unreadable index ({error}); {REBUILD}") from None
         if not _consistent(settings, doc_ids, offsets, vectors, members, starts, ann.count()):
