@@ -149,7 +149,7 @@ def stage_train(arm: str, seed: int, args: argparse.Namespace) -> None:
 
     config = config_from_mapping(arm_settings(arm, seed, args))
     run = Path(config.out)
-    started = time.perf_counter()
+    started, load_before = time.perf_counter(), round(os.getloadavg()[0], 2)
     result = lengthwise.train(config, resume=(run / "config.json").exists())
     log = read_json(run / "train.json")
     record = {
@@ -165,6 +165,7 @@ def stage_train(arm: str, seed: int, args: argparse.Namespace) -> None:
         "loss": [{"step": r["step"], "loss": r["loss"]} for r in log["log_history"] if "loss" in r],
         "hardware": hardware(),
         "timing_session": os.environ.get(SESSION),  # the run-all queue that ran it: speeds compare within one
+        "load": [load_before, round(os.getloadavg()[0], 2)],  # 1-minute load average before and after: other work
         "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
     }
     _write(run.parent / "train_record.json", record)
