@@ -6,6 +6,7 @@ document temperatures) or an mteb-style wrapper plugs in without the evaluators 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -78,7 +79,9 @@ def multi_vector_scores(
     says they are already (an index's stored vectors: normalising them again costs a search a fifth of its time).
     """
     scoring = WindowScoring.of(scoring)
-    vectors = torch.as_tensor(documents.vectors, dtype=torch.float32)
+    with warnings.catch_warnings():  # an index's memory-mapped vectors are read-only: read here, never written
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        vectors = torch.as_tensor(documents.vectors, dtype=torch.float32)
     if not unit:
         vectors = torch.nn.functional.normalize(vectors, dim=-1)
     sims = queries @ vectors.T  # (Q, W)

@@ -661,7 +661,7 @@ class LongIndex:
     ) -> list[list[tuple[str, float]]]:
         """The same ranking by an exact scan over every window (for checks and benchmarks, not for serving)."""
         units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries), dtype=torch.float32), dim=-1)
-        scores = multi_vector_scores(units, MultiVectors(np.array(self.vectors), self.offsets), scoring, unit=True)
+        scores = multi_vector_scores(units, MultiVectors(self.vectors, self.offsets), scoring, unit=True)
         results = []
         for row in scores.numpy():
             best = np.argsort(-row, kind="stable")[:k]
