@@ -557,7 +557,7 @@ def _text_side_build(corpus: Path, docs: int) -> dict[str, Any]:
 def stage_text_side(args: argparse.Namespace) -> None:
     """`build_text_side`'s peak memory and time over a corpus file of `args.docs` scale documents, in the index's
     order and/or shuffled (`args.orders`), each in a fresh child process (nothing else of this process's memory
-    counted)."""
+    counted); then, with `args.queries`, the lexical side's query latency on the build in the index's order."""
     rows = {}
     for order in args.orders:
         corpus = _text_side_inputs(args.work, args.docs, order)
@@ -569,12 +569,44 @@ def stage_text_side(args: argparse.Namespace) -> None:
         rows[order] = {**json.loads(done.stdout.strip().splitlines()[-1]), "load": [load_before, _load()],
                        "corpus_mb": round(corpus.stat().st_size / 1e6)}  # fmt: skip
         print(order, rows[order], flush=True)
+    if args.queries and "same" in args.orders:
+        rows["lexical_query"] = _lexical_latency(args.work / f"text-side-{args.docs}" / "index-corpus-same", args)
     import lengthwise
 
     out = json.loads(RESULTS.read_text()).get("text_side", {}) if RESULTS.is_file() else {}
     section = {"documents": args.docs, "windows": int(np.load(corpus.parent / "counts.npy").sum()),
                "code": args.label, "lengthwise": str(Path(lengthwise.__file__).parent), **rows}  # fmt: skip
     _write("text_side", {**{k: v for k, v in out.items() if k != "environment"}, f"{args.docs}-{args.label}": section})
+
+
+def _lexical_latency(index: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The lexical side's share of a hybrid query on a text-side build (`LexicalIndex.scores` of every document and
+    the top max(100, 10·k) proposals, k = 10), alone and with 8 client threads (medians of the repeats), with the
+    folder's bytes per document; the queries are 5 words of a random document, as in the scale stage."""
+    from lengthwise.longdoc.search.lexical import LexicalIndex
+
+    lexical = LexicalIndex.open(index / "lexical")
+    documents = lexical.settings["documents"]
+    rng = np.random.default_rng(2)
+    picks = rng.integers(0, documents, size=args.queries)
+    words = [lexical.text(int(d)).split() for d in picks]
+    queries = [" ".join(w[i] for i in sorted(rng.choice(len(w), 5, replace=False))) for w in words]
+
+    def search(query: str) -> np.ndarray:
+        scores = lexical.scores(query)
+        return np.argpartition(-scores, 100)[:100]
+
+    load_before, runs = _load(), {}
+    for _, clients in itertools.product(range(args.repeats), (1, 8)):
+        runs.setdefault(clients, []).append(_timed(search, queries, clients))
+        print("lexical", clients, runs[clients][-1], flush=True)
+    latency = {f"clients_{c}": {key: round(statistics.median(run[key] for run in timed), 2) for key in timed[0]}
+               for c, timed in runs.items()}  # fmt: skip
+    size = sum(p.stat().st_size for p in (index / "lexical").rglob("*") if p.is_file())
+    bm25 = sum(p.stat().st_size for p in (index / "lexical" / "bm25").rglob("*") if p.is_file())
+    return {"documents": documents, "queries": args.queries, "repeats": args.repeats, "latency": latency,
+            "bytes_per_doc": round(size / documents), "bm25_bytes_per_doc": round(bm25 / documents),
+            "load": [load_before, _load()]}  # fmt: skip
 
 
 def _timed(search: Any, queries: list[Any], clients: int) -> dict[str, float]:
@@ -613,16 +645,28 @@ def stage_scale(args: argparse.Namespace) -> None:
     if reused:  # the dense build's time is the run's that built it (kept), not this reuse's
         dense_built = earlier.get(str(args.windows), {}).get("dense_build_s")
     started = time.perf_counter()
-    if not (folder / "lexical" / "lexical.json").is_file():
+    lexical_reused = (folder / "lexical" / "lexical.json").is_file()
+    if not lexical_reused:
         code = f"import sys; sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); import bench_hybrid as b; " \
                f"from pathlib import Path; b._lexical_build(Path({str(folder)!r}), {docs})"  # fmt: skip
         # the child's own peak (kB): VmHWM, not ru_maxrss, which also counts this process's memory at the fork
         peak = "; print(next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')))"
         done = subprocess.run([sys.executable, "-c", code + peak], capture_output=True, text=True, check=True)
-        peak_mb = round(int(done.stdout.strip().splitlines()[-1]) / 1024)
-    else:
-        peak_mb = None
-    lexical_built = time.perf_counter() - started
+        peak_mb: int | None = round(int(done.stdout.strip().splitlines()[-1]) / 1024)
+        lexical_built: float | None = time.perf_counter() - started
+    else:  # as for the dense side: the figures of the run that built it
+        peak_mb = earlier.get(str(args.windows), {}).get("lexical_peak_rss_mb")
+        lexical_built = earlier.get(str(args.windows), {}).get("lexical_build_s")
+    builds = {"windows": args.windows, "documents": docs,
+              "dense_build_s": round(dense_built) if dense_built is not None else None, "dense_reused": reused,
+              "lexical_build_s": round(lexical_built) if lexical_built is not None else None,
+              "lexical_reused": lexical_reused, "lexical_peak_rss_mb": peak_mb,
+              "build_load": [load_before, _load()]}  # fmt: skip
+    if args.build_only:  # the builds' figures now; a later run reuses both sides and keeps them
+        _write("scale", {**{k: v for k, v in earlier.items() if k != "environment"}, str(args.windows): builds})
+        print(builds, flush=True)
+        return
+    load_before = _load()
     windows, lexical = LongIndex.open(folder), LexicalIndex.open(folder / "lexical")
     texts = _scale_texts(docs)
     rng = np.random.default_rng(2)
@@ -661,9 +705,7 @@ def stage_scale(args: argparse.Namespace) -> None:
         recall.append(len(set(found) & set(exact)) / 10)
     size = sum(p.stat().st_size for p in (folder / "lexical").rglob("*") if p.is_file())
     bm25 = sum(p.stat().st_size for p in (folder / "lexical" / "bm25").rglob("*") if p.is_file())
-    section = {"windows": args.windows, "documents": docs,
-               "dense_build_s": round(dense_built) if dense_built is not None else None, "dense_reused": reused,
-               "lexical_build_s": round(lexical_built), "lexical_peak_rss_mb": peak_mb,
+    section = {**builds,
                "lexical_bytes_per_doc": round(size / docs), "bm25_bytes_per_doc": round(bm25 / docs),
                "queries": args.queries, "repeats": args.repeats, "latency": rows, **ratios,
                "recall_at_10_vs_exact_fused": round(float(np.mean(recall)), 4),
@@ -755,6 +797,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=3, help="scale: alternated repeats of each mode (medians)")
     parser.add_argument("--recall-queries", type=int, default=100)
+    parser.add_argument("--build-only", action="store_true",
+                        help="scale: build both sides, record their figures; time queries in a later run")  # fmt: skip
     parser.add_argument("--label", default="current", help="text-side: the code measured (e.g. before / after)")
     parser.add_argument("--orders", default="same,shuffled", type=lambda v: v.split(","),
                         help="text-side: the corpus file in the index's order (same), shuffled, or both")  # fmt: skip
