@@ -206,8 +206,8 @@ def test_a_build_of_other_inputs_starts_afresh_and_says_so(
     spans = _spans(texts)
     out = tmp_path / "lexical"
     with pytest.raises(Interrupted):
-        LexicalIndex.build(texts, spans, out, on_progress=_interrupt_after(3))
-    settings: dict[str, object] = {}
+        LexicalIndex.build(texts, spans, out, granularity="document", on_progress=_interrupt_after(3))
+    settings: dict[str, object] = {"granularity": "document"}
     if change == "text":
         texts = [*texts[:-1], texts[-1] + " Appendix."]
         spans = _spans(texts)
@@ -216,7 +216,7 @@ def test_a_build_of_other_inputs_starts_afresh_and_says_so(
     elif change == "shard size":
         monkeypatch.setattr(lexical, "SHARD_UNITS", 5)
     else:
-        settings = {"k1": 1.2} if change == "k1" else {"granularity": "window"}
+        settings = {"granularity": "document", "k1": 1.2} if change == "k1" else {"granularity": "window"}
     tokenized_shards.clear()
     with caplog.at_level(logging.INFO, logger=lexical.__name__):
         built = LexicalIndex.build(texts, spans, out, **settings)  # type: ignore[arg-type]
@@ -231,9 +231,10 @@ def test_a_build_of_other_inputs_starts_afresh_and_says_so(
 def test_the_same_inputs_resume_and_say_so(tmp_path: Path, shards: int, caplog: pytest.LogCaptureFixture) -> None:
     texts = _corpus()
     with pytest.raises(Interrupted):
-        LexicalIndex.build(texts, _spans(texts), tmp_path / "lexical", on_progress=_interrupt_after(2))
+        LexicalIndex.build(texts, _spans(texts), tmp_path / "lexical", granularity="document",
+                           on_progress=_interrupt_after(2))  # fmt: skip
     with caplog.at_level(logging.INFO, logger=lexical.__name__):
-        LexicalIndex.build(texts, _spans(texts), tmp_path / "lexical")
+        LexicalIndex.build(texts, _spans(texts), tmp_path / "lexical", granularity="document")
     assert "resuming the lexical build, 2 of 8 shards already tokenized" in caplog.text
 
 
@@ -241,23 +242,24 @@ def test_the_encode_folders_digest_names_the_texts(tmp_path: Path, shards: int, 
     """Given the encode folder's digest, the build does not hash the texts itself: the digest names them."""
     texts = _corpus()
     with pytest.raises(Interrupted):
-        LexicalIndex.build(texts, _spans(texts), tmp_path / "lexical", texts_sha256="a" * 64,
+        LexicalIndex.build(texts, _spans(texts), tmp_path / "lexical", texts_sha256="a" * 64, granularity="document",
                            on_progress=_interrupt_after(2))  # fmt: skip
     tokenized_shards.clear()
-    built = LexicalIndex.build(texts, _spans(texts), tmp_path / "lexical", texts_sha256="a" * 64)
+    built = LexicalIndex.build(texts, _spans(texts), tmp_path / "lexical", texts_sha256="a" * 64,
+                               granularity="document")  # fmt: skip
     assert len(tokenized_shards) == 6 and built.settings["texts_sha256"] == "a" * 64
     tokenized_shards.clear()
     with pytest.raises(Interrupted):
-        LexicalIndex.build(texts, _spans(texts), tmp_path / "lexical", texts_sha256="a" * 64,
+        LexicalIndex.build(texts, _spans(texts), tmp_path / "lexical", texts_sha256="a" * 64, granularity="document",
                            on_progress=_interrupt_after(2))  # fmt: skip
-    LexicalIndex.build(texts, _spans(texts), tmp_path / "lexical", texts_sha256="b" * 64)
+    LexicalIndex.build(texts, _spans(texts), tmp_path / "lexical", texts_sha256="b" * 64, granularity="document")
     assert len(tokenized_shards) == 2 + 8  # another digest: another corpus, built afresh
 
 
 def test_an_interrupted_build_leaves_the_earlier_index_whole(tmp_path: Path, shards: int) -> None:
     texts = _corpus()
     out = tmp_path / "lexical"
-    LexicalIndex.build(texts, _spans(texts), out)
+    LexicalIndex.build(texts, _spans(texts), out, granularity="document")
     before = _files(out)
     with pytest.raises(Interrupted):
         LexicalIndex.build(texts, _spans(texts), out, granularity="window", on_progress=_interrupt_after(3))

@@ -144,7 +144,7 @@ CASES: list[Case] = [
         "35",
         [*_BUILD, "--granularity", "sentence"],
         2,
-        "--granularity 'sentence': use document or window",
+        "--granularity 'sentence': use one of document, window",
         _encoded,
         _no_index("i"),
     ),

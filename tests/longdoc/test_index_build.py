@@ -106,7 +106,7 @@ def test_a_build_stopped_in_its_lexical_side_resumes_there_through_the_cli(
     shards.clear()
     run = runner.invoke(app, args)
     assert run.exit_code == 0, run.output
-    assert len(shards) == 3  # the two finished shards are not tokenized again
+    assert len(shards) == 12  # of the 14 (windows, the default granularity), the two finished are not redone
     assert _files(out) == _files(Path(clean.folder))  # the same index as a build in one go, byte for byte
     assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]
 
@@ -117,7 +117,7 @@ def test_an_earlier_index_is_served_whole_until_the_new_one_is_built(
     import lengthwise as lw
 
     out = tmp_path / "idx"
-    lw.LongIndex.build(encoded, out, quantize="none", engine="faiss")
+    lw.LongIndex.build(encoded, out, quantize="none", engine="faiss", granularity="document")
     before = _files(out)
     _stop_at_shard(monkeypatch, 1)
     with pytest.raises(KeyboardInterrupt):
@@ -175,7 +175,7 @@ def test_the_text_is_read_from_a_corpus_in_any_order(clean, tmp_path: Path, shar
     random.Random(0).shuffle(rows)
     corpus = _write(tmp_path / name, rows)
     built = _text_side(clean, corpus, tmp_path, clean.settings["encode_settings"][TEXTS])
-    assert len(shards) == 5
+    assert len(shards) == 14  # the window granularity's shards, each tokenized once
     theirs = _files(Path(clean.folder) / "lexical")
     assert {k: v for k, v in _files(built.folder).items() if k != "lexical.json"} == {
         k: v for k, v in theirs.items() if k != "lexical.json"

@@ -133,6 +133,7 @@ def _good_index(tmp_path: Path) -> LongIndex:
 def test_a_rebuild_that_fails_keeps_the_working_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 33.6: the new index was renamed into place before it was checked: a rebuild whose result did not open
     ("files disagree") destroyed the working index. It is opened in its staging folder first now."""
+    from lengthwise.longdoc.search import _engines
     from lengthwise.longdoc.search import index as index_module
 
     good = _good_index(tmp_path)
@@ -142,7 +143,7 @@ def test_a_rebuild_that_fails_keeps_the_working_index(tmp_path: Path, monkeypatc
 
     def broken(path: Path, *args: object) -> None:  # an engine that ends short of its vectors
         fill(path, *args)  # type: ignore[arg-type]
-        engine = index_module._Faiss.load(path, index_module.Quantize.NONE)
+        engine = _engines._Faiss.load(path, _engines.Quantize.NONE)
         engine.index.remove_ids(np.arange(1, dtype=np.int64))
         engine.save(path)
 

@@ -14,6 +14,7 @@ from lengthwise.cli.app import command_group
 from lengthwise.cli.console import console, say
 from lengthwise.cli.console import fail as _fail
 from lengthwise.cli.options import quiet_loading, setting_message
+from lengthwise.core.fusion import LEXICAL_GRANULARITY
 
 app = command_group("Index the window vectors of `lengthwise encode` for document search (FAISS or USearch).")
 
@@ -31,8 +32,8 @@ def build(
         typer.Option("--text", help="The corpus ENCODED was made from (default: the path encode recorded)."),
     ] = None,
     granularity: Annotated[
-        str, typer.Option("--granularity", help="What BM25 ranks: document (whole texts) or window.")
-    ] = "document",
+        str, typer.Option("--granularity", help="What BM25 ranks: window (a document scores its best) or document.")
+    ] = LEXICAL_GRANULARITY,
 ) -> None:
     """Index every window of ENCODED, and the documents' text beside them (BM25, passages): documents are then found
     by their windows (rescored exactly in fp32), by BM25, or by both fused."""

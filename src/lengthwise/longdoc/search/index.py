@@ -49,6 +49,7 @@ import torch
 
 from lengthwise.core.encoder import MultiVectors, multi_vector_scores
 from lengthwise.core.errors import DataFormatError, SettingError, enum_member
+from lengthwise.core.fusion import LEXICAL_GRANULARITY
 from lengthwise.core.scoring import WindowScoring
 from lengthwise.longdoc.config import LongDocError
 from lengthwise.longdoc.search._engines import CANDIDATES, ENGINES, Engine, Quantize, ivf_lists
@@ -316,7 +317,7 @@ class LongIndex:
         quantize: Quantize | str = Quantize.INT8,
         engine: Engine | str = Engine.USEARCH,
         text: str | os.PathLike[str] | None = None,
-        granularity: str = "document",
+        granularity: str = LEXICAL_GRANULARITY,
         on_progress: Progress = None,
         on_note: Callable[[str], None] | None = None,
         load_model: ModelLoader | None = None,
@@ -336,7 +337,8 @@ class LongIndex:
             text: The corpus the folder was encoded from (default: the path `encode` recorded); checked against
                 the encoded ids and text digests before anything is built. Without it, and with the recorded file
                 gone, the index is dense only (`on_note` says so).
-            granularity: What BM25 ranks: ``document`` (whole documents) or ``window`` (the dense windows).
+            granularity: What BM25 ranks: ``window`` (the default: the dense windows, a document scoring its best)
+                or ``document`` (whole documents).
             on_progress: Called with (windows added, windows) as the engine is filled, then with (documents
                 tokenized, documents) as the text is indexed.
             on_note: Told, in one line, when the index is built without text.

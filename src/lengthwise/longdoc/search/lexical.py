@@ -53,7 +53,8 @@ from typing import Any
 
 import numpy as np
 
-from lengthwise.core.errors import SettingError
+from lengthwise.core.errors import SettingError, enum_member
+from lengthwise.core.fusion import LEXICAL_GRANULARITY
 from lengthwise.longdoc.config import LongDocError
 from lengthwise.longdoc.search._staging import swap_in
 from lengthwise.longdoc.search._text_source import TextSource, from_corpus, in_memory, read_texts
@@ -138,7 +139,7 @@ class LexicalIndex:
         spans: Sequence[np.ndarray],
         out: str | os.PathLike[str],
         *,
-        granularity: Granularity | str = Granularity.DOCUMENT,
+        granularity: Granularity | str = LEXICAL_GRANULARITY,
         language: str = "english",
         k1: float = 1.5,
         b: float = 0.75,
@@ -157,8 +158,8 @@ class LexicalIndex:
             texts: Every document's text, in the dense index's order.
             spans: Per document, the (k, 2) character spans of its window rows in the dense index.
             out: The lexical folder (``INDEX/lexical``).
-            granularity: ``document`` (default) or ``window`` (BM25 over the windows' text; a document scores its
-                best window).
+            granularity: ``window`` (the default, chosen on dev sets: BM25 over the windows' text, a document
+                scores its best window) or ``document`` (whole texts).
             language: The stemmer and stop words (``english``).
             k1, b: BM25's term-frequency saturation and length normalisation (Lucene's defaults in bm25s).
             on_progress: Called with (documents done, documents) as they are tokenized.
@@ -179,7 +180,7 @@ class LexicalIndex:
         source: TextSource,
         out: str | os.PathLike[str],
         *,
-        granularity: Granularity | str = Granularity.DOCUMENT,
+        granularity: Granularity | str = LEXICAL_GRANULARITY,
         language: str = "english",
         k1: float = 1.5,
         b: float = 0.75,
@@ -282,10 +283,7 @@ class LexicalIndex:
 
 
 def _granularity(value: Any) -> Granularity:
-    try:
-        return Granularity(value)
-    except ValueError:
-        raise SettingError("granularity", value, "use document or window") from None
+    return enum_member(Granularity, "granularity", value)
 
 
 def _checked_settings(granularity: Any, k1: float, b: float) -> Granularity:
@@ -617,7 +615,7 @@ def build_text_side(
     corpus: str | os.PathLike[str],
     *,
     recorded: str | None = None,
-    granularity: Granularity | str = Granularity.DOCUMENT,
+    granularity: Granularity | str = LEXICAL_GRANULARITY,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> LexicalIndex:
     """Index the text of a `LongIndex`'s documents beside it (``windows.folder / "lexical"``), read from the corpus
@@ -632,7 +630,7 @@ def build_text_side(
         corpus: The corpus file (JSONL or text, gzipped or not) the index was encoded from, in any order.
         recorded: The encode folder's digest of every (id, text) (`lengthwise.longdoc.storage.store.TEXTS`),
             checked when given.
-        granularity: What BM25 ranks: ``document`` or ``window``.
+        granularity: What BM25 ranks: ``window`` (the default) or ``document``.
         on_progress: Called with (documents done, documents).
     """
     granularity = _granularity(granularity)
