@@ -143,7 +143,7 @@ def _indexed(name: str, ids: list[str], texts: list[str], args: argparse.Namespa
     lw.encode(corpus, work / "encoded", threads=args.threads, show_progress=True)
     encoded = time.perf_counter() - started
     if not (work / "index" / "lexical" / "lexical.json").is_file():
-        lw.LongIndex.build(work / "encoded", work / "index")
+        lw.LongIndex.build(work / "encoded", work / "index", granularity="document")  # the window BM25: beside it
     index = lw.LongIndex.open(work / "index")
     print(f"{name}: {len(ids)} documents, {index.settings['windows']} windows (encode {encoded:.0f} s, "
           f"load {_load()})", flush=True)  # fmt: skip
@@ -159,6 +159,9 @@ def _score_matrices(index: Any, queries: list[str], args: argparse.Namespace) ->
     documents = MultiVectors(np.asarray(index.vectors), index.offsets)
     dense = multi_vector_scores(vectors, documents, index.scoring).double().numpy()
     lexical = index.lexical
+    if lexical.settings["granularity"] != "document":
+        raise SystemExit(f"error: {index.folder} holds {lexical.settings['granularity']} BM25; the quality stage "
+                         "builds its index with whole-document BM25 and the window BM25 beside it")  # fmt: skip
     folder = Path(index.folder).parent / "lexical-window"
     if not (folder / "lexical.json").is_file():
         texts = [lexical.text(n) for n in range(lexical.settings["documents"])]
@@ -596,7 +599,7 @@ def _lexical_latency(index: Path, args: argparse.Namespace) -> dict[str, Any]:
         scores = lexical.scores(query)
         return np.argpartition(-scores, 100)[:100]
 
-    load_before, runs = _load(), {}
+    load_before, runs = _load(), dict[int, list[dict[str, float]]]()
     for _, clients in itertools.product(range(args.repeats), (1, 8)):
         runs.setdefault(clients, []).append(_timed(search, queries, clients))
         print("lexical", clients, runs[clients][-1], flush=True)
@@ -731,9 +734,14 @@ def stage_recall(args: argparse.Namespace) -> None:
         folder = args.work / name / "index"
         if not folder.is_dir():
             continue
-        if granularity == "window":  # the window-granularity BM25 the quality stage built beside the index
-            shutil.rmtree(folder / "lexical", ignore_errors=True)
-            shutil.copytree(args.work / name / "lexical-window", folder / "lexical")
+        lexical = json.loads((folder / "lexical" / "lexical.json").read_text())["granularity"]
+        if granularity != lexical:  # the quality stage's BM25 of the other granularity, in a copy of the index
+            other = args.work / name / f"lexical-{granularity}"
+            copy = args.work / name / f"index-{granularity}"
+            shutil.rmtree(copy, ignore_errors=True)  # the quality stage reads `index/lexical`: it is left as it is
+            shutil.copytree(folder, copy, ignore=shutil.ignore_patterns("lexical"), copy_function=os.link)
+            shutil.copytree(other, copy / "lexical", copy_function=os.link)
+            folder = copy
         index = lw.LongIndex.open(folder)
         index.lexical.record(mode="hybrid", fusion=fusion.to_dict())
         beir = data if data is not None else _scifact_beir(args)
