@@ -315,7 +315,7 @@ def _engine_run(engine: str, docs: int, work: Path) -> dict[str, Any]:
         t = time.perf_counter()
         search(query)
         times.append(1000 * (time.perf_counter() - t))
-    size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+    size = _bytes(folder)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {"build_s": round(built, 1), "bytes_per_doc": round(size / docs, 1), "peak_rss_mb": round(peak / 1024),
             "rss_before_mb": round(base / 1024), "p50_ms": round(statistics.median(times), 2),
@@ -592,8 +592,7 @@ def _lexical_latency(index: Path, args: argparse.Namespace) -> dict[str, Any]:
     documents = lexical.settings["documents"]
     rng = np.random.default_rng(2)
     picks = rng.integers(0, documents, size=args.queries)
-    words = [lexical.text(int(d)).split() for d in picks]
-    queries = [" ".join(w[i] for i in sorted(rng.choice(len(w), 5, replace=False))) for w in words]
+    queries = _five_words([lexical.text(int(d)) for d in picks], rng)
 
     def search(query: str) -> np.ndarray:
         scores = lexical.scores(query)
@@ -605,11 +604,21 @@ def _lexical_latency(index: Path, args: argparse.Namespace) -> dict[str, Any]:
         print("lexical", clients, runs[clients][-1], flush=True)
     latency = {f"clients_{c}": {key: round(statistics.median(run[key] for run in timed), 2) for key in timed[0]}
                for c, timed in runs.items()}  # fmt: skip
-    size = sum(p.stat().st_size for p in (index / "lexical").rglob("*") if p.is_file())
-    bm25 = sum(p.stat().st_size for p in (index / "lexical" / "bm25").rglob("*") if p.is_file())
+    size, bm25 = _bytes(index / "lexical"), _bytes(index / "lexical" / "bm25")
     return {"documents": documents, "queries": args.queries, "repeats": args.repeats, "latency": latency,
             "bytes_per_doc": round(size / documents), "bm25_bytes_per_doc": round(bm25 / documents),
             "load": [load_before, _load()]}  # fmt: skip
+
+
+def _bytes(folder: Path) -> int:
+    """Bytes on disk of every file under `folder`."""
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def _five_words(texts: list[str], rng: np.random.Generator) -> list[str]:
+    """A query per text: 5 of its words, in their order (the scale and text-side stages' queries)."""
+    words = [text.split() for text in texts]
+    return [" ".join(w[i] for i in sorted(rng.choice(len(w), 5, replace=False))) for w in words]
 
 
 def _timed(search: Any, queries: list[Any], clients: int) -> dict[str, float]:
@@ -676,8 +685,7 @@ def stage_scale(args: argparse.Namespace) -> None:
     picks = rng.integers(0, docs, size=args.queries)
     vectors = np.asarray(windows.vectors[picks * PER_DOC + rng.integers(0, PER_DOC, size=args.queries)])
     vectors = vectors + rng.normal(0, 0.02, size=vectors.shape).astype(np.float32)
-    words = [texts[d].split() for d in picks]
-    query_texts = [" ".join(w[i] for i in sorted(rng.choice(len(w), 5, replace=False))) for w in words]
+    query_texts = _five_words([texts[d] for d in picks], rng)
     del texts
     searcher = HybridSearch(windows, lexical, WindowScoring(), FusionSettings())
     asked = list(range(args.queries))
@@ -706,8 +714,7 @@ def stage_scale(args: argparse.Namespace) -> None:
         exact = searcher.exact_fused(unit, query_texts[n], 10)
         found = [hit.id for hit in searcher.search(vectors[n : n + 1], query_texts[n : n + 1], 10, Mode.HYBRID)[0]]
         recall.append(len(set(found) & set(exact)) / 10)
-    size = sum(p.stat().st_size for p in (folder / "lexical").rglob("*") if p.is_file())
-    bm25 = sum(p.stat().st_size for p in (folder / "lexical" / "bm25").rglob("*") if p.is_file())
+    size, bm25 = _bytes(folder / "lexical"), _bytes(folder / "lexical" / "bm25")
     section = {**builds,
                "lexical_bytes_per_doc": round(size / docs), "bm25_bytes_per_doc": round(bm25 / docs),
                "queries": args.queries, "repeats": args.repeats, "latency": rows, **ratios,

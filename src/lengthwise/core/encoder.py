@@ -79,8 +79,11 @@ def multi_vector_scores(
     says they are already (an index's stored vectors: normalising them again costs a search a fifth of its time).
     """
     scoring = WindowScoring.of(scoring)
-    with warnings.catch_warnings():  # an index's memory-mapped vectors are read-only: read here, never written
-        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+    if isinstance(documents.vectors, np.ndarray) and not documents.vectors.flags.writeable:
+        with warnings.catch_warnings():  # an index's memory map (exact scans): read here, never written
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            vectors = torch.as_tensor(documents.vectors, dtype=torch.float32)
+    else:  # the search path (gathered rows): no change to the process-wide warning filters
         vectors = torch.as_tensor(documents.vectors, dtype=torch.float32)
     if not unit:
         vectors = torch.nn.functional.normalize(vectors, dim=-1)
