@@ -26,12 +26,16 @@ Stages:
   it, from the corpus file) over ``--docs`` scale documents written as a corpus.jsonl, in the index's order and
   shuffled (``--orders``), each in a fresh process; ``--label`` names the code measured (run it with an older
   checkout on ``PYTHONPATH`` for a before/after pair).
+- ``window-query``: a window-granularity text-side build's BM25 query through `LexicalIndex.scores`' two paths
+  (its terms' postings alone when they are few, bm25s's every-window scores else; and every window always, the
+  code before the postings path), alternated in one run, 1 and 8 clients, after checking they agree to the bit.
 
     nice -n 5 python benchmarks/bench_hybrid.py quality --threads 1
     nice -n 5 python benchmarks/bench_hybrid.py engines --docs 100000
     nice -n 5 python benchmarks/bench_hybrid.py scale --windows 1000000
     nice -n 5 python benchmarks/bench_hybrid.py scale-model --windows 1000000
     nice -n 5 python benchmarks/bench_hybrid.py text-side --docs 50000 --label after
+    nice -n 5 python benchmarks/bench_hybrid.py window-query --docs 335000
 """
 
 from __future__ import annotations
@@ -610,6 +614,54 @@ def _lexical_latency(index: Path, args: argparse.Namespace) -> dict[str, Any]:
             "load": [load_before, _load()]}  # fmt: skip
 
 
+def stage_window_query(args: argparse.Namespace) -> None:
+    """The window-granularity BM25 query of a text-side build (`--label`'s, BM25 over the windows) through both of
+    `LexicalIndex.scores`' paths, alternated in one run: the default (the query terms' postings alone when they are
+    fewer than windows / POSTINGS_PATH_SHARE, else every window) and every window always (the code before it); the
+    scores are checked equal to the bit first."""
+    from lengthwise.longdoc.search import lexical as module
+
+    folder = args.work / f"text-side-{args.docs}" / "index-corpus-same" / "lexical"
+    index = module.LexicalIndex.open(folder)
+    if index.granularity is not module.Granularity.WINDOW:
+        raise SystemExit(f"error: {folder} holds {index.granularity.value} BM25; build it with the window default")
+    rng = np.random.default_rng(2)
+    picks = rng.integers(0, index.settings["documents"], size=args.queries)
+    queries = _five_words([index.text(int(d)) for d in picks], rng)
+    default = module.POSTINGS_PATH_SHARE
+    paths = {"default": default, "every_window": 10**12}  # a share no postings count passes: bm25s's every window
+
+    def search(query: str) -> np.ndarray:
+        return np.argpartition(-index.scores(query), 100)[:100]
+
+    for query in queries[:20]:
+        module.POSTINGS_PATH_SHARE = 0
+        fast = index.scores(query)
+        module.POSTINGS_PATH_SHARE = paths["every_window"]
+        if not np.array_equal(fast, index.scores(query)):
+            raise SystemExit(f"error: the two paths disagree on {query!r}")
+    indptr = index.retriever.scores["indptr"]
+    postings = [sum(int(indptr[t + 1] - indptr[t]) for t in index.query_tokens(q)) for q in queries]
+    load_before, runs = _load(), dict[str, list[dict[str, float]]]()
+    for _, clients, path in itertools.product(range(args.repeats), (1, 8), paths):
+        module.POSTINGS_PATH_SHARE = paths[path]
+        runs.setdefault(f"{path}.clients_{clients}", []).append(_timed(search, queries, clients))
+        print(path, clients, runs[f"{path}.clients_{clients}"][-1], flush=True)
+    module.POSTINGS_PATH_SHARE = default
+    latency = {key: {m: round(statistics.median(run[m] for run in timed), 2) for m in timed[0]}
+               for key, timed in runs.items()}  # fmt: skip
+    ratios = {f"clients_{c}": round(latency[f"every_window.clients_{c}"]["p50_ms"]
+                                    / latency[f"default.clients_{c}"]["p50_ms"], 2) for c in (1, 8)}  # fmt: skip
+    section = {"documents": index.settings["documents"], "windows": index.settings["units"], "queries": args.queries,
+               "repeats": args.repeats, "postings_path_share": default, "latency": latency,
+               "every_window_over_default_p50": ratios, "postings_per_query_p50": int(np.median(postings)),
+               "through_postings": int(sum(p * default < index.settings["units"] for p in postings)),
+               "load": [load_before, _load()]}  # fmt: skip
+    print(json.dumps(section), flush=True)
+    out = json.loads(RESULTS.read_text()).get("window_query", {}) if RESULTS.is_file() else {}
+    _write("window_query", {**{k: v for k, v in out.items() if k != "environment"}, str(args.docs): section})
+
+
 def _bytes(folder: Path) -> int:
     """Bytes on disk of every file under `folder`."""
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
@@ -798,7 +850,7 @@ def markdown_table() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("stage", choices=["quality", "engines", "engine-run", "choose", "scale", "scale-model", "table",
-                                          "recall", "text-side"])  # fmt: skip
+                                          "recall", "text-side", "window-query"])  # fmt: skip
     parser.add_argument("engine", nargs="?", default="bm25s")
     parser.add_argument("--work", type=Path, default=Path("/tmp/lengthwise-bench-hybrid"))
     parser.add_argument("--qmsum", type=Path, default=ROOT / "data" / "qmsum")
@@ -831,6 +883,8 @@ def main() -> None:
         stage_scale(args)
     elif args.stage == "text-side":
         stage_text_side(args)
+    elif args.stage == "window-query":
+        stage_window_query(args)
     elif args.stage == "scale-model":
         print(record_scale_model(args.windows, args.work))
     elif args.stage == "engine-run":

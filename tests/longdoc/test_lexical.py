@@ -222,6 +222,33 @@ def test_window_granularity_scores_a_document_by_its_best_window(index, tmp_path
     np.testing.assert_allclose(scores, [units[a:b].max() for a, b in itertools.pairwise(offsets)])
 
 
+@pytest.mark.parametrize("share", [0, 10**9])  # every query through the postings path, then none
+def test_window_scores_from_postings_alone_equal_every_windows_scores_to_the_bit(
+    index,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    share: int,
+) -> None:
+    from lengthwise.longdoc.search import lexical
+
+    texts = [index.lexical.text(n) for n in range(24)]
+    offsets = index.lexical.window_offsets
+    spans = [np.asarray(index.lexical.spans[a:b]) for a, b in itertools.pairwise(offsets)]
+    windows = lexical.LexicalIndex.build(texts, spans, tmp_path / "lex", granularity="window")
+    words = sorted({w for text in texts for w in text.lower().split() if w.isalpha()})
+    rng = np.random.default_rng(0)
+    queries = [" ".join(rng.choice(words, size)) for size in (1, 2, 3, 5, 8) for _ in range(8)]
+    queries += [f"{RARE} {RARE} mill", "the river the river river"]  # repeated terms count as bm25s counts them
+    monkeypatch.setattr(lexical, "POSTINGS_PATH_SHARE", share)
+    for query in queries:
+        terms = windows.query_tokens(query)
+        units = np.zeros(len(windows.spans), dtype=np.float32)
+        if terms:
+            units = np.asarray(windows.retriever.get_scores(terms), dtype=np.float32)
+        expected = np.asarray([units[a:b].max() for a, b in itertools.pairwise(offsets)], dtype=np.float32)
+        np.testing.assert_array_equal(windows.scores(query), expected, err_msg=query)
+
+
 def test_cli_search_prints_the_same_hits_as_python(index) -> None:  # type: ignore[no-untyped-def]
     folder = str(index.folder)
     run = runner.invoke(app, ["search", folder, "-q", f"{RARE} mill", "--k", "3", "--mode", "hybrid", "--json",

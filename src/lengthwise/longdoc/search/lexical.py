@@ -39,6 +39,7 @@ folder sits in the dense side's own staging folder, which is swapped in once bot
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -78,6 +79,10 @@ BUILD_STATE = "build.json"  # in the staging folder: the build's inputs and how 
 SHARDS = "shards"  # in the staging folder: pass 1's postings, unit lengths and vocabulary snapshots
 # bm25s's score arrays, under the names `bm25s.BM25.save` and `bm25s.BM25.load` use by default
 DATA, INDICES, INDPTR = "data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy"
+# A window query sums its terms' postings alone when they are fewer than the windows / POSTINGS_PATH_SHARE, else it
+# scores every window with bm25s and takes each document's best: the crossover measured at 10M windows lies near
+# postings = windows / 14 (`benchmarks/bench_hybrid.py text-side --queries`, docs/longdoc.md)
+POSTINGS_PATH_SHARE = 16
 
 logger = logging.getLogger(__name__)
 
@@ -276,10 +281,43 @@ class LexicalIndex:
         documents = self.settings["documents"]
         if not terms:
             return np.zeros(documents, dtype=np.float32)
-        units = np.asarray(self.retriever.get_scores(terms), dtype=np.float32)
         if self.granularity is Granularity.DOCUMENT:
-            return units
+            return np.asarray(self.retriever.get_scores(terms), dtype=np.float32)
+        scores = self.retriever.scores
+        postings = int(sum(scores["indptr"][t + 1] - scores["indptr"][t] for t in terms))
+        if postings * POSTINGS_PATH_SHARE < len(self._window_document) and self.retriever.nonoccurrence_array is None:
+            return self._best_windows(terms)
+        units = np.asarray(self.retriever.get_scores(terms), dtype=np.float32)
         return np.maximum.reduceat(units, self.window_offsets[:-1]) if len(units) else units
+
+    @functools.cached_property
+    def _window_document(self) -> np.ndarray:
+        """(W,) the document of each window row (int32: 4 bytes a window, made at the first window query)."""
+        return np.repeat(np.arange(self.settings["documents"], dtype=np.int32), np.diff(self.window_offsets))
+
+    def _best_windows(self, terms: list[int]) -> np.ndarray:
+        """Each document's best window score from the query terms' postings alone (`scores`' path when they are
+        few): the windows they touch are summed term by term in the query's order, as bm25s's `get_scores` sums
+        them (so the scores agree to the bit), then each document keeps its highest."""
+        scores = self.retriever.scores
+        bounds = [(int(scores["indptr"][t]), int(scores["indptr"][t + 1])) for t in terms]
+        rows = np.concatenate([scores["indices"][a:b] for a, b in bounds])
+        values = np.concatenate([scores["data"][a:b] for a, b in bounds]).astype(np.float32, copy=False)
+        order = np.argsort(rows, kind="stable")  # each term's postings are sorted: a merge of sorted runs
+        ordered = rows[order]
+        first = np.empty(len(rows), dtype=bool)
+        first[:1] = True
+        np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+        slot = np.empty(len(rows), dtype=np.intp)
+        slot[order] = np.cumsum(first) - 1  # each posting's place among the distinct windows
+        sums = np.zeros(int(first.sum()), dtype=np.float32)
+        start = 0
+        for a, b in bounds:  # one term at a time: a window appears once per term, so no index repeats
+            sums[slot[start : start + b - a]] += values[start : start + b - a]
+            start += b - a
+        best = np.zeros(self.settings["documents"], dtype=np.float32)  # BM25 scores are positive: 0 = no term
+        np.maximum.at(best, self._window_document[ordered[first]], sums)
+        return best
 
 
 def _granularity(value: Any) -> Granularity:
