@@ -72,6 +72,7 @@ __all__ = [
 LEXICAL = "lexical"  # the folder inside an index
 SETTINGS_FILE = "lexical.json"
 LANGUAGES = {"english": "en"}  # Snowball stemmer name → bm25s stop-word list
+LANGUAGE, K1, B = "english", 1.5, 0.75  # the defaults: English, and Lucene's k1 and b as bm25s sets them
 BLOCK = 2_000  # progress is reported every BLOCK documents tokenized
 SHARD_UNITS = 50_000  # a build's shard closes after this many units (documents or windows) …
 SHARD_CHARS = 16_000_000  # … or this many characters of text (a few million tokens: tens of MB of postings)
@@ -145,9 +146,9 @@ class LexicalIndex:
         out: str | os.PathLike[str],
         *,
         granularity: Granularity | str = LEXICAL_GRANULARITY,
-        language: str = "english",
-        k1: float = 1.5,
-        b: float = 0.75,
+        language: str = LANGUAGE,
+        k1: float = K1,
+        b: float = B,
         on_progress: Callable[[int, int], None] | None = None,
         texts_sha256: str | None = None,
     ) -> LexicalIndex:
@@ -185,11 +186,11 @@ class LexicalIndex:
         source: TextSource,
         out: str | os.PathLike[str],
         *,
-        granularity: Granularity | str = LEXICAL_GRANULARITY,
-        language: str = "english",
-        k1: float = 1.5,
-        b: float = 0.75,
-        on_progress: Callable[[int, int], None] | None = None,
+        granularity: Granularity | str,
+        language: str,
+        k1: float,
+        b: float,
+        on_progress: Callable[[int, int], None] | None,
     ) -> LexicalIndex:
         """`build` from a `TextSource`: its texts are written into the staging folder first, then read back a
         shard at a time."""
@@ -674,5 +675,5 @@ def build_text_side(
     granularity = _granularity(granularity)
     counts = np.diff(windows.offsets)
     source = from_corpus(Path(corpus), windows.doc_ids, counts, recorded, *_window_cut(encoder, counts))
-    return LexicalIndex._build(source, Path(windows.folder) / LEXICAL, granularity=granularity,
-                               on_progress=on_progress)  # fmt: skip
+    return LexicalIndex._build(source, Path(windows.folder) / LEXICAL, granularity=granularity, language=LANGUAGE,
+                               k1=K1, b=B, on_progress=on_progress)  # fmt: skip

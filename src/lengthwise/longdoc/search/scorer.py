@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from lengthwise.longdoc.search.lexical import LANGUAGES, _tokenizer, require_bm25s
+from lengthwise.longdoc.search.lexical import K1, LANGUAGE, LANGUAGES, B, _tokenizer, require_bm25s
 
 __all__ = ["BM25Scorer"]
 
@@ -31,7 +31,7 @@ class BM25Scorer:
         k1, b: BM25's term-frequency saturation and length normalisation (Lucene's defaults in bm25s).
     """
 
-    def __init__(self, corpus: Sequence[str], *, language: str = "english", k1: float = 1.5, b: float = 0.75) -> None:
+    def __init__(self, corpus: Sequence[str], *, language: str = LANGUAGE, k1: float = K1, b: float = B) -> None:
         bm25s = require_bm25s()
         self.tokenizer = _tokenizer(language)
         ids = self.tokenizer.tokenize(list(corpus), update_vocab=True, return_as="ids", show_progress=False)
