@@ -34,6 +34,9 @@ Stages:
 - ``duplicated``: ``--docs`` near-copies (the same notice first and last, the same essay paragraph repeated 1 to 6
   times, one sentence of their own), a query each: dense, lexical and hybrid search through the default index
   against their exact scans, with the share of window vectors that are distinct.
+- ``aggregations``: dev sets only, other ways to score a document from its windows on the dense side (the best less
+  a share of the mean window, the mean of the best two), alone and fused with window BM25 (an exploration: nothing
+  is adopted from it).
 
     nice -n 5 python benchmarks/bench_hybrid.py quality --threads 1
     nice -n 5 python benchmarks/bench_hybrid.py engines --docs 100000
@@ -43,11 +46,13 @@ Stages:
     nice -n 5 python benchmarks/bench_hybrid.py window-query --docs 335000
     nice -n 5 python benchmarks/bench_hybrid.py tuned
     nice -n 5 python benchmarks/bench_hybrid.py duplicated --docs 200
+    nice -n 5 python benchmarks/bench_hybrid.py aggregations --dev-per-length 20
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import os
@@ -275,6 +280,71 @@ def choose(table: dict[str, dict[str, float]]) -> dict[str, Any]:
     means = {arm: float(np.mean([table[s][arm] for s in sets])) for arm in table[sets[0]]}
     order = sorted(means, key=lambda arm: (-round(means[arm], 6), arm))
     return {"dev_sets": sets, "means": {a: round(m, 2) for a, m in means.items()}, "chosen": order[0]}
+
+
+AGGREGATIONS = ("max", "max-0.25mean", "max-0.5mean", "top2-mean")  # a document's dense score from its windows'
+
+
+def _aggregate(cosines: np.ndarray, offsets: np.ndarray, how: str) -> np.ndarray:
+    """(Q, n) document scores from (Q, W) window cosines: the best window (the index's own scoring), the best less a
+    share of the document's mean window, or the mean of its best two."""
+    out = []
+    for a, b in itertools.pairwise(offsets):
+        block = cosines[:, a:b]
+        if how == "top2-mean":
+            out.append(np.sort(block, axis=1)[:, -2:].mean(axis=1))
+        else:
+            share = float(how.split("-")[1].removesuffix("mean")) if how != "max" else 0.0
+            out.append(block.max(axis=1) - share * block.mean(axis=1))
+    return np.stack(out, axis=1).astype(np.float64)
+
+
+def _acc1_mean(scores: np.ndarray, data: Any) -> float:
+    return float(_acc1(scores, data)["mean"])
+
+
+def stage_aggregations(args: argparse.Namespace) -> None:
+    """Dev sets only: other ways to score a document from its windows' cosines on the dense side (`AGGREGATIONS`),
+    alone and fused with window BM25 at the default weight and at 0.2, on the quality stage's indexes (QMSum and
+    SciFact under ``--work``, passkey and needle under ``--synthetic-work``). An exploration: nothing here is
+    adopted, so no test split is scored."""
+    from lengthwise.core.models import load_plain_model
+    from lengthwise.longdoc.search.hybrid import Fusion, FusionSettings, fuse
+    from lengthwise.longdoc.search.lexical import LexicalIndex
+
+    torch.set_num_threads(args.threads)
+    sets: dict[str, tuple[Any, list[str], Path, Any]] = {}  # name → (index, queries, window BM25 folder, judge)
+    import lengthwise as lw
+
+    for name, entry in _retrieval_sets(args).items():
+        index, split = lw.LongIndex.open(args.work / name / "index"), entry["splits"]["dev"]
+        judge = functools.partial(_ndcg, doc_ids=index.doc_ids, split=split)
+        sets[f"{name}-dev"] = (index, split["texts"], args.work / name / "lexical-window", judge)
+    tokenizer = load_plain_model(args.model).tokenizer
+    for name, entry in _synthetic_sets(args, tokenizer).items():
+        if name.endswith("-dev"):
+            index = lw.LongIndex.open(args.synthetic_work / name / "index")
+            judge = functools.partial(_acc1_mean, data=entry["data"])
+            queries = [item.query for item in entry["data"].items]
+            sets[name] = (index, queries, args.synthetic_work / name / "lexical-window", judge)
+    table: dict[str, dict[str, float]] = {}
+    for name, (index, queries, folder, judge) in sets.items():
+        vectors = torch.nn.functional.normalize(torch.as_tensor(np.asarray(index.embed_queries(queries))), dim=-1)
+        cosines = vectors.numpy() @ np.asarray(index.vectors, dtype=np.float32).T
+        bm25 = LexicalIndex.open(folder)
+        lexical = np.stack([bm25.scores(q) for q in queries]).astype(np.float64)
+        for how in AGGREGATIONS:
+            dense = _aggregate(cosines, np.asarray(index.offsets), how)
+            table.setdefault(f"{how} dense", {})[name] = judge(dense)
+            for weight in (0.1, 0.2):
+                settings = FusionSettings(Fusion.CONVEX, weight)
+                fused = np.stack([fuse(d, x, settings) for d, x in zip(dense, lexical, strict=True)])
+                table.setdefault(f"{how} convex-window-{weight}", {})[name] = judge(fused)
+        print(name, {arm: row[name] for arm, row in table.items()}, flush=True)
+    for row in table.values():
+        row["dev mean"] = round(float(np.mean([row[name] for name in sets])), 2)
+    _write("aggregations", {"table": table, "dev_sets": list(sets), "per_length": args.dev_per_length,
+                            "load": _load()})  # fmt: skip
 
 
 # --- engines ---------------------------------------------------------------------------------------------------------
@@ -955,12 +1025,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("stage", choices=["quality", "engines", "engine-run", "choose", "scale", "scale-model", "table",
                                           "recall", "text-side", "window-query", "tuned",
-                                          "duplicated"])  # fmt: skip
+                                          "duplicated", "aggregations"])  # fmt: skip
     parser.add_argument("engine", nargs="?", default="bm25s")
     parser.add_argument("--work", type=Path, default=Path("/tmp/lengthwise-bench-hybrid"))
     parser.add_argument("--qmsum", type=Path, default=ROOT / "data" / "qmsum")
     parser.add_argument("--scifact", type=Path, default=ROOT.parent / "shared" / "data" / "scifact")
     parser.add_argument("--model", default="sentence-transformers/all-MiniLM-L6-v2")
+    parser.add_argument("--synthetic-work", type=Path, default=Path("/tmp/lengthwise-bench-hybrid-n50"),
+                        help="aggregations: the quality run's work folder of the passkey and needle sets")  # fmt: skip
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--per-length", type=int, default=10)
     parser.add_argument("--dev-per-length", type=int, default=4)
@@ -994,6 +1066,8 @@ def main() -> None:
         stage_tuned(args)
     elif args.stage == "duplicated":
         stage_duplicated(args)
+    elif args.stage == "aggregations":
+        stage_aggregations(args)
     elif args.stage == "scale-model":
         print(record_scale_model(args.windows, args.work))
     elif args.stage == "engine-run":
