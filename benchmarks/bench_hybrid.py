@@ -1021,11 +1021,14 @@ def markdown_table() -> str:
     return "\n".join(rows)
 
 
+STAGES = {"quality": stage_quality, "engines": stage_engines, "recall": stage_recall, "scale": stage_scale,
+          "text-side": stage_text_side, "window-query": stage_window_query, "tuned": stage_tuned,
+          "duplicated": stage_duplicated, "aggregations": stage_aggregations}  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("stage", choices=["quality", "engines", "engine-run", "choose", "scale", "scale-model", "table",
-                                          "recall", "text-side", "window-query", "tuned",
-                                          "duplicated", "aggregations"])  # fmt: skip
+    parser.add_argument("stage", choices=[*STAGES, "engine-run", "choose", "scale-model", "table"])
     parser.add_argument("engine", nargs="?", default="bm25s")
     parser.add_argument("--work", type=Path, default=Path("/tmp/lengthwise-bench-hybrid"))
     parser.add_argument("--qmsum", type=Path, default=ROOT / "data" / "qmsum")
@@ -1048,26 +1051,10 @@ def main() -> None:
                         help="text-side: the corpus file in the index's order (same), shuffled, or both")  # fmt: skip
     parser.add_argument("--sets", default="qmsum,scifact,passkey,needle", type=lambda v: v.split(","))
     args = parser.parse_args()
-    if args.stage == "quality":
-        stage_quality(args)
-    elif args.stage == "engines":
-        stage_engines(args)
-    elif args.stage == "recall":
-        stage_recall(args)
+    if args.stage in STAGES:
+        STAGES[args.stage](args)
     elif args.stage == "table":
         print(markdown_table())
-    elif args.stage == "scale":
-        stage_scale(args)
-    elif args.stage == "text-side":
-        stage_text_side(args)
-    elif args.stage == "window-query":
-        stage_window_query(args)
-    elif args.stage == "tuned":
-        stage_tuned(args)
-    elif args.stage == "duplicated":
-        stage_duplicated(args)
-    elif args.stage == "aggregations":
-        stage_aggregations(args)
     elif args.stage == "scale-model":
         print(record_scale_model(args.windows, args.work))
     elif args.stage == "engine-run":
