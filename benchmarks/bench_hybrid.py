@@ -553,21 +553,23 @@ def _scale_index(windows: int, work: Path) -> Path:
         print(record_scale_model(windows, work), flush=True)
         return out
     shards = work / f"scale-{windows}" / "encoded"
-    shutil.rmtree(shards, ignore_errors=True)
-    shutil.rmtree(out.parent / ".index-building", ignore_errors=True)
     source = _scale_source(work)
     settings = _scale_settings(work)
     model = _scale_model(settings, source.shape[1])  # before anything is written
     store = EmbeddingStore(shards, settings)
+    done, _ = store.repair()  # whole shards are kept: a killed run writes only the blocks it had not written
     rng = np.random.default_rng(0)
-    for first in range(0, windows, 100_000):
+    for number, first in enumerate(range(0, windows, 100_000)):
         docs = min(100_000, windows - first) // PER_DOC
-        picked = source[rng.integers(0, len(source), size=docs * PER_DOC)]
-        vectors = picked + rng.normal(0, NOISE, size=picked.shape)
-        vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+        picked = source[rng.integers(0, len(source), size=docs * PER_DOC)]  # drawn for every block: the seeded
+        noise = rng.normal(0, NOISE, size=picked.shape)  # stream, and so each block, is the same on every run
         ids = [f"s{first // PER_DOC + i}" for i in range(docs)]
-        store.write("w0-", ids, MultiVectors(vectors, np.arange(docs + 1, dtype=np.int64) * PER_DOC))
-    LongIndex.build_windows(shards, out, extra={"model": model})
+        if ids[-1] in done:
+            continue
+        vectors = picked + noise
+        vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+        store.write("w0-", ids, MultiVectors(vectors, np.arange(docs + 1, dtype=np.int64) * PER_DOC), number=number)
+    LongIndex.build_windows(shards, out, extra={"model": model})  # resumes its staged build from its last save
     return out
 
 

@@ -112,3 +112,43 @@ def test_scale_model_refuses_an_index_it_did_not_write(bench, work: Path) -> Non
     with pytest.raises(SystemExit, match="not the scale corpus's placeholder"):
         bench.record_scale_model(WINDOWS, work)
     assert json.loads((folder / "index.json").read_text())["encode_settings"] == {"model": "someone/else"}
+
+
+def test_a_killed_scale_build_keeps_its_whole_shards_and_its_staged_index(
+    bench, work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run again after a kill, the scale stage writes only the blocks it had not written (the same bytes: one seeded
+    stream) and leaves the index's staging folder for `build_windows` to resume from (it once deleted both)."""
+    import hashlib
+
+    from lengthwise.longdoc.search.index import LongIndex
+
+    windows = 250_000  # three blocks of window vectors: 100,000, 100,000 and 50,000
+    root = work / "resume"
+    root.mkdir()
+    for name in ("qmsum", "scifact"):
+        (root / name).symlink_to(work / name)
+    staging = root / f"scale-{windows}" / ".index-building"
+    staging.mkdir(parents=True)
+    (staging / "engine.usearch").write_bytes(b"the last engine save")
+    seen: list[list[str]] = []
+
+    def killed(cls, shards: Path, out: Path, **_: object) -> None:
+        seen.append(sorted(p.name for p in staging.iterdir()))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(LongIndex, "build_windows", classmethod(killed))
+    with pytest.raises(KeyboardInterrupt):
+        bench._scale_index(windows, root)
+    shards = root / f"scale-{windows}" / "encoded"
+    vectors = sorted(shards.glob("w0-*[0-9].npy"))
+    assert [p.name for p in vectors] == ["w0-00000.npy", "w0-00001.npy", "w0-00002.npy"]
+    digests = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in vectors}
+    kept = vectors[0].stat().st_mtime_ns
+    for path in shards.glob("w0-00001*"):  # killed while writing the second block
+        path.unlink()
+    with pytest.raises(KeyboardInterrupt):
+        bench._scale_index(windows, root)
+    assert vectors[0].stat().st_mtime_ns == kept  # a whole shard is not written again
+    assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(shards.glob("w0-*[0-9].npy"))} == digests
+    assert seen == [["engine.usearch"], ["engine.usearch"]]  # the staged build is there for the index to resume
