@@ -100,16 +100,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture
 def tokenized_shards(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Grows by one for each shard the lexical build tokenizes (a resumed build skips its finished shards)."""
-    from lengthwise.longdoc.search import lexical
+    from lengthwise.longdoc.search import _bm25_build
 
     calls: list[int] = []
-    real = lexical._tokenize_shard
+    real = _bm25_build._tokenize_shard
 
     def counted(tokenizer, units):  # type: ignore[no-untyped-def]
         calls.append(1)
         return real(tokenizer, units)
 
-    monkeypatch.setattr(lexical, "_tokenize_shard", counted)
+    monkeypatch.setattr(_bm25_build, "_tokenize_shard", counted)
     return calls
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from lengthwise.core.errors import SettingError
 from lengthwise.longdoc.config import LongDocError
-from lengthwise.longdoc.search import lexical
+from lengthwise.longdoc.search import _bm25_build, lexical
 from lengthwise.longdoc.search.lexical import Granularity, LexicalIndex
 
 pytest.importorskip("bm25s")
@@ -74,7 +74,7 @@ def _files(folder: Path) -> dict[str, bytes]:
 @pytest.fixture
 def shards(monkeypatch: pytest.MonkeyPatch) -> int:
     """Shards of 4 units: the 31 documents make 8 shards (27 in windows: about 7 windows a document)."""
-    monkeypatch.setattr(lexical, "SHARD_UNITS", 4)
+    monkeypatch.setattr(_bm25_build, "SHARD_UNITS", 4)
     return 4
 
 
@@ -82,7 +82,7 @@ def shards(monkeypatch: pytest.MonkeyPatch) -> int:
 @pytest.mark.parametrize("shard_units", [4, 50_000])
 def test_the_files_are_bm25s_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, granularity: str,
                                  shard_units: int) -> None:  # fmt: skip
-    monkeypatch.setattr(lexical, "SHARD_UNITS", shard_units)
+    monkeypatch.setattr(_bm25_build, "SHARD_UNITS", shard_units)
     texts = _corpus()
     spans = _spans(texts)
     built = LexicalIndex.build(texts, spans, tmp_path / "lexical", granularity=granularity)
@@ -109,15 +109,15 @@ def test_the_files_are_bm25s_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 def test_one_shard_and_many_write_the_same_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     texts, granularity = _corpus(), Granularity.WINDOW
     LexicalIndex.build(texts, _spans(texts), tmp_path / "one", granularity=granularity)
-    monkeypatch.setattr(lexical, "SHARD_UNITS", 3)
+    monkeypatch.setattr(_bm25_build, "SHARD_UNITS", 3)
     LexicalIndex.build(texts, _spans(texts), tmp_path / "many", granularity=granularity)
     assert _files(tmp_path / "one") == _files(tmp_path / "many")
 
 
 def test_a_character_budget_closes_shards_too(monkeypatch: pytest.MonkeyPatch) -> None:
     texts = _corpus()
-    monkeypatch.setattr(lexical, "SHARD_CHARS", 500)
-    bounds = lexical._shard_bounds(_lengths(texts), np.ones(len(texts), dtype=np.int64))
+    monkeypatch.setattr(_bm25_build, "SHARD_CHARS", 500)
+    bounds = _bm25_build._shard_bounds(_lengths(texts), np.ones(len(texts), dtype=np.int64))
     assert bounds[0] == 0 and bounds[-1] == len(texts) and len(bounds) > 3
     for first, last in itertools.pairwise(bounds):  # a shard closes on the document that reaches the budget
         assert sum(len(t) for t in texts[first : last - 1]) < 500
@@ -173,7 +173,7 @@ def test_a_build_interrupted_in_pass_2_tokenizes_nothing_again(
     texts = _corpus()
     LexicalIndex.build(texts, _spans(texts), tmp_path / "clean", granularity="window")
     tokenized_shards.clear()
-    real, filled = lexical._fill_shard, []
+    real, filled = _bm25_build._fill_shard, []
 
     def interrupted(*args, **kwargs):  # type: ignore[no-untyped-def]
         filled.append(1)
@@ -181,12 +181,12 @@ def test_a_build_interrupted_in_pass_2_tokenizes_nothing_again(
             raise Interrupted
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(lexical, "_fill_shard", interrupted)
+    monkeypatch.setattr(_bm25_build, "_fill_shard", interrupted)
     out = tmp_path / "lexical"
     with pytest.raises(Interrupted):
         LexicalIndex.build(texts, _spans(texts), out, granularity="window")
     total = len(tokenized_shards)
-    monkeypatch.setattr(lexical, "_fill_shard", real)
+    monkeypatch.setattr(_bm25_build, "_fill_shard", real)
     tokenized_shards.clear()
     LexicalIndex.build(texts, _spans(texts), out, granularity="window")
     assert total > 2 and tokenized_shards == []
@@ -214,7 +214,7 @@ def test_a_build_of_other_inputs_starts_afresh_and_says_so(
     elif change == "spans":
         spans = [s[:1] for s in spans]
     elif change == "shard size":
-        monkeypatch.setattr(lexical, "SHARD_UNITS", 5)
+        monkeypatch.setattr(_bm25_build, "SHARD_UNITS", 5)
     else:
         settings = {"granularity": "document", "k1": 1.2} if change == "k1" else {"granularity": "window"}
     tokenized_shards.clear()
@@ -222,7 +222,7 @@ def test_a_build_of_other_inputs_starts_afresh_and_says_so(
         built = LexicalIndex.build(texts, spans, out, **settings)  # type: ignore[arg-type]
     assert "starting afresh" in caplog.text and "resuming" not in caplog.text
     units = np.asarray([len(s) for s in spans]) if change == "granularity" else np.ones(len(texts), dtype=np.int64)
-    assert len(tokenized_shards) == len(lexical._shard_bounds(_lengths(texts), units)) - 1  # every shard anew
+    assert len(tokenized_shards) == len(_bm25_build._shard_bounds(_lengths(texts), units)) - 1  # every shard anew
     LexicalIndex.build(texts, spans, tmp_path / "clean", **settings)  # type: ignore[arg-type]
     assert _files(out) == _files(tmp_path / "clean")
     assert built.text(len(texts) - 1) == texts[-1]
@@ -274,7 +274,7 @@ def test_a_failed_build_removes_its_staging_folder(
     def broken(*args: object) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(lexical, "_fill_shard", broken)
+    monkeypatch.setattr(_bm25_build, "_fill_shard", broken)
     with pytest.raises(OSError, match="disk full"):
         LexicalIndex.build(_corpus(), _spans(_corpus()), tmp_path / "lexical")
     assert list(tmp_path.iterdir()) == []

@@ -38,12 +38,12 @@ def _without_text(tmp: Path, context: Context) -> None:
 _STOP_LEXICAL = """
 import sys
 import lengthwise as lw
-from lengthwise.longdoc.search import lexical
+from lengthwise.longdoc.search import _bm25_build
 
 def stop(*args, **kwargs):
     raise KeyboardInterrupt
 
-lexical._write_bm25 = stop  # Ctrl-C once the lexical build has tokenized every shard
+_bm25_build._write_bm25 = stop  # Ctrl-C once the lexical build has tokenized every shard
 try:
     lw.LongIndex.build(sys.argv[1], sys.argv[2], granularity=sys.argv[3])
 except KeyboardInterrupt:
@@ -67,10 +67,17 @@ def _stopped_build(tmp: Path, context: Context) -> None:
     (tmp / "engine.inode").write_text(str((tmp / ".i-building" / "engine.usearch").stat().st_ino))
 
 
+def _other_granularity() -> str:
+    from lengthwise.core.fusion import LEXICAL_GRANULARITY
+
+    return "document" if LEXICAL_GRANULARITY == "window" else "window"
+
+
 def _stopped_rebuild(tmp: Path, context: Context) -> None:
-    """An index, then a rebuild of it with another granularity stopped in its lexical part."""
+    """An index (the default granularity), then a rebuild of it with the other granularity stopped in its lexical
+    part."""
     _indexed(tmp, context)
-    _stopped_in_the_lexical_build(tmp, "window")
+    _stopped_in_the_lexical_build(tmp, _other_granularity())
 
 
 def _resumed(tmp: Path, _: str) -> str | None:
@@ -85,7 +92,7 @@ def _resumed(tmp: Path, _: str) -> str | None:
 
 def _earlier_served(tmp: Path, _: str) -> str | None:
     granularity = json.loads((tmp / "i" / "lexical" / "lexical.json").read_text())["granularity"]
-    if granularity != "document":
+    if granularity == _other_granularity():
         return f"the index at i is the stopped build's ({granularity})"
     return None if (tmp / ".i-building").is_dir() else "the stopped build's staging is gone (nothing to resume)"
 

@@ -52,9 +52,9 @@ def clean(encoded: Path, tmp_path_factory: pytest.TempPathFactory):  # type: ign
 @pytest.fixture
 def shards(monkeypatch: pytest.MonkeyPatch, tokenized_shards: list[int]) -> list[int]:
     """Lexical shards of 5 documents (24 documents: 5 shards); the list grows by one per shard tokenized."""
-    from lengthwise.longdoc.search import lexical
+    from lengthwise.longdoc.search import _bm25_build
 
-    monkeypatch.setattr(lexical, "SHARD_UNITS", 5)
+    monkeypatch.setattr(_bm25_build, "SHARD_UNITS", 5)
     return tokenized_shards
 
 
@@ -64,9 +64,9 @@ def _files(folder: Path) -> dict[str, bytes]:
 
 def _stop_at_shard(monkeypatch: pytest.MonkeyPatch, shard: int) -> None:
     """Ctrl-C when the lexical build starts tokenizing its shard number `shard` (from 0)."""
-    from lengthwise.longdoc.search import lexical
+    from lengthwise.longdoc.search import _bm25_build
 
-    real, seen = lexical._tokenize_shard, []
+    real, seen = _bm25_build._tokenize_shard, []
 
     def stopped(tokenizer, units):  # type: ignore[no-untyped-def]
         seen.append(1)
@@ -74,7 +74,7 @@ def _stop_at_shard(monkeypatch: pytest.MonkeyPatch, shard: int) -> None:
             raise KeyboardInterrupt
         return real(tokenizer, units)
 
-    monkeypatch.setattr(lexical, "_tokenize_shard", stopped)
+    monkeypatch.setattr(_bm25_build, "_tokenize_shard", stopped)
 
 
 def test_a_build_stopped_in_its_lexical_side_resumes_there_through_the_cli(
@@ -82,12 +82,12 @@ def test_a_build_stopped_in_its_lexical_side_resumes_there_through_the_cli(
 ) -> None:  # type: ignore[no-untyped-def]
     """Before, the rerun built the dense index again and dropped the lexical staging: the lexical build resumed
     only when `LexicalIndex.build` was called by hand."""
+    from lengthwise.longdoc.search import _bm25_build
     from lengthwise.longdoc.search import index as index_module
-    from lengthwise.longdoc.search import lexical
 
     out = tmp_path / "idx"
     args = ["index", "build", str(encoded), "--out", str(out), "--quantize", "none", "--engine", "faiss"]
-    counted = lexical._tokenize_shard
+    counted = _bm25_build._tokenize_shard
     _stop_at_shard(monkeypatch, 2)
     run = runner.invoke(app, args)
     assert run.exit_code == 130, run.output
@@ -102,7 +102,7 @@ def test_a_build_stopped_in_its_lexical_side_resumes_there_through_the_cli(
 
     monkeypatch.setattr(index_module, "unit_vectors", again)
     monkeypatch.setattr(index_module, "_fill", again)
-    monkeypatch.setattr(lexical, "_tokenize_shard", counted)
+    monkeypatch.setattr(_bm25_build, "_tokenize_shard", counted)
     shards.clear()
     run = runner.invoke(app, args)
     assert run.exit_code == 0, run.output

@@ -187,7 +187,7 @@ def test_text_that_is_not_the_encoded_corpus_is_refused_before_the_model_loads(
 
 
 def test_a_failed_lexical_build_leaves_no_half_index(index, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
-    from lengthwise.longdoc.search import lexical
+    from lengthwise.longdoc.search import _bm25_build, lexical
 
     texts = [index.lexical.text(n) for n in range(24)]
     spans = [np.asarray(index.lexical.spans[a:b]) for a, b in itertools.pairwise(index.lexical.window_offsets)]
@@ -197,7 +197,7 @@ def test_a_failed_lexical_build_leaves_no_half_index(index, monkeypatch: pytest.
     def killed(*args: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(lexical, "_write_bm25", killed)
+    monkeypatch.setattr(_bm25_build, "_write_bm25", killed)
     with pytest.raises(KeyboardInterrupt):
         lexical.LexicalIndex.build(texts, spans, out, granularity="window")
     assert lexical.LexicalIndex.open(out).settings["granularity"] == "document"  # the earlier build still whole
