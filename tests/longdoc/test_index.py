@@ -230,7 +230,7 @@ def test_the_build_streams_the_shards_instead_of_loading_them(tmp_path: Path, mo
     import tracemalloc
 
     from lengthwise.core.encoder import MultiVectors
-    from lengthwise.longdoc.search import index as index_module
+    from lengthwise.longdoc.search import _index_files as index_files
     from lengthwise.longdoc.storage.store import EmbeddingStore
 
     rng = np.random.default_rng(0)
@@ -240,8 +240,8 @@ def test_the_build_streams_the_shards_instead_of_loading_them(tmp_path: Path, mo
         vectors = rng.normal(size=(2_500, 64)).astype(np.float32) * rng.uniform(0.5, 2.0)
         shards.append(vectors)
         store.write("w0-", [f"s{k}d{i}" for i in range(250)], MultiVectors(vectors, np.arange(0, 2_501, 10)))
-    monkeypatch.setattr(index_module, "CHUNK", 1_000)
-    monkeypatch.setattr(index_module, "TRAIN_SAMPLE", 1_000)  # bounded anyway (150 MB at 384 dimensions)
+    monkeypatch.setattr(index_files, "CHUNK", 1_000)
+    monkeypatch.setattr(index_files, "TRAIN_SAMPLE", 1_000)  # bounded anyway (150 MB at 384 dimensions)
     __import__("faiss")  # imported before: the module's own 4 MB are not the build's (the test failed run alone)
     tracemalloc.start()
     built = LongIndex.build_windows(tmp_path / "enc", tmp_path / "idx", quantize="int8", engine="faiss")
@@ -284,10 +284,10 @@ def test_a_disk_without_room_is_refused_before_the_build_and_leaves_nothing(
 
 def _save_every_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
     """Chunks of 20 windows, the engine saved after each one."""
-    from lengthwise.longdoc.search import index as index_module
+    from lengthwise.longdoc.search import _index_files as index_files
 
-    monkeypatch.setattr(index_module, "CHUNK", 20)
-    monkeypatch.setattr(index_module, "CHECKPOINT_SECONDS", 0.0)
+    monkeypatch.setattr(index_files, "CHUNK", 20)
+    monkeypatch.setattr(index_files, "CHECKPOINT_SECONDS", 0.0)
 
 
 def _interrupted(encoded: Path, out: Path, engine: str, quantize: str, at: int) -> None:
@@ -307,7 +307,7 @@ def test_an_interrupted_build_resumes_from_its_last_engine_save(
 ) -> None:
     """A 42-minute build at 10M windows started again from nothing when stopped. Now the staging folder stays, and
     the same build run again keeps its vectors and its engine's last save (here: every chunk of 20 windows)."""
-    from lengthwise.longdoc.search import index as index_module
+    from lengthwise.longdoc.search import _index_files as index_files
 
     _save_every_chunk(monkeypatch)
     fresh = LongIndex.build_windows(encoded, tmp_path / "fresh", quantize="int8", engine=engine)
@@ -318,7 +318,7 @@ def test_an_interrupted_build_resumes_from_its_last_engine_save(
     def copy_again(*_: object) -> None:
         raise AssertionError("the vectors were copied again")
 
-    monkeypatch.setattr(index_module, "unit_vectors", copy_again)
+    monkeypatch.setattr(index_files, "unit_vectors", copy_again)
     reported: list[int] = []
     built = LongIndex.build_windows(encoded, tmp_path / "idx", quantize="int8", engine=engine,
                               on_progress=lambda done, _: reported.append(done))  # fmt: skip
@@ -339,14 +339,14 @@ def test_an_interrupted_build_resumes_from_its_last_engine_save(
 def test_another_build_starts_afresh_over_an_interrupted_one(
     encoded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lengthwise.longdoc.search import index as index_module
+    from lengthwise.longdoc.search import _index_files as index_files
 
     _save_every_chunk(monkeypatch)
     _interrupted(encoded, tmp_path / "idx", "faiss", "int8", at=60)
     copies: list[Path] = []
-    copy = index_module.unit_vectors
+    copy = index_files.unit_vectors
     monkeypatch.setattr(
-        index_module, "unit_vectors", lambda files, path, *rest: copies.append(path) or copy(files, path, *rest)
+        index_files, "unit_vectors", lambda files, path, *rest: copies.append(path) or copy(files, path, *rest)
     )
     built = LongIndex.build_windows(encoded, tmp_path / "idx", quantize="ubinary", engine="faiss")
     assert len(copies) == 1 and built.settings["quantize"] == "ubinary"

@@ -90,10 +90,10 @@ def test_a_resumed_build_whose_shards_changed_starts_afresh(tmp_path: Path, monk
     the stale vectors (max difference 0.27 from a fresh build). The shard records' hashes are in the plan now."""
     import shutil
 
-    from lengthwise.longdoc.search import index as index_module
+    from lengthwise.longdoc.search import _index_files as index_files
 
-    monkeypatch.setattr(index_module, "CHUNK", 20)
-    monkeypatch.setattr(index_module, "CHECKPOINT_SECONDS", 0.0)
+    monkeypatch.setattr(index_files, "CHUNK", 20)
+    monkeypatch.setattr(index_files, "CHECKPOINT_SECONDS", 0.0)
     ids = [f"d{i}" for i in range(30)]
     _shards(tmp_path / "enc", ids, seed=0)
 
@@ -139,7 +139,7 @@ def test_a_rebuild_that_fails_keeps_the_working_index(tmp_path: Path, monkeypatc
     good = _good_index(tmp_path)
     expected = good.search_vectors(np.array(good.vectors[:3]), k=1)
     _shards(tmp_path / "enc2", ["x", "y", "z", "w"], seed=3)
-    fill = index_module._fill
+    fill = index_module.fill_engine
 
     def broken(path: Path, *args: object) -> None:  # an engine that ends short of its vectors
         fill(path, *args)  # type: ignore[arg-type]
@@ -147,7 +147,7 @@ def test_a_rebuild_that_fails_keeps_the_working_index(tmp_path: Path, monkeypatc
         engine.index.remove_ids(np.arange(1, dtype=np.int64))
         engine.save(path)
 
-    monkeypatch.setattr(index_module, "_fill", broken)
+    monkeypatch.setattr(index_module, "fill_engine", broken)
     with pytest.raises(LongDocError, match="the index files disagree"):
         LongIndex.build_windows(tmp_path / "enc2", tmp_path / "idx", quantize="none", engine="faiss")
     again = LongIndex.open(tmp_path / "idx")

@@ -37,8 +37,6 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,21 +46,37 @@ import numpy as np
 import torch
 
 from lengthwise.core.encoder import MultiVectors, multi_vector_scores
-from lengthwise.core.errors import DataFormatError, SettingError, enum_member
+from lengthwise.core.errors import SettingError, enum_member
 from lengthwise.core.fusion import LEXICAL_GRANULARITY
 from lengthwise.core.scoring import WindowScoring
 from lengthwise.longdoc.config import LongDocError
 from lengthwise.longdoc.search._engines import CANDIDATES, ENGINES, Engine, Quantize, ivf_lists
+from lengthwise.longdoc.search._index_files import (
+    FORMAT,
+    INDEX_FILE,
+    MEMBERS,
+    STARTS,
+    TEXT_SIDE,
+    Progress,
+    check_out,
+    check_room,
+    consistent_files,
+    disk_needed,
+    fill_engine,
+    read_members,
+    read_ids,
+    records_digest,
+    stage_vectors,
+    read_manifest,
+)
 from lengthwise.longdoc.search._staging import (
     BUILD_STATE,
-    content_address,
     record_plan,
     shard_layout,
     staging_folder,
     swap_in,
-    unit_vectors,
 )
-from lengthwise.longdoc.storage.store import MANIFEST, RECORD, TEXTS, current_settings
+from lengthwise.longdoc.storage.store import TEXTS
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -73,184 +87,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Engine", "LongIndex", "Quantize", "read_manifest"]
 
-INDEX_FILE = "index.json"
-FORMAT = 2  # 2: distinct vectors in the engine (members.npy, member_starts.npy), ids as JSON lines; 1: neither
-MEMBERS, STARTS = "members.npy", "member_starts.npy"
-CHUNK = 65_536  # windows added to the engine at once
 EXPANDED_AT_MOST = 1_000_000  # windows a query's candidate vectors may stand for (see `LongIndex._expanded`)
 RESCORED, RESCORED_AT_LEAST = 10, 100  # documents scored on all their windows: per document asked for, at least
-CHECKPOINT_SECONDS = 300.0  # the most engine work a killed build loses: it resumes from the last save
-Progress = Callable[[int, int], None] | None  # called with (distinct vectors added, distinct vectors)
-TRAIN_SAMPLE = 100_000  # windows an engine that needs training (FAISS IVF) learns its lists from
 REBUILD = "build it again with `lengthwise index build`"
-
-
-def _disk_needed(windows: int, dim: int, quantize: Quantize, resumed: bool = False) -> int:
-    """Bytes a build of `windows` vectors still needs on disk, generously: the fp32 copy (unless a resumed build has
-    it already) plus twice the engine's file, which is saved beside its last save (its vectors and up to 200 bytes of
-    lists or graph links per window; measured: 150 for USearch, 10 for FAISS)."""
-    engine = {Quantize.NONE: 4 * dim, Quantize.INT8: dim, Quantize.UBINARY: -(-dim // 8)}[quantize]
-    return windows * ((0 if resumed else 4 * dim) + 2 * (engine + 200))
-
-
-TEXT_SIDE = ("lexical", ".lexical-building")  # the lexical side in an index folder, and its staging while built
-# what an index folder may hold: its files, its lexical side, and what a stopped lexical build left beside it
-# (before both sides were built in one staging folder)
-INDEX_NAMES = frozenset({INDEX_FILE, "vectors.npy", "offsets.npy", "ids.txt", MEMBERS, STARTS, "engine.faiss",
-                         "engine.usearch", *TEXT_SIDE, ".lexical-replaced"})  # fmt: skip
-
-
-def read_manifest(encoded: Path) -> dict[str, Any]:
-    """The ``manifest.json`` of a folder `lengthwise encode` wrote; `LongDocError` naming the file when it is
-    missing or unreadable."""
-    path = encoded / MANIFEST
-    if not path.is_file():
-        raise LongDocError(None, None, f"{encoded}: no {MANIFEST}; index a folder written by `lengthwise encode`")
-    again = "encode into a new folder with `lengthwise encode`"
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise LongDocError(None, None, f"{path}: unreadable ({err}); {again}") from None
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("settings"), dict):
-        raise LongDocError(None, None, f"{path}: unreadable (no settings); {again}")
-    return {**manifest, "settings": current_settings(manifest["settings"])}  # a folder written before a rename too
-
-
-def _check_out(encoded: Path, out: Path) -> None:
-    """Refuse an `out` that a build could not write, or whose replacement would lose what is not the index's."""
-    if out.is_symlink():
-        raise SettingError("out", str(out), f"is a symbolic link (to {os.readlink(out)}); pass the folder itself")
-    parent = out.absolute().parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        raise SettingError("out", str(out), f"{parent} is a file; pass a folder path")
-    try:
-        with tempfile.TemporaryFile(dir=parent):
-            pass
-    except OSError as err:
-        raise SettingError("out", str(out), f"cannot write in {parent} ({err.strerror}); pass a folder you can "
-                           "write to") from None  # fmt: skip
-    if not out.exists():
-        return
-    if not out.is_dir() or not (out / INDEX_FILE).is_file():
-        raise SettingError("out", str(out), "exists and is not an index; pass a new folder or an earlier index")
-    here, target = Path.cwd().resolve(), out.resolve()
-    if here == target or target in here.parents:
-        raise SettingError("out", str(out), "holds the working directory; build into a new folder")
-    if encoded.resolve() == target or target in encoded.resolve().parents:
-        raise SettingError("out", str(out), f"holds {encoded}, the folder to index; build into a new folder")
-    if foreign := sorted(path.name for path in out.iterdir() if path.name not in INDEX_NAMES):
-        raise SettingError("out", str(out), f"holds {foreign[0]}, which is not the index's; move it out or pass "
-                           "a new folder")  # fmt: skip
-
-
-def _records_digest(files: list[Path]) -> str:
-    """A sha256 over the records of the shards whose vector files are `files` (each record holds the sha256 of
-    its shard's files): a resumed build whose shards changed since is another build."""
-    hasher = hashlib.sha256()
-    for file in files:
-        hasher.update(file.name.encode() + b"\0" + file.with_name(file.name[: -len(".npy")] + RECORD).read_bytes())
-    return hasher.hexdigest()
-
-
-def _size(count: float) -> str:
-    """Bytes for a message: 3.2 GB, 41 MB, 12 kB."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if count >= scale:
-            return f"{count / scale:.1f} {unit}"
-    return f"{count:.0f} bytes"
-
-
-def _check_room(out: Path, need: int, windows: int) -> None:
-    """Refuse a build that the disk under `out` has no room for."""
-    free = shutil.disk_usage(out.parent).free
-    if need > free:
-        raise SettingError("out", str(out), f"needs about {_size(need)} of disk for {windows:,} windows and "
-                           f"{_size(free)} is free; free space or pass another folder")  # fmt: skip
-
-
-def _fill(
-    path: Path, engine: Engine, quantize: Quantize, vectors: np.ndarray, rows: np.ndarray, on_progress: Progress
-) -> None:
-    """Add the windows `rows` of `vectors` (the first of each distinct vector) to a new engine under the keys 0,
-    1, …, or to the one saved at `path` by an interrupted build (from its count on), saving it there at least every
-    `CHECKPOINT_SECONDS` and at the end (each save atomic)."""
-    windows, ann = len(rows), None
-    if path.is_file():
-        try:
-            ann = ENGINES[engine].load(path, quantize, view=False)
-        except (OSError, RuntimeError, ValueError):
-            ann = None  # unreadable: start the engine again
-    if ann is None:
-        ann = ENGINES[engine](quantize, vectors.shape[1], windows)
-        rng = np.random.default_rng(0)
-        ann.train(vectors[rows[np.sort(rng.choice(windows, size=min(windows, TRAIN_SAMPLE), replace=False))]])
-    saved = time.monotonic()
-    for first in range(ann.count(), windows, CHUNK):
-        ann.add(np.asarray(vectors[rows[first : first + CHUNK]]), first)
-        if on_progress is not None:
-            on_progress(min(first + CHUNK, windows), windows)
-        if time.monotonic() - saved >= CHECKPOINT_SECONDS:
-            _save(ann, path)
-            saved = time.monotonic()
-    _save(ann, path)
-
-
-def _save(ann: Any, path: Path) -> None:
-    """Save the engine to `path` atomically (written beside it, then renamed over it)."""
-    part = path.with_name(path.name + ".part")
-    ann.save(part)
-    os.replace(part, path)
-
-
-def _write_ids(path: Path, ids: Sequence[str]) -> None:
-    """Document ids, one JSON string per line: any string round-trips (a line break in an id stays in it)."""
-    path.write_text("".join(json.dumps(i) + "\n" for i in ids), encoding="utf-8")
-
-
-def _read_ids(path: Path, format: int) -> list[str]:
-    """The ids `_write_ids` wrote (format 1: raw lines, as the first indexes wrote them)."""
-    text = path.read_text(encoding="utf-8")
-    if format < 2:
-        return text.splitlines()
-    ids = [json.loads(line) for line in text.split("\n") if line]
-    if not all(isinstance(i, str) for i in ids):
-        raise DataFormatError(None, None, f"{path.name} holds a line that is not a JSON string")
-    return ids
-
-
-def _stage(staging: Path, files: list[Path], counts: np.ndarray, ids: list[str], dim: int) -> np.ndarray:
-    """Write a new build's vectors, offsets, ids and distinct-vector members into `staging`; the vectors, mapped."""
-    staging.mkdir()
-    vectors = unit_vectors(files, staging / "vectors.npy", int(counts.sum()), dim, CHUNK)
-    members, starts = content_address(vectors, CHUNK)
-    np.save(staging / MEMBERS, members)
-    np.save(staging / STARTS, starts)
-    np.save(staging / "offsets.npy", np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
-    _write_ids(staging / "ids.txt", ids)
-    return vectors
-
-
-def _members(folder: Path, settings: dict[str, Any], windows: int) -> tuple[np.ndarray, np.ndarray]:
-    """(members, starts) of an index folder (memory-mapped); a format-1 index has one key per window."""
-    if settings.get("format", 1) < 2:
-        return np.arange(windows, dtype=np.int64), np.arange(windows + 1, dtype=np.int64)
-    members = np.load(folder / MEMBERS, mmap_mode="r", allow_pickle=False)
-    return members, np.load(folder / STARTS, allow_pickle=False)
-
-
-def _consistent(settings: dict[str, Any], ids: list[str], offsets: np.ndarray, vectors: np.ndarray,
-                members: np.ndarray, starts: np.ndarray, keys: int) -> bool:  # fmt: skip
-    """Whether the files of an index agree: counts, sizes and the offsets' and members' order."""
-    windows, distinct = settings["windows"], settings.get("distinct", settings["windows"])
-    if offsets.ndim != 1 or len(ids) + 1 != len(offsets) or len(vectors) != windows or keys != distinct:
-        return False
-    if not np.issubdtype(offsets.dtype, np.integer) or offsets[0] != 0 or offsets[-1] != windows:
-        return False
-    if len(members) != windows or len(starts) != distinct + 1 or starts[0] != 0 or starts[-1] != windows:
-        return False
-    return bool((np.diff(offsets) >= 0).all() and (np.diff(starts) > 0).all())
 
 
 @dataclass(eq=False, repr=False)
@@ -305,7 +144,7 @@ class LongIndex:
             LongDocError: `encoded` has no readable ``manifest.json``.
         """
         enum_member(Quantize, "quantize", quantize), enum_member(Engine, "engine", engine)
-        _check_out(Path(encoded), Path(out))
+        check_out(Path(encoded), Path(out))
         return read_manifest(Path(encoded))
 
     @classmethod
@@ -442,18 +281,18 @@ class LongIndex:
         out.parent.mkdir(parents=True, exist_ok=True)
         plan = {"quantize": quantize.value, "engine": engine.value, "windows": windows, "dim": dim,
                 "encoded": str(encoded.resolve()), "ids_sha256": hashlib.sha256(json.dumps(ids).encode()).hexdigest(),
-                "shards_sha256": _records_digest(files)}  # fmt: skip
+                "shards_sha256": records_digest(files)}  # fmt: skip
         staging, resumed = staging_folder(out, plan)
-        _check_room(out, _disk_needed(windows, dim, quantize, resumed), windows)
+        check_room(out, disk_needed(windows, dim, quantize, resumed), windows)
         try:
             if resumed:
                 vectors = np.load(staging / "vectors.npy", mmap_mode="r", allow_pickle=False)
             else:
-                vectors = _stage(staging, files, counts, ids, dim)
+                vectors = stage_vectors(staging, files, counts, ids, dim)
                 record_plan(staging, plan)
             members, starts = np.load(staging / MEMBERS, mmap_mode="r"), np.load(staging / STARTS)
             if not (staging / INDEX_FILE).is_file():  # the engine is not complete yet
-                _fill(staging / f"engine.{engine.value}", engine, quantize, vectors, members[starts[:-1]], on_progress)
+                fill_engine(staging / f"engine.{engine.value}", engine, quantize, vectors, members[starts[:-1]], on_progress)
             del vectors, members  # the memory maps, closed before the rename
             nlist = ivf_lists(len(starts) - 1) if engine is Engine.FAISS else None
             settings = {"format": FORMAT, **plan, "documents": len(ids), "distinct": len(starts) - 1, "nlist": nlist,
@@ -503,14 +342,14 @@ class LongIndex:
         try:
             settings = json.loads((folder / INDEX_FILE).read_text(encoding="utf-8"))
             engine = Engine(settings["engine"])
-            doc_ids = _read_ids(folder / "ids.txt", settings.get("format", 1))
+            doc_ids = read_ids(folder / "ids.txt", settings.get("format", 1))
             offsets = np.load(folder / "offsets.npy", allow_pickle=False)
             vectors = np.load(folder / "vectors.npy", mmap_mode="r", allow_pickle=False)
-            members, starts = _members(folder, settings, len(vectors))
+            members, starts = read_members(folder, settings, len(vectors))
             ann = ENGINES[engine].load(folder / f"engine.{engine.value}", Quantize(settings["quantize"]))
         except (OSError, ValueError, KeyError, TypeError, RuntimeError) as error:
             raise LongDocError(None, None, f"{folder}: unreadable index ({error}); {REBUILD}") from None
-        if not _consistent(settings, doc_ids, offsets, vectors, members, starts, ann.count()):
+        if not consistent_files(settings, doc_ids, offsets, vectors, members, starts, ann.count()):
             raise LongDocError(None, None, f"{folder}: the index files disagree in size or order; {REBUILD}")
         index = cls(folder, settings, doc_ids, offsets, vectors, ann, members, starts, load_model=load_model)
         if isinstance(model, (str, os.PathLike)):

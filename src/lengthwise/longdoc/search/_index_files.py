@@ -1,0 +1,200 @@
+"""An index folder's files (`lengthwise.longdoc.search.index`): what a build may write over and has room for, its
+staged vectors, ids and distinct-vector members, the engine filled and saved in checkpoints, and the checks an
+opened folder passes. `LongIndex` builds and opens folders with these.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lengthwise.core.errors import DataFormatError, SettingError
+from lengthwise.longdoc.config import LongDocError
+from lengthwise.longdoc.search._engines import ENGINES, Engine, Quantize
+from lengthwise.longdoc.search._staging import content_address, unit_vectors
+from lengthwise.longdoc.storage.store import MANIFEST, RECORD, current_settings
+
+INDEX_FILE = "index.json"
+FORMAT = 2  # 2: distinct vectors in the engine (members.npy, member_starts.npy), ids as JSON lines; 1: neither
+MEMBERS, STARTS = "members.npy", "member_starts.npy"
+CHUNK = 65_536  # windows added to the engine at once
+CHECKPOINT_SECONDS = 300.0  # the most engine work a killed build loses: it resumes from the last save
+Progress = Callable[[int, int], None] | None  # called with (distinct vectors added, distinct vectors)
+TRAIN_SAMPLE = 100_000  # windows an engine that needs training (FAISS IVF) learns its lists from
+
+
+def disk_needed(windows: int, dim: int, quantize: Quantize, resumed: bool = False) -> int:
+    """Bytes a build of `windows` vectors still needs on disk, generously: the fp32 copy (unless a resumed build has
+    it already) plus twice the engine's file, which is saved beside its last save (its vectors and up to 200 bytes of
+    lists or graph links per window; measured: 150 for USearch, 10 for FAISS)."""
+    engine = {Quantize.NONE: 4 * dim, Quantize.INT8: dim, Quantize.UBINARY: -(-dim // 8)}[quantize]
+    return windows * ((0 if resumed else 4 * dim) + 2 * (engine + 200))
+
+
+TEXT_SIDE = ("lexical", ".lexical-building")  # the lexical side in an index folder, and its staging while built
+# what an index folder may hold: its files, its lexical side, and what a stopped lexical build left beside it
+# (before both sides were built in one staging folder)
+INDEX_NAMES = frozenset({INDEX_FILE, "vectors.npy", "offsets.npy", "ids.txt", MEMBERS, STARTS, "engine.faiss",
+                         "engine.usearch", *TEXT_SIDE, ".lexical-replaced"})  # fmt: skip
+
+
+def read_manifest(encoded: Path) -> dict[str, Any]:
+    """The ``manifest.json`` of a folder `lengthwise encode` wrote; `LongDocError` naming the file when it is
+    missing or unreadable."""
+    path = encoded / MANIFEST
+    if not path.is_file():
+        raise LongDocError(None, None, f"{encoded}: no {MANIFEST}; index a folder written by `lengthwise encode`")
+    again = "encode into a new folder with `lengthwise encode`"
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise LongDocError(None, None, f"{path}: unreadable ({err}); {again}") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("settings"), dict):
+        raise LongDocError(None, None, f"{path}: unreadable (no settings); {again}")
+    return {**manifest, "settings": current_settings(manifest["settings"])}  # a folder written before a rename too
+
+
+def check_out(encoded: Path, out: Path) -> None:
+    """Refuse an `out` that a build could not write, or whose replacement would lose what is not the index's."""
+    if out.is_symlink():
+        raise SettingError("out", str(out), f"is a symbolic link (to {os.readlink(out)}); pass the folder itself")
+    parent = out.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise SettingError("out", str(out), f"{parent} is a file; pass a folder path")
+    try:
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError as err:
+        raise SettingError("out", str(out), f"cannot write in {parent} ({err.strerror}); pass a folder you can "
+                           "write to") from None  # fmt: skip
+    if not out.exists():
+        return
+    if not out.is_dir() or not (out / INDEX_FILE).is_file():
+        raise SettingError("out", str(out), "exists and is not an index; pass a new folder or an earlier index")
+    here, target = Path.cwd().resolve(), out.resolve()
+    if here == target or target in here.parents:
+        raise SettingError("out", str(out), "holds the working directory; build into a new folder")
+    if encoded.resolve() == target or target in encoded.resolve().parents:
+        raise SettingError("out", str(out), f"holds {encoded}, the folder to index; build into a new folder")
+    if foreign := sorted(path.name for path in out.iterdir() if path.name not in INDEX_NAMES):
+        raise SettingError("out", str(out), f"holds {foreign[0]}, which is not the index's; move it out or pass "
+                           "a new folder")  # fmt: skip
+
+
+def records_digest(files: list[Path]) -> str:
+    """A sha256 over the records of the shards whose vector files are `files` (each record holds the sha256 of
+    its shard's files): a resumed build whose shards changed since is another build."""
+    hasher = hashlib.sha256()
+    for file in files:
+        hasher.update(file.name.encode() + b"\0" + file.with_name(file.name[: -len(".npy")] + RECORD).read_bytes())
+    return hasher.hexdigest()
+
+
+def _size(count: float) -> str:
+    """Bytes for a message: 3.2 GB, 41 MB, 12 kB."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count:.0f} bytes"
+
+
+def check_room(out: Path, need: int, windows: int) -> None:
+    """Refuse a build that the disk under `out` has no room for."""
+    free = shutil.disk_usage(out.parent).free
+    if need > free:
+        raise SettingError("out", str(out), f"needs about {_size(need)} of disk for {windows:,} windows and "
+                           f"{_size(free)} is free; free space or pass another folder")  # fmt: skip
+
+
+def fill_engine(
+    path: Path, engine: Engine, quantize: Quantize, vectors: np.ndarray, rows: np.ndarray, on_progress: Progress
+) -> None:
+    """Add the windows `rows` of `vectors` (the first of each distinct vector) to a new engine under the keys 0,
+    1, …, or to the one saved at `path` by an interrupted build (from its count on), saving it there at least every
+    `CHECKPOINT_SECONDS` and at the end (each save atomic)."""
+    windows, ann = len(rows), None
+    if path.is_file():
+        try:
+            ann = ENGINES[engine].load(path, quantize, view=False)
+        except (OSError, RuntimeError, ValueError):
+            ann = None  # unreadable: start the engine again
+    if ann is None:
+        ann = ENGINES[engine](quantize, vectors.shape[1], windows)
+        rng = np.random.default_rng(0)
+        ann.train(vectors[rows[np.sort(rng.choice(windows, size=min(windows, TRAIN_SAMPLE), replace=False))]])
+    saved = time.monotonic()
+    for first in range(ann.count(), windows, CHUNK):
+        ann.add(np.asarray(vectors[rows[first : first + CHUNK]]), first)
+        if on_progress is not None:
+            on_progress(min(first + CHUNK, windows), windows)
+        if time.monotonic() - saved >= CHECKPOINT_SECONDS:
+            save_engine(ann, path)
+            saved = time.monotonic()
+    save_engine(ann, path)
+
+
+def save_engine(ann: Any, path: Path) -> None:
+    """Save the engine to `path` atomically (written beside it, then renamed over it)."""
+    part = path.with_name(path.name + ".part")
+    ann.save(part)
+    os.replace(part, path)
+
+
+def write_ids(path: Path, ids: Sequence[str]) -> None:
+    """Document ids, one JSON string per line: any string round-trips (a line break in an id stays in it)."""
+    path.write_text("".join(json.dumps(i) + "\n" for i in ids), encoding="utf-8")
+
+
+def read_ids(path: Path, format: int) -> list[str]:
+    """The ids `write_ids` wrote (format 1: raw lines, as the first indexes wrote them)."""
+    text = path.read_text(encoding="utf-8")
+    if format < 2:
+        return text.splitlines()
+    ids = [json.loads(line) for line in text.split("\n") if line]
+    if not all(isinstance(i, str) for i in ids):
+        raise DataFormatError(None, None, f"{path.name} holds a line that is not a JSON string")
+    return ids
+
+
+def stage_vectors(staging: Path, files: list[Path], counts: np.ndarray, ids: list[str], dim: int) -> np.ndarray:
+    """Write a new build's vectors, offsets, ids and distinct-vector members into `staging`; the vectors, mapped."""
+    staging.mkdir()
+    vectors = unit_vectors(files, staging / "vectors.npy", int(counts.sum()), dim, CHUNK)
+    members, starts = content_address(vectors, CHUNK)
+    np.save(staging / MEMBERS, members)
+    np.save(staging / STARTS, starts)
+    np.save(staging / "offsets.npy", np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
+    write_ids(staging / "ids.txt", ids)
+    return vectors
+
+
+def read_members(folder: Path, settings: dict[str, Any], windows: int) -> tuple[np.ndarray, np.ndarray]:
+    """(members, starts) of an index folder (memory-mapped); a format-1 index has one key per window."""
+    if settings.get("format", 1) < 2:
+        return np.arange(windows, dtype=np.int64), np.arange(windows + 1, dtype=np.int64)
+    members = np.load(folder / MEMBERS, mmap_mode="r", allow_pickle=False)
+    return members, np.load(folder / STARTS, allow_pickle=False)
+
+
+def consistent_files(settings: dict[str, Any], ids: list[str], offsets: np.ndarray, vectors: np.ndarray,
+                members: np.ndarray, starts: np.ndarray, keys: int) -> bool:  # fmt: skip
+    """Whether the files of an index agree: counts, sizes and the offsets' and members' order."""
+    windows, distinct = settings["windows"], settings.get("distinct", settings["windows"])
+    if offsets.ndim != 1 or len(ids) + 1 != len(offsets) or len(vectors) != windows or keys != distinct:
+        return False
+    if not np.issubdtype(offsets.dtype, np.integer) or offsets[0] != 0 or offsets[-1] != windows:
+        return False
+    if len(members) != windows or len(starts) != distinct + 1 or starts[0] != 0 or starts[-1] != windows:
+        return False
+    return bool((np.diff(offsets) >= 0).all() and (np.diff(starts) > 0).all())
