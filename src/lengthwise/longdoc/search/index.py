@@ -63,11 +63,11 @@ from lengthwise.longdoc.search._index_files import (
     consistent_files,
     disk_needed,
     fill_engine,
-    read_members,
     read_ids,
+    read_manifest,
+    read_members,
     records_digest,
     stage_vectors,
-    read_manifest,
 )
 from lengthwise.longdoc.search._staging import (
     BUILD_STATE,
@@ -292,7 +292,8 @@ class LongIndex:
                 record_plan(staging, plan)
             members, starts = np.load(staging / MEMBERS, mmap_mode="r"), np.load(staging / STARTS)
             if not (staging / INDEX_FILE).is_file():  # the engine is not complete yet
-                fill_engine(staging / f"engine.{engine.value}", engine, quantize, vectors, members[starts[:-1]], on_progress)
+                engine_file = staging / f"engine.{engine.value}"
+                fill_engine(engine_file, engine, quantize, vectors, members[starts[:-1]], on_progress)
             del vectors, members  # the memory maps, closed before the rename
             nlist = ivf_lists(len(starts) - 1) if engine is Engine.FAISS else None
             settings = {"format": FORMAT, **plan, "documents": len(ids), "distinct": len(starts) - 1, "nlist": nlist,
