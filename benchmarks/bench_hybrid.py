@@ -70,9 +70,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from lengthwise.core.fusion import TUNED_WEIGHTS
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results" / "bench_hybrid.json"
-WEIGHTS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+WEIGHTS = TUNED_WEIGHTS  # the quality stage tries the weights `index tune` tries
 LENGTHS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 
 
@@ -313,9 +315,9 @@ def stage_aggregations(args: argparse.Namespace) -> None:
     from lengthwise.longdoc.search.lexical import LexicalIndex
 
     torch.set_num_threads(args.threads)
-    sets: dict[str, tuple[Any, list[str], Path, Any]] = {}  # name → (index, queries, window BM25 folder, judge)
     import lengthwise as lw
 
+    sets: dict[str, tuple[Any, list[str], Path, Any]] = {}  # name → (index, queries, window BM25 folder, judge)
     for name, entry in _retrieval_sets(args).items():
         index, split = lw.LongIndex.open(args.work / name / "index"), entry["splits"]["dev"]
         judge = functools.partial(_ndcg, doc_ids=index.doc_ids, split=split)

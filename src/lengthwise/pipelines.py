@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from lengthwise.core.defaults import DEFAULT_MODEL
 from lengthwise.core.errors import SettingError
+from lengthwise.core.fusion import TUNED_WEIGHTS
 from lengthwise.facade import LongIndex, build_encoder, load_model
 
 if TYPE_CHECKING:
@@ -28,14 +29,7 @@ if TYPE_CHECKING:
     from lengthwise.tempscale.schema import TuneRecord
     from lengthwise.tempscale.tune import TuneSpec
 
-__all__ = [
-    "audit_model",
-    "evaluate",
-    "evaluate_through_index",
-    "tune_hybrid",
-    "tune_long_documents",
-    "tune_tempscale",
-]
+__all__ = ["audit_model", "evaluate", "evaluate_through_index", "tune_hybrid", "tune_long_documents", "tune_tempscale"]
 
 
 def audit_model(
@@ -151,11 +145,10 @@ def evaluate_through_index(
     """`lengthwise eval --task retrieval --index INDEX`: the BEIR task ranked through the index (candidates from
     its ANN engine, rescored exactly) and, on the same query vectors, by the exact scan of every window.
 
-    The record's ``scores`` are the index's; ``exact_scores`` the exact scan's; ``index.overlap`` the share of the
-    exact top-k documents the index also returns (k = ``config.retrieval.top_k``), averaged over the queries. The
-    corpus of `config.data` must be the one the index holds (same ids, and the same texts by the digest `lengthwise
-    encode` recorded). Nothing is encoded but the queries. `mode` (default: the index's recorded mode) searches
-    dense, lexical or hybrid; the exact scan is then the same mode's over every document.
+    The record's ``scores`` are the index's, ``exact_scores`` the exact scan's, ``index.overlap`` the mean share of
+    the exact top-k (k = ``config.retrieval.top_k``) the index also returns. `config.data` must be the indexed corpus
+    (same ids and texts, by encode's digest); only the queries are encoded. `mode` (default: the index's recorded
+    one) searches dense, lexical or hybrid, and the exact scan is that mode's over every document.
     """
     from lengthwise.evaluation.rankings import index_record, index_task
 
@@ -281,14 +274,13 @@ def tune_hybrid(
     data: str | os.PathLike[str],
     *,
     split: str = "dev",
-    weights: Sequence[float] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
+    weights: Sequence[float] = TUNED_WEIGHTS,
     save: bool = True,
     on_eval: Callable[[str, float], None] | None = None,
 ) -> dict[str, Any]:
     """`lengthwise index tune`: choose an index's search mode and fusion by nDCG@10 through the index on a BEIR dev
-    split (`LongIndex.tune_fusion`, scored by `lengthwise.evaluation.objectives.qrels_objective`) and, with `save`,
-    record them in it, so that `LongIndex.search` and `lengthwise search` use them by default. The corpus of `data`
-    must be the index's (same ids); `split` is the one tuned on, never the one reported.
+    split of its corpus (`LongIndex.tune_fusion`, scored by `qrels_objective`) and, with `save`, record them in it
+    for `LongIndex.search` and `lengthwise search`; `split` is the one tuned on, never the one reported.
 
     Returns:
         ``{"split", "scores": {arm: nDCG@10}, "mode", "fusion"}``.

@@ -14,7 +14,7 @@ from lengthwise.cli.app import command_group
 from lengthwise.cli.console import console, say
 from lengthwise.cli.console import fail as _fail
 from lengthwise.cli.options import quiet_loading, setting_message
-from lengthwise.core.fusion import LEXICAL_GRANULARITY
+from lengthwise.core.fusion import LEXICAL_GRANULARITY, TUNED_WEIGHTS
 
 app = command_group("Index the window vectors of `lengthwise encode` for document search (FAISS or USearch).")
 
@@ -145,7 +145,7 @@ def tune(
     split: Annotated[str, typer.Option("--split", help="The qrels split tuned on (not the test split).")] = "dev",
     weights: Annotated[
         str, typer.Option("--weights", help="Lexical weights of the convex fusion tried, comma-separated.")
-    ] = "0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9",
+    ] = ",".join(f"{w:g}" for w in TUNED_WEIGHTS),
 ) -> None:
     """Choose INDEX's search mode and fusion (dense, lexical, RRF, convex at each weight) by nDCG@10 on a dev split,
     and record it in the index: `lengthwise search` then uses it by default."""

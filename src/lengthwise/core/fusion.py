@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # numpy loads when fusing, so that config modules can import the default weight cheaply
     import numpy as np
 
-__all__ = ["LEXICAL_GRANULARITY", "LEXICAL_WEIGHT", "convex_fuse"]
+__all__ = ["LEXICAL_GRANULARITY", "LEXICAL_WEIGHT", "TUNED_WEIGHTS", "convex_fuse"]
 
 # The default lexical weight and what BM25 ranks, chosen on dev sets only by the rule docs/longdoc.md wrote before
 # the results (benchmarks/bench_hybrid.py quality). First run (4 / 5 passkey and needle documents per length): BM25
@@ -21,6 +21,7 @@ __all__ = ["LEXICAL_GRANULARITY", "LEXICAL_WEIGHT", "convex_fuse"]
 # index's windows (a document scores its best window) at 0.1, dev mean 81.81 against 80.90 for whole documents.
 LEXICAL_WEIGHT = 0.1
 LEXICAL_GRANULARITY = "window"
+TUNED_WEIGHTS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # the lexical weights `index tune` tries by default
 
 
 def convex_fuse(

@@ -188,7 +188,7 @@ def read_members(folder: Path, settings: dict[str, Any], windows: int) -> tuple[
 
 
 def consistent_files(settings: dict[str, Any], ids: list[str], offsets: np.ndarray, vectors: np.ndarray,
-                members: np.ndarray, starts: np.ndarray, keys: int) -> bool:  # fmt: skip
+                     members: np.ndarray, starts: np.ndarray, keys: int) -> bool:  # fmt: skip
     """Whether the files of an index agree: counts, sizes and the offsets' and members' order."""
     windows, distinct = settings["windows"], settings.get("distinct", settings["windows"])
     if offsets.ndim != 1 or len(ids) + 1 != len(offsets) or len(vectors) != windows or keys != distinct:

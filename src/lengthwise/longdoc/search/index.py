@@ -47,7 +47,7 @@ import torch
 
 from lengthwise.core.encoder import MultiVectors, multi_vector_scores
 from lengthwise.core.errors import SettingError, enum_member
-from lengthwise.core.fusion import LEXICAL_GRANULARITY
+from lengthwise.core.fusion import LEXICAL_GRANULARITY, TUNED_WEIGHTS
 from lengthwise.core.scoring import WindowScoring
 from lengthwise.longdoc.config import LongDocError
 from lengthwise.longdoc.search._engines import CANDIDATES, ENGINES, Engine, Quantize, ivf_lists
@@ -680,7 +680,7 @@ class LongIndex:
         texts: list[str],
         score: Callable[[list[list[tuple[str, float]]]], float],
         *,
-        weights: Sequence[float] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
+        weights: Sequence[float] = TUNED_WEIGHTS,
         on_eval: Callable[[str, float], None] | None = None,
         record: dict[str, Any] | None = None,
     ) -> dict[str, Any]:

@@ -279,10 +279,11 @@ class LexicalIndex:
             return np.zeros(documents, dtype=np.float32)
         if self.granularity is Granularity.DOCUMENT:
             return np.asarray(self.retriever.get_scores(terms), dtype=np.float32)
-        scores = self.retriever.scores
-        postings = int(sum(scores["indptr"][t + 1] - scores["indptr"][t] for t in terms))
-        if postings * POSTINGS_PATH_SHARE < len(self._window_document) and self.retriever.nonoccurrence_array is None:
-            return self._best_windows(terms)
+        indptr = self.retriever.scores["indptr"]
+        bounds = [(int(indptr[t]), int(indptr[t + 1])) for t in terms]  # each term's postings
+        few = sum(b - a for a, b in bounds) * POSTINGS_PATH_SHARE < len(self.spans)  # windows
+        if few and self.retriever.nonoccurrence_array is None:
+            return self._best_windows(bounds)
         units = np.asarray(self.retriever.get_scores(terms), dtype=np.float32)
         return np.maximum.reduceat(units, self.window_offsets[:-1]) if len(units) else units
 
@@ -291,12 +292,12 @@ class LexicalIndex:
         """(W,) the document of each window row (int32: 4 bytes a window, made at the first window query)."""
         return np.repeat(np.arange(self.settings["documents"], dtype=np.int32), np.diff(self.window_offsets))
 
-    def _best_windows(self, terms: list[int]) -> np.ndarray:
+    def _best_windows(self, bounds: list[tuple[int, int]]) -> np.ndarray:
         """Each document's best window score from the query terms' postings alone (`scores`' path when they are
         few): the windows they touch are summed term by term in the query's order, as bm25s's `get_scores` sums
-        them (so the scores agree to the bit), then each document keeps its highest."""
+        them (so the scores agree to the bit), then each document keeps its highest. `bounds`: each query term's
+        postings, in the query's order."""
         scores = self.retriever.scores
-        bounds = [(int(scores["indptr"][t]), int(scores["indptr"][t + 1])) for t in terms]
         rows = np.concatenate([scores["indices"][a:b] for a, b in bounds])
         values = np.concatenate([scores["data"][a:b] for a, b in bounds]).astype(np.float32, copy=False)
         order = np.argsort(rows, kind="stable")  # each term's postings are sorted: a merge of sorted runs
