@@ -11,7 +11,9 @@ Stages:
   needle (Acc@1 within each length group, LongEmbed's protocol; dev seed 1, test seed 0, lengths 256 … 32,768).
   The default is then chosen on the dev sets only by the rule written in docs/longdoc.md ("Hybrid search") before
   the first run, and reported on the test sets; the chosen setting is also run through the index
-  (`LongIndex.search`, ANN candidates) to give the recall of its top 10 against the exact fused scan.
+  (`LongIndex.search`, ANN candidates) to give the recall of its top 10 against the exact fused scan. With another
+  ``--model`` (all-mpnet-base-v2, the second model family at hand) the same table checks the default chosen on
+  MiniLM: section ``quality_models``, its own work folder.
 - ``engines``: bm25s against tantivy on the same documents: build time, peak memory, bytes on disk, query latency.
 - ``scale``: dense against hybrid at ``--windows`` windows (20 per document; noisy copies of the real qmsum and
   SciFact window vectors that ``quality`` encoded, as bench_index.py's scale corpus; essay text of 150–600 words per
@@ -39,6 +41,7 @@ Stages:
   is adopted from it).
 
     nice -n 5 python benchmarks/bench_hybrid.py quality --threads 1
+    nice -n 5 python benchmarks/bench_hybrid.py quality --threads 2 --model DIR/all-mpnet-base-v2 --sets qmsum,scifact
     nice -n 5 python benchmarks/bench_hybrid.py engines --docs 100000
     nice -n 5 python benchmarks/bench_hybrid.py scale --windows 1000000
     nice -n 5 python benchmarks/bench_hybrid.py scale-model --windows 1000000
@@ -158,7 +161,7 @@ def _indexed(name: str, ids: list[str], texts: list[str], args: argparse.Namespa
         if not corpus.is_file() or corpus.read_text() != rows:
             corpus.write_text(rows)
     started = time.perf_counter()
-    lw.encode(corpus, work / "encoded", threads=args.threads, show_progress=True)
+    lw.encode(corpus, work / "encoded", args.model, threads=args.threads, show_progress=True)
     encoded = time.perf_counter() - started
     if not (work / "index" / "lexical" / "lexical.json").is_file():
         lw.LongIndex.build(work / "encoded", work / "index", granularity="document")  # the window BM25: beside it
@@ -232,9 +235,16 @@ def _acc1(scores: np.ndarray, data: Any) -> dict[str, Any]:
 
 
 def stage_quality(args: argparse.Namespace) -> None:
+    """Every arm on every set (`args.sets`) from exact scores. With the default model the table is the one the
+    default was chosen from (section ``quality``); with another `--model` it is a check of that choice on a second
+    model family (section ``quality_models``, keyed by the model's folder name; its own work folder under
+    `--work`): the rule applied to the dev sets that model ran, and where the chosen default stands."""
     from lengthwise.core.models import load_plain_model
 
     torch.set_num_threads(args.threads)
+    other = args.model != DEFAULT_MODEL
+    if other:
+        args = argparse.Namespace(**{**vars(args), "work": args.work / f"model-{Path(args.model).name}"})
     started, load_before = time.perf_counter(), _load()
     table: dict[str, dict[str, Any]] = {}
     for name, entry in _retrieval_sets(args).items():
@@ -256,14 +266,35 @@ def stage_quality(args: argparse.Namespace) -> None:
         table[name] = {arm: r["mean"] for arm, r in results.items()}
         table[name + ":by_length"] = {arm: r["by_length"] for arm, r in results.items()}
         print(f"{name}: " + _summary(table[name]), flush=True)
+    run = {"seconds": round(time.perf_counter() - started), "load": [load_before, _load()], "lengths": LENGTHS,
+           "per_length": {"dev": args.dev_per_length, "test": args.per_length}}  # fmt: skip
+    if other:
+        _write_model_check(args.model, table, run)
+        return
     earlier = json.loads(RESULTS.read_text()).get("quality", {}) if RESULTS.is_file() else {}
     table = {**earlier.get("table", {}), **table}  # a run of some sets keeps the others' rows
-    _write("quality", {"table": table, "dev_sets": DEV_SETS, "rule": RULE,
-                       "seconds": round(time.perf_counter() - started), "load": [load_before, _load()],
-                       "lengths": LENGTHS,
-                       "per_length": {"dev": args.dev_per_length, "test": args.per_length}})  # fmt: skip
+    _write("quality", {"table": table, "dev_sets": DEV_SETS, "rule": RULE, **run})
 
 
+def _write_model_check(model: str, table: dict[str, dict[str, Any]], run: dict[str, Any]) -> None:
+    """Section ``quality_models``: another model's table (earlier sets of the same model kept), the rule applied to
+    its dev sets, and the default chosen with the default model against that model's best arm on each set."""
+    out = json.loads(RESULTS.read_text()).get("quality_models", {}) if RESULTS.is_file() else {}
+    name = Path(model).name
+    table = {**out.get(name, {}).get("table", {}), **table}
+    default = choose(json.loads(RESULTS.read_text())["quality"]["table"])["chosen"]
+    chosen = choose(table)
+    sets = [s for s in table if ":" not in s]
+    default_row = {s: {"default": table[s][default], "best": max(table[s].values()),
+                       "best_arm": max(table[s], key=table[s].__getitem__), "dense": table[s]["dense"],
+                       "bm25_best": max(table[s]["bm25-document"], table[s]["bm25-window"])} for s in sets}  # fmt: skip
+    check = {"model": model, "table": table, "default": default, "chosen_here": chosen, "default_by_set": default_row,
+             **run}  # fmt: skip
+    print(json.dumps({"default": default, "chosen_here": chosen["chosen"], "by_set": default_row}, indent=1))
+    _write("quality_models", {**{k: v for k, v in out.items() if k != "environment"}, name: check})
+
+
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 DEV_SETS = ("qmsum-dev", "scifact-dev", "passkey-dev", "needle-dev")
 RULE = ("the arm with the highest mean over the dev sets (QMSum dev and SciFact dev nDCG@10, passkey and needle dev "
         "Acc@1); hybrid becomes the default mode only if that arm is a fusion whose dev mean is above both dense's and "
@@ -1037,7 +1068,8 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/lengthwise-bench-hybrid"))
     parser.add_argument("--qmsum", type=Path, default=ROOT / "data" / "qmsum")
     parser.add_argument("--scifact", type=Path, default=ROOT.parent / "shared" / "data" / "scifact")
-    parser.add_argument("--model", default="sentence-transformers/all-MiniLM-L6-v2")
+    parser.add_argument("--model", default=DEFAULT_MODEL,
+                        help="quality: another model checks the default on a second model family")  # fmt: skip
     parser.add_argument("--synthetic-work", type=Path, default=Path("/tmp/lengthwise-bench-hybrid-n50"),
                         help="aggregations: the quality run's work folder of the passkey and needle sets")  # fmt: skip
     parser.add_argument("--threads", type=int, default=1)

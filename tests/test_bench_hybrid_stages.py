@@ -53,3 +53,45 @@ def test_duplicated_corpus_is_near_copies_with_one_sentence_and_one_query_each(b
         assert sum(name in other for other in data.doc_texts) == 1  # the name is this document's alone
     lengths = {len(text) for text in data.doc_texts}
     assert len(lengths) >= 6  # the filler is repeated 1 to 6 times
+
+
+def test_quality_encodes_with_the_model_it_is_given(bench, tmp_path: Path, monkeypatch) -> None:
+    """`--model` reached only the synthetic sets' tokenizer before: the corpora were encoded by the default model."""
+    import argparse
+
+    import lengthwise as lw
+
+    seen = {}
+
+    def encode(corpus, out, model="the default", **kw):
+        seen["model"] = model
+        raise RuntimeError("stop after the encode call")
+
+    monkeypatch.setattr(lw, "encode", encode)
+    args = argparse.Namespace(work=tmp_path, threads=1, model="/models/all-mpnet-base-v2")
+    with pytest.raises(RuntimeError, match="stop after"):
+        bench._indexed("tiny", ["d0"], ["one text"], args)
+    assert seen["model"] == "/models/all-mpnet-base-v2"
+
+
+def test_a_second_model_is_written_beside_the_default_table(bench, tmp_path: Path, monkeypatch) -> None:
+    """Another model's table goes to `quality_models` (the default's `quality` table untouched), with the rule
+    applied to its own dev sets and the default arm's standing on every set it ran."""
+    import json
+
+    results = tmp_path / "bench_hybrid.json"
+    arms = ("dense", "bm25-document", "bm25-window", "convex-window-0.1", "convex-window-0.2")
+    minilm = {s: dict(zip(arms, (50, 40, 45, 60, 55), strict=True)) for s in ("qmsum-dev", "scifact-dev")}
+    results.write_text(json.dumps({"quality": {"table": minilm}}))
+    monkeypatch.setattr(bench, "RESULTS", results)
+    mpnet = {"qmsum-dev": dict(zip(arms, (52, 40, 45, 57, 58), strict=True)),
+             "scifact-dev": dict(zip(arms, (70, 60, 50, 72, 73), strict=True)),
+             "qmsum-test": dict(zip(arms, (54, 41, 44, 59, 61), strict=True))}  # fmt: skip
+    bench._write_model_check("/models/all-mpnet-base-v2", mpnet, {"seconds": 1})
+    out = json.loads(results.read_text())
+    assert out["quality"]["table"] == minilm
+    check = out["quality_models"]["all-mpnet-base-v2"]
+    assert check["default"] == "convex-window-0.1"
+    assert check["chosen_here"]["chosen"] == "convex-window-0.2"  # dev mean 65.5 against 0.1's 64.5
+    row = check["default_by_set"]["qmsum-test"]
+    assert row == {"default": 59, "best": 61, "best_arm": "convex-window-0.2", "dense": 54, "bm25_best": 44}
