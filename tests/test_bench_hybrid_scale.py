@@ -152,3 +152,31 @@ def test_a_killed_scale_build_keeps_its_whole_shards_and_its_staged_index(
     assert vectors[0].stat().st_mtime_ns == kept  # a whole shard is not written again
     assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(shards.glob("w0-*[0-9].npy"))} == digests
     assert seen == [["engine.usearch"], ["engine.usearch"]]  # the staged build is there for the index to resume
+
+
+def test_the_batched_exact_scan_ranks_as_the_per_query_one(bench, work: Path) -> None:
+    """The scale stage's recall reference at 10M windows (one pass over the vectors for every query, a block of
+    documents at a time) gives the fused top 10 that `HybridSearch.exact_fused` gives query by query."""
+    import numpy as np
+    import torch
+
+    from lengthwise.core.scoring import WindowScoring
+    from lengthwise.longdoc.search.hybrid import FusionSettings, HybridSearch
+    from lengthwise.longdoc.search.index import LongIndex
+    from lengthwise.longdoc.search.lexical import LexicalIndex
+
+    folder = work / f"scale-{WINDOWS}" / "index"
+    if not folder.is_dir():
+        _placeholder_index(bench, work)
+    if not (folder / "lexical" / "lexical.json").is_file():
+        bench._lexical_build(folder, WINDOWS // bench.PER_DOC)
+    windows = LongIndex.open(folder)
+    searcher = HybridSearch(windows, LexicalIndex.open(folder / "lexical"), WindowScoring(), FusionSettings())
+    rng = np.random.default_rng(5)
+    queries = np.asarray(windows.vectors[rng.integers(0, WINDOWS, size=6)]) + rng.normal(0, 0.05, size=(6, 1))
+    texts = [" ".join(bench._scale_texts(10)[d].split()[:5]) for d in range(6)]
+    for block in (30, 45, 10_000):  # documents of 20 windows: one per block, two, all of them
+        batched = bench._exact_fused_batched(searcher, queries.astype(np.float32), texts, 10, block=block)
+        for n in range(6):
+            unit = torch.nn.functional.normalize(torch.as_tensor(queries[n].astype(np.float32)), dim=-1)
+            assert batched[n] == searcher.exact_fused(unit, texts[n], 10)
