@@ -453,3 +453,25 @@ def test_a_query_expands_its_candidate_vectors_up_to_a_cap(tmp_path: Path, monke
     assert set(row_keys.tolist()) == {keys[0]} and len(rows) == sizes[keys[0]]  # the nearest whole, no more
     monkeypatch.setattr(index_module, "EXPANDED_AT_MOST", 1)
     assert len(index._expanded(keys)[0]) == sizes[keys[0]]  # the nearest is always taken whole
+
+
+def test_an_exact_scan_of_every_document_reads_the_map_without_copying_it(encoded: Path, tmp_path: Path) -> None:
+    """`document_scores` of every document (the hybrid exact scan of `eval --index` and the benchmarks) scores the
+    memory-mapped vectors in place: it gathered a copy of every window first (15 GB at 10M windows, per query).
+    The scores are those of the gathered path, document by document."""
+    import tracemalloc
+
+    import torch
+
+    import lengthwise as lw
+
+    index = lw.LongIndex.build(encoded, tmp_path / "idx")
+    query = torch.nn.functional.normalize(torch.as_tensor(index.embed_queries(QUERIES[:1])[0]), dim=-1)
+    everything = np.arange(len(index.doc_ids))
+    tracemalloc.start()
+    scores = index.document_scores(query, everything, 2)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < np.asarray(index.vectors).nbytes / 2  # numpy's allocations are traced; a gathered copy is whole
+    one_by_one = [index.document_scores(query, np.asarray([d]), 2)[0] for d in everything]
+    np.testing.assert_allclose(scores, one_by_one, atol=1e-6)

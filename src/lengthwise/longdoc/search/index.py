@@ -414,6 +414,9 @@ class LongIndex:
         """Exact fp32 scores of the documents numbered `docs` for one unit `query`, over every window of each."""
         if not len(docs):
             return np.zeros(0, dtype=np.float32)
+        if len(docs) == len(self.doc_ids) and np.array_equal(docs, np.arange(len(docs))):  # an exact scan: the
+            every = MultiVectors(self.vectors, self.offsets)  # memory map as it is, not a gathered copy of it all
+            return multi_vector_scores(query[None], every, scoring, unit=True)[0].numpy()
         firsts, counts = self.offsets[docs], self.offsets[docs + 1] - self.offsets[docs]
         offsets = np.concatenate([[0], np.cumsum(counts)])
         rows = np.arange(offsets[-1]) + np.repeat(firsts - offsets[:-1], counts)  # each document's windows in turn
