@@ -279,10 +279,10 @@ def stage_quality(args: argparse.Namespace) -> None:
 def _write_model_check(model: str, table: dict[str, dict[str, Any]], run: dict[str, Any]) -> None:
     """Section ``quality_models``: another model's table (earlier sets of the same model kept), the rule applied to
     its dev sets, and the default chosen with the default model against that model's best arm on each set."""
-    out = json.loads(RESULTS.read_text()).get("quality_models", {}) if RESULTS.is_file() else {}
-    name = Path(model).name
+    results = json.loads(RESULTS.read_text())  # the default model's table is there: the check compares with it
+    out, name = results.get("quality_models", {}), Path(model).name
     table = {**out.get(name, {}).get("table", {}), **table}
-    default = choose(json.loads(RESULTS.read_text())["quality"]["table"])["chosen"]
+    default = choose(results["quality"]["table"])["chosen"]
     chosen = choose(table)
     sets = [s for s in table if ":" not in s]
     default_row = {s: {"default": table[s][default], "best": max(table[s].values()),
@@ -900,7 +900,6 @@ def _exact_fused_batched(searcher: Any, queries: np.ndarray, texts: list[str], k
     offsets, dense, first = np.asarray(windows.offsets), [], 0
     while first < len(offsets) - 1:
         last = max(first + 1, int(np.searchsorted(offsets, offsets[first] + block, side="right")) - 1)
-        last = min(last, len(offsets) - 1)
         part = MultiVectors(np.asarray(windows.vectors[offsets[first] : offsets[last]]),
                             offsets[first : last + 1] - offsets[first])  # fmt: skip
         dense.append(multi_vector_scores(units, part, searcher.scoring, unit=True).numpy().astype(np.float64))

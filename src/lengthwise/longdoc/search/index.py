@@ -414,14 +414,17 @@ class LongIndex:
         """Exact fp32 scores of the documents numbered `docs` for one unit `query`, over every window of each."""
         if not len(docs):
             return np.zeros(0, dtype=np.float32)
-        if len(docs) == len(self.doc_ids) and np.array_equal(docs, np.arange(len(docs))):  # an exact scan: the
-            every = MultiVectors(self.vectors, self.offsets)  # memory map as it is, not a gathered copy of it all
-            return multi_vector_scores(query[None], every, scoring, unit=True)[0].numpy()
+        if len(docs) == len(self.doc_ids) and np.array_equal(docs, np.arange(len(docs))):  # every document
+            return self._scan(query[None], scoring)[0].numpy()
         firsts, counts = self.offsets[docs], self.offsets[docs + 1] - self.offsets[docs]
         offsets = np.concatenate([[0], np.cumsum(counts)])
         rows = np.arange(offsets[-1]) + np.repeat(firsts - offsets[:-1], counts)  # each document's windows in turn
         subset = MultiVectors(np.asarray(self.vectors[rows]), offsets)
         return multi_vector_scores(query[None], subset, scoring, unit=True)[0].numpy()
+
+    def _scan(self, units: torch.Tensor, scoring: WindowScoring | int) -> torch.Tensor:
+        """(Q, n) exact scores of every document for unit queries, read from the memory map as it is (no copy)."""
+        return multi_vector_scores(units, MultiVectors(self.vectors, self.offsets), scoring, unit=True)
 
     def _provisional(self, query: torch.Tensor, keys: np.ndarray, scoring: WindowScoring | int) -> Any:
         """(documents, scores): each document holding a candidate vector, scored on its candidate vectors (each
@@ -506,7 +509,7 @@ class LongIndex:
     ) -> list[list[tuple[str, float]]]:
         """The same ranking by an exact scan over every window (for checks and benchmarks, not for serving)."""
         units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries), dtype=torch.float32), dim=-1)
-        scores = multi_vector_scores(units, MultiVectors(self.vectors, self.offsets), scoring, unit=True)
+        scores = self._scan(units, scoring)
         results = []
         for row in scores.numpy():
             best = np.argsort(-row, kind="stable")[:k]
