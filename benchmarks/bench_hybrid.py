@@ -606,8 +606,9 @@ def _scale_index(windows: int, work: Path) -> Path:
     return out
 
 
-def _lexical_build(index: Path, docs: int) -> None:
-    """The lexical side of the scale index (run in its own process: its peak memory is the build's)."""
+def _lexical_build(index: Path, docs: int, granularity: str = "window") -> None:
+    """The lexical side of the scale index, BM25 over its windows or whole documents, in `_lexical_folder` (run in its
+    own process: its peak memory is the build's)."""
     from lengthwise.longdoc.search.lexical import LexicalIndex
 
     texts = _scale_texts(docs)
@@ -615,7 +616,19 @@ def _lexical_build(index: Path, docs: int) -> None:
     for text in texts:  # 20 even character spans per document
         edges = np.linspace(0, len(text), PER_DOC + 1).astype(np.int64)
         spans.append(np.stack([edges[:-1], edges[1:]], axis=1))
-    LexicalIndex.build(texts, spans, index / "lexical")
+    LexicalIndex.build(texts, spans, _lexical_folder(index, granularity), granularity=granularity)
+
+
+def _lexical_folder(index: Path, granularity: str) -> Path:
+    """Where the scale stage keeps its lexical side: ``lexical`` (the index's own, BM25 over the windows, the default)
+    or ``lexical-document`` beside it (whole documents, the granularity the docs advise above a few million windows;
+    the benchmark opens it explicitly)."""
+    return index / ("lexical" if granularity == "window" else f"lexical-{granularity}")
+
+
+def _scale_key(windows: int, granularity: str) -> str:
+    """The scale section's key of a run: the window count, suffixed with the granularity when it is not the default."""
+    return str(windows) if granularity == "window" else f"{windows}-{granularity}-granularity"
 
 
 def _text_side_inputs(work: Path, docs: int, order: str) -> Path:
@@ -813,37 +826,40 @@ def stage_scale(args: argparse.Namespace) -> None:
     from lengthwise.longdoc.search.lexical import LexicalIndex
 
     load_before, docs = _load(), args.windows // PER_DOC
+    key = _scale_key(args.windows, args.granularity)
     earlier = json.loads(RESULTS.read_text()).get("scale", {}) if RESULTS.is_file() else {}
     reused = (args.work / f"scale-{args.windows}" / "index" / "index.json").is_file()
     started = time.perf_counter()
     folder = _scale_index(args.windows, args.work)
     dense_built: float | None = time.perf_counter() - started
     if reused:  # the dense build's time is the run's that built it (kept), not this reuse's
-        dense_built = earlier.get(str(args.windows), {}).get("dense_build_s")
+        dense_built = earlier.get(key, earlier.get(str(args.windows), {})).get("dense_build_s")
     started = time.perf_counter()
-    lexical_reused = (folder / "lexical" / "lexical.json").is_file()
+    lexical_folder = _lexical_folder(folder, args.granularity)
+    lexical_reused = (lexical_folder / "lexical.json").is_file()
     if not lexical_reused:
         code = f"import sys; sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); import bench_hybrid as b; " \
-               f"from pathlib import Path; b._lexical_build(Path({str(folder)!r}), {docs})"  # fmt: skip
+               f"from pathlib import Path; " \
+               f"b._lexical_build(Path({str(folder)!r}), {docs}, {args.granularity!r})"  # fmt: skip
         # the child's own peak (kB): VmHWM, not ru_maxrss, which also counts this process's memory at the fork
         peak = "; print(next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')))"
         done = subprocess.run([sys.executable, "-c", code + peak], capture_output=True, text=True, check=True)
         peak_mb: int | None = round(int(done.stdout.strip().splitlines()[-1]) / 1024)
         lexical_built: float | None = time.perf_counter() - started
     else:  # as for the dense side: the figures of the run that built it
-        peak_mb = earlier.get(str(args.windows), {}).get("lexical_peak_rss_mb")
-        lexical_built = earlier.get(str(args.windows), {}).get("lexical_build_s")
-    builds = {"windows": args.windows, "documents": docs,
+        peak_mb = earlier.get(key, {}).get("lexical_peak_rss_mb")
+        lexical_built = earlier.get(key, {}).get("lexical_build_s")
+    builds = {"windows": args.windows, "documents": docs, "granularity": args.granularity,
               "dense_build_s": round(dense_built) if dense_built is not None else None, "dense_reused": reused,
               "lexical_build_s": round(lexical_built) if lexical_built is not None else None,
               "lexical_reused": lexical_reused, "lexical_peak_rss_mb": peak_mb,
               "build_load": [load_before, _load()]}  # fmt: skip
     if args.build_only:  # the builds' figures now; a later run reuses both sides and keeps them
-        _write("scale", {**{k: v for k, v in earlier.items() if k != "environment"}, str(args.windows): builds})
+        _write("scale", {**{k: v for k, v in earlier.items() if k != "environment"}, key: builds})
         print(builds, flush=True)
         return
     load_before = _load()
-    windows, lexical = LongIndex.open(folder), LexicalIndex.open(folder / "lexical")
+    windows, lexical = LongIndex.open(folder), LexicalIndex.open(lexical_folder)
     texts = _scale_texts(docs)
     rng = np.random.default_rng(2)
     picks = rng.integers(0, docs, size=args.queries)
@@ -877,7 +893,7 @@ def stage_scale(args: argparse.Namespace) -> None:
     for n, best in zip(checked, exact, strict=True):
         found = [hit.id for hit in searcher.search(vectors[n : n + 1], query_texts[n : n + 1], 10, Mode.HYBRID)[0]]
         recall.append(len(set(found) & set(best)) / 10)
-    size, bm25 = _bytes(folder / "lexical"), _bytes(folder / "lexical" / "bm25")
+    size, bm25 = _bytes(lexical_folder), _bytes(lexical_folder / "bm25")
     section = {**builds,
                "lexical_bytes_per_doc": round(size / docs), "bm25_bytes_per_doc": round(bm25 / docs),
                "queries": args.queries, "repeats": args.repeats, "latency": rows, **ratios,
@@ -885,7 +901,7 @@ def stage_scale(args: argparse.Namespace) -> None:
                "recall_queries": len(recall), "load": [load_before, _load()]}  # fmt: skip
     print(section, flush=True)
     out = json.loads(RESULTS.read_text()).get("scale", {}) if RESULTS.is_file() else {}
-    _write("scale", {**{k: v for k, v in out.items() if k != "environment"}, str(args.windows): section})
+    _write("scale", {**{k: v for k, v in out.items() if k != "environment"}, key: section})
 
 
 def _exact_fused_batched(searcher: Any, queries: np.ndarray, texts: list[str], k: int, block: int = 500_000) -> list:
@@ -1103,6 +1119,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=3, help="scale: alternated repeats of each mode (medians)")
     parser.add_argument("--recall-queries", type=int, default=100)
+    parser.add_argument("--granularity", choices=["window", "document"], default="window",
+                        help="scale: the lexical side's granularity (document: in lexical-document)")  # fmt: skip
     parser.add_argument("--build-only", action="store_true",
                         help="scale: build both sides, record their figures; time queries in a later run")  # fmt: skip
     parser.add_argument("--label", default="current", help="text-side: the code measured (e.g. before / after)")

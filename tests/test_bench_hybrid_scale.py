@@ -180,3 +180,23 @@ def test_the_batched_exact_scan_ranks_as_the_per_query_one(bench, work: Path) ->
         for n in range(6):
             unit = torch.nn.functional.normalize(torch.as_tensor(queries[n].astype(np.float32)), dim=-1)
             assert batched[n] == searcher.exact_fused(unit, texts[n], 10)
+
+
+def test_the_document_granularity_side_is_built_beside_the_window_one(bench, work: Path) -> None:
+    """`scale --granularity document` (the granularity the docs advise above a few million windows) builds whole-
+    document BM25 in ``lexical-document`` beside the index's own window BM25, and records its figures under their own
+    key, so neither run's figures or files replace the other's."""
+    from lengthwise.longdoc.search.lexical import Granularity, LexicalIndex
+
+    folder = work / f"scale-{WINDOWS}" / "index"
+    if not folder.is_dir():
+        _placeholder_index(bench, work)
+    bench._lexical_build(folder, WINDOWS // bench.PER_DOC, "document")
+    document = LexicalIndex.open(folder / "lexical-document")
+    assert document.granularity is Granularity.DOCUMENT
+    assert document.settings["documents"] == WINDOWS // bench.PER_DOC
+    assert bench._lexical_folder(folder, "window") == folder / "lexical"
+    assert (bench._scale_key(WINDOWS, "window"), bench._scale_key(WINDOWS, "document")) == (
+        str(WINDOWS),
+        f"{WINDOWS}-document-granularity",
+    )
