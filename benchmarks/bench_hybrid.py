@@ -860,13 +860,7 @@ def stage_scale(args: argparse.Namespace) -> None:
         return
     load_before = _load()
     windows, lexical = LongIndex.open(folder), LexicalIndex.open(lexical_folder)
-    texts = _scale_texts(docs)
-    rng = np.random.default_rng(2)
-    picks = rng.integers(0, docs, size=args.queries)
-    vectors = np.asarray(windows.vectors[picks * PER_DOC + rng.integers(0, PER_DOC, size=args.queries)])
-    vectors = vectors + rng.normal(0, 0.02, size=vectors.shape).astype(np.float32)
-    query_texts = _five_words([texts[d] for d in picks], rng)
-    del texts
+    vectors, query_texts = _scale_queries(windows, docs, args.queries)
     searcher = HybridSearch(windows, lexical, WindowScoring(), FusionSettings())
     asked = list(range(args.queries))
     runs: dict[tuple[str, int], list[dict[str, float]]] = {}
@@ -892,7 +886,7 @@ def stage_scale(args: argparse.Namespace) -> None:
     exact = _exact_fused_batched(searcher, vectors[checked], [query_texts[n] for n in checked], 10)
     for n, best in zip(checked, exact, strict=True):
         found = [hit.id for hit in searcher.search(vectors[n : n + 1], query_texts[n : n + 1], 10, Mode.HYBRID)[0]]
-        recall.append(len(set(found) & set(best)) / 10)
+        recall.append(len(set(found) & {doc for doc, _ in best}) / 10)
     size, bm25 = _bytes(lexical_folder), _bytes(lexical_folder / "bm25")
     section = {**builds,
                "lexical_bytes_per_doc": round(size / docs), "bm25_bytes_per_doc": round(bm25 / docs),
@@ -924,8 +918,62 @@ def _exact_fused_batched(searcher: Any, queries: np.ndarray, texts: list[str], k
     out = []
     for row, text in zip(scores, texts, strict=True):
         fused = fuse(row, searcher.lexical.scores(text).astype(np.float64), searcher.settings)
-        out.append([windows.doc_ids[d] for d in np.argsort(-fused, kind="stable")[:k]])
+        out.append([(windows.doc_ids[d], float(fused[d])) for d in np.argsort(-fused, kind="stable")[:k]])
     return out
+
+
+def _scale_queries(windows: Any, docs: int, count: int) -> tuple[np.ndarray, list[str]]:
+    """The scale stages' queries: each a vector near one window of a random document (σ = 0.02) and 5 words of that
+    document's text (seeded: every stage and run asks the same queries)."""
+    texts = _scale_texts(docs)
+    rng = np.random.default_rng(2)
+    picks = rng.integers(0, docs, size=count)
+    vectors = np.asarray(windows.vectors[picks * PER_DOC + rng.integers(0, PER_DOC, size=count)])
+    vectors = vectors + rng.normal(0, 0.02, size=vectors.shape).astype(np.float32)
+    return vectors, _five_words([texts[d] for d in picks], rng)
+
+
+def stage_scale_depth(args: argparse.Namespace) -> None:
+    """Why the fused top 10 at `args.windows` windows misses documents of the exact fused scan, and what the proposal
+    depth buys back: for each depth in `args.depths`, the recall of the top 10 against the exact scan, how often
+    the first hit agrees, the share of missed documents whose exact fused score is within 1 % of the 10th found, the
+    fused score the index's top 10 keeps (sum of their exact fused scores ÷ the exact top 10's), and the p50 / p99
+    of a query alone. The queries are the scale stage's first `args.recall_queries`."""
+    from lengthwise.core.scoring import WindowScoring
+    from lengthwise.longdoc.search.hybrid import FusionSettings, HybridSearch, Mode
+    from lengthwise.longdoc.search.index import LongIndex
+    from lengthwise.longdoc.search.lexical import LexicalIndex
+
+    key = _scale_key(args.windows, args.granularity)
+    folder = args.work / f"scale-{args.windows}" / "index"
+    windows = LongIndex.open(folder)
+    searcher = HybridSearch(windows, LexicalIndex.open(_lexical_folder(folder, args.granularity)), WindowScoring(),
+                            FusionSettings())  # fmt: skip
+    vectors, texts = _scale_queries(windows, args.windows // PER_DOC, args.queries)
+    asked, load_before = list(range(args.recall_queries)), _load()
+    exact = _exact_fused_batched(searcher, vectors[asked], texts[: len(asked)], 10)
+    rows = {}
+    for depth in args.depths:
+        searcher.settings = FusionSettings(depth=depth)
+        found = [searcher.search(vectors[n : n + 1], texts[n : n + 1], 10, Mode.HYBRID)[0] for n in asked]
+        recall, first, near, kept = [], [], [], []
+        for hits, best in zip(found, exact, strict=True):
+            ids, scores = {hit.id for hit in hits}, dict(best)
+            missed = [score for doc, score in best if doc not in ids]
+            recall.append(1 - len(missed) / 10)
+            first.append(hits[0].id == best[0][0])
+            near += [score <= 1.01 * hits[-1].score for score in missed]
+            kept.append(sum(hit.score for hit in hits) / sum(scores.values()))
+        timed = _timed(lambda n: searcher.search(vectors[n : n + 1], texts[n : n + 1], 10, Mode.HYBRID), asked, 1)
+        rows[str(depth)] = {"recall_at_10_vs_exact_fused": round(float(np.mean(recall)), 4),
+                            "first_hit_agrees": round(float(np.mean(first)), 4),
+                            "missed_within_1pct_of_10th": round(float(np.mean(near)), 4) if near else None,
+                            "fused_score_kept": round(float(np.mean(kept)), 5), "latency_clients_1": timed}  # fmt: skip
+        print(depth, rows[str(depth)], flush=True)
+    out = json.loads(RESULTS.read_text()).get("scale_depth", {}) if RESULTS.is_file() else {}
+    section = {"windows": args.windows, "granularity": args.granularity, "queries": len(asked), "depths": rows,
+               "load": [load_before, _load()]}  # fmt: skip
+    _write("scale_depth", {**{k: v for k, v in out.items() if k != "environment"}, key: section})
 
 
 def stage_recall(args: argparse.Namespace) -> None:
@@ -1096,6 +1144,7 @@ def markdown_table() -> str:
 
 
 STAGES = {"quality": stage_quality, "engines": stage_engines, "recall": stage_recall, "scale": stage_scale,
+          "scale-depth": stage_scale_depth,
           "text-side": stage_text_side, "window-query": stage_window_query, "tuned": stage_tuned,
           "duplicated": stage_duplicated, "aggregations": stage_aggregations}  # fmt: skip
 
@@ -1119,6 +1168,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=3, help="scale: alternated repeats of each mode (medians)")
     parser.add_argument("--recall-queries", type=int, default=100)
+    parser.add_argument("--depths", default="100,200,400,1000", type=lambda v: [int(d) for d in v.split(",")],
+                        help="scale-depth: the proposal depths (documents each side proposes) to compare")  # fmt: skip
     parser.add_argument("--granularity", choices=["window", "document"], default="window",
                         help="scale: the lexical side's granularity (document: in lexical-document)")  # fmt: skip
     parser.add_argument("--build-only", action="store_true",

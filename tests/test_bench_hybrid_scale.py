@@ -161,7 +161,7 @@ def test_the_batched_exact_scan_ranks_as_the_per_query_one(bench, work: Path) ->
     import torch
 
     from lengthwise.core.scoring import WindowScoring
-    from lengthwise.longdoc.search.hybrid import FusionSettings, HybridSearch
+    from lengthwise.longdoc.search.hybrid import FusionSettings, HybridSearch, Mode
     from lengthwise.longdoc.search.index import LongIndex
     from lengthwise.longdoc.search.lexical import LexicalIndex
 
@@ -179,7 +179,9 @@ def test_the_batched_exact_scan_ranks_as_the_per_query_one(bench, work: Path) ->
         batched = bench._exact_fused_batched(searcher, queries.astype(np.float32), texts, 10, block=block)
         for n in range(6):
             unit = torch.nn.functional.normalize(torch.as_tensor(queries[n].astype(np.float32)), dim=-1)
-            assert batched[n] == searcher.exact_fused(unit, texts[n], 10)
+            ranked = searcher.exact_ranked(unit.numpy(), texts[n], 10, Mode.HYBRID)
+            assert [doc for doc, _ in batched[n]] == [doc for doc, _ in ranked]
+            assert [score for _, score in batched[n]] == pytest.approx([score for _, score in ranked], abs=1e-6)
 
 
 def test_the_document_granularity_side_is_built_beside_the_window_one(bench, work: Path) -> None:
@@ -200,3 +202,29 @@ def test_the_document_granularity_side_is_built_beside_the_window_one(bench, wor
         str(WINDOWS),
         f"{WINDOWS}-document-granularity",
     )
+
+
+def test_the_depth_stage_finds_the_exact_top_10_once_the_proposals_hold_every_document(
+    bench, work: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`scale-depth` (why the fused top 10 misses exact hits at 10M windows): when the proposals hold every one of the
+    10 documents (any depth: at least 10·k are proposed) the index's top 10 is the exact scan's, with the same fused
+    scores. The section is written to the results file it is given, never the repository's."""
+    import argparse
+    import json
+
+    folder = work / f"scale-{WINDOWS}" / "index"
+    if not folder.is_dir():
+        _placeholder_index(bench, work)
+    if not (folder / "lexical" / "lexical.json").is_file():
+        bench._lexical_build(folder, WINDOWS // bench.PER_DOC)
+    results = tmp_path / "bench_hybrid.json"
+    monkeypatch.setattr(bench, "RESULTS", results)
+    args = argparse.Namespace(work=work, windows=WINDOWS, granularity="window", queries=8, recall_queries=8,
+                              depths=[100])  # fmt: skip
+    bench.stage_scale_depth(args)
+    section = json.loads(results.read_text())["scale_depth"][str(WINDOWS)]
+    whole = section["depths"]["100"]
+    assert (whole["recall_at_10_vs_exact_fused"], whole["first_hit_agrees"]) == (1.0, 1.0)
+    assert whole["fused_score_kept"] == pytest.approx(1.0, abs=1e-4)
+    assert section["queries"] == 8 and whole["latency_clients_1"]["p50_ms"] > 0
