@@ -315,3 +315,30 @@ def test_eval_through_the_index_takes_the_mode(index, tmp_path: Path, mode: str)
     assert run.exit_code == 0, run.output
     saved = json.loads((tmp_path / "ev" / "results.json").read_text())
     assert saved["scores"] == record["scores"] and saved["index"]["mode"] == mode
+
+
+def test_search_depth_reaches_the_hybrid_proposals_from_python_and_the_cli(
+    index, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """`LongIndex.search(depth=…)` and `search --depth` set how many documents each side proposes (the knob the
+    10M-window run measures: deeper finds more of the exact fused top 10 among near-duplicates); the index's recorded
+    fusion is kept otherwise, and a depth below 1 is refused naming it."""
+    from lengthwise.longdoc.search import hybrid
+
+    seen: list[FusionSettings] = []
+    original = hybrid.HybridSearch.search
+
+    def spy(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(self.settings)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(hybrid.HybridSearch, "search", spy)
+    deep = index.search("the river and the old bridge", k=3, mode="hybrid", depth=24)
+    index.search("the river and the old bridge", k=3, mode="hybrid")
+    run = runner.invoke(app, ["search", str(index.folder), "-q", "river", "--mode", "hybrid", "--depth", "7"])
+    assert run.exit_code == 0, run.output
+    assert [s.depth for s in seen] == [24, index.fusion.depth, 7]
+    assert {(s.fusion, s.weight) for s in seen} == {(index.fusion.fusion, index.fusion.weight)}
+    assert [hit.id for hit in deep[0]] == [hit.id for hit in index.search("the river and the old bridge", k=3)[0]]
+    with pytest.raises(SettingError, match="depth"):
+        index.search("river", depth=0)

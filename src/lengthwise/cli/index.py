@@ -103,6 +103,10 @@ def search(
         typer.Option("--mode", help="dense, lexical (BM25) or hybrid (default: hybrid when the index holds text)."),
     ] = None,
     passages: Annotated[int, typer.Option("--passages", help="Best windows shown with each hit.", min=0)] = 0,
+    depth: Annotated[
+        int | None,
+        typer.Option("--depth", help="Hybrid: documents each side proposes (default 100; deeper: more exact).", min=1),
+    ] = None,
     model: Annotated[
         str | None,
         typer.Option("--model", "-m", help="Query with this model instead of the recorded one (same weights)."),
@@ -118,7 +122,13 @@ def search(
     try:
         asked = _queries(query, queries)
         results = LongIndex.open(index, model=model, load_model=load_model).search(
-            [text for _, text in asked], k, mode=mode, passages=passages, candidates=candidates, probes=probes
+            [text for _, text in asked],
+            k,
+            mode=mode,
+            passages=passages,
+            candidates=candidates,
+            probes=probes,
+            depth=depth,
         )
     except LengthwiseError as err:
         _fail(setting_message(err))

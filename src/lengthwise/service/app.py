@@ -28,7 +28,7 @@ from lengthwise.service.schema import request_models
 
 __all__ = ["BodyLimit", "Searcher", "create_app", "describe"]
 
-SEARCH_FIELDS = ("k", "mode", "passages", "context", "candidates", "probes")
+SEARCH_FIELDS = ("k", "mode", "passages", "context", "candidates", "probes", "depth")
 
 
 class Searcher:

@@ -69,6 +69,7 @@ def request_models(limits: Limits) -> tuple[type[BaseModel], type[BaseModel]]:
             description="The dense side's candidate windows per query (`windows` until 0.4).",
         )
         probes: Count = Field(None, description="FAISS lists probed or USearch expansion.")
+        depth: Count = Field(None, description="Hybrid: documents each side proposes (default: the index's, 100).")
 
     class EmbedRequest(BaseModel):
         """Queries to embed as the index's documents were: the recorded model and long-document settings."""

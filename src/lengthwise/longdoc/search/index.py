@@ -38,7 +38,7 @@ import json
 import os
 import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -606,6 +606,7 @@ class LongIndex:
         passages: int = 0,
         candidates: int | None = None,
         probes: int | None = None,
+        depth: int | None = None,
         vectors: np.ndarray | None = None,
     ) -> list[list[Hit]]:
         """The `k` best documents for each query, best first, as `Hit`s (id, score, each side's exact score, and the
@@ -618,13 +619,16 @@ class LongIndex:
                 recorded in the index); default: the index's recorded mode (hybrid when it holds text).
             passages: Best windows returned with each hit (0: none).
             candidates, probes: The dense side's candidate windows and probes (`search_vectors`).
+            depth: Documents each side proposes to a hybrid search (at least 10·k; default: the index's recorded
+                fusion, 100). Deeper finds more of the exact fused top k where many documents tie on one side
+                (near-duplicates), at some cost per query (docs/longdoc.md, the 10M-window run).
             vectors: The queries' vectors when already embedded (`embed_queries`; e.g. by a service that embeds
                 the next batch while this one is searched); embedded here when None.
         """
         from lengthwise.longdoc.search.hybrid import HybridSearch, Mode
 
         texts = [queries] if isinstance(queries, str) else list(queries)
-        for name, value in (("k", k), ("candidates", candidates), ("probes", probes)):
+        for name, value in (("k", k), ("candidates", candidates), ("probes", probes), ("depth", depth)):
             if value is not None and value < 1:
                 raise SettingError(name, value, "must be ≥ 1")
         if passages < 0:
@@ -643,7 +647,8 @@ class LongIndex:
             vectors = self.embed_queries(texts)
         elif len(vectors) != len(texts):
             raise SettingError("vectors", len(vectors), f"give one vector per query ({len(texts)})")
-        searcher = HybridSearch(self, self.lexical, self.scoring, self.fusion)
+        fusion = self.fusion if depth is None else replace(self.fusion, depth=depth)
+        searcher = HybridSearch(self, self.lexical, self.scoring, fusion)
         return searcher.search(vectors, texts, k, chosen, passages=passages, candidates=candidates, probes=probes)
 
     # --- checks and comparisons for evaluation and tuning -------------------------------------------------------
