@@ -853,7 +853,8 @@ def stage_scale(args: argparse.Namespace) -> None:
               "dense_build_s": round(dense_built) if dense_built is not None else None, "dense_reused": reused,
               "lexical_build_s": round(lexical_built) if lexical_built is not None else None,
               "lexical_reused": lexical_reused, "lexical_peak_rss_mb": peak_mb,
-              "build_load": [load_before, _load()]}  # fmt: skip
+              "build_load": earlier.get(key, {}).get("build_load") if reused and lexical_reused
+              else [load_before, _load()]}  # fmt: skip
     if args.build_only:  # the builds' figures now; a later run reuses both sides and keeps them
         _write("scale", {**{k: v for k, v in earlier.items() if k != "environment"}, key: builds})
         print(builds, flush=True)
