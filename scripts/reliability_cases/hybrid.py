@@ -222,4 +222,12 @@ CASES: list[Case] = [
         "Invalid value for '--passages'",
         _indexed,
     ),
+    Case(
+        "search-zero-depth",
+        "35",
+        ["search", "{tmp}/i", "--query", "bridge", "--mode", "hybrid", "--depth", "0"],
+        2,
+        "Invalid value for '--depth'",
+        _indexed,
+    ),
 ]
