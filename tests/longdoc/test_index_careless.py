@@ -334,3 +334,22 @@ def test_what_a_stopped_lexical_build_leaves_does_not_block_the_rebuild(tmp_path
     (tmp_path / "idx" / ".lexical-building" / "build.json").write_text("{}")
     LongIndex.build_windows(tmp_path / "enc", tmp_path / "idx")
     assert LongIndex.open(tmp_path / "idx").doc_ids == ["x", "y", "z"]
+
+
+def test_another_workers_manifest_being_written_is_not_a_strangers_file(tmp_path: Path) -> None:
+    """`encode --devices cpu,cpu`: the worker that starts the folder writes its manifest through a temporary file, and
+    the other worker, checking the folder at that moment, saw that file without the manifest and refused the folder
+    as holding foreign files (an intermittent failure of `test_two_local_processes_give_the_vectors_of_one`). The
+    temporary file of a manifest is lengthwise's own; any other file still makes the folder refused."""
+    settings = {"model": "random", "long": {"strategy": "multi-vector"}}
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / ".manifest.json.17noqd1g.tmp").write_text("{")  # the first worker, mid-write
+    store = EmbeddingStore(folder, settings)
+    store.write("w1-", ["a"], MultiVectors(np.ones((2, 4), dtype=np.float32), np.array([0, 2])))
+    assert read_embeddings(folder)[0] == ["a"]
+    stranger = tmp_path / "other"
+    stranger.mkdir()
+    (stranger / "notes.tmp").write_text("mine")
+    with pytest.raises(LongDocError, match="not embeddings written by lengthwise"):
+        EmbeddingStore(stranger, settings)

@@ -233,6 +233,7 @@ class EmbeddingStore:
                 )
             return
         files = sorted(p.name for p in self.folder.iterdir()) if self.folder.is_dir() else []
+        files = [name for name in files if not _manifest_being_written(name)]
         if files and not (self.folder / MANIFEST).is_file():
             raise LongDocError(
                 None,
@@ -528,3 +529,9 @@ def encode_corpus(
     if repair:  # the whole job in this process: record the texts digest
         store.finish()
     return written
+
+
+def _manifest_being_written(name: str) -> bool:
+    """Whether `name` is the temporary file of a manifest being written atomically (`write_json_atomic`): another
+    worker of the same encode starting the folder (or one killed while it did), not a stranger's file."""
+    return name.startswith(f".{MANIFEST}.") and name.endswith(".tmp")
