@@ -27,6 +27,7 @@ from types import FrameType
 from typing import Any
 
 from lengthwise.core.errors import SettingError
+from lengthwise.core.results import is_atomic_temp
 
 __all__ = [
     "InterruptGuard",
@@ -104,7 +105,7 @@ def _ours(path: Path, replaceable: Collection[str]) -> bool:
     """A file of an earlier output set, or a temporary file an interrupted atomic write of one left behind."""
     if path.name in replaceable:
         return path.is_file()
-    return path.is_file() and path.name.startswith(".") and path.name.endswith(".tmp")
+    return path.is_file() and is_atomic_temp(path.name)
 
 
 def _exchange(a: Path, b: Path) -> bool:

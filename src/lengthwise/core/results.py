@@ -13,7 +13,15 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, TypedDict
 
-__all__ = ["Provenance", "environment", "json_bytes", "provenance", "write_bytes_atomic", "write_json_atomic"]
+__all__ = [
+    "Provenance",
+    "environment",
+    "is_atomic_temp",
+    "json_bytes",
+    "provenance",
+    "write_bytes_atomic",
+    "write_json_atomic",
+]
 
 _PACKAGES = ("lengthwise", "torch", "transformers", "sentence-transformers", "numpy", "scipy", "tokenizers")
 
@@ -34,6 +42,13 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def is_atomic_temp(name: str, target: str | None = None) -> bool:
+    """Whether a file `name` is the temporary file `write_bytes_atomic` writes before its rename (of `target`, or of
+    any file): one being written now by another process, or one an interrupted write left behind."""
+    prefix = "." if target is None else f".{target}."
+    return name.startswith(prefix) and name.endswith(".tmp")
 
 
 def _umask() -> int:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lengthwise.core.results import write_bytes_atomic, write_json_atomic
+from lengthwise.core.results import is_atomic_temp, write_bytes_atomic, write_json_atomic
 from lengthwise.longdoc.config import LongDocError
 from lengthwise.longdoc.storage._parquet import PARQUET, parquet_part, shard_part
 
@@ -232,8 +232,9 @@ class EmbeddingStore:
                     "write to another folder, or delete it to start again",
                 )
             return
-        files = sorted(p.name for p in self.folder.iterdir()) if self.folder.is_dir() else []
-        files = [name for name in files if not _manifest_being_written(name)]
+        # a manifest's temporary file is another worker of this encode starting the folder, not a stranger's file
+        names = sorted(p.name for p in self.folder.iterdir()) if self.folder.is_dir() else []
+        files = [name for name in names if not is_atomic_temp(name, MANIFEST)]
         if files and not (self.folder / MANIFEST).is_file():
             raise LongDocError(
                 None,
@@ -529,9 +530,3 @@ def encode_corpus(
     if repair:  # the whole job in this process: record the texts digest
         store.finish()
     return written
-
-
-def _manifest_being_written(name: str) -> bool:
-    """Whether `name` is the temporary file of a manifest being written atomically (`write_json_atomic`): another
-    worker of the same encode starting the folder (or one killed while it did), not a stranger's file."""
-    return name.startswith(f".{MANIFEST}.") and name.endswith(".tmp")
