@@ -883,17 +883,15 @@ def stage_scale(args: argparse.Namespace) -> None:
         )
         for c in (1, 8)
     }
-    recall, checked = [], asked[: args.recall_queries]
+    checked = asked[: args.recall_queries]
     exact = _exact_fused_batched(searcher, vectors[checked], [query_texts[n] for n in checked], 10)
-    for n, best in zip(checked, exact, strict=True):
-        found = [hit.id for hit in searcher.search(vectors[n : n + 1], query_texts[n : n + 1], 10, Mode.HYBRID)[0]]
-        recall.append(len(set(found) & {doc for doc, _ in best}) / 10)
+    recall = _against_exact(searcher, vectors, query_texts, exact)
     size, bm25 = _bytes(lexical_folder), _bytes(lexical_folder / "bm25")
     section = {**builds,
                "lexical_bytes_per_doc": round(size / docs), "bm25_bytes_per_doc": round(bm25 / docs),
                "queries": args.queries, "repeats": args.repeats, "latency": rows, **ratios,
-               "recall_at_10_vs_exact_fused": round(float(np.mean(recall)), 4),
-               "recall_queries": len(recall), "load": [load_before, _load()]}  # fmt: skip
+               "recall_at_10_vs_exact_fused": recall["recall_at_10_vs_exact_fused"],
+               "recall_queries": len(checked), "load": [load_before, _load()]}  # fmt: skip
     print(section, flush=True)
     out = json.loads(RESULTS.read_text()).get("scale", {}) if RESULTS.is_file() else {}
     _write("scale", {**{k: v for k, v in out.items() if k != "environment"}, key: section})
@@ -921,6 +919,28 @@ def _exact_fused_batched(searcher: Any, queries: np.ndarray, texts: list[str], k
         fused = fuse(row, searcher.lexical.scores(text).astype(np.float64), searcher.settings)
         out.append([(windows.doc_ids[d], float(fused[d])) for d in np.argsort(-fused, kind="stable")[:k]])
     return out
+
+
+def _against_exact(searcher: Any, vectors: np.ndarray, texts: list[str], exact: list) -> dict[str, Any]:
+    """The hybrid top 10 of the first ``len(exact)`` queries against `exact` (`_exact_fused_batched`'s (id, fused
+    score) lists): the share of the exact top 10 found, how often the first hit agrees, the share of missed
+    documents whose exact fused score is within 1 % of the 10th found, and the fused score the top 10 keeps (theirs
+    summed ÷ the exact top 10's)."""
+    from lengthwise.longdoc.search.hybrid import Mode
+
+    recall, first, near, kept = [], [], [], []
+    for n, best in enumerate(exact):
+        hits = searcher.search(vectors[n : n + 1], texts[n : n + 1], 10, Mode.HYBRID)[0]
+        ids = {hit.id for hit in hits}
+        missed = [score for doc, score in best if doc not in ids]
+        recall.append(1 - len(missed) / 10)
+        first.append(hits[0].id == best[0][0])
+        near += [score <= 1.01 * hits[-1].score for score in missed]
+        kept.append(sum(hit.score for hit in hits) / sum(score for _, score in best))
+    return {"recall_at_10_vs_exact_fused": round(float(np.mean(recall)), 4),
+            "first_hit_agrees": round(float(np.mean(first)), 4),
+            "missed_within_1pct_of_10th": round(float(np.mean(near)), 4) if near else None,
+            "fused_score_kept": round(float(np.mean(kept)), 5)}  # fmt: skip
 
 
 def _scale_queries(windows: Any, docs: int, count: int) -> tuple[np.ndarray, list[str]]:
@@ -956,20 +976,8 @@ def stage_scale_depth(args: argparse.Namespace) -> None:
     rows = {}
     for depth in args.depths:
         searcher.settings = FusionSettings(depth=depth)
-        found = [searcher.search(vectors[n : n + 1], texts[n : n + 1], 10, Mode.HYBRID)[0] for n in asked]
-        recall, first, near, kept = [], [], [], []
-        for hits, best in zip(found, exact, strict=True):
-            ids, scores = {hit.id for hit in hits}, dict(best)
-            missed = [score for doc, score in best if doc not in ids]
-            recall.append(1 - len(missed) / 10)
-            first.append(hits[0].id == best[0][0])
-            near += [score <= 1.01 * hits[-1].score for score in missed]
-            kept.append(sum(hit.score for hit in hits) / sum(scores.values()))
         timed = _timed(lambda n: searcher.search(vectors[n : n + 1], texts[n : n + 1], 10, Mode.HYBRID), asked, 1)
-        rows[str(depth)] = {"recall_at_10_vs_exact_fused": round(float(np.mean(recall)), 4),
-                            "first_hit_agrees": round(float(np.mean(first)), 4),
-                            "missed_within_1pct_of_10th": round(float(np.mean(near)), 4) if near else None,
-                            "fused_score_kept": round(float(np.mean(kept)), 5), "latency_clients_1": timed}  # fmt: skip
+        rows[str(depth)] = {**_against_exact(searcher, vectors, texts, exact), "latency_clients_1": timed}
         print(depth, rows[str(depth)], flush=True)
     out = json.loads(RESULTS.read_text()).get("scale_depth", {}) if RESULTS.is_file() else {}
     section = {"windows": args.windows, "granularity": args.granularity, "queries": len(asked), "depths": rows,
