@@ -113,6 +113,23 @@ def tokenized_shards(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
+@pytest.fixture
+def hybrid_settings(monkeypatch: pytest.MonkeyPatch) -> list:
+    """Grows by the fusion settings (`FusionSettings`: fusion, weight, depth) of each hybrid search run in this
+    process."""
+    from lengthwise.longdoc.search import hybrid
+
+    seen: list[hybrid.FusionSettings] = []
+    real = hybrid.HybridSearch.search
+
+    def watched(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(self.settings)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(hybrid.HybridSearch, "search", watched)
+    return seen
+
+
 def load_script(path: Path, name: str) -> ModuleType:
     """A benchmark's or experiment's script (not a package module) imported under `name`, for its tests."""
     spec = importlib.util.spec_from_file_location(name, path)

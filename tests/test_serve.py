@@ -242,28 +242,19 @@ def test_candidates_and_their_old_name_windows_answer_as_the_library(client: Any
 
 
 def test_depth_reaches_the_hybrid_search_and_a_depth_of_0_is_refused(
-    client: Any, library: Any, monkeypatch: pytest.MonkeyPatch
+    client: Any, library: Any, hybrid_settings: list
 ) -> None:
     """`depth` (documents each side proposes to a hybrid search) is part of a request's settings, handed to the
     library's search as `lengthwise search --depth` hands it (the batcher's handler, in this process, where the
     search can be watched); the server answers it as the library does, and refuses 0 on the field."""
-    from lengthwise.longdoc.search import hybrid
     from lengthwise.service.app import SEARCH_FIELDS, Searcher
 
-    seen: list[int] = []
-    original = hybrid.HybridSearch.search
-
-    def spy(self: Any, *args: Any, **kwargs: Any) -> Any:
-        seen.append(self.settings.depth)
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(hybrid.HybridSearch, "search", spy)
     asked = {"k": 3, "mode": "hybrid", "passages": 0, "context": 0, "candidates": None, "probes": None, "depth": 37}
     key = ("search", *(asked[name] for name in SEARCH_FIELDS))
     searcher = Searcher(library)
     handled = searcher.finish(key, QUERIES[:1], searcher.prepare(key, QUERIES[:1]))
     expected = [hit.id for hit in library.search(QUERIES[:1], 3, mode="hybrid", depth=37)[0]]
-    assert seen == [37, 37] and [hit["id"] for hit in handled[0]] == expected
+    assert [s.depth for s in hybrid_settings] == [37, 37] and [hit["id"] for hit in handled[0]] == expected
     response = client.post("/search", json={"queries": QUERIES[:1], "k": 3, "mode": "hybrid", "depth": 37})
     assert response.status_code == 200, response.text
     assert [hit["id"] for hit in response.json()["results"][0]["hits"]] == expected

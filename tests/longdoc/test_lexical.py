@@ -318,21 +318,12 @@ def test_eval_through_the_index_takes_the_mode(index, tmp_path: Path, mode: str)
 
 
 def test_search_depth_reaches_the_hybrid_proposals_from_python_and_the_cli(
-    index, monkeypatch: pytest.MonkeyPatch
+    index, hybrid_settings: list[FusionSettings]
 ) -> None:  # type: ignore[no-untyped-def]
     """`LongIndex.search(depth=…)` and `search --depth` set how many documents each side proposes (the knob the
     10M-window run measures: deeper finds more of the exact fused top 10 among near-duplicates); the index's recorded
     fusion is kept otherwise, and a depth below 1 is refused naming it."""
-    from lengthwise.longdoc.search import hybrid
-
-    seen: list[FusionSettings] = []
-    original = hybrid.HybridSearch.search
-
-    def spy(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        seen.append(self.settings)
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(hybrid.HybridSearch, "search", spy)
+    seen = hybrid_settings
     deep = index.search("the river and the old bridge", k=3, mode="hybrid", depth=24)
     index.search("the river and the old bridge", k=3, mode="hybrid")
     run = runner.invoke(app, ["search", str(index.folder), "-q", "river", "--mode", "hybrid", "--depth", "7"])
