@@ -120,6 +120,15 @@ def _int8_recorded(tmp: Path, _: str) -> str | None:
     return None if precision == "int8" else f"the folder records precision {precision!r}"
 
 
+def _auto_recorded(tmp: Path, _: str) -> str | None:
+    """``--precision auto`` is recorded as what it meant on the device (issue 48), so a search embeds queries so."""
+    from lengthwise.core.precision import resolve_precision
+
+    precision = json.loads((tmp / "e" / "manifest.json").read_text(encoding="utf-8"))["settings"]["precision"]
+    expected = resolve_precision("auto", "cpu").value
+    return None if precision == expected else f"the folder records precision {precision!r}, not {expected!r}"
+
+
 def _results_on_stdout(tmp: Path, _: str) -> str | None:
     """The same search again, its stdout alone: the hits must be there (`search … > hits.txt`)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
@@ -142,8 +151,9 @@ CASES: list[Case] = [
          _changed_text, _current),
     Case("encode-resume-keeps-the-users-files", "33.7", _ENCODE, 0, "w0-00001: no shard record", _user_files,
          _labels_kept),
-    Case("encode-refused-precision-leaves-nothing", "33.8", [*_ENCODE, "--precision", "fp16"], 2,
-         "--precision 'fp16': use fp32 or int8", lambda tmp, _: _corpus(tmp / "c.jsonl"), _absent("e")),
+    Case("encode-refused-precision-leaves-nothing", "33.8", [*_ENCODE, "--precision", "fp8"], 2,
+         "--precision 'fp8': use auto, fp32, bf16, fp16 or int8", lambda tmp, _: _corpus(tmp / "c.jsonl"),
+         _absent("e")),
     Case("encode-refused-model-leaves-nothing", "33.8", [*_ENCODE[:5], "-m", NO_MODEL], 2, "lengthwise-model",
          lambda tmp, _: _corpus(tmp / "c.jsonl"), _absent("e")),
     Case("eval-index-of-other-texts", "33.4",
@@ -166,6 +176,8 @@ CASES: list[Case] = [
          lambda tmp, _: _corpus(tmp / "c.jsonl"), _absent("e")),
     Case("encode-precision-upper-case", "33.13", [*_ENCODE, "--precision", "INT8"], 0, "embedded 5 new documents",
          lambda tmp, _: _corpus(tmp / "c.jsonl"), _int8_recorded),
+    Case("encode-auto-precision-records-what-ran", "48", [*_ENCODE, "--precision", "auto", "--devices", "cpu"], 0,
+         "embedded 5 new documents", lambda tmp, _: _corpus(tmp / "c.jsonl"), _auto_recorded),
     Case("encode-int8-independent-of-the-batch", "33.4b", [*_ENCODE, "--precision", "int8", "--batch-size", "8"], 0,
          "embedded 6 new documents", _int8_batch_one, _same_vectors),
     Case("encode-duplicate-scales", "33.13", [*_ENCODE[:-4], "--long", "multi-vector", "--window", "16",

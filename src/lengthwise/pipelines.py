@@ -246,8 +246,8 @@ def tune_long_documents(
             the last three for multi-vector); truncation at the model's own window is always the baseline.
         out: Where ``tune.json`` and ``tune.png`` go as one set, checked before any compute; None writes nothing.
         save: Also save the model with the best choice here; `lengthwise.load_model` then picks it up.
-        batch_size, device, precision, on_eval: Windows per forward pass; the device; fp32 or int8 (CPU); called
-            with (config, score) after each candidate.
+        batch_size, device, precision, on_eval: Windows per forward pass; the device; auto, fp32, bf16, fp16 or
+            int8; called with (config, score) after each candidate.
 
     Returns:
         The tuning result and the record written to ``tune.json``.

@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 from lengthwise.cli import app
 from lengthwise.core.errors import SettingError
 from lengthwise.core.models import load_plain_model, model_fingerprint
+from lengthwise.core.precision import Precision
 from lengthwise.core.quantize import (
     DEFAULT_KEEP_FP32,
-    Precision,
     RowScaledLinear,
     linear_precision,
     quantize_int8,
@@ -96,9 +96,9 @@ def test_provenance_records_the_precision(tiny_model_dir: Path) -> None:
 
 
 def test_bad_precision_and_gpu_int8_are_refused_in_one_line(tiny_model_dir: Path) -> None:
-    with pytest.raises(SettingError, match="precision='fp8': use fp32 or int8"):
+    with pytest.raises(SettingError, match="precision='fp8': use auto, fp32, bf16, fp16 or int8"):
         Precision.parse("fp8")
-    with pytest.raises(SettingError, match=r"int8 runs on the CPU only.*fp16 or bf16"):
+    with pytest.raises(SettingError, match=r"int8 runs on the CPU only.*use bf16 or fp16"):
         load_plain_model(tiny_model_dir, device="cuda", precision="int8")
     with pytest.raises(SettingError, match="leaves no Linear layer"):
         quantize_int8(load_plain_model(tiny_model_dir, device="cpu"), keep_fp32=("*",))

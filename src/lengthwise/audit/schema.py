@@ -105,7 +105,7 @@ class ModelSection(TypedDict, total=False):
     architecture: str
     max_seq_length: int
     weights_sha256_16: str
-    precision: str  # fp32, or int8 (Linear layers quantized at load); absent in audits made before 0.2
+    precision: str  # fp32, bf16/fp16 (half transformer) or int8 (quantized Linear); absent before 0.2
 
 
 class DataSection(TypedDict, total=False):

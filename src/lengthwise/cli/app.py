@@ -94,7 +94,7 @@ COMMANDS: dict[str, CommandEntry] = {  # in the order `lengthwise --help` lists 
 RENAMED: dict[str, dict[str, str]] = {
     "search": {"--windows": "--candidates"},  # a candidate count, not `longdoc tune --windows` (window sizes)
     "encode": {"--engine": "--runner"},  # local or ray, not `index build --engine` (the ANN backend)
-    "train": {"--precision": "--mixed-precision"},  # training's auto/fp32/fp16/bf16, not inference's fp32/int8
+    "train": {"--precision": "--mixed-precision"},  # training's mixed precision, not inference's
 }
 
 

@@ -81,8 +81,9 @@ ModelOption = Annotated[str, typer.Option("--model", "-m", help="Model directory
 DeviceOption = Annotated[str | None, typer.Option("--device", help="cpu, cuda, mps… Default: best available.")]
 TrustOption = Annotated[bool, typer.Option("--trust-remote-code", help="Allow the model repository's own code to run.")]
 PRECISION_HELP = (
-    "fp32, or int8: Linear layers quantized at load (CPU only; quantized weights 4x smaller, little faster on "
-    "an AVX2 CPU without VNNI: 1.03-1.17x for all-MiniLM-L6-v2 here, see docs/benchmarks.md)."
+    "Inference precision: fp32; bf16 or fp16 (the transformer in half precision, vectors still fp32; on a CPU only "
+    "where it has native bf16/fp16); int8 (Linear layers quantized at load, CPU only); or auto: bf16 on a GPU that "
+    "has it (else fp16) or a CPU with AMX, else fp32. See docs/benchmarks.md."
 )
 PrecisionOption = Annotated[str, typer.Option("--precision", help=PRECISION_HELP)]
 

@@ -14,7 +14,7 @@ from lengthwise.service.config import ServeConfig
 
 __all__ = ["serve"]
 
-FLAGGED = ("host", "port", "workers", "api_key_file", "max_batch", "batch_wait_ms", "threads")
+FLAGGED = ("host", "port", "workers", "api_key_file", "max_batch", "batch_wait_ms", "threads", "search_threads")
 
 
 def _message(error: Exception, index: Path) -> str:
@@ -36,6 +36,7 @@ def serve(
     max_batch: Annotated[int, field_option(ServeConfig, "max_batch")] = 64,
     batch_wait_ms: Annotated[float, field_option(ServeConfig, "batch_wait_ms")] = 2.0,
     threads: Annotated[int | None, field_option(ServeConfig, "threads")] = None,
+    search_threads: Annotated[int | None, field_option(ServeConfig, "search_threads")] = None,
 ) -> None:
     """Serve INDEX over HTTP: POST /search and /embed, GET /health, /info and / (a search page); the model and the
     index are loaded once, and concurrent queries are embedded in batches. Stops on SIGTERM or Ctrl-C once the
@@ -50,7 +51,8 @@ def serve(
         print(f"serving {index} at {url} (API docs: {url}/docs; stop with Ctrl-C or SIGTERM)", flush=True)
 
     try:
-        config = ServeConfig(host, port, workers, api_key_file, max_batch, batch_wait_ms, threads=threads)
+        config = ServeConfig(host, port, workers, api_key_file, max_batch, batch_wait_ms, threads=threads,
+                             search_threads=search_threads)  # fmt: skip
         if config.public and api_key_file is None:
             say(f"warning: {host} is reachable from other machines and no --api-key-file is set")
         run_service(index, config, on_ready=ready)

@@ -157,19 +157,20 @@ def load_plain_model(
     are not re-applied; `lengthwise.load_model` re-applies them.
 
     `trust_remote_code` stays off unless asked for. `max_seq_length` overrides the model's N, bounded by
-    its position embeddings. `precision` ``"int8"`` quantizes the Linear layers at load (`core.quantize`; CPU
-    only, refused on a GPU with a `SettingError` naming fp16/bf16).
+    its position embeddings. `precision` (`lengthwise.core.precision.Precision`): ``"fp32"`` as saved (the default);
+    ``"bf16"`` / ``"fp16"`` run the transformer in half precision, the vectors staying fp32 (`cast_half`);
+    ``"int8"`` quantizes the Linear layers at load (`core.quantize`; CPU only); ``"auto"`` is the device's best
+    (`resolve_precision`). A precision the device runs slowly or not at all is refused with a `SettingError` on
+    ``precision`` naming what to use, before the weights load.
     """
-    from lengthwise.core.quantize import Precision, quantize_int8
+    from lengthwise.core.precision import HALF_DTYPES, Precision, cast_half, resolve_precision
+    from lengthwise.core.quantize import quantize_int8
 
-    wanted = Precision.parse(precision)
+    wanted = Precision.parse(precision)  # a misspelt precision is refused before anything is resolved
     path = resolve_model_path(name_or_path)
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
-    if wanted is Precision.INT8 and torch.device(device).type != "cpu":
-        raise SettingError(
-            "precision", "int8", f"int8 runs on the CPU only, not {device}; on a GPU use fp16 or bf16 instead"
-        )
+    wanted = resolve_precision(wanted, device)
     try:
         model = SentenceTransformer(
             path,
@@ -183,6 +184,8 @@ def load_plain_model(
         set_max_length(model, max_seq_length)
     if wanted is Precision.INT8:
         quantize_int8(model)
+    elif wanted in HALF_DTYPES:
+        cast_half(model, wanted)
     return model
 
 
@@ -231,6 +234,7 @@ def model_fingerprint(model: SentenceTransformer, name_or_path: str | os.PathLik
     The hash is SHA-256 over the parameter tensors' bytes in state-dict order (the first 16 hex digits), so
     the same weights give the same hash whatever file or hub revision they came from.
     """
+    from lengthwise.core.precision import model_precision
     from lengthwise.core.quantize import linear_precision
 
     digest = hashlib.sha256()
@@ -255,7 +259,7 @@ def model_fingerprint(model: SentenceTransformer, name_or_path: str | os.PathLik
         "weights_sha256_16": digest.hexdigest()[:16],
         "tempscale": patch.describe() if patch is not None else None,
         "device": str(model.device),
-        "precision": "int8" if linear["int8"] else "fp32",
+        "precision": model_precision(model),  # fp32, bf16, fp16 or int8: what the modules compute with
         "linear_layers": linear,
     }
 

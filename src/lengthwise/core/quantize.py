@@ -30,18 +30,17 @@ from __future__ import annotations
 import fnmatch
 import warnings
 from collections.abc import Sequence
-from enum import Enum
 from typing import Any
 
 import torch
 from sentence_transformers import SentenceTransformer
 
 from lengthwise.core.errors import SettingError
+from lengthwise.core.precision import transformer_module
 
 __all__ = [
     "DEFAULT_KEEP_FP32",
     "QUANTIZED_ENGINES",
-    "Precision",
     "RowScaledLinear",
     "linear_precision",
     "quantize_int8",
@@ -54,25 +53,13 @@ DEFAULT_KEEP_FP32: tuple[str, ...] = ("*.output.dense",)
 # Quantized engines to pack the int8 weights for, best first; the first one this torch build supports is used.
 QUANTIZED_ENGINES: tuple[str, ...] = ("onednn", "x86", "fbgemm")
 
+_LINEAR_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}  # a half Linear's weights; anything else is fp32
+
 # torch marks the eager quantization API as moving to torchao; torchao's int8 path is slower on CPU (measured).
 _UPSTREAM_WARNINGS = (
     r"torch\.ao\.quantization is deprecated",
     r"torch\.quantize_per_tensor, torch\.quantize_per_channel",
 )
-
-
-class Precision(str, Enum):
-    """The numbers a model computes with at inference: fp32, or int8 Linear layers on the CPU."""
-
-    FP32 = "fp32"
-    INT8 = "int8"
-
-    @classmethod
-    def parse(cls, value: str | Precision) -> Precision:
-        try:
-            return cls(str(value.value if isinstance(value, Precision) else value).lower())
-        except ValueError:
-            raise SettingError("precision", value, "use fp32 or int8") from None
 
 
 class RowScaledLinear(torch.nn.Module):
@@ -117,14 +104,6 @@ def _row_scaled(network: torch.nn.Module, names: Sequence[str]) -> None:
         setattr(parent, child, RowScaledLinear(getattr(parent, child)))
 
 
-def _transformer(model: SentenceTransformer) -> torch.nn.Module:
-    first = model[0]
-    inner = getattr(first, "auto_model", None) or getattr(first, "model", None)
-    if not isinstance(inner, torch.nn.Module):
-        raise SettingError("precision", "int8", f"no transformer found in {type(first).__name__}; use fp32")
-    return inner
-
-
 def quantized_engine() -> str:
     """The quantized engine `quantize_int8` packs weights for here: the first of `QUANTIZED_ENGINES` this torch
     build supports (else torch's current one)."""
@@ -154,9 +133,9 @@ def quantize_int8(
         raise SettingError(
             "precision",
             "int8",
-            f"int8 runs on the CPU only (the model is on {model.device}); on a GPU use fp16 or bf16",
+            f"int8 runs on the CPU only (the model is on {model.device}); on a GPU use bf16 or fp16",
         )
-    network = _transformer(model)
+    network = transformer_module(model, "int8")
     names = [
         name
         for name, module in network.named_modules()
@@ -180,11 +159,15 @@ def quantize_int8(
 
 
 def linear_precision(model: torch.nn.Module) -> dict[str, int]:
-    """How many Linear layers compute in int8 and how many in fp32 (read from the modules themselves)."""
+    """How many Linear layers compute in int8 and how many in fp32, read from the modules themselves; a model cast
+    to half precision (`lengthwise.core.precision.cast_half`) counts its Linear layers under ``bf16`` or ``fp16``
+    instead (those keys appear only when non-zero, so an fp32 or int8 record is as before)."""
     from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
 
     modules = list(model.modules())
-    return {
-        "int8": sum(isinstance(m, DynamicLinear) for m in modules),
-        "fp32": sum(type(m) is torch.nn.Linear for m in modules),
-    }
+    counts = {"int8": sum(isinstance(m, DynamicLinear) for m in modules), "fp32": 0}
+    for module in modules:
+        if type(module) is torch.nn.Linear:
+            name = _LINEAR_DTYPES.get(module.weight.dtype, "fp32")
+            counts[name] = counts.get(name, 0) + 1
+    return counts

@@ -33,14 +33,15 @@ SEARCH_FIELDS = ("k", "mode", "passages", "context", "candidates", "probes", "de
 
 class Searcher:
     """The batcher's handler, in two stages: a batch of query texts embedded (on the model's thread), then searched
-    with those vectors (on the search thread) with one key's settings, or returned as vectors (``/embed``).
+    with those vectors (on a search thread, its queries spread over `search_threads`) with one key's settings, or
+    returned as vectors (``/embed``).
 
     The hits are turned into `lengthwise search --json`'s dicts on the search thread too, and a passage asked with
     context gets the document's text either side of it (``before``, ``after``).
     """
 
-    def __init__(self, index: Any) -> None:
-        self.index = index
+    def __init__(self, index: Any, search_threads: int = 1) -> None:
+        self.index, self.search_threads = index, search_threads
 
     def prepare(self, key: Hashable, texts: list[str]) -> Any:
         """The query vectors (None for a lexical search: no model needed)."""
@@ -56,7 +57,8 @@ class Searcher:
             return [[float(x) for x in row] for row in prepared]
         settings = dict(zip(SEARCH_FIELDS, key[1:], strict=True))
         context = settings.pop("context")
-        results = self.index.search(texts, settings.pop("k"), vectors=prepared, **settings)
+        results = self.index.search(texts, settings.pop("k"), vectors=prepared, search_threads=self.search_threads,
+                                    **settings)  # fmt: skip
         return [[self._hit(hit, context) for hit in hits] for hits in results]
 
     def _hit(self, hit: Any, context: int) -> dict[str, Any]:
@@ -156,7 +158,9 @@ def create_app(index: Any, config: ServeConfig | None = None) -> FastAPI:
     """The service over an opened `lengthwise.LongIndex` (model loaded on the model thread at start-up)."""
     config = config or ServeConfig()
     limits: Limits = config.limits
-    batcher = Batcher(Searcher(index), max_batch=config.max_batch, wait_s=config.batch_wait_ms / 1000)
+    threads = config.search_threads_used
+    batcher = Batcher(Searcher(index, threads), max_batch=config.max_batch, wait_s=config.batch_wait_ms / 1000,
+                      search_threads=threads)  # fmt: skip
     SearchRequest, EmbedRequest = request_models(limits)
     key = config.api_key()
 
@@ -222,7 +226,11 @@ def describe(index: Any, config: ServeConfig) -> dict[str, Any]:
         "mode": (lexical.settings.get("mode") or "hybrid") if lexical is not None else "dense",
         "fusion": index.fusion.to_dict(),
         "limits": json.loads(json.dumps(config.limits.__dict__)),
-        "batching": {"max_batch": config.max_batch, "wait_ms": config.batch_wait_ms},
+        "batching": {
+            "max_batch": config.max_batch,
+            "wait_ms": config.batch_wait_ms,
+            "search_threads": config.search_threads_used,
+        },
         "threads": _torch_threads(),
     }
 

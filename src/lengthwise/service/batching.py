@@ -1,18 +1,20 @@
 """Dynamic batching: the queries of concurrent requests gathered for a few milliseconds and run as one batch, in two
-stages on two threads, off the event loop.
+stages, off the event loop: the model's one thread, then one of the search stage's threads.
 
 Requests are grouped by a key (what they ask besides their texts: k, mode, passages …); each group's texts go to
 the handler together, so the encoder embeds them in one forward pass. A handler may have two stages (`Stages`):
-``prepare`` (embedding the queries: the model's thread) and ``finish`` (searching the index with those vectors: the
-search thread). The two run as a pipeline: while one batch is searched the next is gathered and embedded, so the
-encoder's and the index's work overlap on two cores instead of taking turns on one. The model is used by the first
-thread only and the index by the second. A request whose group fails in either stage is run again on its own, so
-one bad query fails only its own request.
+``prepare`` (embedding the queries: the model's thread) and ``finish`` (searching the index with those vectors: a
+search thread). The two run as a pipeline: while batches are searched the next is gathered and embedded, so the
+encoder's and the index's work overlap instead of taking turns. The model is used by its one thread only. The search
+stage has `search_threads` threads: up to that many batches are searched at once (`finish` must allow it; the
+service's handler also spreads each batch's queries over the same number of threads, `LongIndex.search`). A request
+whose group fails in either stage is run again on its own, so one bad query fails only its own request.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +25,6 @@ __all__ = ["Batcher", "Stages"]
 
 Handler = Callable[[Hashable, list[str]], Sequence[Any]]
 _STOP = None  # put on the queue by `stop`: the loop ends after the jobs before it
-IN_FLIGHT = 2  # batches between gathering and answer: one being embedded (or waiting) and one being searched
 
 
 @runtime_checkable
@@ -35,7 +36,8 @@ class Stages(Protocol):
         ...
 
     def finish(self, key: Hashable, texts: list[str], prepared: Sequence[Any] | None) -> Sequence[Any]:
-        """The second stage, on the search thread: one result per text, from `prepare`'s items for them."""
+        """The second stage, on a search thread: one result per text, from `prepare`'s items for them (called from
+        several threads at once when the batcher has several)."""
         ...
 
 
@@ -74,21 +76,26 @@ class Batcher:
     """Gather `submit`ted texts for up to `wait_s` (or `max_batch` texts) and run them through `handler` together.
 
     Args:
-        handler: ``handler(key, texts) -> one result per text`` (one stage, on the search thread), or `Stages`.
+        handler: ``handler(key, texts) -> one result per text`` (one stage, on a search thread), or `Stages`.
         max_batch: Texts per batch at most (a larger request runs alone).
         wait_s: How long the first request of a batch waits for others.
+        search_threads: Batches searched at once (the second stage's threads); at most this many batches are
+            being searched, and one more embedded or waiting, between gathering and answer.
     """
 
-    def __init__(self, handler: Handler | Stages, *, max_batch: int = 64, wait_s: float = 0.002) -> None:
+    def __init__(
+        self, handler: Handler | Stages, *, max_batch: int = 64, wait_s: float = 0.002, search_threads: int = 1
+    ) -> None:
         self.stages: Stages = handler if isinstance(handler, Stages) else _OneStage(handler)
-        self.max_batch, self.wait_s = max_batch, wait_s
+        self.max_batch, self.wait_s, self.in_flight = max_batch, wait_s, search_threads + 1
         self._queue: asyncio.Queue[_Job | None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._model = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lengthwise-model")
-        self._search = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lengthwise-search")
-        self.batches = 0  # batches run, texts in them and seconds each stage's thread spent: /info shows them
+        self._search = ThreadPoolExecutor(max_workers=search_threads, thread_name_prefix="lengthwise-search")
+        self.batches = 0  # batches run, texts in them and seconds each stage's threads spent: /info shows them
         self.texts = 0
-        self.busy_s = {"model": 0.0, "search": 0.0}
+        self.busy_s = {"model": 0.0, "search": 0.0}  # the search stage's: summed over its threads
+        self._busy_lock = threading.Lock()
 
     async def start(self) -> None:
         self._queue = asyncio.Queue()
@@ -141,8 +148,8 @@ class Batcher:
         return jobs
 
     async def _loop(self) -> None:
-        """Gather a batch, prepare it, hand it to the search thread and gather the next while it is searched; at
-        most `IN_FLIGHT` batches between gathering and answer."""
+        """Gather a batch, prepare it, hand it to a search thread and gather the next while it is searched; at
+        most `in_flight` batches between gathering and answer."""
         loop = asyncio.get_running_loop()
         searching: set[asyncio.Future[None]] = set()
         while (jobs := await self._gather()) is not None:
@@ -155,7 +162,7 @@ class Batcher:
                 continue
             done = loop.run_in_executor(self._search, self._timed, "search", self._finish, jobs, units)
             searching.add(asyncio.ensure_future(self._answered(jobs, done)))
-            while len(searching) >= IN_FLIGHT:
+            while len(searching) >= self.in_flight:
                 finished, _ = await asyncio.wait(searching, return_when=asyncio.FIRST_COMPLETED)
                 searching -= finished
         await asyncio.gather(*searching)
@@ -183,7 +190,8 @@ class Batcher:
         try:
             return func(*args)
         finally:
-            self.busy_s[thread] += time.perf_counter() - started
+            with self._busy_lock:
+                self.busy_s[thread] += time.perf_counter() - started
 
     def _prepare(self, jobs: list[_Job]) -> list[_Unit]:
         """On the model's thread: each key's texts prepared together; a failed group's jobs again one by one."""
@@ -210,7 +218,7 @@ class Batcher:
         return units
 
     def _finish(self, jobs: list[_Job], units: list[_Unit]) -> list[Any]:
-        """On the search thread: one outcome (results or the error) per job."""
+        """On a search thread: one outcome (results or the error) per job."""
         outcomes: list[Any] = [None] * len(jobs)
         for unit in units:
             if unit.error is not None:

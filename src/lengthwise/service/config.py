@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lengthwise.core.errors import SettingError
+from lengthwise.core.parallel import SEARCH_THREADS_AT_MOST, default_search_threads
 
 __all__ = ["Limits", "ServeConfig"]
 
@@ -58,6 +59,8 @@ class ServeConfig:
         limits: The caps on one request.
         threads: Torch threads per worker (the query encoder and the exact rescoring); None: torch's default (one
             per core). With several workers on few cores, give 1: each worker's threads otherwise fight the others'.
+        search_threads: Threads each worker searches the index on (batches searched at once, and each batch's
+            queries spread over them); None: the available cores shared by the workers (`search_threads_used`).
     """
 
     host: str = field(default="127.0.0.1", metadata={"help": "The address to bind (127.0.0.1: this machine only)."})
@@ -74,10 +77,16 @@ class ServeConfig:
     threads: int | None = field(
         default=None, metadata={"help": "Torch threads per worker (default: one per core; with several workers, 1)."}
     )
+    search_threads: int | None = field(
+        default=None, metadata={"help": "Threads each worker searches on (default: the cores shared by the workers)."}
+    )
 
     def __post_init__(self) -> None:
         if self.threads is not None and self.threads < 1:
             raise SettingError("threads", self.threads, "must be ≥ 1 (or left out for torch's default)")
+        if self.search_threads is not None and not 1 <= self.search_threads <= SEARCH_THREADS_AT_MOST:
+            raise SettingError("search_threads", self.search_threads, f"use 1–{SEARCH_THREADS_AT_MOST} (or leave it "
+                               "out: the cores shared by the workers)")  # fmt: skip
         if not 0 <= self.port <= 65535:
             raise SettingError("port", self.port, "use a TCP port in 0–65535 (0: any free port)")
         for name in ("workers", "max_batch"):
@@ -87,6 +96,11 @@ class ServeConfig:
             raise SettingError("batch_wait_ms", self.batch_wait_ms, "use 0–1000 milliseconds")
         if not self.host or any(c.isspace() for c in self.host):
             raise SettingError("host", self.host, "give an address such as 127.0.0.1 or 0.0.0.0")
+
+    @property
+    def search_threads_used(self) -> int:
+        """Each worker's search threads: `search_threads`, or the available cores shared by the workers."""
+        return self.search_threads or default_search_threads(self.workers)
 
     @property
     def public(self) -> bool:

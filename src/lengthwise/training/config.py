@@ -67,7 +67,7 @@ class Pooling(str, Enum):
 
 class MixedPrecision(str, Enum):
     """Training's mixed precision: auto (bf16, else fp16, on a GPU; fp32 on a CPU) or one fixed choice. (Inference
-    precision, fp32 or int8 on the CPU, is `lengthwise.core.quantize.Precision`: another concept, another name.)"""
+    precision, auto/fp32/bf16/fp16/int8, is `lengthwise.core.precision.Precision`: another concept, another name.)"""
 
     AUTO = "auto"
     FP32 = "fp32"
@@ -344,9 +344,9 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         if path.suffix == ".json":
             payload = json.loads(text)
         else:
-            import yaml
+            from lengthwise.core._optional import require
 
-            payload = yaml.safe_load(text)
+            payload = require("yaml", extra="train", field="config", value=path).safe_load(text)
     except ValueError as error:  # json.JSONDecodeError
         raise DataFormatError("config", path, f"not valid JSON ({error})") from None
     except Exception as error:  # yaml.YAMLError: the first line names the place

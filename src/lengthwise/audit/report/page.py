@@ -57,7 +57,7 @@ def render_html(payload: AuditPayload, images: Mapping[str, bytes]) -> str:
     """The self-contained report page; `images` maps keys of `PNG_NAMES` to PNG bytes (missing: no image)."""
     model, meta = payload.get("model") or {}, payload.get("meta") or {}
     name = str(model.get("name") or "unknown model")
-    if model.get("precision", "fp32") != "fp32":  # the numbers a quantized model computes are not fp32's
+    if model.get("precision", "fp32") != "fp32":  # a half or quantized model's numbers are not fp32's
         name += f" · {model['precision']}"
     parts = [f"<h1>lengthwise audit — {escape_html(name)}</h1>"]
     for section in SECTIONS:

@@ -31,6 +31,7 @@ import torch
 
 from lengthwise.core.errors import SettingError, enum_member
 from lengthwise.core.fusion import LEXICAL_WEIGHT, convex_fuse
+from lengthwise.core.parallel import each, search_pool
 from lengthwise.core.scoring import WindowScoring
 
 __all__ = ["Fusion", "FusionSettings", "Hit", "HybridSearch", "Mode", "Passage", "fuse"]
@@ -162,30 +163,33 @@ class HybridSearch:
         passages: int = 0,
         candidates: int | None = None,
         probes: int | None = None,
+        search_threads: int | None = None,
     ) -> list[list[Hit]]:
         """The `k` best documents per query (`vectors`: unit query rows, None in lexical mode); `candidates` and
-        `probes`: the dense side's (`LongIndex.search_vectors`)."""
+        `probes`: the dense side's (`LongIndex.search_vectors`). The dense side's candidates of every query come
+        from one engine call; then each query is scored, fused and cut into passages on one of `search_threads`
+        threads (`lengthwise.core.parallel`; default one per core), by the same code as alone."""
         depth = max(self.settings.depth, 10 * k)
         dense_lists: list[Any] = [[] for _ in texts]
         if mode is Mode.DENSE:
             assert vectors is not None
-            dense_lists = self.windows.search_vectors(
-                vectors, k, scoring=self.scoring, candidates=candidates, probes=probes
-            )
+            dense_lists = self.windows.search_vectors(vectors, k, scoring=self.scoring, candidates=candidates,
+                                                      probes=probes, search_threads=search_threads)  # fmt: skip
         elif mode is Mode.HYBRID:  # the dense side's proposals, ranked on their candidate windows; scored below
             assert vectors is not None
-            dense_lists = self.windows.proposals(
-                vectors, depth, scoring=self.scoring, candidates=candidates, probes=probes
-            )
-        out = []
-        for n, text in enumerate(texts):
+            dense_lists = self.windows.proposals(vectors, depth, scoring=self.scoring, candidates=candidates,
+                                                 probes=probes, search_threads=search_threads)  # fmt: skip
+
+        def one(n: int) -> list[Hit]:  # BM25's tokenizer (PyStemmer) holds the GIL: its calls never overlap
+            text = texts[n]
             query = None if vectors is None else torch.as_tensor(np.asarray(vectors[n], dtype=np.float32))
             if query is not None:
                 query = torch.nn.functional.normalize(query, dim=-1)
             docs, fused, dense, lexical = self._ranked(mode, text, query, dense_lists[n], depth, k)
-            out.append([self._hit(d, f, dn, lx, query, text, passages)
-                        for d, f, dn, lx in zip(docs, fused, dense, lexical, strict=True)])  # fmt: skip
-        return out
+            return [self._hit(d, f, dn, lx, query, text, passages)
+                    for d, f, dn, lx in zip(docs, fused, dense, lexical, strict=True)]  # fmt: skip
+
+        return each(search_pool(search_threads, len(texts)), one, range(len(texts)))
 
     def _ranked(
         self, mode: Mode, text: str, query: torch.Tensor | None, found: Any, depth: int, k: int

@@ -51,6 +51,7 @@ from lengthwise.core.fusion import LEXICAL_GRANULARITY, TUNED_WEIGHTS
 from lengthwise.core.scoring import WindowScoring
 from lengthwise.longdoc.config import LongDocError
 from lengthwise.longdoc.search._engines import CANDIDATES, ENGINES, Engine, Quantize, ivf_lists
+from lengthwise.core.parallel import each, search_pool
 from lengthwise.longdoc.search._index_files import (
     FORMAT,
     INDEX_FILE,
@@ -475,12 +476,14 @@ class LongIndex:
         candidates = candidates if candidates is not None else self.default_candidates()
         units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries), dtype=torch.float32), dim=-1)
         found = self._candidate_vectors(units.numpy(), candidates, probes)
-        return [
-            self._rescored(query, keys, k, scoring) if len(keys) else []
-            for query, keys in zip(units, found, strict=True)
-        ]
+
+        def rescored(query: tuple[torch.Tensor, np.ndarray]) -> list[tuple[str, float]]:
+            return self._rescored(query[0], query[1], k, scoring) if len(query[1]) else []
+
+        return each(search_pool(search_threads, len(found)), rescored, zip(units, found, strict=True))
 
     def proposals(
+        search_threads: int | None = None,
         self,
         queries: np.ndarray,
         count: int,
@@ -491,18 +494,21 @@ class LongIndex:
     ) -> list[np.ndarray]:
         """Per (normalised) query row, the document numbers of its `count` best candidates, ranked on their candidate
         windows only (the first of `search_vectors`' two steps; a hybrid search scores the proposals of both sides
-        on all their windows itself)."""
+        on all their windows itself); the queries spread over `search_threads` as in `search_vectors`."""
         probes = probes if probes is not None else self.default_probes()
         candidates = candidates if candidates is not None else self.default_candidates()
+            search_threads: Threads the queries' rescoring is spread over (default: one per core, at most 32;
+                `lengthwise.core.parallel`); the engine searches them all in one call. The hits do not depend on it.
         units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries), dtype=torch.float32), dim=-1)
-        out = []
-        for query, keys in zip(units, self._candidate_vectors(units.numpy(), candidates, probes), strict=True):
-            if not len(keys):
-                out.append(np.zeros(0, dtype=np.int64))
-                continue
-            docs, provisional = self._provisional(query, keys, scoring)
-            out.append(np.asarray(docs[np.argsort(-provisional, kind="stable")[:count]], dtype=np.int64))
-        return out
+        found = self._candidate_vectors(units.numpy(), candidates, probes)
+
+        def proposed(query: tuple[torch.Tensor, np.ndarray]) -> np.ndarray:
+            if not len(query[1]):
+                return np.zeros(0, dtype=np.int64)
+            docs, provisional = self._provisional(query[0], query[1], scoring)
+            return np.asarray(docs[np.argsort(-provisional, kind="stable")[:count]], dtype=np.int64)
+
+        return each(search_pool(search_threads, len(found)), proposed, zip(units, found, strict=True))
 
     def exact_vectors(
         self, queries: np.ndarray, k: int = 10, *, scoring: WindowScoring | int = 1
@@ -512,6 +518,7 @@ class LongIndex:
         scores = self._scan(units, scoring)
         results = []
         for row in scores.numpy():
+        search_threads: int | None = None,
             best = np.argsort(-row, kind="stable")[:k]
             results.append([(self.doc_ids[j], float(row[j])) for j in best])
         return results
@@ -628,7 +635,9 @@ class LongIndex:
         from lengthwise.longdoc.search.hybrid import HybridSearch, Mode
 
         texts = [queries] if isinstance(queries, str) else list(queries)
-        for name, value in (("k", k), ("candidates", candidates), ("probes", probes), ("depth", depth)):
+        numbers = (("k", k), ("candidates", candidates), ("probes", probes), ("depth", depth),
+                   ("search_threads", search_threads))  # fmt: skip
+        for name, value in numbers:
             if value is not None and value < 1:
                 raise SettingError(name, value, "must be ≥ 1")
         if passages < 0:
@@ -636,6 +645,7 @@ class LongIndex:
         if not texts or any(not text.strip() for text in texts):
             raise SettingError("query", queries, "a query is empty; give the text to search for")
         chosen = self.search_mode(mode)
+        search_threads: int | None = None,
         if chosen is Mode.LEXICAL:
             for text in texts:
                 if not self.lexical.query_tokens(text):  # type: ignore[union-attr]  # checked by search_mode
@@ -649,9 +659,13 @@ class LongIndex:
             raise SettingError("vectors", len(vectors), f"give one vector per query ({len(texts)})")
         fusion = self.fusion if depth is None else replace(self.fusion, depth=depth)
         searcher = HybridSearch(self, self.lexical, self.scoring, fusion)
-        return searcher.search(vectors, texts, k, chosen, passages=passages, candidates=candidates, probes=probes)
+        return searcher.search(vectors, texts, k, chosen, passages=passages, candidates=candidates, probes=probes,
+                               search_threads=search_threads)  # fmt: skip
 
     # --- checks and comparisons for evaluation and tuning -------------------------------------------------------
+            search_threads: Threads the queries are searched on, each query on one (default: one per core, at most
+                32; `lengthwise.core.parallel`). The candidate windows of all queries come from one engine call;
+                the hits are the same whatever the number of threads.
 
     def check_corpus(self, data: str | os.PathLike[str]) -> None:
         """A `SettingError` on ``index`` unless this index holds the texts of the corpus at `data` (a corpus file or

@@ -79,7 +79,8 @@ def encode(
         long: The long-document strategy (name or `LongDocConfig`).
         devices: One process per entry (None = the best device), each taking documents k, k + n, … by position.
         shard_docs, batch_size, threads: Documents per shard, windows per forward pass, torch threads per process.
-        precision: fp32, or int8 Linear layers on the CPU (recorded in the folder's settings).
+        precision: auto, fp32, bf16, fp16 or int8 (`lengthwise.core.precision.Precision`); what it means on
+            `devices` is recorded in the folder's settings (auto as bf16, say), and a search embeds its queries so.
         runner: ``"local"`` (this process, or one per entry of `devices`) or ``"ray"``: the same encoder as a Ray
             Data actor pool (`lengthwise.longdoc.storage._raydata`; the ``lengthwise[ray]`` extra), one actor per
             GPU, else `workers` CPU actors. A folder keeps the runner that made it.
@@ -96,14 +97,14 @@ def encode(
         The number of documents embedded by this call.
     """
     from lengthwise.core.models import load_plain_model
-    from lengthwise.core.quantize import Precision
+    from lengthwise.core.precision import resolve_precision
     from lengthwise.longdoc.config import LongDocConfig, LongDocError
     from lengthwise.longdoc.storage.store import EmbeddingStore, corpus_digests
 
     config = long if isinstance(long, LongDocConfig) else LongDocConfig.named(long)
     _check_runner(runner, devices, workers, address)
     parquet = _check_format(format, runner)
-    precision = Precision.parse(precision).value  # "INT8" is int8: the folder records one spelling
+    precision = resolve_precision(precision, *devices).value  # auto made concrete; the folder records one spelling
     for name, value in (("shard_docs", shard_docs), ("batch_size", batch_size), ("threads", threads)):
         if value is not None and value < 1:
             raise SettingError(name, value, "must be ≥ 1")

@@ -116,8 +116,8 @@ def score_long_task(
             eval`` passes `lengthwise.load_model`, which re-applies it.
         long: The long-document strategy (a name, ``"default"``, or a `LongDocConfig`).
         out: Where ``results.json`` is written (checked before the model loads); None writes nothing.
-        batch_size, device, precision, show_progress: Windows per forward pass, the torch device, fp32 or int8
-            (CPU), a progress bar.
+        batch_size, device, precision, show_progress: Windows per forward pass, the torch device, auto/fp32/
+            bf16/fp16/int8 (`lengthwise.core.precision`), a progress bar.
 
     Returns:
         The `SyntheticResult` and the record written to ``out/results.json``.
