@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Benchmark: int8 on the CPU (`lengthwise.core.quantize`) against fp32 for all-MiniLM-L6-v2 (issue 26).
+"""Benchmark: int8 (`lengthwise.core.quantize`, issue 26) and bf16/fp16 (`lengthwise.core.precision`, issue 48)
+against fp32 for all-MiniLM-L6-v2 on the CPU.
 
 Stages (each writes its own section of the JSON, so a stage can be re-run alone; sections already written are kept):
 
@@ -21,10 +22,21 @@ Stages (each writes its own section of the JSON, so a stage can be re-run alone;
   permutation null), and a paired bootstrap (`lengthwise.core.stats.paired_bootstrap`: paired,
   percentile, 2,000 resamples, seed 0) of the per-pair shift difference int8 − fp32.
 
+- ``half_speed``: windows/s of fp32, bf16 and fp16 as lengthwise casts them (`load_plain_model(precision=)`), and of
+  bf16 by `torch.autocast` around an fp32 model, at 32 and 128 tokens, one thread, arms alternated; with this CPU's
+  native half support (`cpu_half_support`), which decides what `resolve_precision` allows and `auto` picks.
+- ``half_quality``: mean/min cosine of bf16 and fp16 vectors to fp32 over the STS-B test sentences, and STS-B test
+  Spearman ×100 per precision.
+- ``half_scifact``: SciFact test nDCG@10 (full corpus) for fp32, bf16 and fp16, and the paired per-query interval of
+  each half precision − fp32.
+
+Half precisions this CPU has no native instructions for are left out (they are refused there).
+
 Inputs for speed are built at the token level: the STS-B test sentences' tokens joined and cut into sequences of
 exactly L tokens, embedded through `lengthwise.core.embed.embed_ids`. The load average is recorded per stage.
 
     python benchmarks/bench_precision.py layers speed quality robustness   # → docs/results/bench_precision.json
+    python benchmarks/bench_precision.py half_speed half_quality half_scifact
 """
 
 from __future__ import annotations
@@ -71,6 +83,8 @@ def _load(
     precision: str, keep: Sequence[str] | None = None, max_length: int | None = None, engine: str | None = None
 ) -> Any:
     """`engine` overrides lengthwise's choice of quantized engine (to measure torch's default `x86` beside it)."""
+    if precision in ("bf16", "fp16"):
+        return load_plain_model(DEFAULT_MODEL, device="cpu", max_seq_length=max_length, precision=precision)
     model = load_plain_model(DEFAULT_MODEL, device="cpu", max_seq_length=max_length)
     if precision == "int8":
         from lengthwise.core.quantize import DEFAULT_KEEP_FP32, quantize_int8
@@ -451,9 +465,110 @@ def stage_profile(_: int) -> dict[str, Any]:
     return {"rows": rows, "threads": 1, "sequences": 16}
 
 
+def _half_arms() -> list[str]:
+    """The half precisions this CPU runs natively (the others are refused by `resolve_precision`)."""
+    from lengthwise.core.precision import cpu_half_support
+
+    support = cpu_half_support()
+    return [name for name in ("bf16", "fp16") if support[name]]
+
+
+class _Autocast:
+    """An fp32 model run under `torch.autocast(bf16)` (`embed_ids` sees the model; the context wraps each call)."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def __call__(self, sequences: list[list[int]], batch_size: int) -> Any:
+        from lengthwise.core.embed import embed_ids
+
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return embed_ids(self.model, sequences, batch_size=batch_size)
+
+
+def stage_half_speed(repeats: int) -> dict[str, Any]:
+    """Windows/s of fp32, each native half precision and bf16 autocast, 32 and 128 tokens, one thread, batch 32."""
+    from lengthwise.core.embed import embed_ids
+    from lengthwise.core.precision import cpu_half_support
+
+    torch.set_num_threads(1)
+    fp32 = _load("fp32")
+    runners: dict[str, Callable[[list[list[int]], int], Any]] = {
+        "fp32": lambda seqs, batch: embed_ids(fp32, seqs, batch_size=batch)
+    }
+    for name in _half_arms():
+        runners[name] = lambda seqs, batch, m=_load(name): embed_ids(m, seqs, batch_size=batch)
+    if "bf16" in runners:
+        runners["bf16 autocast"] = _Autocast(fp32)
+    table = []
+    for length, count in ((32, 512), (128, 128)):
+        sequences = _sequences(fp32, length, count)
+        for run in runners.values():
+            run(sequences[:32], 32)  # warm-up
+        times: dict[str, list[float]] = {name: [] for name in runners}
+        for repeat in range(repeats):
+            for name in list(runners) if repeat % 2 == 0 else list(runners)[::-1]:
+                times[name].append(_timed(lambda run=runners[name], seqs=sequences: run(seqs, 32)))
+        medians = {name: statistics.median(values) for name, values in times.items()}
+        row = {"threads": 1, "tokens": length, "windows": count,
+               "windows_per_s": {name: count / m for name, m in medians.items()},
+               "speedup": {name: medians["fp32"] / m for name, m in medians.items()}}  # fmt: skip
+        print(row, flush=True)
+        table.append(row)
+    return {"rows": table, "repeats": repeats, "batch_size": 32, "cpu_half_support": cpu_half_support()}
+
+
+def stage_half_quality(_: int) -> dict[str, Any]:
+    """Cosine of each native half precision's vectors to fp32 over the STS-B test sentences; STS-B test Spearman."""
+    from lengthwise.evaluation.data import read_sts
+
+    torch.set_num_threads(2)
+    texts = sorted({t for p in read_sts(STSB).pairs for t in (p.text1, p.text2)})
+    rows: dict[str, Any] = {}
+    reference = None
+    for precision in ("fp32", *_half_arms()):
+        model = _load(precision)
+        vectors = model.encode(texts, batch_size=64, normalize_embeddings=True)
+        row: dict[str, Any] = {"stsb": _spearman(model), "dtype": str(vectors.dtype)}
+        if reference is None:
+            reference = vectors
+        else:
+            cosines = (vectors * reference).sum(axis=1)
+            row.update(cosine_mean=float(cosines.mean()), cosine_min=float(cosines.min()))
+            row["stsb_minus_fp32"] = row["stsb"] - rows["fp32"]["stsb"]
+        rows[precision] = row
+        print(precision, row, flush=True)
+    return {"rows": rows, "texts": len(texts)}
+
+
+def stage_half_scifact(_: int) -> dict[str, Any]:
+    """SciFact test nDCG@10 (full corpus) for fp32 and each native half precision, with paired intervals."""
+    from lengthwise.core.encoder import as_encoder
+    from lengthwise.core.stats import paired_bootstrap
+    from lengthwise.evaluation.data import read_beir
+    from lengthwise.evaluation.retrieval import evaluate_retrieval
+
+    torch.set_num_threads(2)
+    data = read_beir(DATA / "scifact", "test")
+    rows, per_query = {}, {}
+    for precision in ("fp32", *_half_arms()):
+        started = time.perf_counter()
+        result = evaluate_retrieval(as_encoder(_load(precision)), data, batch_size=32)
+        rows[precision] = {"ndcg@10": float(result.scores["ndcg@10"]), "seconds": round(time.perf_counter() - started)}
+        per_query[precision] = {q: 100 * v["ndcg@10"] for q, v in result.per_query.items()}
+        print(precision, rows[precision], flush=True)
+    queries = sorted(per_query["fp32"])
+    for precision in list(rows)[1:]:
+        scores = [[per_query[p][q] for q in queries] for p in ("fp32", precision)]
+        point, low, high = paired_bootstrap(scores, seed=0)
+        rows[precision]["minus_fp32"] = {"diff": point, "low": low, "high": high}
+    return {"rows": rows, "queries": len(queries)}
+
+
 STAGES = {"layers": stage_layers, "speed": stage_speed, "quality": stage_quality, "robustness": stage_robustness,
           "scifact": stage_scifact, "onnx": stage_onnx, "robustness_scifact": stage_robustness_scifact,
-          "profile": stage_profile, "row_scaling": stage_row_scaling}  # fmt: skip
+          "profile": stage_profile, "row_scaling": stage_row_scaling, "half_speed": stage_half_speed,
+          "half_quality": stage_half_quality, "half_scifact": stage_half_scifact}  # fmt: skip
 
 
 def main() -> None:
