@@ -48,10 +48,10 @@ import torch
 from lengthwise.core.encoder import MultiVectors, multi_vector_scores
 from lengthwise.core.errors import SettingError, enum_member
 from lengthwise.core.fusion import LEXICAL_GRANULARITY, TUNED_WEIGHTS
+from lengthwise.core.parallel import each, search_pool
 from lengthwise.core.scoring import WindowScoring
 from lengthwise.longdoc.config import LongDocError
 from lengthwise.longdoc.search._engines import CANDIDATES, ENGINES, Engine, Quantize, ivf_lists
-from lengthwise.core.parallel import each, search_pool
 from lengthwise.longdoc.search._index_files import (
     FORMAT,
     INDEX_FILE,
@@ -458,6 +458,7 @@ class LongIndex:
         scoring: WindowScoring | int = 1,
         candidates: int | None = None,
         probes: int | None = None,
+        search_threads: int | None = None,
     ) -> list[list[tuple[str, float]]]:
         """The `k` best documents per (normalised) query row: candidates from the engine, rescored exactly.
 
@@ -471,6 +472,8 @@ class LongIndex:
             probes: FAISS IVF lists visited (default: a quarter of the lists, which found ≥ 0.98 of the exact top-100
                 documents on SciFact) or USearch's search expansion (default 64); more than the index has are the
                 same as all of them.
+            search_threads: Threads the queries' rescoring is spread over (default: one per core, at most 32;
+                `lengthwise.core.parallel`); the engine searches them all in one call. The hits do not depend on it.
         """
         probes = probes if probes is not None else self.default_probes()
         candidates = candidates if candidates is not None else self.default_candidates()
@@ -483,7 +486,6 @@ class LongIndex:
         return each(search_pool(search_threads, len(found)), rescored, zip(units, found, strict=True))
 
     def proposals(
-        search_threads: int | None = None,
         self,
         queries: np.ndarray,
         count: int,
@@ -491,14 +493,13 @@ class LongIndex:
         scoring: WindowScoring | int = 1,
         candidates: int | None = None,
         probes: int | None = None,
+        search_threads: int | None = None,
     ) -> list[np.ndarray]:
         """Per (normalised) query row, the document numbers of its `count` best candidates, ranked on their candidate
         windows only (the first of `search_vectors`' two steps; a hybrid search scores the proposals of both sides
         on all their windows itself); the queries spread over `search_threads` as in `search_vectors`."""
         probes = probes if probes is not None else self.default_probes()
         candidates = candidates if candidates is not None else self.default_candidates()
-            search_threads: Threads the queries' rescoring is spread over (default: one per core, at most 32;
-                `lengthwise.core.parallel`); the engine searches them all in one call. The hits do not depend on it.
         units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries), dtype=torch.float32), dim=-1)
         found = self._candidate_vectors(units.numpy(), candidates, probes)
 
@@ -518,7 +519,6 @@ class LongIndex:
         scores = self._scan(units, scoring)
         results = []
         for row in scores.numpy():
-        search_threads: int | None = None,
             best = np.argsort(-row, kind="stable")[:k]
             results.append([(self.doc_ids[j], float(row[j])) for j in best])
         return results
@@ -615,6 +615,7 @@ class LongIndex:
         probes: int | None = None,
         depth: int | None = None,
         vectors: np.ndarray | None = None,
+        search_threads: int | None = None,
     ) -> list[list[Hit]]:
         """The `k` best documents for each query, best first, as `Hit`s (id, score, each side's exact score, and the
         `passages` best windows of each with their character spans and text).
@@ -631,6 +632,9 @@ class LongIndex:
                 (near-duplicates), at some cost per query (docs/longdoc.md, the 10M-window run).
             vectors: The queries' vectors when already embedded (`embed_queries`; e.g. by a service that embeds
                 the next batch while this one is searched); embedded here when None.
+            search_threads: Threads the queries are searched on, each query on one (default: one per core, at most
+                32; `lengthwise.core.parallel`). The candidate windows of all queries come from one engine call;
+                the hits are the same whatever the number of threads.
         """
         from lengthwise.longdoc.search.hybrid import HybridSearch, Mode
 
@@ -645,7 +649,6 @@ class LongIndex:
         if not texts or any(not text.strip() for text in texts):
             raise SettingError("query", queries, "a query is empty; give the text to search for")
         chosen = self.search_mode(mode)
-        search_threads: int | None = None,
         if chosen is Mode.LEXICAL:
             for text in texts:
                 if not self.lexical.query_tokens(text):  # type: ignore[union-attr]  # checked by search_mode
@@ -663,9 +666,6 @@ class LongIndex:
                                search_threads=search_threads)  # fmt: skip
 
     # --- checks and comparisons for evaluation and tuning -------------------------------------------------------
-            search_threads: Threads the queries are searched on, each query on one (default: one per core, at most
-                32; `lengthwise.core.parallel`). The candidate windows of all queries come from one engine call;
-                the hits are the same whatever the number of threads.
 
     def check_corpus(self, data: str | os.PathLike[str]) -> None:
         """A `SettingError` on ``index`` unless this index holds the texts of the corpus at `data` (a corpus file or
