@@ -4,26 +4,28 @@
 into what runs on a device, refusing in one line what the device runs slowly or not at all; `cast_half` applies bf16
 or fp16 to a loaded model; `model_precision` reads back from the modules what a model computes with (provenance).
 
-How half precision is applied, and why: the transformer inside the `SentenceTransformer` (``model[0]``'s Hugging
-Face model) is cast with ``.to(dtype)``, as sentence-transformers' own ``model_kwargs={"torch_dtype": ...}`` and
-``model.half()`` do, and a forward hook turns its floating outputs (``last_hidden_state``; hidden states and
-attention maps when asked) back to fp32. Pooling, any Dense layer and normalisation so run in fp32 as before, and
-every caller — `SentenceTransformer.encode`, `lengthwise.core.embed.forward_batches` with or without per-layer
-states, mteb — gets fp32 vectors, unit-length where the model normalises, with no change to its own code. Casting the
-weights, rather than `torch.autocast` around each call, needs no context at every call site (there are several),
-halves the weights' memory, and was as fast on this project's AMX CPU (docs/benchmarks.md "Half precision").
-TempScale changes attention's ``scaling`` float or divides the query projection's output by t in a hook, in the
-output's own dtype, so a patch works the same on a half model, applied before the cast or after it.
+How half precision is applied, and why: the transformer inside the `SentenceTransformer` (``model[0]``'s Hugging Face
+model) is cast with ``.to(dtype)``, as sentence-transformers' own ``model_kwargs={"torch_dtype": ...}`` and
+``model.half()`` do, and forward hooks (on sentence-transformers' module and on the Hugging Face model) turn its
+floating outputs (the token embeddings; hidden states and attention maps when asked) back to fp32. Pooling, any Dense
+layer and normalisation so run in fp32 as before, and every caller — `SentenceTransformer.encode`,
+`lengthwise.core.embed.forward_batches` with or without per-layer states, mteb — gets fp32 vectors, unit-length where
+the model normalises, with no change to its own code. Casting the weights, rather than `torch.autocast` around each
+call, needs no context at every call site (there are several), halves the weights' memory, and ran faster than autocast
+on this project's AMX CPU (docs/benchmarks.md "Half precision"). TempScale changes attention's ``scaling`` float or
+divides the query projection's output by t in a hook, in the output's own dtype, so a patch works the same on a half
+model, applied before the cast or after it.
 
 On a CPU, bf16 is allowed where the CPU has native bf16 instructions (AMX or AVX512-BF16) and fp16 where oneDNN has
 native fp16 (AVX512-FP16, AMX-FP16); elsewhere torch emulates them several times slower than fp32 (bf16 0.15–0.21×
 fp32 on an AVX2 host, docs/benchmarks.md), so they are refused, naming what to use. ``auto`` is bf16 on a CUDA GPU
-that has it (else fp16), bf16 on a CPU with AMX (measured 3.8–4.2× fp32 here, one thread), else fp32.
+that has it (else fp16), bf16 on a CPU with AMX (several times fp32's speed: docs/benchmarks.md "Half
+precision"), else fp32.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, MutableMapping
 from enum import Enum
 from typing import Any
 
@@ -165,7 +167,7 @@ def _fp32_outputs(module: torch.nn.Module, args: Any, output: Any) -> Any:
     """Forward hook: the floating outputs as fp32. On the sentence-transformers module a features dict
     (``token_embeddings``, ``all_layer_embeddings``); on the Hugging Face model, called directly, a ModelOutput (a
     dict whose items are its attributes too) or a tuple."""
-    if not isinstance(output, Mapping):
+    if not isinstance(output, MutableMapping):
         return _fp32(output)
     for key in list(output.keys()):
         output[key] = _fp32(output[key])
