@@ -14,6 +14,10 @@ starts, so the two never share the CPU). The issue's goals (issue 36) are checke
         --queries data/qmsum/queries.jsonl.gz --mode hybrid --requests 10000 --out docs/results/bench_serve.json
     # a smoke run on a tiny index built here (random 2-layer BERT, 200 documents): does it work?
     python benchmarks/bench_serve.py --tiny --requests 50
+    # servers compared in one run (issue 48.3): the default search threads against one (the design before), each
+    # started afresh in turn, A B B A …, on the same index and queries
+    python benchmarks/bench_serve.py INDEX --clients 32 --search-threads default,1 --rounds 4 \
+        --out docs/results/bench_serve_search_threads.json
 
 Queries: ``--queries FILE.jsonl`` or ``FILE.jsonl.gz`` (``text`` per line), else sentences cut from the indexed
 documents' own text (the lexical side), else a fixed list. The report records what was measured (windows, model, the
@@ -158,7 +162,8 @@ async def load(url: str, clients: int, queries: list[str], requests: int, settin
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits, headers=headers) as session:
         await session.post("/search", json={"queries": [queries[0]], **settings})  # the connection pool warmed
-        before = (await session.get("/info")).json()["batches"]
+        info = (await session.get("/info")).json()
+        before = info["batches"]
         started = time.perf_counter()
         await asyncio.gather(*(client(session) for _ in range(clients)))
         wall = time.perf_counter() - started
@@ -168,8 +173,9 @@ async def load(url: str, clients: int, queries: list[str], requests: int, settin
             "p50_ms": 1e3 * statistics.median(latencies), "p99_ms": 1e3 * _percentile(latencies, 0.99),
             "throughput_qps": requests / wall,
             "queries_per_batch": round((after["queries"] - before["queries"]) / max(1, batches), 2),
-            # the share of the wall time each of the worker's two threads was busy: the search thread (the index)
-            # and the model's (the query encoder, pipelined with it)
+            "search_threads": info["batching"].get("search_threads", 1),
+            # the share of the wall time the worker's search threads (the index; summed over them, so above 1 when
+            # several search at once) and its model thread (the query encoder, pipelined with it) were busy
             "worker_busy": round((after["busy_s"]["search"] - before["busy_s"]["search"]) / wall, 2),
             "model_busy": round((after["busy_s"]["model"] - before["busy_s"]["model"]) / wall, 2)}  # fmt: skip
 
@@ -235,6 +241,14 @@ def main() -> None:
     parser.add_argument("--max-batch", type=int, default=64)
     parser.add_argument("--batch-wait-ms", type=float, default=2.0)
     parser.add_argument("--api-key-file", type=Path, default=None, help="serve with this API key (and send it)")
+    parser.add_argument(
+        "--search-threads",
+        default=None,
+        help="serve --search-threads N; several, comma-separated "
+        "(`default`: the flag left out), compare servers in one run: each started afresh in turn",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="with several --search-threads: rounds of all of "
+                        "them, in the order A B, then B A, …")  # fmt: skip
     parser.add_argument("--out", type=Path, default=None, help="write the figures here as JSON")
     args = parser.parse_args()
     if (args.index is None) == (not args.tiny):
@@ -280,29 +294,77 @@ def run(folder: Path, args: argparse.Namespace, settings: dict[str, Any], scratc
     if args.api_key_file is not None:  # a served index behind a key: the benchmark sends it
         extra += ["--api-key-file", str(args.api_key_file)]
         headers["Authorization"] = "Bearer " + args.api_key_file.read_text(encoding="utf-8").strip()
-    process, url = start_server(folder, extra, scratch / "server.log", args.server_threads)
+    serve = {"folder": folder, "extra": extra, "log": scratch / "server.log", "threads": args.server_threads,
+             "queries": queries, "settings": settings, "headers": headers, "requests": args.requests,
+             "clients": [int(c) for c in args.clients.split(",")]}  # fmt: skip
+    arms = (args.search_threads or "default").split(",")
+    report = {"index": str(folder) if not args.tiny else "tiny (random 2-layer BERT, 200 documents)",
+              "measured": described, "queries": {"file": str(args.queries) if args.queries else None,
+                                                 "distinct": len(queries)},
+              "settings": settings, "batching": {"max_batch": args.max_batch, "wait_ms": args.batch_wait_ms},
+              "workers": args.workers, "server_threads": args.server_threads or os.environ.get("OMP_NUM_THREADS"),
+              "in_process": local}  # fmt: skip
+    if len(arms) == 1 and args.rounds == 1:
+        levels, code = served(serve, arms[0])
+        report |= {"served": levels, "goals": _goals(local, levels), "server_exit": code}
+    else:
+        report["compared"] = compared(serve, arms, args.rounds)
+    return report | {"seconds": round(time.perf_counter() - started), "cpus": os.cpu_count(),
+                     "load_average": {"before": load_before, "after": _load()}}  # fmt: skip
+
+
+def _search_threads_flag(arm: str) -> list[str]:
+    """`serve`'s flag for one arm of --search-threads (``default``: none)."""
+    return [] if arm == "default" else ["--search-threads", str(int(arm))]
+
+
+def served(serve: dict[str, Any], arm: str) -> tuple[list[dict[str, Any]], int]:
+    """One server (`serve`'s folder and flags, and the arm's --search-threads) started, loaded at each concurrency
+    in turn, and stopped: each level's figures, and the server's exit status."""
+    extra = serve["extra"] + _search_threads_flag(arm)
+    process, url = start_server(serve["folder"], extra, serve["log"], serve["threads"])
     levels = []
     try:
-        for clients in (int(c) for c in args.clients.split(",")):
+        for clients in serve["clients"]:
             level_started = time.perf_counter()
-            level = asyncio.run(load(url, clients, queries, args.requests, settings, headers)) | _rss_mb(process.pid)
-            level["seconds"] = round(time.perf_counter() - level_started)
-            print(f"{clients:>3} clients: p50 {level['p50_ms']:.2f} ms, p99 {level['p99_ms']:.2f} ms, "
-                  f"{level['throughput_qps']:.1f} q/s, {level['queries_per_batch']} queries/batch, search thread busy "
-                  f"{level['worker_busy']:.0%}, model thread {level['model_busy']:.0%}, "
-                  f"{level['errors']} errors, RSS {level['rss_mb']} MB", file=sys.stderr)  # fmt: skip
+            level = asyncio.run(load(url, clients, serve["queries"], serve["requests"], serve["settings"],
+                                     serve["headers"])) | _rss_mb(process.pid)  # fmt: skip
+            level["seconds"], level["load"] = round(time.perf_counter() - level_started), _load()
+            print(f"{clients:>3} clients ({arm} search threads: {level['search_threads']}): p50 "
+                  f"{level['p50_ms']:.2f} ms, p99 {level['p99_ms']:.2f} ms, {level['throughput_qps']:.1f} q/s, "
+                  f"{level['queries_per_batch']} queries/batch, search threads busy {level['worker_busy']:.0%}, "
+                  f"model thread {level['model_busy']:.0%}, {level['errors']} errors, RSS {level['rss_mb']} MB, "
+                  f"load {level['load'][0]}", file=sys.stderr)  # fmt: skip
             levels.append(level)
     finally:
         process.terminate()
         code = process.wait(timeout=120)
-    return {"index": str(folder) if not args.tiny else "tiny (random 2-layer BERT, 200 documents)",
-            "measured": described, "queries": {"file": str(args.queries) if args.queries else None,
-                                               "distinct": len(queries)},
-            "seconds": round(time.perf_counter() - started), "settings": settings,
-            "batching": {"max_batch": args.max_batch, "wait_ms": args.batch_wait_ms}, "workers": args.workers,
-            "server_threads": args.server_threads or os.environ.get("OMP_NUM_THREADS"),
-            "in_process": local, "served": levels, "goals": _goals(local, levels), "server_exit": code,
-            "load_average": {"before": load_before, "after": _load()}, "cpus": os.cpu_count()}  # fmt: skip
+    return levels, code
+
+
+def compared(serve: dict[str, Any], arms: list[str], rounds: int) -> dict[str, Any]:
+    """Servers with each of `arms`' search threads, started afresh in turn for `rounds` rounds (A B, B A, …, so a
+    drift of the machine's load falls on both): every round's levels per arm, the median throughput and p50 per
+    arm and concurrency, and each arm's median throughput over the first arm's."""
+    runs: dict[str, list[dict[str, Any]]] = {arm: [] for arm in arms}
+    for number in range(rounds):
+        for arm in arms if number % 2 == 0 else arms[::-1]:
+            levels, code = served(serve, arm)
+            runs[arm].append({"round": number, "levels": levels, "server_exit": code})
+    summary: dict[str, Any] = {}
+    for arm, done in runs.items():
+        summary[arm] = {
+            str(clients): {
+                "search_threads": done[0]["levels"][n]["search_threads"],
+                "throughput_qps": statistics.median(run["levels"][n]["throughput_qps"] for run in done),
+                "p50_ms": statistics.median(run["levels"][n]["p50_ms"] for run in done),
+                "errors": sum(run["levels"][n]["errors"] for run in done),
+            }
+            for n, clients in enumerate(serve["clients"])
+        }
+        for clients, row in summary[arm].items():
+            row["over_first"] = round(row["throughput_qps"] / summary[arms[0]][clients]["throughput_qps"], 3)
+    return {"arms": arms, "rounds": rounds, "runs": runs, "median": summary}  # fmt: skip
 
 
 if __name__ == "__main__":
