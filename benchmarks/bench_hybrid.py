@@ -502,7 +502,7 @@ def _scale_settings(work: Path) -> dict[str, Any]:
     it copies (the qmsum and SciFact folders must agree on them), and what the vectors really are (``copied``): a
     text query embedded by that model searches them as it would the real windows, the scores are not an encoding of
     any text, and the lexical side's essays are unrelated to them."""
-    from lengthwise.longdoc.search.index import read_manifest
+    from lengthwise.longdoc.storage.store import read_manifest
 
     made = {}
     for name in COPIED_FROM:

@@ -281,13 +281,29 @@ def test_a_failed_build_removes_its_staging_folder(
 
 
 def test_a_staging_folder_without_a_record_is_replaced(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from lengthwise.longdoc.search._generations import mark
+
     staging = tmp_path / ".lexical-building"
     (staging / "shards").mkdir(parents=True)
+    mark(staging)  # lengthwise's own, stopped before its record
     (staging / "texts.npy").write_bytes(b"half")
     texts = _corpus()
     with caplog.at_level(logging.WARNING, logger=lexical.__name__):
         built = LexicalIndex.build(texts, _spans(texts), tmp_path / "lexical")
     assert "without its record" in caplog.text and built.text(0) == texts[0] and not staging.exists()
+
+
+@pytest.mark.parametrize("name", [".lexical-building", ".lexical-replaced"])
+def test_a_users_folder_by_a_staging_name_is_refused_not_removed(tmp_path: Path, name: str) -> None:
+    """Issue 47.6: a folder named like the build's staging (or the aside of the folder it replaces) was removed
+    with everything in it; only a folder carrying lengthwise's marker is removed now."""
+    texts = _corpus()
+    LexicalIndex.build(texts, _spans(texts), tmp_path / "lexical")
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "mine.txt").write_text("mine")
+    with pytest.raises(SettingError, match=rf"{name} is in the way of the build's staging folder and lengthwise"):
+        LexicalIndex.build(texts, _spans(texts), tmp_path / "lexical")
+    assert (tmp_path / name / "mine.txt").read_text() == "mine"
 
 
 def test_bad_settings_are_refused_before_anything_is_written(tmp_path: Path) -> None:

@@ -81,9 +81,10 @@ def _stopped_rebuild(tmp: Path, context: Context) -> None:
 
 
 def _resumed(tmp: Path, _: str) -> str | None:
+    from lengthwise.longdoc.search._index_files import served_files
     from lengthwise.longdoc.search.index import LongIndex
 
-    if (tmp / "i" / "engine.usearch").stat().st_ino != int((tmp / "engine.inode").read_text()):
+    if (served_files(tmp / "i") / "engine.usearch").stat().st_ino != int((tmp / "engine.inode").read_text()):
         return "the dense engine was built again"
     if LongIndex.open(tmp / "i").lexical is None:
         return "the index has no lexical side"
@@ -91,7 +92,9 @@ def _resumed(tmp: Path, _: str) -> str | None:
 
 
 def _earlier_served(tmp: Path, _: str) -> str | None:
-    granularity = json.loads((tmp / "i" / "lexical" / "lexical.json").read_text())["granularity"]
+    from lengthwise.longdoc.search._index_files import served_files
+
+    granularity = json.loads((served_files(tmp / "i") / "lexical" / "lexical.json").read_text())["granularity"]
     if granularity == _other_granularity():
         return f"the index at i is the stopped build's ({granularity})"
     return None if (tmp / ".i-building").is_dir() else "the stopped build's staging is gone (nothing to resume)"

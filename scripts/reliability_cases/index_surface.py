@@ -134,9 +134,23 @@ def _two_dimensions(tmp: Path, context: Context) -> None:
 
 
 def _tampered_offsets(tmp: Path, context: Context) -> None:
+    from lengthwise.longdoc.search._index_files import served_files
+
     _indexed(tmp, context)
-    offsets = np.load(tmp / "i" / "offsets.npy")
-    np.save(tmp / "i" / "offsets.npy", offsets[::-1].copy())
+    offsets = np.load(served_files(tmp / "i") / "offsets.npy")
+    np.save(served_files(tmp / "i") / "offsets.npy", offsets[::-1].copy())
+
+
+def _users_folder_by_the_staging_name(tmp: Path, context: Context) -> None:
+    """Issue 47.6: a folder of the user's by the name of the build's staging folder, beside `--out`."""
+    _encoded(tmp, context)
+    (tmp / ".i-building").mkdir()
+    (tmp / ".i-building" / "mine.txt").write_text("mine", encoding="utf-8")
+
+
+def _users_folder_kept(tmp: Path, _: str) -> str | None:
+    mine = tmp / ".i-building" / "mine.txt"
+    return None if mine.is_file() and mine.read_text(encoding="utf-8") == "mine" else "the user's folder is gone"
 
 
 # --- checks ------------------------------------------------------------------------------------------------------
@@ -170,7 +184,9 @@ def _fresh_vectors(tmp: Path, _: str) -> str | None:
 
     windows = read_embeddings(tmp / "e")[1].vectors
     expected = windows / np.linalg.norm(windows, axis=1, keepdims=True)
-    built = np.load(tmp / "i" / "vectors.npy")
+    from lengthwise.longdoc.search._index_files import served_files
+
+    built = np.load(served_files(tmp / "i") / "vectors.npy")
     gap = float(np.abs(built - expected).max()) if built.shape == expected.shape else float("inf")
     return None if gap < 1e-5 else f"the index's vectors differ from the shards' by {gap:.3f} (stale)"
 
@@ -214,7 +230,7 @@ CASES: list[Case] = [
     Case("index-build-input-inside-out", "33.5", ["index", "build", "{tmp}/i/emb", "--out", "{tmp}/i"], 2,
          "the folder to index", _encoded_inside_index, _index_kept(["emb", "index.json"])),
     Case("index-build-broken-folder-over-an-index", "33.6", ["index", "build", "{tmp}/e2", "--out", "{tmp}/i"], 2,
-         "damaged or incomplete shard", _broken_over_good, _index_kept(["index.json", "vectors.npy"])),
+         "damaged or incomplete shard", _broken_over_good, _index_kept(["index.json"])),
     Case("index-relative-model-path", "33.12", ["index", "build", "e", "--out", "i"], 0, "indexed",
          _relative_model, _absolute_model),
     Case("index-build-unknown-quantize-before-model", "33.13", [*_BUILD, "{tmp}/i2", "--quantize", "int4"], 2,
@@ -232,7 +248,10 @@ CASES: list[Case] = [
     Case("index-build-two-dimensions", "33.13", [*_BUILD, "{tmp}/i2"], 2, "16 dimensions, the folder's first shard",
          _two_dimensions, _nothing_new),
     Case("index-build-not-encoded-no-flag-label", "33.13", ["index", "build", "{tmp}", "--out", "{tmp}/i2"], 2,
-         "no manifest.json; index a folder"),
+         "no manifest.json; pass a folder"),
+    Case("index-build-user-folder-named-like-staging", "47.6", [*_BUILD, "{tmp}/i"], 2,
+         "is in the way of the build's staging folder and lengthwise did not make it",
+         _users_folder_by_the_staging_name, _users_folder_kept),
     Case("search-tampered-offsets", "33.13", ["search", "{tmp}/i", "-q", "bridge", "--mode", "dense"], 2,
          "the index files disagree", _tampered_offsets),
     Case("search-probes-past-the-index", "33.13", ["search", "{tmp}/i", "-q", "bridge", "--mode", "dense",

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from lengthwise.cli import app
 from lengthwise.core.errors import SettingError
 from lengthwise.longdoc.config import LongDocError
+from lengthwise.longdoc.search._index_files import served_files
 from lengthwise.longdoc.search.index import LongIndex
 
 HAYSTACK = Path(__file__).with_name("haystack.txt")
@@ -165,7 +166,7 @@ def test_refusals_are_one_line(encoded: Path, tmp_path: Path, tiny_model_dir: Pa
         next(other.parameters()).add_(0.01)  # another model
     with pytest.raises(SettingError, match="the index was built with weights"):
         lw.LongIndex.open(index.folder, model=other)
-    (tmp_path / "idx" / "vectors.npy").write_bytes(b"broken")
+    (served_files(tmp_path / "idx") / "vectors.npy").write_bytes(b"broken")
     with pytest.raises(LongDocError, match="unreadable index"):
         LongIndex.open(tmp_path / "idx")
     run = runner.invoke(app, ["search", str(tmp_path), "--query", "x"])

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from lengthwise.cli import app
 from lengthwise.longdoc.config import LongDocError
+from lengthwise.longdoc.search._index_files import served_files
 
 from .conftest import encode_windows, haystack_rows
 
@@ -60,6 +61,16 @@ def shards(monkeypatch: pytest.MonkeyPatch, tokenized_shards: list[int]) -> list
 
 def _files(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _index(folder: Path) -> dict[str, object]:
+    """The files of the index at `folder`: its served generation's and its index.json, without the generation's id
+    (a random name, different in every build)."""
+    files = {name: data for name, data in _files(served_files(folder)).items() if not name.endswith(".json")}
+    for name in ("index.json", "lexical/lexical.json"):
+        path = folder / name if name == "index.json" else served_files(folder) / name
+        files[name] = {k: v for k, v in json.loads(path.read_text()).items() if k != "generation"}
+    return files
 
 
 def _stop_at_shard(monkeypatch: pytest.MonkeyPatch, shard: int) -> None:
@@ -108,7 +119,7 @@ def test_a_build_stopped_in_its_lexical_side_resumes_there_through_the_cli(
     run = runner.invoke(app, args)
     assert run.exit_code == 0, run.output
     assert len(shards) == 12  # of the 14 (windows, the default granularity), the two finished are not redone
-    assert _files(out) == _files(Path(clean.folder))  # the same index as a build in one go, byte for byte
+    assert _index(out) == _index(Path(clean.folder))  # the same index as a build in one go, byte for byte
     assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]
 
 
@@ -151,8 +162,9 @@ def test_a_build_without_its_text_drops_a_stopped_lexical_build(
     notes: list[str] = []
     index = lw.LongIndex.build(moved, tmp_path / "idx", quantize="none", engine="faiss", on_note=notes.append)
     assert index.lexical is None and "built without text" in notes[0]
-    assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == sorted(
-        ["index.json", "vectors.npy", "offsets.npy", "ids.txt", "members.npy", "member_starts.npy", "engine.faiss"]
+    assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == [index.files.name, "index.json"]
+    assert sorted(p.name for p in index.files.iterdir()) == sorted(
+        ["vectors.npy", "offsets.npy", "ids.txt", "members.npy", "member_starts.npy", "engine.faiss", "readers.lock"]
     )
 
 
@@ -163,7 +175,8 @@ def _text_side(clean, corpus: Path, out: Path, recorded: str | None):  # type: i
     from lengthwise.longdoc.search.lexical import build_text_side
 
     encoder = LongEncoder(clean.model, LongDocConfig.from_dict(clean.settings["encode_settings"]["long"]))
-    windows = SimpleNamespace(doc_ids=clean.doc_ids, offsets=clean.offsets, folder=out)
+    windows = SimpleNamespace(doc_ids=clean.doc_ids, offsets=clean.offsets, folder=out, files=out,
+                              settings={"generation": clean.settings["generation"]})  # fmt: skip
     return build_text_side(windows, encoder, corpus, recorded=recorded)
 
 
@@ -177,7 +190,7 @@ def test_the_text_is_read_from_a_corpus_in_any_order(clean, tmp_path: Path, shar
     corpus = _write(tmp_path / name, rows)
     built = _text_side(clean, corpus, tmp_path, clean.settings["encode_settings"][TEXTS])
     assert len(shards) == 14  # the window granularity's shards, each tokenized once
-    theirs = _files(Path(clean.folder) / "lexical")
+    theirs = _files(clean.files / "lexical")
     assert {k: v for k, v in _files(built.folder).items() if k != "lexical.json"} == {
         k: v for k, v in theirs.items() if k != "lexical.json"
     }

@@ -13,6 +13,7 @@ import pytest
 
 from lengthwise.core.encoder import MultiVectors
 from lengthwise.longdoc.config import LongDocError
+from lengthwise.longdoc.search._index_files import served_files
 from lengthwise.longdoc.search.index import LongIndex
 from lengthwise.longdoc.storage.store import EmbeddingStore, iter_shards, read_embeddings
 
@@ -66,22 +67,29 @@ def test_a_shard_whose_ids_disagree_with_its_record_is_refused(tmp_path: Path) -
     assert not (tmp_path / "idx").exists()
 
 
-def test_an_index_of_the_first_format_still_opens(tmp_path: Path) -> None:
-    """Indexes built before distinct vectors (format 1: one engine key per window, raw id lines) open and search."""
+def test_an_index_of_an_earlier_layout_is_refused_and_rebuilt_in_place(tmp_path: Path) -> None:
+    """Format 3 (each build a generation folder, index.json naming it) replaced the files beside index.json of
+    formats 1 and 2 (never released): such an index is refused in one line naming the rebuild, and a build over
+    it replaces its files by a generation."""
+    import shutil
+
     vectors = _shards(tmp_path / "enc", ["x", "y", "z"])
-    index = LongIndex.build_windows(tmp_path / "enc", tmp_path / "idx", quantize="none", engine="faiss")
+    LongIndex.build_windows(tmp_path / "enc", tmp_path / "idx", quantize="none", engine="faiss")
     folder = tmp_path / "idx"
+    files = served_files(folder)
     settings = json.loads((folder / "index.json").read_text())
-    settings["format"] = 1
-    del settings["distinct"]
-    (folder / "index.json").write_text(json.dumps(settings))
-    (folder / "ids.txt").write_text("x\ny\nz\n")
-    for name in ("members.npy", "member_starts.npy"):
-        (folder / name).unlink()
-    assert index.engine.count() == 9  # random windows: all distinct, so the keys are the window numbers
-    old = LongIndex.open(folder)
-    assert old.doc_ids == ["x", "y", "z"]
-    assert [row[0][0] for row in old.search_vectors(vectors[[0, 4, 8]], k=1)] == ["x", "y", "z"]
+    for path in files.iterdir():
+        shutil.move(path, folder / path.name)  # the layout of format 2: the files beside index.json
+    files.rmdir()
+    (folder / "readers.lock").unlink()
+    del settings["generation"]
+    (folder / "index.json").write_text(json.dumps({**settings, "format": 2}))
+    earlier = r"an index of an earlier layout \(format 2; this lengthwise reads format 3\); build it again with `"
+    with pytest.raises(LongDocError, match=earlier):
+        LongIndex.open(folder)
+    again = LongIndex.build_windows(tmp_path / "enc", folder, quantize="none", engine="faiss")
+    assert [row[0][0] for row in again.search_vectors(vectors[[0, 4, 8]], k=1)] == ["x", "y", "z"]
+    assert sorted(p.name for p in folder.iterdir()) == [again.files.name, "index.json"]
 
 
 def test_a_resumed_build_whose_shards_changed_starts_afresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -173,9 +181,11 @@ def test_an_out_that_holds_other_things_is_refused(tmp_path: Path, monkeypatch: 
     with pytest.raises(SettingError, match="holds the working directory"):
         LongIndex.build_windows(tmp_path / "enc", ".")
     monkeypatch.chdir(tmp_path)
-    assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == sorted(
-        ["engine.faiss", "ids.txt", "index.json", "member_starts.npy", "members.npy", "offsets.npy", "vectors.npy"]
-    )
+    files = served_files(tmp_path / "idx")
+    assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == [files.name, "index.json"]
+    assert sorted(p.name for p in files.iterdir()) == sorted(["engine.faiss", "ids.txt", "member_starts.npy",
+                                                              "members.npy", "offsets.npy", "readers.lock",
+                                                              "vectors.npy"])  # fmt: skip
     LongIndex.build_windows(tmp_path / "enc", tmp_path / "idx", quantize="ubinary")  # an index alone is replaced
 
 
@@ -207,7 +217,7 @@ def test_bad_outs_and_inputs_are_one_line_refusals(tmp_path: Path) -> None:
     _rewrite(tmp_path / "offsets" / "w0-00000", ".offsets.npy", np.array([0, 3, 9]))
     with pytest.raises(LongDocError, match="window offsets that do not run from 0 to its 4 windows"):
         LongIndex.build_windows(tmp_path / "offsets", tmp_path / "idx2")
-    np.save(tmp_path / "idx" / "offsets.npy", np.array([0, 7, 2, 9]))  # the index's own, tampered
+    np.save(served_files(tmp_path / "idx") / "offsets.npy", np.array([0, 7, 2, 9]))  # the index's own, tampered
     with pytest.raises(LongDocError, match="the index files disagree"):
         LongIndex.open(tmp_path / "idx")
     assert not (tmp_path / "idx2").exists() and not list(tmp_path.glob(".*"))

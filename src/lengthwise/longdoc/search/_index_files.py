@@ -1,6 +1,7 @@
 """An index folder's files (`lengthwise.longdoc.search.index`): what a build may write over and has room for, its
 staged vectors, ids and distinct-vector members, the engine filled and saved in checkpoints, and the checks an
-opened folder passes. `LongIndex` builds and opens folders with these.
+opened folder passes. `LongIndex` builds and opens folders with these; each build's files are one generation of
+the index folder (`lengthwise.longdoc.search._generations`).
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ import numpy as np
 from lengthwise.core.errors import DataFormatError, SettingError
 from lengthwise.longdoc.config import LongDocError
 from lengthwise.longdoc.search._engines import ENGINES, Engine, Quantize
+from lengthwise.longdoc.search._generations import GENERATION, INDEX_FILE, generation_folder, is_generation, mark
 from lengthwise.longdoc.search._staging import content_address, unit_vectors
-from lengthwise.longdoc.storage.store import MANIFEST, RECORD, current_settings
+from lengthwise.longdoc.storage.store import RECORD
 
-INDEX_FILE = "index.json"
-FORMAT = 2  # 2: distinct vectors in the engine (members.npy, member_starts.npy), ids as JSON lines; 1: neither
+# 3: each build's files in a generation folder, index.json naming it (`_generations`); 2: distinct vectors in the
+# engine (members.npy, member_starts.npy), ids as JSON lines, files beside index.json; 1: neither. Only 3 opens.
+FORMAT = 3
 MEMBERS, STARTS = "members.npy", "member_starts.npy"
 CHUNK = 65_536  # windows added to the engine at once
 CHECKPOINT_SECONDS = 300.0  # the most engine work a killed build loses: it resumes from the last save
@@ -40,27 +43,40 @@ def disk_needed(windows: int, dim: int, quantize: Quantize, resumed: bool = Fals
     return windows * ((0 if resumed else 4 * dim) + 2 * (engine + 200))
 
 
-TEXT_SIDE = ("lexical", ".lexical-building")  # the lexical side in an index folder, and its staging while built
-# what an index folder may hold: its files, its lexical side, and what a stopped lexical build left beside it
-# (before both sides were built in one staging folder)
-INDEX_NAMES = frozenset({INDEX_FILE, "vectors.npy", "offsets.npy", "ids.txt", MEMBERS, STARTS, "engine.faiss",
-                         "engine.usearch", *TEXT_SIDE, ".lexical-replaced"})  # fmt: skip
+TEXT_SIDE = ("lexical", ".lexical-building")  # the lexical side in a generation, and its staging while built
+# what an index of format 1 or 2 kept beside its index.json (and a stopped lexical build of before both sides were
+# built in one staging folder): a build over such an index removes them once its own generation is in place
+OLD_LAYOUT = frozenset({"vectors.npy", "offsets.npy", "ids.txt", MEMBERS, STARTS, "engine.faiss", "engine.usearch",
+                        *TEXT_SIDE, ".lexical-replaced"})  # fmt: skip
+REBUILD = "build it again with `lengthwise index build`"
 
 
-def read_manifest(encoded: Path) -> dict[str, Any]:
-    """The ``manifest.json`` of a folder `lengthwise encode` wrote; `LongDocError` naming the file when it is
-    missing or unreadable."""
-    path = encoded / MANIFEST
-    if not path.is_file():
-        raise LongDocError(None, None, f"{encoded}: no {MANIFEST}; index a folder written by `lengthwise encode`")
-    again = "encode into a new folder with `lengthwise encode`"
+def _is_index_name(name: str) -> bool:
+    """Whether an index folder may hold `name`: its ``index.json``, a generation, or an earlier layout's file."""
+    return name == INDEX_FILE or is_generation(name) or name in OLD_LAYOUT
+
+
+def read_settings(folder: Path) -> dict[str, Any]:
+    """The settings in an index folder's ``index.json``, naming the generation it serves; a `LongDocError` naming the
+    folder when there is none, it is unreadable, or it is an index of an earlier layout (format 1 or 2)."""
+    if not (folder / INDEX_FILE).is_file():
+        raise LongDocError(None, None, f"{folder}: no {INDEX_FILE}; build one with `lengthwise index build`")
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise LongDocError(None, None, f"{path}: unreadable ({err}); {again}") from None
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("settings"), dict):
-        raise LongDocError(None, None, f"{path}: unreadable (no settings); {again}")
-    return {**manifest, "settings": current_settings(manifest["settings"])}  # a folder written before a rename too
+        settings = json.loads((folder / INDEX_FILE).read_text(encoding="utf-8"))
+        generation = settings.get(GENERATION) if isinstance(settings, dict) else None
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise LongDocError(None, None, f"{folder}: unreadable index ({error}); {REBUILD}") from None
+    if not isinstance(generation, str) or settings.get("format") != FORMAT:
+        found = settings.get("format", 1) if isinstance(settings, dict) else "unknown"
+        raise LongDocError(None, None, f"{folder}: an index of an earlier layout (format {found}; this lengthwise "
+                           f"reads format {FORMAT}); {REBUILD}")  # fmt: skip
+    return settings
+
+
+def served_files(folder: Path) -> Path:
+    """The folder of the generation the index `folder` serves now (its vectors, engine, ``lexical/``): for tools and
+    tests that look at the files; a search opens the index (`LongIndex.open`), which holds its generation."""
+    return generation_folder(folder, read_settings(folder)[GENERATION])
 
 
 def check_out(encoded: Path, out: Path) -> None:
@@ -87,7 +103,7 @@ def check_out(encoded: Path, out: Path) -> None:
         raise SettingError("out", str(out), "holds the working directory; build into a new folder")
     if encoded.resolve() == target or target in encoded.resolve().parents:
         raise SettingError("out", str(out), f"holds {encoded}, the folder to index; build into a new folder")
-    if foreign := sorted(path.name for path in out.iterdir() if path.name not in INDEX_NAMES):
+    if foreign := sorted(path.name for path in out.iterdir() if not _is_index_name(path.name)):
         raise SettingError("out", str(out), f"holds {foreign[0]}, which is not the index's; move it out or pass "
                            "a new folder")  # fmt: skip
 
@@ -156,12 +172,9 @@ def write_ids(path: Path, ids: Sequence[str]) -> None:
     path.write_text("".join(json.dumps(i) + "\n" for i in ids), encoding="utf-8")
 
 
-def read_ids(path: Path, format: int) -> list[str]:
-    """The ids `write_ids` wrote (format 1: raw lines, as the first indexes wrote them)."""
-    text = path.read_text(encoding="utf-8")
-    if format < 2:
-        return text.splitlines()
-    ids = [json.loads(line) for line in text.split("\n") if line]
+def read_ids(path: Path) -> list[str]:
+    """The ids `write_ids` wrote."""
+    ids = [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line]
     if not all(isinstance(i, str) for i in ids):
         raise DataFormatError(None, None, f"{path.name} holds a line that is not a JSON string")
     return ids
@@ -170,6 +183,7 @@ def read_ids(path: Path, format: int) -> list[str]:
 def stage_vectors(staging: Path, files: list[Path], counts: np.ndarray, ids: list[str], dim: int) -> np.ndarray:
     """Write a new build's vectors, offsets, ids and distinct-vector members into `staging`; the vectors, mapped."""
     staging.mkdir()
+    mark(staging)
     vectors = unit_vectors(files, staging / "vectors.npy", int(counts.sum()), dim, CHUNK)
     members, starts = content_address(vectors, CHUNK)
     np.save(staging / MEMBERS, members)
@@ -179,10 +193,8 @@ def stage_vectors(staging: Path, files: list[Path], counts: np.ndarray, ids: lis
     return vectors
 
 
-def read_members(folder: Path, settings: dict[str, Any], windows: int) -> tuple[np.ndarray, np.ndarray]:
-    """(members, starts) of an index folder (memory-mapped); a format-1 index has one key per window."""
-    if settings.get("format", 1) < 2:
-        return np.arange(windows, dtype=np.int64), np.arange(windows + 1, dtype=np.int64)
+def read_members(folder: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(members, starts) of an index's generation folder (members memory-mapped)."""
     members = np.load(folder / MEMBERS, mmap_mode="r", allow_pickle=False)
     return members, np.load(folder / STARTS, allow_pickle=False)
 
@@ -190,7 +202,7 @@ def read_members(folder: Path, settings: dict[str, Any], windows: int) -> tuple[
 def consistent_files(settings: dict[str, Any], ids: list[str], offsets: np.ndarray, vectors: np.ndarray,
                      members: np.ndarray, starts: np.ndarray, keys: int) -> bool:  # fmt: skip
     """Whether the files of an index agree: counts, sizes and the offsets' and members' order."""
-    windows, distinct = settings["windows"], settings.get("distinct", settings["windows"])
+    windows, distinct = settings["windows"], settings["distinct"]
     if offsets.ndim != 1 or len(ids) + 1 != len(offsets) or len(vectors) != windows or keys != distinct:
         return False
     if not np.issubdtype(offsets.dtype, np.integer) or offsets[0] != 0 or offsets[-1] != windows:

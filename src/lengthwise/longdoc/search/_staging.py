@@ -2,13 +2,16 @@
 
 The shards are checked once and their vectors memory-mapped (`shard_layout`); the unit vectors are streamed into
 a memory-mapped ``vectors.npy`` whose disk blocks are allocated first (`unit_vectors`). All of it is
-written into one staging folder beside the index, ``.{name}-building``. When the vectors, offsets and ids are
+written into one staging folder beside the index, ``.{name}-building``, marked as lengthwise's
+(`lengthwise.longdoc.search._generations.MARKER`: a folder of that name without it is someone else's, and a build
+refuses to touch it). When the vectors, offsets and ids are
 complete, the build's plan (inputs and settings) is recorded there (`BUILD_STATE`), and the engine is saved there
 from time to time. The engine holds each distinct window vector once (`content_address`): identical windows (a
 template, a disclaimer, the filler of a passkey test repeated in every document) are one vector standing for all
 their rows. Once the engine is complete, ``index.json`` is written there; the lexical side is then built in the
 same folder. A rerun of the same build finds the plan and resumes from the last engine save, or keeps a complete
-engine and resumes the lexical side; any other build starts afresh (`staging_folder`).
+engine and resumes the lexical side; any other build starts afresh (`staging_folder`). The finished folder becomes
+a generation of the index (`lengthwise.longdoc.search._generations.publish`).
 """
 
 from __future__ import annotations
@@ -24,9 +27,19 @@ import numpy as np
 
 from lengthwise.core.results import write_json_atomic
 from lengthwise.longdoc.config import LongDocError
+from lengthwise.longdoc.search._generations import MARKER, check_marked, mark
 from lengthwise.longdoc.storage.store import iter_shards
 
-__all__ = ["BUILD_STATE", "content_address", "record_plan", "shard_layout", "staging_folder", "swap_in", "unit_vectors"]
+__all__ = [
+    "BUILD_STATE",
+    "aside_of",
+    "content_address",
+    "record_plan",
+    "shard_layout",
+    "staging_folder",
+    "swap_in",
+    "unit_vectors",
+]
 
 BUILD_STATE = "build.json"
 
@@ -129,8 +142,10 @@ def _split_collisions(vectors: np.ndarray, distinct: np.ndarray, firsts: np.ndar
 def staging_folder(out: Path, plan: dict[str, Any]) -> tuple[Path, bool]:
     """The staging folder of a build of `out` and whether it resumes: True when an earlier build with the same
     `plan` left its vectors complete there. Otherwise whatever is there (another build's, or a half-written copy)
-    is removed, and the build starts afresh."""
+    is removed, and the build starts afresh; a folder of that name that lengthwise did not make is refused
+    (`SettingError` on ``out``), never removed."""
     staging = out.parent / f".{out.name}-building"
+    check_marked(staging, out)
     try:
         if json.loads((staging / BUILD_STATE).read_text(encoding="utf-8")) == plan:
             return staging, True
@@ -145,15 +160,25 @@ def record_plan(staging: Path, plan: dict[str, Any]) -> None:
     write_json_atomic(staging / BUILD_STATE, plan)
 
 
+def aside_of(out: Path) -> Path:
+    """Where `swap_in` puts the folder `out` it replaces, until the new one is in place."""
+    return out.parent / f".{out.name}-replaced"
+
+
 def swap_in(staging: Path, out: Path) -> None:
-    """Put the finished folder `staging` (an index, or its lexical side) in place of `out`: an earlier one is renamed
-    aside first, renamed back if the new one cannot take its place, and removed only once it has."""
-    aside = out.parent / f".{out.name}-replaced"
+    """Put the finished folder `staging` (a lexical side) in place of `out`: an earlier one is renamed aside first
+    (``.{name}-replaced``, marked as lengthwise's), renamed back if the new one cannot take its place, and removed
+    only once it has. A folder by the aside's name that lengthwise did not make is refused, never removed. (An index
+    is not swapped in so: a build adds a generation to it, `lengthwise.longdoc.search._generations.publish`.)"""
+    aside = aside_of(out)
+    check_marked(aside, out)
     shutil.rmtree(aside, ignore_errors=True)
     if out.exists():
         os.rename(out, aside)
+        mark(aside)
     try:
         os.rename(staging, out)
+        (out / MARKER).unlink(missing_ok=True)  # in place, no more a staging folder
     except BaseException:
         if aside.exists():
             os.rename(aside, out)

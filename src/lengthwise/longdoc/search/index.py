@@ -16,15 +16,18 @@ vector, and an HNSW graph over thousands of exact duplicates falls into islands 
 33.0: Acc@1 50.4 through the index against 84.4 exact). A candidate vector stands for every window that holds it,
 so every document holding it becomes a candidate (up to `EXPANDED_AT_MOST` windows per query).
 
-Folder layout: ``index.json`` (settings, counts, engine), ``vectors.npy`` (W, D) fp32, ``offsets.npy`` (n + 1,)
-window offsets per document, ``ids.txt`` (document ids, one JSON string per line), ``members.npy`` (W,) and
-``member_starts.npy`` (U + 1,) (the windows of each distinct vector, the engine's key) and ``engine.faiss`` or
-``engine.usearch``. A build is
-written into a staging folder and renamed into place, so an interrupted build leaves no half-written index; run
-again with the same inputs, it resumes from its last engine save (`lengthwise.longdoc.search._staging`). The
-lexical side lives in ``lexical/`` (`lengthwise.longdoc.search.lexical`), built in the same staging folder after the
-dense side (a rerun keeps a finished dense side and resumes the lexical build after its finished shards) and
-swapped in with it; `LongIndex.search` queries either side or both fused (`lengthwise.longdoc.search.hybrid`).
+Folder layout: ``index.json`` (settings, counts, engine, and the generation served) and one folder per generation,
+``generation-{id}/``, holding ``vectors.npy`` (W, D) fp32, ``offsets.npy`` (n + 1,) window offsets per document,
+``ids.txt`` (document ids, one JSON string per line), ``members.npy`` (W,) and ``member_starts.npy`` (U + 1,) (the
+windows of each distinct vector, the engine's key), ``engine.faiss`` or ``engine.usearch`` and the lexical side,
+``lexical/`` (`lengthwise.longdoc.search.lexical`). A build is written into a staging folder, so an interrupted build
+leaves no half-written index; run again with the same inputs, it resumes from its last engine save
+(`lengthwise.longdoc.search._staging`). The lexical side is built in the same staging folder after the dense side (a
+rerun keeps a finished dense side and resumes the lexical build after its finished shards). The finished folder
+becomes a new generation, served from the moment one rename puts its ``index.json`` in place; an open index reads
+only from the generation it opened, which no build removes while it is open
+(`lengthwise.longdoc.search._generations`). `LongIndex.search` queries either side or both fused
+(`lengthwise.longdoc.search.hybrid`).
 
 Text queries are embedded as the documents were: the model and long-document settings recorded in the index, the
 model loaded by the `ModelLoader` given to `open` / `build` (`lengthwise.LongIndex` loads it as saved, by
@@ -52,10 +55,12 @@ from lengthwise.core.parallel import each, search_pool
 from lengthwise.core.scoring import WindowScoring
 from lengthwise.longdoc.config import LongDocError
 from lengthwise.longdoc.search._engines import CANDIDATES, ENGINES, Engine, Quantize, ivf_lists
+from lengthwise.longdoc.search._generations import GENERATION, INDEX_FILE, Hold, hold, new_generation, publish, rebuilt
 from lengthwise.longdoc.search._index_files import (
     FORMAT,
-    INDEX_FILE,
     MEMBERS,
+    OLD_LAYOUT,
+    REBUILD,
     STARTS,
     TEXT_SIDE,
     Progress,
@@ -65,19 +70,13 @@ from lengthwise.longdoc.search._index_files import (
     disk_needed,
     fill_engine,
     read_ids,
-    read_manifest,
     read_members,
+    read_settings,
     records_digest,
     stage_vectors,
 )
-from lengthwise.longdoc.search._staging import (
-    BUILD_STATE,
-    record_plan,
-    shard_layout,
-    staging_folder,
-    swap_in,
-)
-from lengthwise.longdoc.storage.store import TEXTS
+from lengthwise.longdoc.search._staging import BUILD_STATE, record_plan, shard_layout, staging_folder
+from lengthwise.longdoc.storage.store import TEXTS, read_manifest
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -86,11 +85,10 @@ if TYPE_CHECKING:
     from lengthwise.longdoc.search.hybrid import FusionSettings, Hit, Mode
     from lengthwise.longdoc.search.lexical import LexicalIndex
 
-__all__ = ["Engine", "LongIndex", "Quantize", "read_manifest"]
+__all__ = ["Engine", "LongIndex", "Quantize"]
 
 EXPANDED_AT_MOST = 1_000_000  # windows a query's candidate vectors may stand for (see `LongIndex._expanded`)
 RESCORED, RESCORED_AT_LEAST = 10, 100  # documents scored on all their windows: per document asked for, at least
-REBUILD = "build it again with `lengthwise index build`"
 
 
 @dataclass(eq=False, repr=False)
@@ -113,6 +111,8 @@ class LongIndex:
     starts: np.ndarray | None = None  # (U + 1,) where each distinct vector's rows start in `members`
     model: SentenceTransformer | None = None  # the query model (loaded on the first text query when None)
     load_model: ModelLoader | None = field(default=None)  # how it is loaded (None: `default_load_model`)
+    files: Path | None = None  # the folder of the generation opened (None: `folder` itself, a build's staging)
+    hold: Hold | None = None  # the reader's hold on that generation: no build removes it while the index is open
     # the loader when none is given: None = `lengthwise.core.models.load_plain_model`; `lengthwise.LongIndex` sets
     # `lengthwise.load_model` (the model as saved, its TempScale re-applied)
     default_load_model: ClassVar[ModelLoader | None] = None
@@ -166,7 +166,8 @@ class LongIndex:
         documents' text beside it for lexical and hybrid search (`lengthwise.longdoc.search.lexical`).
 
         Both sides are built in one staging folder beside `out` (the lexical side's own staging inside it) and
-        swapped in together, so an earlier index at `out` is served whole until the new one is. Interrupted
+        become one new generation of `out` together, so an earlier index at `out` is served whole until the new one
+        is, and an index opened before keeps answering from its own generation. Interrupted
         (Ctrl-C), the staging stays: the same build run again keeps a finished dense side (or resumes it from its
         last engine save) and resumes the lexical side after its finished shards.
 
@@ -198,7 +199,7 @@ class LongIndex:
                                      on_progress=on_progress)  # fmt: skip
         try:
             if corpus is not None:
-                staged = cls.open(staging)
+                staged = cls._open_staged(staging)
                 staged.model = model
                 staged._build_text(corpus, made, granularity, on_progress)
                 del staged  # its memory maps, closed before the rename
@@ -261,6 +262,15 @@ class LongIndex:
         return cls.open(out)
 
     @classmethod
+    def _open_staged(cls, staging: Path) -> LongIndex:
+        """The index complete in the staging folder `staging` (not served yet), opened there."""
+        try:
+            settings = json.loads((staging / INDEX_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise LongDocError(None, None, f"{staging}: unreadable index ({error}); {REBUILD}") from None
+        return cls._open_files(staging, staging, settings, None)
+
+    @classmethod
     def _stage_windows(
         cls,
         encoded: str | os.PathLike[str],
@@ -297,8 +307,9 @@ class LongIndex:
                 fill_engine(engine_file, engine, quantize, vectors, members[starts[:-1]], on_progress)
             del vectors, members  # the memory maps, closed before the rename
             nlist = ivf_lists(len(starts) - 1) if engine is Engine.FAISS else None
-            settings = {"format": FORMAT, **plan, "documents": len(ids), "distinct": len(starts) - 1, "nlist": nlist,
-                        "encode_settings": manifest["settings"], **(extra or {})}  # fmt: skip
+            settings = {"format": FORMAT, GENERATION: _staged_generation(staging), **plan, "documents": len(ids),
+                        "distinct": len(starts) - 1, "nlist": nlist, "encode_settings": manifest["settings"],
+                        **(extra or {})}  # fmt: skip
             part = staging / f"{INDEX_FILE}.part"
             part.write_text(json.dumps(settings, indent=1), encoding="utf-8")
             os.replace(part, staging / INDEX_FILE)  # the engine is complete: a rerun of this build keeps it
@@ -311,14 +322,16 @@ class LongIndex:
 
     @classmethod
     def _swap_in(cls, staging: Path, out: Path, *, text: bool) -> None:
-        """Put the finished build in `staging` in place of `out`, once it opens there; without `text`, whatever a
-        stopped build of the text side left in the staging folder goes first."""
+        """Serve the finished build in `staging` from `out` as its new generation, once it opens there; without
+        `text`, whatever a stopped build of the text side left in the staging folder goes first."""
         if not text:
             for name in TEXT_SIDE:
                 shutil.rmtree(staging / name, ignore_errors=True)
         (staging / BUILD_STATE).unlink()
-        cls.open(staging)  # the new index must open before it replaces anything
-        swap_in(staging, out)
+        staged = cls._open_staged(staging)  # the new index must open before it replaces anything
+        generation = staged.settings[GENERATION]
+        del staged  # its memory maps, closed before the rename
+        publish(staging, out, generation, OLD_LAYOUT)
 
     @classmethod
     def open(
@@ -330,6 +343,10 @@ class LongIndex:
     ) -> LongIndex:
         """Open an index folder; the fp32 vectors are memory-mapped, the engine's file loaded (USearch: mapped).
 
+        The index answers from the generation ``index.json`` names as it opens, its lexical side included (opened on
+        first use), whatever builds of the same folder run after: no build removes a generation while an index
+        holds it open. To serve a newer build, open the folder again.
+
         Args:
             folder: A folder written by `build` (``lengthwise index build``).
             model: The query model (default: loaded from the recorded name on the first text query): a loaded model,
@@ -339,27 +356,43 @@ class LongIndex:
                 `default_load_model`).
         """
         folder = Path(folder)
-        if not (folder / INDEX_FILE).is_file():
-            raise LongDocError(None, None, f"{folder}: no {INDEX_FILE}; build one with `lengthwise index build`")
-        try:
-            settings = json.loads((folder / INDEX_FILE).read_text(encoding="utf-8"))
-            engine = Engine(settings["engine"])
-            doc_ids = read_ids(folder / "ids.txt", settings.get("format", 1))
-            offsets = np.load(folder / "offsets.npy", allow_pickle=False)
-            vectors = np.load(folder / "vectors.npy", mmap_mode="r", allow_pickle=False)
-            members, starts = read_members(folder, settings, len(vectors))
-            ann = ENGINES[engine].load(folder / f"engine.{engine.value}", Quantize(settings["quantize"]))
-        except (OSError, ValueError, KeyError, TypeError, RuntimeError) as error:
-            raise LongDocError(None, None, f"{folder}: unreadable index ({error}); {REBUILD}") from None
-        if not consistent_files(settings, doc_ids, offsets, vectors, members, starts, ann.count()):
-            raise LongDocError(None, None, f"{folder}: the index files disagree in size or order; {REBUILD}")
-        index = cls(folder, settings, doc_ids, offsets, vectors, ann, members, starts, load_model=load_model)
+        settings, files, held = hold(folder, read_settings)
+        index = cls._open_files(folder, files, settings, load_model)
+        index.hold = held
         if isinstance(model, (str, os.PathLike)):
             model = index._load({**settings["encode_settings"], "model": str(model)})
         if model is not None:
             index._check_model(model)
             index.model = model
         return index
+
+    @property
+    def replaced(self) -> bool:
+        """Whether a later build of the folder serves another generation now than the one this index answers from
+        (a long-lived process, such as a service, opens the folder again to serve it)."""
+        try:
+            return read_settings(Path(self.folder))[GENERATION] != self.settings.get(GENERATION)
+        except LongDocError:
+            return True
+
+    @classmethod
+    def _open_files(
+        cls, folder: Path, files: Path, settings: dict[str, Any], load_model: ModelLoader | None
+    ) -> LongIndex:
+        """The index `folder` with `settings` (its ``index.json``), its files read from `files` (its generation)."""
+        try:
+            engine = Engine(settings["engine"])
+            doc_ids = read_ids(files / "ids.txt")
+            offsets = np.load(files / "offsets.npy", allow_pickle=False)
+            vectors = np.load(files / "vectors.npy", mmap_mode="r", allow_pickle=False)
+            members, starts = read_members(files)
+            ann = ENGINES[engine].load(files / f"engine.{engine.value}", Quantize(settings["quantize"]))
+        except (OSError, ValueError, KeyError, TypeError, RuntimeError) as error:
+            raise LongDocError(None, None, f"{folder}: unreadable index ({error}); {REBUILD}") from None
+        if not consistent_files(settings, doc_ids, offsets, vectors, members, starts, ann.count()):
+            raise LongDocError(None, None, f"{folder}: the index files disagree in size or order; {REBUILD}")
+        return cls(folder, settings, doc_ids, offsets, vectors, ann, members, starts, load_model=load_model,
+                   files=files)  # fmt: skip
 
     def default_probes(self) -> int:
         """FAISS: a quarter of the IVF lists (at least 32); USearch: a search expansion of 64."""
@@ -568,8 +601,12 @@ class LongIndex:
         from lengthwise.longdoc.search.lexical import LEXICAL, SETTINGS_FILE, LexicalIndex
 
         if "_lexical" not in self.__dict__:
-            folder = Path(self.folder) / LEXICAL
-            self.__dict__["_lexical"] = LexicalIndex.open(folder) if (folder / SETTINGS_FILE).is_file() else None
+            files = Path(self.files or self.folder)  # the generation opened, whatever index.json names now
+            if not files.is_dir():
+                raise rebuilt(Path(self.folder), self.settings.get(GENERATION, "?"))
+            folder, generation = files / LEXICAL, self.settings.get(GENERATION)
+            found = (folder / SETTINGS_FILE).is_file()
+            self.__dict__["_lexical"] = LexicalIndex.open(folder, generation=generation) if found else None
         return self.__dict__["_lexical"]
 
     @property
@@ -752,6 +789,11 @@ def _loader(load_model: ModelLoader | None) -> ModelLoader:
     return load_model or load_plain_model
 
 
-def hits_json(query_id: str, hits: Sequence[tuple[str, float]]) -> str:
-    """One search result as a JSON line: ``{"query_id": …, "hits": [{"id": …, "score": …}, …]}``, best first."""
-    return json.dumps({"query_id": query_id, "hits": [{"id": i, "score": round(s, 6)} for i, s in hits]})
+def _staged_generation(staging: Path) -> str:
+    """The generation id of the build in `staging`: the one its ``index.json`` names when an interrupted run of it
+    wrote one (its lexical side may record it already), else a new one."""
+    try:
+        staged = json.loads((staging / INDEX_FILE).read_text(encoding="utf-8"))[GENERATION]
+    except (OSError, ValueError, KeyError, TypeError):
+        return new_generation()
+    return staged if isinstance(staged, str) else new_generation()

@@ -11,8 +11,8 @@ tantivy was measured beside it (`benchmarks/bench_hybrid.py engines`).
 
 A lexical folder (``lexical/`` inside an index) holds:
 
-- ``lexical.json``: the settings (granularity, language, ``k1``, ``b``), the document count and the encode folder's
-  digest of the texts;
+- ``lexical.json``: the settings (granularity, language, ``k1``, ``b``), the document count, the encode folder's
+  digest of the texts and, inside an index, the index generation it belongs to (checked when it is opened);
 - ``bm25/``: bm25s's files (the score matrix, its vocabulary, the tokenizer's vocabulary and stop words);
 - ``texts.npy`` / ``texts.offsets.npy``: every document's UTF-8 text, back to back (uint8), and its byte offsets,
   so a hit can carry its passages without the corpus file;
@@ -58,7 +58,9 @@ from lengthwise.core.errors import SettingError, enum_member
 from lengthwise.core.fusion import LEXICAL_GRANULARITY
 from lengthwise.longdoc.config import LongDocError
 from lengthwise.longdoc.search import _bm25_build
-from lengthwise.longdoc.search._staging import swap_in
+from lengthwise.longdoc.search._generations import GENERATION, check_marked, mark, rebuilt
+from lengthwise.longdoc.search._index_files import read_settings
+from lengthwise.longdoc.search._staging import aside_of, swap_in
 from lengthwise.longdoc.search._text_source import TextSource, from_corpus, in_memory
 
 __all__ = [
@@ -172,7 +174,7 @@ class LexicalIndex:
                 None, None, f"{len(texts)} texts for {len(spans)} documents; pass one text per indexed document"
             )
         return cls._build(in_memory(texts, spans, texts_sha256), out, granularity=granularity, language=language,
-                          k1=k1, b=b, on_progress=on_progress)  # fmt: skip
+                          k1=k1, b=b, on_progress=on_progress, generation=None)  # fmt: skip
 
     @classmethod
     def _build(
@@ -185,18 +187,24 @@ class LexicalIndex:
         k1: float,
         b: float,
         on_progress: Callable[[int, int], None] | None,
+        generation: str | None,
     ) -> LexicalIndex:
         """`build` from a `TextSource`: its texts are written into the staging folder first, then read back a
-        shard at a time."""
+        shard at a time. `generation`: the index generation the side belongs to (recorded; None outside an
+        index)."""
         granularity = _checked_settings(granularity, k1, b)
         tokenizer, out = _tokenizer(language), Path(out)
         per_document = source.counts if granularity is Granularity.WINDOW else np.ones_like(source.counts)
         plan = _bm25_build._plan(source, per_document, granularity=granularity, language=language, k1=k1, b=b)
         bounds = _bm25_build._shard_bounds(source.lengths, per_document)
         staging = out.with_name(f".{out.name}-building")
+        for folder in (staging, aside_of(out)):  # a folder of either name lengthwise did not make is refused
+            check_marked(folder, out)
         done = _bm25_build._resumed(staging, plan, len(bounds) - 1)
         try:
             if done is None:
+                staging.mkdir(parents=True)
+                mark(staging)
                 _bm25_build._start(staging, source.sizes, source.counts)
                 source.write(staging / "texts.npy")
                 _bm25_build._record(staging, plan, 0)
@@ -207,22 +215,32 @@ class LexicalIndex:
             settings = {"format": 1, "engine": "bm25s", "granularity": granularity.value, "language": language,
                         "k1": k1, "b": b, "documents": len(source.sizes), "units": plan["units"],
                         "texts_sha256": source.encoded_sha256}  # fmt: skip
+            if generation is not None:
+                settings[GENERATION] = generation
             (staging / SETTINGS_FILE).write_text(json.dumps(settings, indent=1), encoding="utf-8")
             (staging / _bm25_build.BUILD_STATE).unlink()  # from here a rerun starts afresh: the shards are going
             shutil.rmtree(staging / _bm25_build.SHARDS)
-            cls.open(staging)  # the new folder must open before it replaces anything
+            cls.open(staging, generation=generation)  # the new folder must open before it replaces anything
             swap_in(staging, out)
         except KeyboardInterrupt:
             raise  # the finished shards stay in the staging folder: the same build, run again, resumes after them
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        return cls.open(out)
+        return cls.open(out, generation=generation)
 
     @classmethod
-    def open(cls, folder: str | os.PathLike[str]) -> LexicalIndex:
-        """Open a lexical folder (BM25 matrix and texts memory-mapped)."""
+    def open(cls, folder: str | os.PathLike[str], *, generation: str | None = None) -> LexicalIndex:
+        """Open a lexical folder (BM25 matrix and texts memory-mapped).
+
+        Args:
+            folder: The folder (``lexical/`` in an index generation, or one `build` wrote).
+            generation: The index generation the dense side was opened from: the folder must belong to it (a
+                `LongDocError` saying the index was rebuilt when it is gone or belongs to another).
+        """
         bm25s, folder = require_bm25s(), Path(folder)
+        if generation is not None and not folder.parent.is_dir():
+            raise rebuilt(folder.parent.parent, generation)
         if not (folder / SETTINGS_FILE).is_file():
             raise LongDocError(
                 None, None, f"{folder}: no {SETTINGS_FILE}; the index was built without its documents' text"
@@ -242,12 +260,20 @@ class LexicalIndex:
             ) from None
         if len(text_offsets) != settings["documents"] + 1 or len(window_offsets) != len(text_offsets):
             raise LongDocError(None, None, f"{folder}: the lexical files disagree in size; build the index again")
+        if generation is not None and settings.get(GENERATION) != generation:
+            raise LongDocError(None, None, f"{folder}: the lexical side of generation {settings.get(GENERATION)}, "
+                               f"not of the index's {generation}; build the index again")  # fmt: skip
         return cls(folder, settings, retriever, tokenizer, text_offsets, texts, spans, window_offsets)
 
     def record(self, **settings: Any) -> None:
-        """Record further settings in ``lexical.json`` (atomically): the tuned search mode and fusion."""
+        """Record further settings in ``lexical.json`` (atomically): the tuned search mode and fusion. Inside an
+        index, only while its generation is the one served: a `LongDocError` says the index was rebuilt since it
+        was opened (what is recorded would be lost with the old generation)."""
         from lengthwise.core.results import write_json_atomic
 
+        generation = self.settings.get(GENERATION)
+        if generation is not None and read_settings(self.folder.parent.parent)[GENERATION] != generation:
+            raise rebuilt(self.folder.parent.parent, generation)
         self.settings = {**self.settings, **settings}
         write_json_atomic(self.folder / SETTINGS_FILE, self.settings)
 
@@ -414,5 +440,6 @@ def build_text_side(
     granularity = _granularity(granularity)
     counts = np.diff(windows.offsets)
     source = from_corpus(Path(corpus), windows.doc_ids, counts, recorded, *_window_cut(encoder, counts))
-    return LexicalIndex._build(source, Path(windows.folder) / LEXICAL, granularity=granularity, language=LANGUAGE,
-                               k1=K1, b=B, on_progress=on_progress)  # fmt: skip
+    return LexicalIndex._build(source, Path(windows.files or windows.folder) / LEXICAL, granularity=granularity,
+                               language=LANGUAGE, k1=K1, b=B, on_progress=on_progress,
+                               generation=windows.settings.get(GENERATION))  # fmt: skip

@@ -68,20 +68,20 @@ def texts_sha256(digests: Mapping[str, int]) -> str:
 
 
 def read_manifest(folder: Path) -> dict[str, Any]:
-    """The folder's ``manifest.json``; one that is not JSON with settings raises `LongDocError` naming the file."""
+    """The ``manifest.json`` of a folder `lengthwise encode` wrote, its settings under today's names: the one reader
+    of it (a resumed encode, an index build). `LongDocError` naming the file when it is missing, unreadable, or not
+    JSON with settings."""
     path = folder / MANIFEST
+    if not path.is_file():
+        raise LongDocError(None, None, f"{folder}: no {MANIFEST}; pass a folder written by `lengthwise encode`")
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
         problem = None if isinstance(manifest, dict) and isinstance(manifest.get("settings"), dict) else "no settings"
-    except (UnicodeDecodeError, ValueError) as error:
+    except (OSError, UnicodeDecodeError, ValueError) as error:
         problem = str(error)
     if problem is not None:
-        raise LongDocError(
-            None,
-            None,
-            f"{path}: not a manifest written by `lengthwise encode` ({problem}); restore it, or delete the folder "
-            "and encode again",
-        )
+        raise LongDocError(None, None, f"{path}: unreadable ({problem}); encode into a new folder with `lengthwise "
+                           "encode`")  # fmt: skip
     return {**manifest, "settings": current_settings(manifest["settings"])}
 
 
