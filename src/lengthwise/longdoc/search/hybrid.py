@@ -9,10 +9,15 @@ sides (its dense score over all its windows in fp32, its BM25 score from the mat
   arXiv:2210.11934, "TMM": cosine from −1, BM25 from 0). Bruch et al. found a tuned convex combination better than
   RRF and insensitive to its normaliser; the weight `w` is tuned on a dev split and recorded in the index.
 - ``rrf``: reciprocal rank fusion, ``Σ 1 / (60 + rank)`` (Cormack, Clarke & Büttcher, SIGIR 2009).
+- ``zscore``, ``minmax``, ``dbsf``: ``(1 - w) · dense' + w · lexical'`` with each side rescaled by its own scores over
+  the query's proposed documents (z-score; min to max; Qdrant's distribution-based mean ± 3σ, clipped);
+  ``adaptive``: ``zscore`` with the weights set per query from each side's spread (`lengthwise.core.fusion`).
 
-Because both normalisers use only the query's best score on each side (which the proposals always hold), a fused
-score does not depend on which other documents were proposed: the fused top-k equals an exact fused scan of every
-document whenever each of its documents is among either side's proposals (`exact_fused` checks it).
+Because convex's normalisers use only the query's best score on each side (which the proposals always hold), a
+convex score does not depend on which other documents were proposed: the fused top-k equals an exact fused scan of
+every document whenever each of its documents is among either side's proposals (`exact_fused` checks it). The
+rules normalised over the candidates (and RRF's ranks) depend on the proposals: their exact scan (`fuse_exact`)
+fuses the union of each side's exact `depth` best documents, as the search fuses the union of its proposals.
 
 A hit carries its best windows as passages: the character span in the document's text and the text, ranked by the
 window's own dense cosine (dense and hybrid) or by the query terms it holds (lexical).
@@ -30,11 +35,21 @@ import numpy as np
 import torch
 
 from lengthwise.core.errors import SettingError, enum_member
-from lengthwise.core.fusion import LEXICAL_WEIGHT, convex_fuse
+from lengthwise.core.fusion import LEXICAL_WEIGHT, convex_fuse, fuse_normalised
 from lengthwise.core.parallel import each, search_pool
 from lengthwise.core.scoring import WindowScoring
 
-__all__ = ["Fusion", "FusionSettings", "Hit", "HybridSearch", "Mode", "Passage", "fuse"]
+__all__ = [
+    "Fusion",
+    "FusionSettings",
+    "Hit",
+    "HybridSearch",
+    "Mode",
+    "Passage",
+    "exact_candidates",
+    "fuse",
+    "fuse_exact",
+]
 
 RRF_K = 60  # Cormack et al.'s constant
 DEPTH = 100  # documents each side proposes per query (at least 10·k)
@@ -54,6 +69,13 @@ class Fusion(str, Enum):
 
     CONVEX = "convex"
     RRF = "rrf"
+    ZSCORE = "zscore"
+    MINMAX = "minmax"
+    DBSF = "dbsf"
+    ADAPTIVE = "adaptive"
+
+
+CANDIDATE_FUSIONS = (Fusion.RRF, Fusion.ZSCORE, Fusion.MINMAX, Fusion.DBSF, Fusion.ADAPTIVE)  # depend on proposals
 
 
 @dataclass(frozen=True)
@@ -61,8 +83,9 @@ class FusionSettings:
     """How a hybrid search fuses: the rule, the lexical weight (convex) and each side's proposals per query.
 
     Args:
-        fusion: ``convex`` or ``rrf``.
-        weight: The lexical side's weight in a convex fusion, in [0, 1] (0: dense only, 1: BM25 only).
+        fusion: ``convex``, ``rrf``, ``zscore``, ``minmax``, ``dbsf`` or ``adaptive`` (module docstring).
+        weight: The lexical side's weight in [0, 1] (0: dense only, 1: BM25 only) for convex, zscore, minmax and
+            dbsf; rrf and adaptive do not use it.
         depth: Documents each side proposes per query (at least 10 · k are taken).
     """
 
@@ -120,14 +143,38 @@ class Hit:
 
 
 def fuse(dense: np.ndarray, lexical: np.ndarray, settings: FusionSettings) -> np.ndarray:
-    """Fused scores of documents from their exact dense and lexical scores (same order).
+    """Fused scores of documents from their exact dense and lexical scores (same order: one query's proposed
+    documents).
 
     Convex: each side from its theoretical minimum (cosine −1, BM25 0) to the query's best score (`dense.max()`,
     `lexical.max()`: the proposals always hold each side's best document). RRF: ranks within the given documents.
+    zscore, minmax, dbsf: each side rescaled by its scores over the given documents; adaptive: zscore weighted per
+    query by each side's spread (`lengthwise.core.fusion`).
     """
     if settings.fusion is Fusion.RRF:
         return _rrf_ranks(dense) + _rrf_ranks(lexical, zero_last=True)
-    return convex_fuse(dense, lexical, settings.weight)
+    if settings.fusion is Fusion.CONVEX:
+        return convex_fuse(dense, lexical, settings.weight)
+    if settings.fusion is Fusion.ADAPTIVE:
+        return fuse_normalised([dense, lexical], None, "zscore")
+    return fuse_normalised([dense, lexical], [1.0 - settings.weight, settings.weight], settings.fusion.value)
+
+
+def exact_candidates(dense: np.ndarray, lexical: np.ndarray, depth: int) -> np.ndarray:
+    """The documents a search with exact proposals fuses: the union of each side's `depth` best (sorted numbers)."""
+    return np.union1d(_top(dense, depth), _top(lexical, depth))
+
+
+def fuse_exact(dense: np.ndarray, lexical: np.ndarray, settings: FusionSettings, depth: int) -> np.ndarray:
+    """Fused scores of every document from its exact scores on both sides, as a search whose proposals were exact
+    would rank them: convex fuses every document (its score does not depend on the others); the other rules fuse
+    `exact_candidates` and leave every other document at −inf."""
+    if settings.fusion not in CANDIDATE_FUSIONS:
+        return fuse(dense, lexical, settings)
+    chosen = exact_candidates(dense, lexical, depth)
+    out = np.full(len(dense), -np.inf)
+    out[chosen] = fuse(dense[chosen], lexical[chosen], settings)
+    return out
 
 
 def _rrf_ranks(scores: np.ndarray, *, zero_last: bool = False) -> np.ndarray:
@@ -260,8 +307,9 @@ class HybridSearch:
             assert query is not None
             unit = torch.nn.functional.normalize(torch.as_tensor(np.asarray(query, dtype=np.float32)), dim=-1)
             dense = self.dense_scores(unit, everything)
-            scores = dense if lexical is None else fuse(dense, lexical, self.settings)
-            ranked = everything
+            depth = max(self.settings.depth, 10 * k)
+            scores = dense if lexical is None else fuse_exact(dense, lexical, self.settings, depth)
+            ranked = everything[np.isfinite(scores)]
         best = ranked[np.argsort(-scores[ranked], kind="stable")[:k]]
         return [(self.windows.doc_ids[d], float(scores[d])) for d in best]
 
