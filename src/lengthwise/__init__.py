@@ -44,7 +44,7 @@ _EXPORTS = {
     "TrainConfig": "lengthwise.training.config",
     "LongEncoder": "lengthwise.longdoc.encoder",
     "LongDocConfig": "lengthwise.longdoc.config",
-    "LongIndex": "lengthwise.facade",
+    "LongIndex": "lengthwise.longdoc.search.index",
 }
 __all__ = sorted([*_EXPORTS, "__version__"])
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -3,9 +3,10 @@
 `load_model` is the plain load (`lengthwise.core.models.load_plain_model`) with the settings lengthwise saved beside
 the model re-applied: a TempScale (tempscale room) and a long-document choice (longdoc room), hence here, where rooms
 may meet; `build_encoder` puts TempScale and long documents around a loaded model. A room that embeds with a model by
-name takes the loader as a parameter (`ModelLoader`): `encode` and `LongIndex` are the longdoc room's own, with this
-`load_model` bound. `train` is training with the evaluation room's dev evaluator. The jobs that join two rooms are
-in `lengthwise.pipelines`.
+name takes the loader as a parameter (`ModelLoader`): `encode` is the longdoc room's own with this `load_model`
+bound; `lengthwise.LongIndex` is the room's one class, which takes it as ``load_model=`` (the CLI, the service and
+`lengthwise.pipelines` pass it). `train` is training with the evaluation room's dev evaluator. The jobs that join
+two rooms are in `lengthwise.pipelines`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lengthwise.core.defaults import DEFAULT_MODEL
-from lengthwise.longdoc.search import index as longdoc_index
 from lengthwise.longdoc.storage.encode import encode as encode_corpus
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from lengthwise.training.config import TrainConfig
     from lengthwise.training.run import TrainResult
 
-__all__ = ["EncoderSetup", "LongIndex", "build_encoder", "encode", "load_model", "train"]
+__all__ = ["EncoderSetup", "build_encoder", "encode", "load_model", "train"]
 
 
 def load_model(
@@ -116,11 +116,6 @@ def encode(*args: Any, **kwargs: Any) -> int:
     if kwargs.get("load_model") is None:
         kwargs["load_model"] = load_model
     return encode_corpus(*args, **kwargs)
-
-
-class LongIndex(longdoc_index.LongIndex):
-    __doc__ = longdoc_index.LongIndex.__doc__  # the room's class; its query model loaded by `load_model` unless told
-    default_load_model = staticmethod(load_model)
 
 
 def train(

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 from lengthwise.core.defaults import DEFAULT_MODEL
 from lengthwise.core.errors import SettingError
 from lengthwise.core.fusion import TUNED_WEIGHTS
-from lengthwise.facade import LongIndex, build_encoder, load_model
+from lengthwise.facade import build_encoder, load_model
+from lengthwise.longdoc.search.index import LongIndex
 
 if TYPE_CHECKING:
     from lengthwise.audit.config import AuditJob
@@ -153,8 +154,8 @@ def evaluate_through_index(
     from lengthwise.evaluation.rankings import index_record, index_task
 
     started = time.perf_counter()
-    opened = index if isinstance(index, LongIndex) else LongIndex.open(index)
-    config, data = index_task(config, str(index), opened.doc_ids)
+    opened = _opened(index)
+    config, data = index_task(config, str(index))
     opened.check_corpus(config.data)
     chosen, k = opened.search_mode(mode), config.retrieval.top_k + (1 if config.retrieval.drop_self_hits else 0)
     runs = opened.ranked_with_exact(list(data.query_texts), k, chosen)  # k: room for the self-hit that is dropped
@@ -287,7 +288,14 @@ def tune_hybrid(
     """
     from lengthwise.evaluation.objectives import qrels_objective
 
-    opened = index if isinstance(index, LongIndex) else LongIndex.open(index)
+    opened = _opened(index)
+    opened.check_corpus(data)  # the same ids and texts, as `evaluate_through_index` checks
     texts, ndcg = qrels_objective(data, split, opened.doc_ids)
     tuned = {"data": str(data), "split": split} if save else None
     return {"split": split, **opened.tune_fusion(texts, ndcg, weights=weights, on_eval=on_eval, record=tuned)}
+
+
+def _opened(index: str | os.PathLike[str] | LongIndex) -> LongIndex:
+    """`index` if opened already (whatever loader it was given), else the index at that path, its query model loaded
+    as saved (`load_model`)."""
+    return index if isinstance(index, LongIndex) else LongIndex.open(index, load_model=load_model)

@@ -76,9 +76,16 @@ def _queries(query: str | None, queries: Path | None) -> list[tuple[str, str]]:
     from lengthwise.core._textio import checked_text, jsonl_objects
 
     if not queries.is_file():
-        raise SettingError("queries", queries, "no such file; pass a JSONL file with _id and text")
-    asked = [(str(row.get("_id", row.get("id", n))), checked_text(queries, n, row.get("text"), "'text'"))
-             for n, row in jsonl_objects(queries, "a JSON object with _id and text")]  # fmt: skip
+        problem = "not a regular file" if queries.exists() else "no such file"
+        raise SettingError("queries", queries, f"{problem}; pass a JSONL file with _id and text")
+    asked, lines = [], dict[str, int]()
+    for n, row in jsonl_objects(queries, "a JSON object with _id and text"):
+        query_id = str(row.get("_id", row.get("id", n)))
+        if query_id in lines:  # two answers under one id could not be told apart
+            raise SettingError("queries", queries, f"line {n}: duplicate _id {query_id!r} (first at line "
+                               f"{lines[query_id]}); give every query its own id")  # fmt: skip
+        lines[query_id] = n
+        asked.append((query_id, checked_text(queries, n, row.get("text"), "'text'")))
     if not asked:
         raise SettingError("queries", queries, "holds no queries; pass a JSONL file with one _id and text per line")
     return asked

@@ -181,6 +181,8 @@ def read_beir(folder: str | Path, split: str = "test") -> RetrievalData:
     assert corpus_path and queries_path and qrels_path
     documents: dict[str, str] = {}
     for line_no, row in _read_jsonl_objects(corpus_path, ("_id",)):
+        if not str(row["_id"]).strip():
+            raise DataFormatError(None, None, f"{corpus_path}:{line_no}: an empty _id; give every document its own id")
         documents[str(row["_id"])] = document_text(row.get("title"), row.get("text"))
         if not documents[str(row["_id"])]:
             raise DataFormatError(
@@ -197,6 +199,15 @@ def read_beir(folder: str | Path, split: str = "test") -> RetrievalData:
             None,
             None,
             f"{qrels_path}: {len(missing)} judged query ids are not in {queries_path.name} (e.g. {missing[0]!r})",
+        )
+    unknown = sorted({doc for judged in qrels.values() for doc in judged} - documents.keys())
+    if unknown:  # never retrievable: each would lower every score of its query without a word
+        shown = ", ".join(map(repr, unknown[:3])) + (", …" if len(unknown) > 3 else "")
+        raise DataFormatError(
+            None,
+            None,
+            f"{qrels_path}: {len(unknown)} judged document ids are not in {corpus_path.name} ({shown}); remove "
+            "them from the qrels or add the documents to the corpus",
         )
     query_ids = tuple(qid for qid in queries if qid in qrels)
     return RetrievalData(

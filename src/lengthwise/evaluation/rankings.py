@@ -40,9 +40,9 @@ def ranking_scores(
     return scores, float(np.mean(shares))
 
 
-def index_task(config: EvalConfig, index: str, doc_ids: Sequence[str]) -> tuple[EvalConfig, RetrievalData]:
-    """(the resolved config, its BEIR data) of a task ranked through an index holding `doc_ids`: retrieval only, on
-    the corpus the index holds (`SettingError` on ``index`` otherwise)."""
+def index_task(config: EvalConfig, index: str) -> tuple[EvalConfig, RetrievalData]:
+    """(the resolved config, its BEIR data) of a task ranked through an index: retrieval only (`SettingError` on
+    ``index`` otherwise). The index checks that it holds this corpus (`LongIndex.check_corpus`)."""
     from lengthwise.core.errors import SettingError
     from lengthwise.evaluation.config import Task
     from lengthwise.evaluation.data import read_beir
@@ -51,12 +51,7 @@ def index_task(config: EvalConfig, index: str, doc_ids: Sequence[str]) -> tuple[
     if config.task is not Task.retrieval:
         raise SettingError("index", index, f"ranks retrieval only, not {config.task.value}; use the retrieval task")
     config = resolve(config)
-    data = read_beir(config.data, config.split)
-    if set(doc_ids) != set(data.doc_ids):
-        missing = len(set(data.doc_ids) - set(doc_ids))
-        raise SettingError("index", index, f"holds {len(doc_ids)} documents, {missing} of the {len(data.doc_ids)} in "
-                           f"{config.data} are not among them; build the index from this corpus")  # fmt: skip
-    return config, data
+    return config, read_beir(config.data, config.split)
 
 
 def index_record(

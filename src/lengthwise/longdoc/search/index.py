@@ -189,7 +189,7 @@ class LongIndex:
         from lengthwise.longdoc.search.lexical import check_corpus_digest
 
         made = cls.check_build(encoded, out, quantize=quantize, engine=engine)["settings"]  # before the model loads
-        corpus = check_corpus_digest(text, made.get("data"), made.get(TEXTS), granularity)  # before any model load
+        corpus = check_corpus_digest(text, made.get("data"), made.get(TEXTS), granularity, out=out)  # no model yet
         model = _loader(load_model or cls.default_load_model)(made["model"], precision=made.get("precision", "fp32"))
         fingerprint = model_fingerprint(model, made["model"])
         name = str(Path(made["model"]).resolve()) if Path(made["model"]).is_dir() else made["model"]  # any cwd
@@ -705,9 +705,10 @@ class LongIndex:
     # --- checks and comparisons for evaluation and tuning -------------------------------------------------------
 
     def check_corpus(self, data: str | os.PathLike[str]) -> None:
-        """A `SettingError` on ``index`` unless this index holds the texts of the corpus at `data` (a corpus file or
-        a BEIR folder), by the digest `lengthwise encode` recorded: the same ids with other texts would score as if
-        they were it."""
+        """A `SettingError` on ``index`` unless this index holds exactly the documents of the corpus at `data` (a
+        corpus file or a BEIR folder): the same ids, and the same texts by the digest `lengthwise encode` recorded
+        (the same ids with other texts would score as if they were it). The one check of a corpus scored through
+        an index (`lengthwise eval --index`, `lengthwise index tune`)."""
         from lengthwise.longdoc.storage.encode import corpus_file
         from lengthwise.longdoc.storage.store import TEXTS, corpus_digests, texts_sha256
 
@@ -716,7 +717,13 @@ class LongIndex:
             raise SettingError("index", str(self.folder), "records no digest of the texts it holds (built by an older "
                                f"lengthwise, or from an unfinished encode), so it cannot be checked against {data}; "
                                "encode the corpus and build the index again")  # fmt: skip
-        if texts_sha256(corpus_digests(corpus_file(Path(data)))) != recorded:
+        digests = corpus_digests(corpus_file(Path(data)))
+        missing, extra = len(set(self.doc_ids) - digests.keys()), len(digests.keys() - set(self.doc_ids))
+        if missing or extra:
+            raise SettingError("index", str(self.folder), f"holds {len(self.doc_ids)} documents and {data} "
+                               f"{len(digests)}: {missing} indexed are not in {data}, {extra} of {data} are not "
+                               "indexed; build the index from this corpus")  # fmt: skip
+        if texts_sha256(digests) != recorded:
             raise SettingError("index", str(self.folder), f"holds the ids of {data} with other texts (it was built "
                                "from another version of the corpus); build the index from this corpus")  # fmt: skip
 

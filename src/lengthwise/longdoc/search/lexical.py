@@ -385,11 +385,23 @@ def _window_cut(encoder: Any, counts: np.ndarray) -> tuple[Callable[[int, str], 
 
 
 def check_corpus_digest(
-    text: str | os.PathLike[str] | None, recorded_path: str | None, recorded: str | None, granularity: str
+    text: str | os.PathLike[str] | None,
+    recorded_path: str | None,
+    recorded: str | None,
+    granularity: str,
+    *,
+    out: str | os.PathLike[str] | None = None,
 ) -> Path | None:
-    """The corpus to index lexically, checked before any model load: `text` if given (it must exist and, where the
-    encode folder recorded a digest of its (id, text) pairs, match it), else the path `encode` recorded when the file
-    is still there and matches; None when there is no text to index (the recorded file is gone or changed)."""
+    """The corpus to index lexically, checked before any model load: `text` if given, else the path `encode`
+    recorded; it must exist and, where the encode folder recorded a digest of its (id, text) pairs, match it. None
+    (a dense-only index) only when `text` is not given and the recorded file is gone, and `out` (the index being
+    replaced) holds no lexical side that the build would drop.
+
+    Raises:
+        LongDocError: `text` does not exist, or its documents are not the ones encoded.
+        SettingError: On ``text`` (not given): the recorded corpus changed since it was encoded (its digest differs),
+            or it is gone and `out` holds a lexical side.
+    """
     from lengthwise.longdoc.storage.store import corpus_digests, texts_sha256
 
     _granularity(granularity)
@@ -399,10 +411,16 @@ def check_corpus_digest(
             raise LongDocError(
                 None, None, f"{text}: no such corpus file; pass the corpus.jsonl the index was encoded from"
             )
+        if out is not None and _holds_text(Path(out)):
+            raise SettingError("text", None, f"not given, and {recorded_path or 'no corpus'} (the corpus the folder "
+                               f"was encoded from) is gone: a dense-only build would drop the lexical side of {out}; "
+                               "pass that corpus, or build into a new folder")  # fmt: skip
         return None
     if recorded is not None and texts_sha256(corpus_digests(corpus)) != recorded:
         if text is None:
-            return None  # the recorded corpus changed since: the index is built without text (the caller says so)
+            raise SettingError("text", None, f"not given, and {corpus} (the corpus the folder was encoded from) has "
+                               "changed since: its digest of (id, text) pairs differs from the encode folder's; pass "
+                               "the corpus as it was encoded, or encode this one")  # fmt: skip
         raise LongDocError(
             None,
             None,
@@ -411,6 +429,17 @@ def check_corpus_digest(
             "this one",
         )
     return corpus
+
+
+def _holds_text(out: Path) -> bool:
+    """Whether the index at `out` (if any) serves a lexical side."""
+    from lengthwise.longdoc.search._index_files import served_files
+
+    try:
+        files = served_files(out)
+    except LongDocError:  # no index there, or one of an earlier layout (its lexical side beside index.json)
+        files = out
+    return (files / LEXICAL / SETTINGS_FILE).is_file()
 
 
 def build_text_side(

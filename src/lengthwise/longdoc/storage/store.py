@@ -423,8 +423,10 @@ def _corpus_lines(path: str | Path) -> Iterator[tuple[int, str, str]]:
     if path.name.endswith((".jsonl", ".jsonl.gz")):
         for line_no, row in jsonl_objects(path, "a JSON object with a 'text' field"):
             text = checked_text(path, line_no, row.get("text"), "'text'")
-            title = str(row.get("title") or "").strip()
-            yield line_no, str(row.get("_id", row.get("id", line_no))), f"{title} {text}" if title else text
+            title, doc_id = str(row.get("title") or "").strip(), str(row.get("_id", row.get("id", line_no)))
+            if not doc_id.strip():  # a hit under "" (or spaces) cannot be told from no id at all
+                raise LongDocError(None, None, f"{path}:{line_no}: an empty _id; give every document its own id")
+            yield line_no, doc_id, f"{title} {text}" if title else text
         return
     with open_text(path) as handle:
         for line_no, line in handle.lines():
