@@ -212,8 +212,46 @@ BAD = {
     "candidates huge": ({"queries": ["a"], "windows": 10**6}, "windows"),  # the old name, checked as the new one
     "candidates twice": ({"queries": ["a"], "candidates": 5, "windows": 5}, "windows"),
     "unknown field": ({"queries": ["a"], "passage": 2}, "passage"),
-    "stop words only": ({"queries": ["the of and"], "mode": "lexical"}, "queries"),
+    "stop words only": ({"queries": ["the of and"], "mode": "lexical"}, "queries[0]"),
+    "second query stop words": ({"queries": ["the old bridge", "the of and"], "mode": "lexical"}, "queries[1]"),
 }
+
+MALFORMED = {  # bodies FastAPI's parser raises on past its JSON errors: they were a 400 on `path`
+    "invalid UTF-8": b'{"queries": ["the old \xff\xfe bridge"]}',
+    "100,000-deep arrays": b'{"queries": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    "5,000-digit integer": b'{"queries": ["the old bridge"], "k": ' + b"9" * 5000 + b"}",
+    "not JSON": b'{"queries": [',
+}
+
+
+@pytest.mark.parametrize("name", list(MALFORMED))
+def test_a_body_that_cannot_be_parsed_gets_422_on_body(client: Any, name: str) -> None:
+    """docs/serving.md: malformed JSON is a 422 whose `field` is `body`, whatever the parser tripped on."""
+    response = client.post("/search", content=MALFORMED[name], headers={"Content-Type": "application/json"})
+    assert response.status_code == 422, response.text
+    error = response.json()
+    assert error["field"] == "body" and error["detail"].startswith("body: the body ") and "\n" not in error["detail"]
+    assert all(each["field"] == "body" for each in error.get("errors", [])), error
+    assert client.post("/search", json={"queries": ["the old bridge"], "k": 1}).status_code == 200
+
+
+def test_info_shows_no_path_of_the_servers_disk(client: Any, index_dir: Path, tiny_model_dir: Path) -> None:
+    """`/info` names the model and the encoded folder by their last part only: where they lie is the server's."""
+    info = client.get("/info")
+    assert info.status_code == 200
+    for private in (str(index_dir.parent), str(tiny_model_dir), str(Path.home())):
+        assert private not in info.text, private
+    assert info.json()["model"]["name"] == tiny_model_dir.name
+    assert info.json()["index"]["encoded"] == "emb"
+
+
+def test_no_page_loads_from_a_cdn(client: Any) -> None:
+    """FastAPI's /docs and /redoc load Swagger UI and ReDoc from a CDN (blank offline): they are off; the schema
+    is served, and the search page holds no address outside the server."""
+    assert client.get("/docs").status_code == 404 and client.get("/redoc").status_code == 404
+    assert client.get("/openapi.json").status_code == 200
+    page = client.get("/").text
+    assert "cdn" not in page.lower() and not re.search(r"(src|href)=\"https?://", page)
 
 
 @pytest.mark.parametrize("name", list(BAD))
@@ -277,9 +315,11 @@ def test_no_endpoint_writes_or_reads_paths(client: Any) -> None:
 
 
 def test_a_missing_damaged_or_changed_index_refuses_in_one_line(index_dir: Path, tmp_path: Path) -> None:
+    from lengthwise.longdoc.search._index_files import served_files
+
     damaged, changed = tmp_path / "damaged", tmp_path / "changed"
     shutil.copytree(index_dir, damaged)
-    (damaged / "offsets.npy").write_bytes(b"not numpy")
+    (served_files(damaged) / "offsets.npy").write_bytes(b"not numpy")
     shutil.copytree(index_dir, changed)  # built with other weights than the recorded model's
     settings = json.loads((changed / "index.json").read_text())
     settings["model"]["weights_sha256_16"] = "0" * 16
@@ -335,6 +375,49 @@ def test_sigterm_drains_in_flight_requests_and_exits_0(keyed: Server) -> None:
     assert keyed.process.wait(timeout=60) == 0, keyed.log.read_text()
     with pytest.raises(httpx.ConnectError):
         httpx.get(keyed.url + "/health", timeout=5)
+
+
+STALLED = """
+import sys
+from lengthwise.service import ServeConfig, serve
+serve(sys.argv[1], ServeConfig(port=0, shutdown_grace_s=1), on_ready=lambda url: print("ready at", url, flush=True))
+"""
+
+
+def test_sigterm_with_a_stalled_client_answers_503_and_logs_no_traceback(index_dir: Path, tmp_path: Path) -> None:
+    """A client that sent half its body and stalled: after the grace, uvicorn cancels its request. That was a
+    `CancelledError` traceback in the log and a 500; now one line and a 503 on the one error shape."""
+    import socket
+
+    log = tmp_path / "log"
+    process = subprocess.Popen([sys.executable, "-c", STALLED, str(index_dir)], stdout=subprocess.PIPE,
+                               stderr=log.open("w"), text=True, env=ENV)  # fmt: skip
+    assert process.stdout is not None
+    url = process.stdout.readline().split("ready at ")[-1].strip()
+    assert url.startswith("http://"), log.read_text()
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=60) as stalled:
+        stalled.sendall(b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        b"Content-Length: 100\r\n\r\n{\"queries\"")  # fmt: skip
+        time.sleep(0.5)
+        process.send_signal(signal.SIGTERM)
+        answer = b""
+        while chunk := stalled.recv(65536):
+            answer += chunk
+    assert process.wait(timeout=60) == 0, log.read_text()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 503"), answer
+    assert json.loads(body)["field"] == "server"
+    said = log.read_text()
+    assert "Traceback" not in said and "CancelledError" not in said, said
+    assert len([line for line in said.splitlines() if "ERROR" in line]) <= 1, said
+
+
+def test_a_public_host_without_a_key_warns_once(index_dir: Path, tmp_path: Path) -> None:
+    running = Server(index_dir, "--host", "0.0.0.0", log=tmp_path / "log")
+    assert running.stop() == 0
+    warnings = [line for line in running.log.read_text().splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and "0.0.0.0 is reachable from other machines" in warnings[0], warnings
 
 
 def _chromium() -> str:

@@ -7,11 +7,23 @@ functions, so `lengthwise --help` starts fast.
 
 from __future__ import annotations
 
+import sys
+
 from lengthwise.cli.app import app
 
 __all__ = ["app", "main"]
 
 
 def main() -> None:
-    """Entry point of the `lengthwise` script."""
-    app(prog_name="lengthwise")
+    """Entry point of the `lengthwise` script. An optional dependency imported without its extra installed (past
+    the commands' own checks) ends in one line naming the extra, not a traceback."""
+    from lengthwise.core._optional import missing_extra
+
+    try:
+        app(prog_name="lengthwise")
+    except ModuleNotFoundError as error:
+        line = missing_extra(error)
+        if line is None:
+            raise
+        print(f"error: {line}", file=sys.stderr)
+        raise SystemExit(2) from None

@@ -27,6 +27,17 @@ def _message(error: Exception, index: Path) -> str:
     return setting_message(error)
 
 
+def _warnings(config: ServeConfig) -> list[str]:
+    """What the user should know about a server that started: it answers other machines with no key; its key file
+    may be read by other users of this machine."""
+    lines = []
+    if config.public and config.api_key_file is None:
+        lines.append(f"{config.host} is reachable from other machines and no --api-key-file is set")
+    if config.key_file_exposed():
+        lines.append(f"{config.api_key_file} may be read by other users of this machine; chmod 600 it")
+    return lines
+
+
 def serve(
     index: Annotated[Path, typer.Argument(help="A folder written by `lengthwise index build`.")],
     host: Annotated[str, field_option(ServeConfig, "host")] = "127.0.0.1",
@@ -48,13 +59,13 @@ def serve(
     quiet_loading()
 
     def ready(url: str) -> None:
-        print(f"serving {index} at {url} (API docs: {url}/docs; stop with Ctrl-C or SIGTERM)", flush=True)
+        print(f"serving {index} at {url} (API schema: {url}/openapi.json; stop with Ctrl-C or SIGTERM)", flush=True)
+        for line in _warnings(config):  # once the address is bound: an address that cannot be bound says only that
+            say(f"warning: {line}")
 
     try:
         config = ServeConfig(host, port, workers, api_key_file, max_batch, batch_wait_ms, threads=threads,
                              search_threads=search_threads)  # fmt: skip
-        if config.public and api_key_file is None:
-            say(f"warning: {host} is reachable from other machines and no --api-key-file is set")
         run_service(index, config, on_ready=ready)
     except LengthwiseError as err:  # SettingError, LongDocError, ModelLoadError
         _fail(_message(err, index))

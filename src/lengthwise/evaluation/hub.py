@@ -17,10 +17,9 @@ __all__ = ["load_hf_classification", "load_hf_retrieval", "load_hf_sts"]
 
 
 def _load_dataset(path: str, *args: str, split: str):
-    try:
-        import datasets
-    except ImportError:
-        raise DataFormatError(None, None, f"{path}: reading from the hub needs `pip install datasets`") from None
+    from lengthwise.core._optional import require
+
+    datasets = require("datasets", extra="hub", purpose=f"{path}: reading from the hub")
     try:
         return datasets.load_dataset(path, *args, split=split)
     except Exception as err:  # the hub raises many types; say what failed and how to work offline

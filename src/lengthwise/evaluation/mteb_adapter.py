@@ -91,10 +91,9 @@ class MtebEncoder:
     @property
     def mteb_model_meta(self) -> Any:
         """An ``mteb.models.ModelMeta`` naming the model, its revision and cosine similarity."""
-        try:
-            from mteb.models import ModelMeta
-        except ImportError:
-            raise ImportError("the mteb adapter needs mteb: pip install mteb") from None
+        from lengthwise.core._optional import require
+
+        ModelMeta = require("mteb.models", extra="mteb", purpose="the mteb adapter").ModelMeta
         return ModelMeta.create_empty(
             {
                 "name": self.name,

@@ -1,18 +1,22 @@
-"""The FastAPI application: `POST /search`, `POST /embed`, `GET /health`, `GET /info`, `GET /` (the search page),
-over one opened `LongIndex`, fed by the dynamic batcher: its model used by the model thread, its index by the
-search thread.
+"""The FastAPI application: `POST /search`, `POST /embed`, `GET /health`, `GET /info`, `GET /` (the search page)
+and `GET /openapi.json` (the schema; no `/docs`, whose Swagger UI loads from a CDN), over one opened `LongIndex`, fed
+by the dynamic batcher: its model used by the model thread, its index by the search thread.
 
-Errors are JSON with a one-line ``detail`` and the ``field`` at fault: 422 for a request the schema refuses or the
-index cannot answer (a `SettingError`), 413 for a body over the cap, 401 for a missing or wrong API key.
+Errors are JSON with a one-line ``detail`` and the ``field`` at fault: 422 for a request the schema refuses, a body
+that cannot be parsed (``body``) or a query the index cannot answer (a `SettingError`), 413 for a body over the cap,
+401 for a missing or wrong API key.
 """
 
 # no `from __future__ import annotations`: FastAPI reads the route's body model (a class made inside create_app)
 # from the live annotation
+import asyncio
+import contextlib
 import hmac
 import json
 from collections.abc import AsyncIterator, Hashable
 from contextlib import asynccontextmanager
 from importlib import resources
+from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
@@ -26,7 +30,7 @@ from lengthwise.service.batching import Batcher
 from lengthwise.service.config import Limits, ServeConfig
 from lengthwise.service.schema import request_models
 
-__all__ = ["BodyLimit", "Searcher", "create_app", "describe"]
+__all__ = ["BodyLimit", "Searcher", "ShutdownGuard", "create_app", "describe"]
 
 SEARCH_FIELDS = ("k", "mode", "passages", "context", "candidates", "probes", "depth")
 
@@ -83,23 +87,47 @@ def _field(loc: tuple[Any, ...] | list[Any]) -> str:
     return name or "body"
 
 
-def error(status: int, field: str, detail: str, **extra: Any) -> JSONResponse:
+def error(status: int, field: str, detail: str, headers: dict[str, str] | None = None, **extra: Any) -> JSONResponse:
     """The one error shape: ``{"detail": one line, "field": the field at fault}``."""
-    return JSONResponse({"detail": detail, "field": field, **extra}, status_code=status)
+    return JSONResponse({"detail": detail, "field": field, **extra}, status_code=status, headers=headers)
 
 
 def _invalid(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    errors = [{"field": _field(e.get("loc", ())), "type": e.get("type"), "msg": e.get("msg")} for e in exc.errors()]
+    errors = [_described(e) for e in exc.errors()]
     first = errors[0] if errors else {"field": "body", "msg": "invalid request"}
-    if first["type"] == "json_invalid":
-        first = {**first, "field": "body", "msg": "the body is not valid JSON"}
     return error(422, str(first["field"]), f"{first['field']}: {first['msg']}", errors=errors)
+
+
+def _described(found: dict[str, Any]) -> dict[str, Any]:
+    """One of pydantic's errors as ``{field, type, msg}``; malformed JSON is the body's, at a character."""
+    if found.get("type") == "json_invalid":
+        loc = found.get("loc", ())
+        where = f" at character {loc[-1]}" if loc and isinstance(loc[-1], int) else ""
+        reason = (found.get("ctx") or {}).get("error", "")
+        return {"field": "body", "type": "json_invalid", "msg": f"the body is not valid JSON{where} ({reason})"}
+    return {"field": _field(found.get("loc", ())), "type": found.get("type"), "msg": found.get("msg")}
+
+
+BODY_UNREADABLE = "There was an error parsing the body"  # FastAPI's 400 for a body its JSON parser raised on
+
+
+def _unparsed(cause: BaseException | None) -> str:
+    """Why FastAPI could not parse a body that its JSON decoder did not refuse as malformed."""
+    if isinstance(cause, UnicodeDecodeError):
+        return f"the body is not UTF-8 (byte {cause.start:,}); send JSON encoded as UTF-8"
+    if isinstance(cause, RecursionError):
+        return "the body nests arrays or objects too deeply to parse; send the request's flat JSON"
+    if isinstance(cause, ValueError) and "digits" in str(cause):
+        return "the body holds a number with too many digits to parse; send numbers as the fields' caps allow"
+    return "the body cannot be parsed as JSON; send a JSON object encoded as UTF-8"
 
 
 def _http(_: Request, exc: Exception) -> JSONResponse:
     """FastAPI's HTTP errors (401, 404, 405) in the one error shape."""
     assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 400 and exc.detail == BODY_UNREADABLE:  # invalid UTF-8, deep nesting, a huge number
+        return error(422, "body", f"body: {_unparsed(exc.__cause__)}")
     field = {401: "authorization", 405: "method"}.get(exc.status_code, "path")
     detail = exc.detail if exc.status_code == 401 else f"{field}: {exc.detail}"
     return JSONResponse({"detail": detail, "field": field}, status_code=exc.status_code, headers=exc.headers)
@@ -154,6 +182,34 @@ class BodyLimit:
         await response(scope, receive, send)
 
 
+class ShutdownGuard:
+    """ASGI middleware: a request still waiting when the server's shutdown grace ends (a client that stopped sending
+    its body, a search that outlasts the grace) is cancelled by uvicorn; it is answered 503 when nothing was sent
+    yet, and the cancellation ends there instead of as a traceback and a 500 (uvicorn logs one line)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watched(message: dict[str, Any]) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        except asyncio.CancelledError:
+            if not started:
+                detail = "server: shutting down; the request was not answered within the grace, send it again"
+                with contextlib.suppress(Exception):  # the client may be gone too: nothing more to say then
+                    await error(503, "server", detail, headers={"Connection": "close"})(scope, receive, send)
+
+
 def create_app(index: Any, config: ServeConfig | None = None) -> FastAPI:
     """The service over an opened `lengthwise.LongIndex` (model loaded on the model thread at start-up)."""
     config = config or ServeConfig()
@@ -171,12 +227,14 @@ def create_app(index: Any, config: ServeConfig | None = None) -> FastAPI:
         yield
         await batcher.stop()
 
-    app = FastAPI(title="lengthwise", version=__version__, lifespan=lifespan,
+    # no /docs or /redoc: FastAPI's pages load Swagger UI and ReDoc from a CDN, blank offline; /openapi.json stays
+    app = FastAPI(title="lengthwise", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Long-document search over a `lengthwise index build` folder.")  # fmt: skip
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(SettingError, _refused)
     app.add_exception_handler(StarletteHTTPException, _http)
     app.add_middleware(BodyLimit, limit=limits.max_body_bytes)
+    app.add_middleware(ShutdownGuard)  # the outermost of the two: it also sees a body that never arrives
     guarded = [Depends(_bearer(key))] if key else []
 
     @app.post("/search", dependencies=guarded)
@@ -184,7 +242,11 @@ def create_app(index: Any, config: ServeConfig | None = None) -> FastAPI:
         """The `k` best documents per query, best first: the same JSON as `lengthwise search --json`."""
         asked = request.queries  # type: ignore[attr-defined]
         settings = tuple(getattr(request, name) for name in SEARCH_FIELDS)
-        found = await batcher.submit(("search", *settings), [query.text for query in asked])
+        texts = [query.text for query in asked]
+        try:
+            found = await batcher.submit(("search", *settings), texts)
+        except SettingError as refused:  # one query the index cannot answer: named by its place in the request
+            raise _of_query(refused, texts) from None
         return {"results": [({"query_id": q.id} if q.id is not None else {}) | {"hits": hits}
                             for q, hits in zip(asked, found, strict=True)]}  # fmt: skip
 
@@ -214,15 +276,38 @@ def create_app(index: Any, config: ServeConfig | None = None) -> FastAPI:
     return app
 
 
+def _of_query(refused: SettingError, texts: list[str]) -> SettingError:
+    """The library's refusal of one query (``query``: its text) as the request's ``queries[i]``: the batch the
+    library was handed mixed requests, so only the request knows where the query stood."""
+    if refused.field == "query" and isinstance(refused.value, str) and refused.value in texts:
+        return SettingError(f"queries[{texts.index(refused.value)}]", refused.value, refused.problem)
+    return refused
+
+
+def _names_only(value: Any) -> Any:
+    """`value` with every absolute path replaced by its last part: `/info` tells anyone who can reach it which
+    model and corpus an index was built from, not where they lie on the server's disk."""
+    if isinstance(value, dict):
+        return {key: _names_only(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_names_only(item) for item in value]
+    if isinstance(value, str):
+        for kind in (PurePosixPath, PureWindowsPath):
+            if kind(value).is_absolute():
+                return kind(value).name or value
+    return value
+
+
 def describe(index: Any, config: ServeConfig) -> dict[str, Any]:
-    """What `GET /info` shows: the version, the model, the index's and the lexical side's settings, the caps."""
-    settings = index.settings
+    """What `GET /info` shows: the version, the model, the index's and the lexical side's settings, the caps;
+    paths on the server's disk as their names only (``/srv/models/minilm`` → ``minilm``)."""
+    settings = _names_only(index.settings)
     lexical = index.lexical
     return {
         "lengthwise": __version__,
         "model": settings.get("model"),
         "index": settings,
-        "lexical": lexical.settings if lexical is not None else None,
+        "lexical": _names_only(lexical.settings) if lexical is not None else None,
         "mode": (lexical.settings.get("mode") or "hybrid") if lexical is not None else "dense",
         "fusion": index.fusion.to_dict(),
         "limits": json.loads(json.dumps(config.limits.__dict__)),

@@ -7,13 +7,17 @@ neither FastAPI nor torch.
 from __future__ import annotations
 
 import ipaddress
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lengthwise.core.errors import SettingError
 from lengthwise.core.parallel import SEARCH_THREADS_AT_MOST, default_search_threads
 
-__all__ = ["Limits", "ServeConfig"]
+__all__ = ["KEY_FILE_MAX_BYTES", "Limits", "ServeConfig"]
+
+KEY_FILE_MAX_BYTES = 4096  # an API key file holds one key: a few dozen bytes; anything larger is the wrong file
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,8 @@ class ServeConfig:
             per core). With several workers on few cores, give 1: each worker's threads otherwise fight the others'.
         search_threads: Threads each worker searches the index on (batches searched at once, and each batch's
             queries spread over them); None: the available cores shared by the workers (`search_threads_used`).
+        shutdown_grace_s: After SIGTERM or Ctrl-C, how long the requests in flight are waited for; a client still
+            sending or reading after that has its connection closed (one line in the log).
     """
 
     host: str = field(default="127.0.0.1", metadata={"help": "The address to bind (127.0.0.1: this machine only)."})
@@ -80,6 +86,9 @@ class ServeConfig:
     search_threads: int | None = field(
         default=None, metadata={"help": "Threads each worker searches on (default: the cores shared by the workers)."}
     )
+    shutdown_grace_s: int = field(
+        default=30, metadata={"help": "Seconds the requests in flight are waited for after SIGTERM or Ctrl-C."}
+    )
 
     def __post_init__(self) -> None:
         if self.threads is not None and self.threads < 1:
@@ -92,6 +101,8 @@ class ServeConfig:
         for name in ("workers", "max_batch"):
             if getattr(self, name) < 1:
                 raise SettingError(name, getattr(self, name), "must be ≥ 1")
+        if not 1 <= self.shutdown_grace_s <= 3600:
+            raise SettingError("shutdown_grace_s", self.shutdown_grace_s, "use 1–3600 whole seconds")
         if not 0 <= self.batch_wait_ms <= 1000:
             raise SettingError("batch_wait_ms", self.batch_wait_ms, "use 0–1000 milliseconds")
         if not self.host or any(c.isspace() for c in self.host):
@@ -113,14 +124,55 @@ class ServeConfig:
             return True
 
     def api_key(self) -> str | None:
-        """The key read from `api_key_file` (surrounding whitespace dropped), or None when no file is set."""
+        """The key read from `api_key_file` (surrounding whitespace dropped), or None when no file is set.
+
+        The file must be a regular file of at most `KEY_FILE_MAX_BYTES`: a device (``/dev/zero``), a FIFO or a
+        folder is refused without reading from it, and a large file (the wrong one, given by mistake) unread.
+        """
         if self.api_key_file is None:
             return None
         path = Path(self.api_key_file)
         try:
-            key = path.read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as error:
-            raise SettingError("api_key_file", str(path), f"cannot be read ({error.__class__.__name__})") from None
+            key = _read_key_file(path).decode("utf-8").strip()
+        except UnicodeDecodeError:
+            raise SettingError("api_key_file", str(path), "is not UTF-8 text; put the key in it as text") from None
         if len(key) < 16 or any(c.isspace() for c in key):
             raise SettingError("api_key_file", str(path), "must hold one key of at least 16 characters, no spaces")
         return key
+
+    def key_file_exposed(self) -> bool:
+        """Whether `api_key_file` may be read by users other than its owner (group or others may read it)."""
+        if self.api_key_file is None:
+            return False
+        try:
+            mode = os.stat(self.api_key_file).st_mode
+        except OSError:
+            return False
+        return os.name == "posix" and bool(mode & (stat.S_IRGRP | stat.S_IROTH))
+
+
+def _read_key_file(path: Path) -> bytes:
+    """The bytes of a key file: opened without blocking (a FIFO with no writer would wait forever), checked to be a
+    regular file of at most `KEY_FILE_MAX_BYTES` before anything is read, then read up to that size."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        descriptor = os.open(path, flags)
+    except OSError as error:
+        raise SettingError("api_key_file", str(path), f"cannot be read ({error.strerror})") from None
+    try:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            problem = "is not a regular file (a folder, a device or a pipe); put the key in a file of its own"
+            raise SettingError("api_key_file", str(path), problem)
+        data = b"" if info.st_size > KEY_FILE_MAX_BYTES else os.read(descriptor, KEY_FILE_MAX_BYTES + 1)
+        if max(info.st_size, len(data)) > KEY_FILE_MAX_BYTES:  # read: a file that grew, or /proc's (sized 0)
+            size = f"{info.st_size:,} bytes" if info.st_size > KEY_FILE_MAX_BYTES else "more bytes than that"
+            problem = (
+                f"a key file holds one key ({KEY_FILE_MAX_BYTES:,} bytes at most), this one {size}; is it the key?"
+            )
+            raise SettingError("api_key_file", str(path), problem)
+        return data
+    except OSError as error:
+        raise SettingError("api_key_file", str(path), f"cannot be read ({error.strerror})") from None
+    finally:
+        os.close(descriptor)

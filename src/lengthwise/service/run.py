@@ -1,9 +1,10 @@
 """`lengthwise.service.serve`: open and check the index, bind the address, then serve it with uvicorn until SIGTERM or
 Ctrl-C, finishing the requests in flight.
 
-Everything that can refuse (a missing or damaged index, a model that is not the one the index was built with, an
-unreadable key file, an address in use) is checked before the port is bound, and raised as one `SettingError` (or
-the model's `ModelLoadError`).
+Everything that can refuse (FastAPI or uvicorn not installed, a missing or damaged index, a model that is not the one
+the index was built with, an unreadable key file, a host that is no address, an address in use) is checked before the
+port is bound, and raised as one `SettingError` (`MissingExtra` for a package, or the model's `ModelLoadError`).
+After SIGTERM the requests in flight get `ServeConfig.shutdown_grace_s`; one still open then is answered 503.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from lengthwise.service.config import Limits, ServeConfig
 __all__ = ["open_checked", "serve", "worker_app"]
 
 ENV = "LENGTHWISE_SERVE"  # the index folder and settings, for the worker processes (--workers > 1)
-GRACE_S = 30  # the longest the requests in flight are waited for after SIGTERM
 
 
 def open_checked(folder: str | os.PathLike[str]) -> Any:
@@ -33,19 +33,25 @@ def open_checked(folder: str | os.PathLike[str]) -> Any:
     from lengthwise.longdoc.search.index import LongIndex
 
     if not Path(folder).is_dir():
-        raise SettingError(None, folder, f"{folder}: no such folder; pass a folder written by `lengthwise index build`")
+        what = "a file, not a folder" if Path(folder).exists() else "no such folder"
+        raise SettingError(None, folder, f"{folder}: {what}; pass a folder written by `lengthwise index build`")
     index = LongIndex.open(folder, load_model=load_model)
     _ = index.lexical  # a damaged lexical side refuses now, not at the first hybrid query
     index.embed_queries(["warm up"])  # loads the recorded model and checks its weights against the index
     return index
 
 
-def _bind(host: str, port: int) -> socket.socket:
-    """A listening socket on (host, port); port 0 picks a free one."""
+def _resolve(host: str, port: int) -> tuple[Any, ...]:
+    """`socket.getaddrinfo`'s first answer for (host, port), or a `SettingError` on ``host``."""
     try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     except socket.gaierror as error:
         raise SettingError("host", host, f"not an address this machine can bind ({error.strerror})") from None
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening socket on (host, port); port 0 picks a free one."""
+    family, kind, proto, _, address = _resolve(host, port)
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -62,8 +68,9 @@ def _bind(host: str, port: int) -> socket.socket:
 def _uvicorn_config(app: Any, config: ServeConfig) -> Any:
     import uvicorn
 
+    grace = config.shutdown_grace_s
     return uvicorn.Config(app, factory=isinstance(app, str), workers=config.workers, log_level="warning",
-                          access_log=False, timeout_graceful_shutdown=GRACE_S, lifespan="on")  # fmt: skip
+                          access_log=False, timeout_graceful_shutdown=grace, lifespan="on")  # fmt: skip
 
 
 def serve(
@@ -77,8 +84,12 @@ def serve(
         config: Address, workers, API key, batching and caps (`ServeConfig`; default: 127.0.0.1:8000).
         on_ready: Called with the base URL (``http://host:port``) once requests are answered.
     """
+    from lengthwise.core._optional import require
+
+    require("fastapi", "uvicorn", extra="serve", purpose="serving")  # one line, not a traceback, without the extra
     config = config or ServeConfig()
     config.api_key()  # an unreadable key file refuses before anything loads
+    _resolve(config.host, config.port)  # and so does a host that is no address
     _set_threads(config)
     index = open_checked(folder)  # before FastAPI and uvicorn are imported: a refusal comes fast
 

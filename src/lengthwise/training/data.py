@@ -164,10 +164,9 @@ def _read_hf(rows: Any, source: str) -> Found:
 
 def _read_source(spec: str) -> Found:
     if spec.startswith("hf:"):
-        try:
-            import datasets
-        except ImportError:
-            raise ImportError("training data from the hub needs datasets: pip install 'lengthwise[train]'") from None
+        from lengthwise.core._optional import require
+
+        datasets = require("datasets", extra="train", purpose="training data from the hub")
         name, _, split = spec[3:].partition(":")
         return _read_hf(datasets.load_dataset(name, split=split or "train"), spec)
     path = Path(spec)

@@ -69,11 +69,11 @@ class TrainResult:
 
 
 def _require_training_extras() -> None:
-    try:
-        import accelerate  # noqa: F401
-        import datasets  # noqa: F401
-    except ImportError:
-        raise ImportError(f"training needs datasets and accelerate: {INSTALL_HINT}") from None
+    """A `MissingExtra` (an `ImportError` and a `SettingError`) naming the extra when datasets or accelerate is
+    missing."""
+    from lengthwise.core._optional import require
+
+    require("datasets", "accelerate", extra="train", purpose="training")
 
 
 def _set_pooling(model: SentenceTransformer, mode: Pooling | None) -> None:

@@ -11,8 +11,6 @@ from typing import Any
 
 import numpy as np
 
-from lengthwise.core.errors import SettingError
-
 __all__ = ["CANDIDATES", "ENGINES", "Engine", "Quantize", "ivf_lists"]
 
 
@@ -37,14 +35,10 @@ class Engine(str, Enum):
 
 
 def _require(engine: Engine) -> Any:
+    from lengthwise.core._optional import require
+
     module = {"faiss": "faiss", "usearch": "usearch.index"}[engine.value]
-    try:
-        return __import__(module, fromlist=["_"])
-    except ImportError:
-        package = {"faiss": "faiss-cpu", "usearch": "usearch"}[engine.value]
-        raise SettingError(
-            "engine", engine.value, f"{package} is not installed; pip install 'lengthwise[index]'"
-        ) from None
+    return require(module, extra="index", field="engine", value=engine.value)
 
 
 def _packbits(vectors: np.ndarray) -> np.ndarray:

@@ -93,13 +93,10 @@ class Granularity(str, Enum):
 
 
 def require_bm25s() -> Any:
-    """The bm25s module, or a `SettingError` saying how to install it."""
-    try:
-        import bm25s
-        import Stemmer  # noqa: F401  (PyStemmer: bm25s's stemmer)
-    except ImportError:
-        raise SettingError("mode", "lexical", "needs bm25s and PyStemmer; pip install 'lengthwise[index]'") from None
-    return bm25s
+    """The bm25s module (and PyStemmer, its stemmer), or a `MissingExtra` (a `SettingError`) naming the extra."""
+    from lengthwise.core._optional import require
+
+    return require("bm25s", "Stemmer", extra="index", field="mode", value="lexical")
 
 
 def _tokenizer(language: str) -> Any:

@@ -20,8 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lengthwise.core.errors import SettingError
-
 if TYPE_CHECKING:  # imported where used: the shard store imports this module, and Ray's read tasks the store
     from lengthwise.core.encoder import MultiVectors
 
@@ -48,11 +46,10 @@ def parquet_part(folder: Path, stem: str) -> Path:
 
 
 def require_pyarrow() -> None:
-    """Raise a `SettingError` on ``format`` with the install hint when pyarrow is missing."""
-    try:
-        import pyarrow.parquet  # noqa: F401
-    except ImportError:
-        raise SettingError("format", "parquet", "needs pyarrow: pip install 'lengthwise[parquet]'") from None
+    """Raise a `MissingExtra` (a `SettingError`) on ``format`` naming the extra when pyarrow is missing."""
+    from lengthwise.core._optional import require
+
+    require("pyarrow", "pyarrow.parquet", extra="parquet", field="format", value="parquet")
 
 
 def shard_part(

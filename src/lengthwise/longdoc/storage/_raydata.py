@@ -30,7 +30,6 @@ from lengthwise.longdoc.storage.store import EmbeddingStore, corpus_rows, text_d
 
 __all__ = ["check_address", "encode_on_ray", "require_ray"]
 
-INSTALL = "needs Ray Data: pip install 'lengthwise[ray]'"
 PREFIX = "w0-"
 # the plan's columns, named so as never to clash with a corpus column
 _ID, _POS, _SHARD, _DIGEST = "__lw_id", "__lw_pos", "__lw_shard", "__lw_digest"
@@ -42,13 +41,10 @@ MISALIGNED = (
 
 
 def require_ray() -> Any:
-    """The `ray` module with Ray Data, or a `SettingError` on ``runner`` with the install hint."""
-    try:
-        import ray
-        import ray.data
-    except ImportError:
-        raise SettingError("runner", "ray", INSTALL) from None
-    return ray
+    """The `ray` module with Ray Data, or a `MissingExtra` (a `SettingError`) on ``runner`` naming the extra."""
+    from lengthwise.core._optional import require
+
+    return require("ray", "ray.data", extra="ray", field="runner", value="ray")
 
 
 def check_address(address: str, timeout: float = 5.0) -> None:
