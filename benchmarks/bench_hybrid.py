@@ -166,7 +166,7 @@ def _indexed(name: str, ids: list[str], texts: list[str], args: argparse.Namespa
     started = time.perf_counter()
     lw.encode(corpus, work / "encoded", args.model, threads=args.threads, show_progress=True)
     encoded = time.perf_counter() - started
-    if not (work / "index" / "lexical" / "lexical.json").is_file():
+    if not _has_lexical(work / "index"):
         lw.LongIndex.build(work / "encoded", work / "index", granularity="document")  # the window BM25: beside it
     index = lw.LongIndex.open(work / "index")
     print(f"{name}: {len(ids)} documents, {index.settings['windows']} windows (encode {encoded:.0f} s, "
@@ -696,14 +696,28 @@ def _lexical_build(index: Path, docs: int, granularity: str = "window") -> None:
     for text in texts:  # 20 even character spans per document
         edges = np.linspace(0, len(text), PER_DOC + 1).astype(np.int64)
         spans.append(np.stack([edges[:-1], edges[1:]], axis=1))
-    LexicalIndex.build(texts, spans, _lexical_folder(index, granularity), granularity=granularity)
+    built = LexicalIndex.build(texts, spans, _lexical_folder(index, granularity), granularity=granularity)
+    if granularity == "window":  # the index's own lexical side: it belongs to the generation served
+        built.record(generation=json.loads((index / "index.json").read_text(encoding="utf-8"))["generation"])
 
 
 def _lexical_folder(index: Path, granularity: str) -> Path:
-    """Where the scale stage keeps its lexical side: ``lexical`` (the index's own, BM25 over the windows, the default)
-    or ``lexical-document`` beside it (whole documents, the granularity the docs advise above a few million windows;
-    the benchmark opens it explicitly)."""
-    return index / ("lexical" if granularity == "window" else f"lexical-{granularity}")
+    """Where the scale stage keeps its lexical side: ``lexical`` in the generation served (the index's own, BM25 over
+    the windows, the default) or ``lexical-document`` beside it in the index folder (whole documents, the granularity
+    the docs advise above a few million windows; the benchmark opens it explicitly)."""
+    from lengthwise.longdoc.search._index_files import served_files
+
+    return served_files(index) / "lexical" if granularity == "window" else index / f"lexical-{granularity}"
+
+
+def _has_lexical(index: Path) -> bool:
+    """Whether the index folder `index` exists and serves a lexical side."""
+    from lengthwise.longdoc.config import LongDocError
+
+    try:
+        return (_lexical_folder(index, "window") / "lexical.json").is_file()
+    except LongDocError:  # no index there
+        return False
 
 
 def _scale_key(windows: int, granularity: str) -> str:
@@ -797,7 +811,7 @@ def _lexical_latency(index: Path, args: argparse.Namespace) -> dict[str, Any]:
     folder's bytes per document; the queries are 5 words of a random document, as in the scale stage."""
     from lengthwise.longdoc.search.lexical import LexicalIndex
 
-    lexical = LexicalIndex.open(index / "lexical")
+    lexical = LexicalIndex.open(_lexical_folder(index, "window"))
     documents = lexical.settings["documents"]
     rng = np.random.default_rng(2)
     picks = rng.integers(0, documents, size=args.queries)
@@ -813,7 +827,7 @@ def _lexical_latency(index: Path, args: argparse.Namespace) -> dict[str, Any]:
         print("lexical", clients, runs[clients][-1], flush=True)
     latency = {f"clients_{c}": {key: round(statistics.median(run[key] for run in timed), 2) for key in timed[0]}
                for c, timed in runs.items()}  # fmt: skip
-    size, bm25 = _bytes(index / "lexical"), _bytes(index / "lexical" / "bm25")
+    size, bm25 = _bytes(_lexical_folder(index, "window")), _bytes(_lexical_folder(index, "window") / "bm25")
     return {"documents": documents, "queries": args.queries, "repeats": args.repeats, "latency": latency,
             "bytes_per_doc": round(size / documents), "bm25_bytes_per_doc": round(bm25 / documents),
             "load": [load_before, _load()]}  # fmt: skip
@@ -826,7 +840,7 @@ def stage_window_query(args: argparse.Namespace) -> None:
     scores are checked equal to the bit first."""
     from lengthwise.longdoc.search import lexical as module
 
-    folder = args.work / f"text-side-{args.docs}" / "index-corpus-same" / "lexical"
+    folder = _lexical_folder(args.work / f"text-side-{args.docs}" / "index-corpus-same", "window")
     index = module.LexicalIndex.open(folder)
     if index.granularity is not module.Granularity.WINDOW:
         raise SystemExit(f"error: {folder} holds {index.granularity.value} BM25; build it with the window default")
@@ -1070,6 +1084,7 @@ def stage_recall(args: argparse.Namespace) -> None:
     scan of every document: nDCG@10 both ways and the share of the exact top 10 found (`eval --index --mode`)."""
     import lengthwise as lw
     from lengthwise.evaluation.config import EvalConfig, RetrievalConfig
+    from lengthwise.longdoc.search.lexical import LexicalIndex
 
     table = json.loads(RESULTS.read_text())["quality"]["table"]
     arm = choose(table)["chosen"]
@@ -1079,13 +1094,15 @@ def stage_recall(args: argparse.Namespace) -> None:
         folder = args.work / name / "index"
         if not folder.is_dir():
             continue
-        lexical = json.loads((folder / "lexical" / "lexical.json").read_text())["granularity"]
+        lexical = json.loads((_lexical_folder(folder, "window") / "lexical.json").read_text())["granularity"]
         if granularity != lexical:  # the quality stage's BM25 of the other granularity, in a copy of the index
             other = args.work / name / f"lexical-{granularity}"
             copy = args.work / name / f"index-{granularity}"
             shutil.rmtree(copy, ignore_errors=True)  # the quality stage reads `index/lexical`: it is left as it is
             shutil.copytree(folder, copy, ignore=shutil.ignore_patterns("lexical"), copy_function=os.link)
-            shutil.copytree(other, copy / "lexical", copy_function=os.link)
+            shutil.copytree(other, _lexical_folder(copy, "window"), copy_function=os.link)
+            generation = json.loads((copy / "index.json").read_text(encoding="utf-8"))["generation"]
+            LexicalIndex.open(_lexical_folder(copy, "window")).record(generation=generation)  # replaced, not written
             folder = copy
         index = lw.LongIndex.open(folder)
         index.lexical.record(mode="hybrid", fusion=fusion.to_dict())

@@ -165,15 +165,14 @@ def test_the_batched_exact_scan_ranks_as_the_per_query_one(bench, work: Path) ->
     from lengthwise.core.scoring import WindowScoring
     from lengthwise.longdoc.search.hybrid import FusionSettings, HybridSearch, Mode
     from lengthwise.longdoc.search.index import LongIndex
-    from lengthwise.longdoc.search.lexical import LexicalIndex
 
     folder = work / f"scale-{WINDOWS}" / "index"
     if not folder.is_dir():
         _placeholder_index(bench, work)
-    if not (folder / "lexical" / "lexical.json").is_file():
+    if not bench._has_lexical(folder):
         bench._lexical_build(folder, WINDOWS // bench.PER_DOC)
     windows = LongIndex.open(folder)
-    searcher = HybridSearch(windows, LexicalIndex.open(folder / "lexical"), WindowScoring(), FusionSettings())
+    searcher = HybridSearch(windows, windows.lexical, WindowScoring(), FusionSettings())
     rng = np.random.default_rng(5)
     queries = np.asarray(windows.vectors[rng.integers(0, WINDOWS, size=6)]) + rng.normal(0, 0.05, size=(6, 1))
     texts = [" ".join(bench._scale_texts(10)[d].split()[:5]) for d in range(6)]
@@ -190,6 +189,7 @@ def test_the_document_granularity_side_is_built_beside_the_window_one(bench, wor
     """`scale --granularity document` (the granularity the docs advise above a few million windows) builds whole-
     document BM25 in ``lexical-document`` beside the index's own window BM25, and records its figures under their own
     key, so neither run's figures or files replace the other's."""
+    from lengthwise.longdoc.search._index_files import served_files
     from lengthwise.longdoc.search.lexical import Granularity, LexicalIndex
 
     folder = work / f"scale-{WINDOWS}" / "index"
@@ -199,7 +199,7 @@ def test_the_document_granularity_side_is_built_beside_the_window_one(bench, wor
     document = LexicalIndex.open(folder / "lexical-document")
     assert document.granularity is Granularity.DOCUMENT
     assert document.settings["documents"] == WINDOWS // bench.PER_DOC
-    assert bench._lexical_folder(folder, "window") == folder / "lexical"
+    assert bench._lexical_folder(folder, "window") == served_files(folder) / "lexical"  # the generation's own
     assert (bench._scale_key(WINDOWS, "window"), bench._scale_key(WINDOWS, "document")) == (
         str(WINDOWS),
         f"{WINDOWS}-document-granularity",
@@ -218,7 +218,7 @@ def test_the_depth_stage_finds_the_exact_top_10_once_the_proposals_hold_every_do
     folder = work / f"scale-{WINDOWS}" / "index"
     if not folder.is_dir():
         _placeholder_index(bench, work)
-    if not (folder / "lexical" / "lexical.json").is_file():
+    if not bench._has_lexical(folder):
         bench._lexical_build(folder, WINDOWS // bench.PER_DOC)
     results = tmp_path / "bench_hybrid.json"
     monkeypatch.setattr(bench, "RESULTS", results)

@@ -8,8 +8,8 @@ folder's (`publish`): a reader reads ``index.json`` once, and everything it open
 included when it is opened later, comes from the generation it names (`hold`). Nothing a reader reads is ever
 written in place, so an open index answers from one generation, whatever builds run beside it.
 
-A generation that ``index.json`` no longer names is removed by the next build, once no reader holds it: each reader
-keeps a shared lock (``flock``) on the generation's `READERS` file while the index is open, and the build removes a
+A generation that ``index.json`` no longer names is removed by the build that replaced it, right after the switch,
+when no reader holds it (else by a later build): each reader keeps a shared lock (``flock``) on the generation's `READERS` file while the index is open, and the build removes a
 generation only under an exclusive one. Where the system has no ``flock`` (Windows), no build can know that no
 reader holds an old generation, and old generations stay (delete them by hand). A reader that finds its generation
 gone all the same is told in one line to open the index again (`rebuilt`). The lock is the standard
@@ -163,7 +163,7 @@ def _remove_unheld(out: Path, current: str) -> None:
     if fcntl is None:  # pragma: no cover - Windows: no way to know that no reader holds it
         return
     for folder in out.iterdir():
-        if not is_generation(folder.name) or folder.name == current:
+        if not is_generation(folder.name) or folder.name == current or not folder.is_dir():
             continue
         try:
             handle = open(folder / READERS, "rb")  # noqa: SIM115

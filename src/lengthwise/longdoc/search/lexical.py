@@ -448,7 +448,7 @@ def build_text_side(
     granularity: Granularity | str = LEXICAL_GRANULARITY,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> LexicalIndex:
-    """Index the text of a `LongIndex`'s documents beside it (``windows.folder / "lexical"``), read from the corpus
+    """Index the text of a `LongIndex`'s documents beside it (``windows.files / "lexical"``), read from the corpus
     file as the build goes (`lengthwise.longdoc.search._text_source`): its memory is one shard of text, the
     vocabulary and a few numbers per document, not the corpus.
 
