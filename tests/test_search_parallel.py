@@ -123,11 +123,13 @@ def test_the_default_search_threads_share_the_cores_among_workers(monkeypatch: p
     from lengthwise.service.config import ServeConfig
 
     monkeypatch.setattr(parallel, "available_cores", lambda: 16)
-    assert parallel.default_search_threads() == 16
-    assert ServeConfig().search_threads_used == 16
-    assert ServeConfig(workers=4).search_threads_used == 4
+    assert parallel.default_search_threads() == 15  # one core left to the model thread
+    assert ServeConfig().search_threads_used == 15
+    assert ServeConfig(workers=4).search_threads_used == 3
     assert ServeConfig(workers=32).search_threads_used == 1
     assert ServeConfig(search_threads=3, workers=4).search_threads_used == 3
+    monkeypatch.setattr(parallel, "available_cores", lambda: 2)
+    assert ServeConfig().search_threads_used == 1  # two cores: one search thread, the design before
     monkeypatch.setattr(parallel, "available_cores", lambda: 64)
     assert ServeConfig().search_threads_used == parallel.SEARCH_THREADS_AT_MOST
 
@@ -237,3 +239,15 @@ def test_a_server_on_three_search_threads_answers_concurrent_clients_as_the_libr
         assert answer.json()["results"][0]["hits"] == [hit.to_dict() for hit in alone[0]]
     info = httpx.get(f"{server}/info", timeout=60).json()
     assert info["batching"]["search_threads"] == 3
+
+
+@pytest.mark.parametrize("value", ["0", "33"])
+def test_serve_search_threads_out_of_range_is_refused_in_one_line_naming_the_flag(index: Any, value: str) -> None:
+    from typer.testing import CliRunner
+
+    from lengthwise.cli import app
+
+    run = CliRunner().invoke(app, ["serve", str(index.folder), "--port", "0", "--search-threads", value])
+    assert run.exit_code == 2
+    lines = run.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and "--search-threads" in lines[0], run.output

@@ -34,9 +34,10 @@ def available_cores() -> int:
 
 
 def default_search_threads(processes: int = 1) -> int:
-    """Search threads per process when none are asked: the available cores shared by `processes` (at least 1, at
-    most `SEARCH_THREADS_AT_MOST`)."""
-    return max(1, min(SEARCH_THREADS_AT_MOST, available_cores() // max(1, processes)))
+    """Search threads per process when none are asked: its share of the available cores among `processes`, less one
+    for its model thread (at least 1, at most `SEARCH_THREADS_AT_MOST`). On two cores that is one: there a second
+    search thread cost throughput (docs/serving.md, "Search threads on two cores")."""
+    return max(1, min(SEARCH_THREADS_AT_MOST, available_cores() // max(1, processes) - 1))
 
 
 POOL_THREAD = "lengthwise-search-pool"  # the pools' thread names start with this

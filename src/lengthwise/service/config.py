@@ -64,7 +64,8 @@ class ServeConfig:
         threads: Torch threads per worker (the query encoder and the exact rescoring); None: torch's default (one
             per core). With several workers on few cores, give 1: each worker's threads otherwise fight the others'.
         search_threads: Threads each worker searches the index on (batches searched at once, and each batch's
-            queries spread over them); None: the available cores shared by the workers (`search_threads_used`).
+            queries spread over them); None: each worker's share of the available cores less one for its model
+            thread (`search_threads_used`; one on two cores).
         shutdown_grace_s: After SIGTERM or Ctrl-C, how long the requests in flight are waited for; a client still
             sending or reading after that has its connection closed (one line in the log).
     """
@@ -84,7 +85,7 @@ class ServeConfig:
         default=None, metadata={"help": "Torch threads per worker (default: one per core; with several workers, 1)."}
     )
     search_threads: int | None = field(
-        default=None, metadata={"help": "Threads each worker searches on (default: the cores shared by the workers)."}
+        default=None, metadata={"help": "Threads each worker searches on (default: its share of the cores, less one)."}
     )
     shutdown_grace_s: int = field(
         default=30, metadata={"help": "Seconds the requests in flight are waited for after SIGTERM or Ctrl-C."}
@@ -95,7 +96,7 @@ class ServeConfig:
             raise SettingError("threads", self.threads, "must be ≥ 1 (or left out for torch's default)")
         if self.search_threads is not None and not 1 <= self.search_threads <= SEARCH_THREADS_AT_MOST:
             raise SettingError("search_threads", self.search_threads, f"use 1–{SEARCH_THREADS_AT_MOST} (or leave it "
-                               "out: the cores shared by the workers)")  # fmt: skip
+                               "out: each worker's share of the cores, less one)")  # fmt: skip
         if not 0 <= self.port <= 65535:
             raise SettingError("port", self.port, "use a TCP port in 0–65535 (0: any free port)")
         for name in ("workers", "max_batch"):
@@ -110,7 +111,7 @@ class ServeConfig:
 
     @property
     def search_threads_used(self) -> int:
-        """Each worker's search threads: `search_threads`, or the available cores shared by the workers."""
+        """Each worker's search threads: `search_threads`, or its share of the available cores less one."""
         return self.search_threads or default_search_threads(self.workers)
 
     @property

@@ -215,7 +215,7 @@ class HybridSearch:
         """The `k` best documents per query (`vectors`: unit query rows, None in lexical mode); `candidates` and
         `probes`: the dense side's (`LongIndex.search_vectors`). The dense side's candidates of every query come
         from one engine call; then each query is scored, fused and cut into passages on one of `search_threads`
-        threads (`lengthwise.core.parallel`; default one per core), by the same code as alone."""
+        threads (`lengthwise.core.parallel`; default one per core less one), by the same code as alone."""
         depth = max(self.settings.depth, 10 * k)
         dense_lists: list[Any] = [[] for _ in texts]
         if mode is Mode.DENSE:

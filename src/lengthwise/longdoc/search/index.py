@@ -505,7 +505,7 @@ class LongIndex:
             probes: FAISS IVF lists visited (default: a quarter of the lists, which found ≥ 0.98 of the exact top-100
                 documents on SciFact) or USearch's search expansion (default 64); more than the index has are the
                 same as all of them.
-            search_threads: Threads the queries' rescoring is spread over (default: one per core, at most 32;
+            search_threads: Threads the queries' rescoring is spread over (default: one per core less one, 1–32;
                 `lengthwise.core.parallel`); the engine searches them all in one call. The hits do not depend on it.
         """
         probes = probes if probes is not None else self.default_probes()
@@ -669,8 +669,8 @@ class LongIndex:
                 (near-duplicates), at some cost per query (docs/longdoc.md, the 10M-window run).
             vectors: The queries' vectors when already embedded (`embed_queries`; e.g. by a service that embeds
                 the next batch while this one is searched); embedded here when None.
-            search_threads: Threads the queries are searched on, each query on one (default: one per core, at most
-                32; `lengthwise.core.parallel`). The candidate windows of all queries come from one engine call;
+            search_threads: Threads the queries are searched on, each query on one (default: one per core less one,
+                1–32; `lengthwise.core.parallel`). The candidate windows of all queries come from one engine call;
                 the hits are the same whatever the number of threads.
         """
         from lengthwise.longdoc.search.hybrid import HybridSearch, Mode
