@@ -15,7 +15,7 @@ def test_the_fingerprint_and_the_window_cache_key_read_the_patch_through_describ
 
     assert live_patch(tiny_model) is None and model_fingerprint(tiny_model, "tiny")["tempscale"] is None
     encoder = LongEncoder(tiny_model, strategy="chunk-mean", window=16)
-    plain = encoder._keys([[5, 6, 7]], [[(0, 3)]], "document", tokens=False)
+    plain = encoder._head("document", tokens=False)
     apply_tempscale(tiny_model, TempScaleConfig(t=0.8))
     try:
         patch = live_patch(tiny_model)
@@ -23,10 +23,10 @@ def test_the_fingerprint_and_the_window_cache_key_read_the_patch_through_describ
         assert (
             model_fingerprint(tiny_model, "tiny")["tempscale"] == patch.describe() == TempScaleConfig(t=0.8).to_dict()
         )
-        assert encoder._keys([[5, 6, 7]], [[(0, 3)]], "document", tokens=False) != plain  # never a stale vector
+        assert encoder._head("document", tokens=False) != plain  # never a stale vector
     finally:
         remove_tempscale(tiny_model)
-    assert encoder._keys([[5, 6, 7]], [[(0, 3)]], "document", tokens=False) == plain
+    assert encoder._head("document", tokens=False) == plain
 
 
 def test_an_object_without_describe_is_not_read_as_a_patch() -> None:

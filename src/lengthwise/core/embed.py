@@ -26,6 +26,8 @@ __all__ = [
     "embed_texts",
     "forward_batches",
     "text_transformer",
+    "to_device",
+    "window_features",
 ]
 
 
@@ -62,18 +64,59 @@ def _max_length(model: SentenceTransformer) -> int:
 def batch_features(
     tokenizer, batch: Sequence[Sequence[int] | np.ndarray], device: torch.device
 ) -> dict[str, torch.Tensor]:
-    """Right-padded ``input_ids`` / ``attention_mask`` (/ ``token_type_ids``) for one batch: (B, T)."""
-    width = max(len(ids) for ids in batch)
+    """Right-padded ``input_ids`` / ``attention_mask`` (/ ``token_type_ids``) for one batch: (B, T).
+
+    Built in numpy (no per-row tensor), pinned and copied without blocking on a GPU (`to_device`).
+    """
+    lengths = np.fromiter((len(ids) for ids in batch), dtype=np.int64, count=len(batch))  # (B,)
+    flat = np.concatenate([np.asarray(ids, dtype=np.int64) for ids in batch])  # all ids, row after row
+    starts = np.zeros(len(batch), dtype=np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    return window_features(tokenizer, flat, starts, lengths, device=device)
+
+
+def window_features(
+    tokenizer,
+    ids: np.ndarray,
+    starts: np.ndarray,
+    lengths: np.ndarray,
+    *,
+    prefix: Sequence[int] = (),
+    suffix: Sequence[int] = (),
+    device: torch.device | str = "cpu",
+) -> dict[str, torch.Tensor]:
+    """Model features for rows ``prefix + ids[start : start + length] + suffix``, right-padded: (B, T).
+
+    One numpy gather for the whole batch (no Python per row or per token), so a block's windows, held as offsets
+    into one id array, become a batch without building lists.
+    """
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    input_ids = torch.full((len(batch), width), pad, dtype=torch.long)  # (B, T)
-    attention_mask = torch.zeros((len(batch), width), dtype=torch.long)  # (B, T)
-    for row, ids in enumerate(batch):
-        input_ids[row, : len(ids)] = torch.as_tensor(ids, dtype=torch.long)
-        attention_mask[row, : len(ids)] = 1
-    features = {"input_ids": input_ids, "attention_mask": attention_mask}
+    head, tail = np.asarray(prefix, dtype=np.int64), np.asarray(suffix, dtype=np.int64)
+    totals = lengths + len(head) + len(tail)  # (B,)
+    width = int(totals.max())
+    columns = np.arange(width, dtype=np.int64)  # (T,)
+    inside = columns[None, :] - len(head)  # (1, T) position in the content
+    content = (inside >= 0) & (inside < lengths[:, None])  # (B, T)
+    source = np.where(content, starts[:, None] + inside, 0)
+    input_ids = np.where(content, ids[source], pad)  # (B, T)
+    if len(head):
+        input_ids[:, : len(head)] = head
+    rows = np.arange(len(lengths))
+    for offset, token in enumerate(tail.tolist()):
+        input_ids[rows, len(head) + lengths + offset] = token
+    attention_mask = (columns[None, :] < totals[:, None]).astype(np.int64)  # (B, T)
+    features = {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(attention_mask)}
     if "token_type_ids" in getattr(tokenizer, "model_input_names", ()):
-        features["token_type_ids"] = torch.zeros_like(input_ids)
-    return {name: tensor.to(device) for name, tensor in features.items()}
+        features["token_type_ids"] = torch.zeros_like(features["input_ids"])
+    return {name: to_device(tensor, device) for name, tensor in features.items()}
+
+
+def to_device(tensor: torch.Tensor, device: torch.device | str) -> torch.Tensor:
+    """`tensor` on `device`; to a GPU through pinned memory without blocking (the copy overlaps the host's work)."""
+    target = torch.device(device)
+    if target.type == "cuda":
+        return tensor.pin_memory().to(target, non_blocking=True)
+    return tensor.to(target)
 
 
 @dataclass

@@ -8,27 +8,32 @@ position limit and pools each chunk's token states with the model's modules afte
 
 Cost is linear in tokens: documents are read in blocks, the windows of a whole block are batched together sorted
 by length, and identical windows (a byte-bounded LRU cache) are embedded once. A block's outputs are handed on
-before the next block is read, so `iter_windows` streams a corpus of any size in bounded memory.
+before the next block is read, so `iter_windows` streams a corpus of any size in bounded memory. Reading and
+tokenizing run in a thread ahead of the forward, windows are offsets into one numpy array of the block's ids, and
+full-width batches go to the model while later pieces are still being tokenized (`lengthwise.longdoc._pipeline`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import closing
 from dataclasses import dataclass
-from itertools import islice
+from functools import partial
+from itertools import chain, islice
 from typing import Any
 
 import numpy as np
 import torch
 from sentence_transformers import SentenceTransformer
 
-from lengthwise.core.embed import batch_features
+from lengthwise.core.embed import window_features
 from lengthwise.core.encoder import MultiVectors
 from lengthwise.core.models import live_patch, position_limit
 from lengthwise.core.scoring import WindowScoring
 from lengthwise.core.tokens import special_tokens, windows
-from lengthwise.longdoc._cache import WindowCache, window_key
+from lengthwise.longdoc._cache import WindowCache
+from lengthwise.longdoc._pipeline import BlockWindows, prefetch, window_spans
 from lengthwise.longdoc.config import RECOMMENDED, LongDocConfig, LongDocError, Strategy, saved_longdoc
 from lengthwise.longdoc.pooling import macro_assignment, pool_windows
 
@@ -36,6 +41,9 @@ __all__ = ["DocumentWindows", "LongEncoder"]
 
 Role = str | None  # "query", "document" or None (symmetric)
 _SENTENCE_END = {".", "!", "?", ";"}
+_Doc = tuple[int, int, np.ndarray, np.ndarray, np.ndarray]  # a document of a block: offset, tokens, rows, starts, ends
+_PIECE_CHARS = 32_000  # characters tokenized per call by the reader thread: small enough to overlap the forward
+_GPU_TOKENS_PER_BATCH = 131_072  # tokens per forward on a GPU unless set: 4,096 windows of 32 tokens
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,8 @@ class LongEncoder:
     (`LongDocConfig.updated`: another strategy starts from its plain settings, a window without a stride has no
     overlap), which defaults to the choice saved with the model (`lengthwise longdoc tune --save`), else
     `RECOMMENDED`.
+    `tokens_per_batch` sizes batches by tokens on a GPU (default 131,072 there: 4,096 windows of 32 tokens; the
+    `batch_size` of each call is a floor); on a CPU it is off unless set, and batches hold `batch_size` windows.
     Raises `LongDocError` naming the flag when the window exceeds the model's position table or the stride
     leaves no room. An empty document raises `LongDocError` naming its index (no vector is invented for it).
     """
@@ -65,6 +75,7 @@ class LongEncoder:
         cache_bytes: int = 64 * 2**20,
         cache: WindowCache | None = None,
         block_chars: int = 2_000_000,
+        tokens_per_batch: int | None = None,
         **settings: Any,
     ) -> None:
         self.model = model
@@ -89,6 +100,8 @@ class LongEncoder:
             raise LongDocError("window", self.window, "leaves no room for text beside the special tokens")
         self.cache = cache if cache is not None else WindowCache(cache_bytes)
         self.block_chars = block_chars
+        self.tokens_per_batch = tokens_per_batch
+        self._ends: np.ndarray | None = None
         self.normalizes = any(type(module).__name__ == "Normalize" for module in model)
         self.stats = {"documents": 0, "windows": 0, "forwarded_windows": 0, "forwarded_tokens": 0}
         self._prompts: dict[Role, list[int]] = {}
@@ -142,35 +155,36 @@ class LongEncoder:
         show_progress: bool = False,
         total: int | None = None,
     ) -> Iterator[DocumentWindows]:
-        """The window vectors of each text in order, block by block (bounded memory for any corpus size)."""
+        """The window vectors of each text in order, block by block (bounded memory for any corpus size).
+
+        Reading and tokenizing run in a thread a few pieces ahead of the forward (`lengthwise.longdoc._pipeline`).
+        On a GPU a batch holds at least `tokens_per_batch` tokens of windows (`batch_size` is then a floor).
+        """
         from tqdm.auto import tqdm
 
         if batch_size < 1:
             raise LongDocError("batch_size", batch_size, "must be ≥ 1")
-
         total = total if total is not None else (len(texts) if isinstance(texts, Sequence) else None)
-        iterator = iter(texts)
-        first = 0
-        with tqdm(total=total, unit="doc", disable=not show_progress, desc=self.config.describe()) as bar:
-            while block := self._next_block(iterator):
-                for index, text in enumerate(block):
-                    if not isinstance(text, str) or not text.strip():
-                        raise LongDocError(
-                            None,
-                            None,
-                            f"document #{first + index} is empty or whitespace-only; remove it or give it text",
-                        )
-                ids = self.tokenizer(block, add_special_tokens=False, verbose=False)["input_ids"]
-                for index, doc in enumerate(ids):
-                    if not doc:
-                        raise LongDocError(None, None, f"document #{first + index} has no tokens for this tokenizer")
-                if self.config.strategy is Strategy.late_chunking:
-                    yield from self._late_block(ids, role, batch_size)
-                else:
-                    yield from self._window_block(ids, role, batch_size)
-                first += len(block)
-                self.stats["documents"] += len(block)
-                bar.update(len(block))
+        late = self.config.strategy is Strategy.late_chunking
+        full = self.content_budget(role, self.macro_window) if late else self._full_width(role)
+        self._sentence_ends()  # the tokenizer's last use on this thread while the reader runs
+        pieces = prefetch(self._pieces(iter(texts)))
+        self.model.eval()
+        with (
+            closing(pieces),
+            tqdm(total=total, unit="doc", disable=not show_progress, desc=self.config.describe()) as bar,
+        ):
+            while True:
+                block = BlockWindows(head=self._head(role, late), cache=self.cache, full=full, tokens=late,
+                                     batch_size=self._batch_windows(batch_size, full + self._extra(role)),
+                                     forward=partial(self._forward_windows, role=role, tokens=late))  # fmt: skip
+                docs = self._read_block(pieces, block, role)
+                if not docs:
+                    return
+                table = block.finish()
+                yield from self._late_outputs(docs, block, table, role) if late else self._outputs(docs, table)
+                self.stats["documents"] += len(docs)
+                bar.update(len(docs))
 
     def _next_block(self, iterator: Iterator[str]) -> list[str]:
         block: list[str] = []
@@ -181,6 +195,55 @@ class LongEncoder:
             if size >= self.block_chars:
                 break
         return block
+
+    def _pieces(self, iterator: Iterator[str]) -> Iterator[tuple[np.ndarray, np.ndarray] | None]:
+        """Blocks of texts checked, then tokenized a piece at a time: (flat ids, ids per text); None ends a block."""
+        first = 0
+        while block := self._next_block(iterator):
+            for index, text in enumerate(block):
+                if not isinstance(text, str) or not text.strip():
+                    raise LongDocError(
+                        None, None, f"document #{first + index} is empty or whitespace-only; remove it or give it text"
+                    )
+            start = 0
+            while start < len(block):
+                end, size = start + 1, len(block[start])
+                while end < len(block) and size < _PIECE_CHARS:
+                    size, end = size + len(block[end]), end + 1
+                ids = self.tokenizer(block[start:end], add_special_tokens=False, verbose=False)["input_ids"]
+                lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+                if not lengths.all():
+                    empty = first + start + int(np.argmin(lengths))
+                    raise LongDocError(None, None, f"document #{empty} has no tokens for this tokenizer")
+                yield np.fromiter(chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum())), lengths
+                start = end
+            yield None
+            first += len(block)
+
+    def _read_block(
+        self, pieces: Iterator[tuple[np.ndarray, np.ndarray] | None], block: BlockWindows, role: Role
+    ) -> list[_Doc]:
+        """Register the next block's windows piece by piece; per document (offset, tokens, rows, widths)."""
+        late = self.config.strategy is Strategy.late_chunking
+        docs: list[_Doc] = []
+        for piece in pieces:
+            if piece is None:
+                break
+            flat, lengths = piece
+            base = block.add_ids(flat)
+            local = 0
+            for length in lengths.tolist():
+                ids = flat[local : local + length]
+                starts, ends = self._macro_spans(length, role) if late else self._span_arrays(ids, role)
+                offset = base + local
+                docs.append((offset, length, block.add(starts + offset, ends + offset), starts, ends))
+                local += length
+        return docs
+
+    def _outputs(self, docs: list[_Doc], table: Any) -> Iterator[DocumentWindows]:
+        for _, _, rows, starts, ends in docs:
+            self.stats["windows"] += len(rows)
+            yield DocumentWindows(table[rows], (ends - starts).astype(np.float32))  # (k, D): a gather, own memory
 
     # --- windows ---------------------------------------------------------------------------------------------
 
@@ -193,12 +256,29 @@ class LongEncoder:
             self._prompts[role] = list(self.tokenizer(text, add_special_tokens=False)["input_ids"]) if text else []
         return self._prompts[role]
 
+    def _extra(self, role: Role) -> int:
+        """Tokens a window carries beside its content: the special tokens and the role's prompt."""
+        return self.specials.count + len(self._prompt(role))
+
     def content_budget(self, role: Role = "document", window: int | None = None) -> int:
         """Text tokens per window: the window less the special tokens and the role's prompt."""
         budget = (window or self.window) - self.specials.count - len(self._prompt(role))
         if budget < 1:
             raise LongDocError("window", window or self.window, "leaves no room for text beside the prompt")
         return budget
+
+    def _full_width(self, role: Role) -> int:
+        """The most content tokens a window of this configuration holds (the main size or a larger scale)."""
+        if self.config.strategy is Strategy.truncate:
+            return self.content_budget(role)
+        return max([self.content_budget(role), *(self.content_budget(role, scale) for scale in self.config.scales)])
+
+    def _batch_windows(self, batch_size: int, width: int) -> int:
+        """Windows per forward: `batch_size`, raised on a GPU to fill `tokens_per_batch` tokens of full windows."""
+        budget = self.tokens_per_batch
+        if budget is None:
+            budget = _GPU_TOKENS_PER_BATCH if self.model.device.type == "cuda" else 0
+        return max(batch_size, budget // max(width, 1))
 
     def _stride(self, budget: int) -> int:
         stride = self.config.stride or budget
@@ -220,109 +300,75 @@ class LongEncoder:
             spans.extend(windows(len(ids), scale_budget, scale_budget, cuts))
         return list(dict.fromkeys(spans)) if self.config.scales else spans  # a short text's windows coincide
 
+    def _span_arrays(self, ids: np.ndarray, role: Role) -> tuple[np.ndarray, np.ndarray]:
+        """`spans` as (starts, ends) arrays, cut with numpy in the plain strided case."""
+        if self.config.strategy is not Strategy.truncate and not self.config.sentence_cuts and not self.config.scales:
+            budget = self.content_budget(role)
+            return window_spans(len(ids), budget, self._stride(budget))
+        spans = np.asarray(self.spans(ids, role), dtype=np.int64).reshape(-1, 2)
+        return spans[:, 0], spans[:, 1]
+
+    def _sentence_ends(self) -> np.ndarray:
+        """The ids of the tokens that end a sentence (``.``, ``!``, ``?``, ``;``), read once from the vocabulary."""
+        if self._ends is None:
+            vocabulary = self.tokenizer.get_vocab() if self.config.sentence_cuts else {}
+            ends = sorted(i for token, i in vocabulary.items() if token in _SENTENCE_END)
+            self._ends = np.asarray(ends, dtype=np.int64)
+        return self._ends
+
     def _sentence_cuts(self, ids: Sequence[int]) -> list[int]:
-        tokens = self.tokenizer.convert_ids_to_tokens(list(ids))
-        return [i + 1 for i, token in enumerate(tokens) if token in _SENTENCE_END]
+        ends = np.isin(np.asarray(ids, dtype=np.int64), self._sentence_ends())
+        return (np.flatnonzero(ends) + 1).tolist()
 
-    def _wrap(self, ids: Sequence[int], role: Role) -> list[int]:
-        return self.specials.wrap([*self._prompt(role), *ids])
-
-    def _window_block(self, docs: list[list[int]], role: Role, batch_size: int) -> Iterator[DocumentWindows]:
-        plans = [self.spans(ids, role) for ids in docs]
-        keys = self._keys(docs, plans, role, tokens=False)
-        found = self._embed_unique(docs, plans, keys, role, batch_size, tokens=False)
-        for spans, doc_keys in zip(plans, keys, strict=True):
-            self.stats["windows"] += len(spans)
-            vectors = np.stack([found[key] for key in doc_keys])  # (k, D)
-            yield DocumentWindows(vectors, np.asarray([e - s for s, e in spans], dtype=np.float32))
-
-    def _keys(
-        self, docs: list[list[int]], plans: list[list[tuple[int, int]]], role: Role, *, tokens: bool
-    ) -> list[list[bytes]]:
-        """Cache keys: the window's ids, with what is cached (vector / token states), the role and the live
-        TempScale settings, so a changed patch or role never reuses a stale output."""
+    def _head(self, role: Role, tokens: bool) -> bytes:
+        """The start of every cache key: what is cached (vector / token states), the role and the live TempScale
+        settings, so a changed patch or role never reuses a stale output (`window_key`)."""
         patch = live_patch(self.model)
         state = json.dumps(patch.describe(), sort_keys=True, default=str) if patch is not None else ""
-        head = f"{'tokens' if tokens else 'vector'}|{role}|{state}|".encode()
-        return [[window_key(ids[s:e], head) for s, e in spans] for ids, spans in zip(docs, plans, strict=True)]
+        return f"{'tokens' if tokens else 'vector'}|{role}|{state}|".encode()
 
-    def _embed_unique(
-        self,
-        docs: list[list[int]],
-        plans: list[list[tuple[int, int]]],
-        keys: list[list[bytes]],
-        role: Role,
-        batch_size: int,
-        *,
-        tokens: bool,
-    ) -> dict[bytes, np.ndarray]:
-        """Embed each distinct window of the block once (cache first): vectors (D,) or token states (T, D)."""
-        found: dict[bytes, np.ndarray] = {}
-        pending: dict[bytes, list[int]] = {}
-        for ids, spans, doc_keys in zip(docs, plans, keys, strict=True):
-            for (start, end), key in zip(spans, doc_keys, strict=True):
-                if key in found or key in pending:
-                    continue
-                cached = self.cache.get(key)
-                if cached is not None:
-                    found[key] = cached
-                else:
-                    pending[key] = ids[start:end]
-        if pending:
-            outputs = self._forward([self._wrap(ids, role) for ids in pending.values()], role, batch_size, tokens)
-            for key, output in zip(pending, outputs, strict=True):
-                found[key] = output
-                self.cache.put(key, output)
-        return found
-
-    def _forward(self, sequences: list[list[int]], role: Role, batch_size: int, tokens: bool) -> list[np.ndarray]:
-        """Run the model over full inputs (special tokens included), longest first: vectors or token states."""
-        order = np.argsort([-len(ids) for ids in sequences], kind="stable")
-        results: list[np.ndarray] = [np.empty(0)] * len(sequences)
-        kwargs = {"task": role} if role is not None else {}
-        prompt = len(self._prompt(role))
-        self.model.eval()
+    def _forward_windows(
+        self, ids: np.ndarray, starts: np.ndarray, lengths: np.ndarray, *, role: Role, tokens: bool
+    ) -> np.ndarray | list[np.ndarray]:
+        """Run the model over windows ``ids[start : start + length]`` wrapped in the special tokens and prompt."""
+        prefix = [*self.specials.prefix, *self._prompt(role)]
+        features: dict[str, Any] = window_features(
+            self.tokenizer, ids, starts, lengths, prefix=prefix, suffix=self.specials.suffix, device=self.model.device
+        )
+        if self._prompt(role):
+            features["prompt_length"] = len(prefix)
         with torch.inference_mode():
-            for first in range(0, len(order), batch_size):
-                rows = order[first : first + batch_size]
-                batch = [sequences[i] for i in rows]
-                features: dict[str, Any] = batch_features(self.tokenizer, batch, self.model.device)
-                if prompt:
-                    features["prompt_length"] = len(self.specials.prefix) + prompt
-                out = self.model(features, **kwargs)
-                self.stats["forwarded_windows"] += len(batch)
-                self.stats["forwarded_tokens"] += sum(len(ids) for ids in batch)
-                if tokens:
-                    states = out["token_embeddings"].float().cpu().numpy()  # (B, T, D)
-                    for row, index in enumerate(rows):
-                        results[index] = states[row, : len(sequences[index])].copy()  # own memory: cached
-                else:
-                    vectors = out["sentence_embedding"].float().cpu().numpy()  # (B, D)
-                    for row, index in enumerate(rows):
-                        results[index] = vectors[row].copy()  # a view would keep the whole batch alive
-        return results
+            out = self.model(features, **({"task": role} if role is not None else {}))
+            self.stats["forwarded_windows"] += len(lengths)
+            self.stats["forwarded_tokens"] += int(lengths.sum()) + len(lengths) * self._extra(role)
+            if not tokens:
+                return out["sentence_embedding"].float().cpu().numpy()  # (B, D)
+            states = out["token_embeddings"].float().cpu().numpy()  # (B, T, D)
+        sizes = (lengths + self._extra(role)).tolist()
+        return [states[row, :size].copy() for row, size in enumerate(sizes)]  # own memory: cached
 
     # --- late chunking ---------------------------------------------------------------------------------------
 
-    def _late_block(self, docs: list[list[int]], role: Role, batch_size: int) -> Iterator[DocumentWindows]:
-        macro_budget = self.content_budget(role, self.macro_window)
-        macro_plans = [
-            [(0, len(ids))] if len(ids) <= macro_budget else windows(len(ids), macro_budget, max(1, macro_budget // 2))
-            for ids in docs
-        ]
-        keys = self._keys(docs, macro_plans, role, tokens=True)
-        states = self._embed_unique(docs, macro_plans, keys, role, batch_size, tokens=True)
+    def _macro_spans(self, length: int, role: Role) -> tuple[np.ndarray, np.ndarray]:
+        """The macro-windows of a document of `length` tokens: one if it fits, else half-overlapping ones."""
+        budget = self.content_budget(role, self.macro_window)
+        return window_spans(length, budget, budget if length <= budget else max(1, budget // 2))
+
+    def _late_outputs(
+        self, docs: list[_Doc], block: BlockWindows, states: Any, role: Role
+    ) -> Iterator[DocumentWindows]:
         skip = len(self.specials.prefix) + len(self._prompt(role))
-        for ids, spans, doc_keys in zip(docs, macro_plans, keys, strict=True):
-            assign = macro_assignment(len(ids), spans)  # (n,)
-            width = states[doc_keys[0]].shape[1]
-            token_states = np.empty((len(ids), width), dtype=np.float32)  # (n, D) content tokens only
-            for w, ((start, _), key) in enumerate(zip(spans, doc_keys, strict=True)):
+        for offset, length, rows, starts, ends in docs:
+            spans = list(zip(starts.tolist(), ends.tolist(), strict=True))
+            assign = macro_assignment(length, spans)  # (n,)
+            width = states[rows[0]].shape[1]
+            token_states = np.empty((length, width), dtype=np.float32)  # (n, D) content tokens only
+            for w, (start, _) in enumerate(spans):
                 where = np.nonzero(assign == w)[0]
-                token_states[where] = states[key][skip + where - start]
+                token_states[where] = states[rows[w]][skip + where - start]
             last_start, last_end = spans[-1]
-            edges = (states[doc_keys[0]][:skip], states[doc_keys[-1]][skip + last_end - last_start :])
-            chunks = self.spans(ids, role)
+            edges = (states[rows[0]][:skip], states[rows[-1]][skip + last_end - last_start :])
+            chunks = self.spans(block.ids.array[offset : offset + length], role)
             self.stats["windows"] += len(chunks)
             yield DocumentWindows(
                 self._pool_chunks(token_states, chunks, edges),

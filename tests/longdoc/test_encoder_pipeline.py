@@ -1,0 +1,149 @@
+"""The encode pipeline's output is byte-identical in fp32 to today's `LongEncoder` (issue 48.2).
+
+The reference is the encoder as it was before the pipeline (commit d983bb0), frozen in `_legacy_encoder.py`; both
+encode the same small corpus with the tiny random BERT in the same run, under every strategy, with the window
+cache on and off, for the query, document and symmetric roles, and with a prompt.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lengthwise.longdoc import LongEncoder, Strategy
+
+from ._legacy_encoder import LegacyLongEncoder
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+HERE = Path(__file__).parent
+
+
+def _corpus() -> list[str]:
+    """Prose and haystack documents of 1 to 13 lines, short ones, and repeats (the cache's hits)."""
+    prose = [line for line in (HERE / "prose.txt").read_text().splitlines() if line.strip()]
+    hay = [line for line in (HERE / "haystack.txt").read_text().splitlines() if line.strip()]
+    docs = [" ".join(prose[: 1 + i % len(prose)]) for i in range(0, 13, 3)]
+    docs += [" ".join(hay[(i * 3) % len(hay) : (i * 3) % len(hay) + 1 + i % 6]) for i in range(8)]
+    docs += ["A cat sat on the mat.", "Short.", docs[1], " ".join(["word"] * 300)]
+    return docs
+
+
+CASES = [
+    pytest.param({"strategy": "chunk-mean"}, id="chunk-mean"),
+    pytest.param({"strategy": "chunk-weighted", "window": 48, "stride": 30}, id="chunk-weighted-overlap"),
+    pytest.param({"strategy": "truncate"}, id="truncate"),
+    pytest.param({"strategy": "multi-vector", "window": 32, "stride": 16}, id="multi-vector-w32-s16"),
+    pytest.param({"strategy": "multi-vector", "window": 24, "sentence_cuts": True}, id="multi-vector-cuts"),
+    pytest.param({"strategy": "multi-vector", "window": 24, "scales": (48,)}, id="multi-scale"),
+    pytest.param({"strategy": "late-chunking", "window": 32}, id="late-chunking"),
+    pytest.param({"strategy": "late-chunking", "window": 24, "macro_window": 64}, id="late-chunking-macro"),
+]
+
+
+def _outputs(encoder, role: str | None, docs: list[str], batch_size: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    return [(part.vectors, part.weights) for part in encoder.iter_windows(docs, role, batch_size=batch_size)]
+
+
+def _assert_identical(new, old) -> None:
+    assert len(new) == len(old)
+    for (vectors, weights), (old_vectors, old_weights) in zip(new, old, strict=True):
+        assert vectors.dtype == old_vectors.dtype and vectors.shape == old_vectors.shape
+        assert vectors.tobytes() == old_vectors.tobytes()  # byte for byte, not allclose
+        assert weights.tobytes() == old_weights.tobytes()
+
+
+@pytest.mark.parametrize("settings", CASES)
+@pytest.mark.parametrize("cache_bytes", [0, 2**20], ids=["cache-off", "cache-on"])
+@pytest.mark.parametrize("role", ["document", "query", None])
+def test_the_pipeline_equals_todays_encoder_byte_for_byte(tiny_model, settings, cache_bytes, role) -> None:
+    docs = _corpus()
+    new = LongEncoder(tiny_model, cache_bytes=cache_bytes, **settings)
+    old = LegacyLongEncoder(tiny_model, cache_bytes=cache_bytes, **settings)
+    for batch_size in (32, 5):
+        _assert_identical(_outputs(new, role, docs, batch_size), _outputs(old, role, docs, batch_size))
+    for name in ("windows", "forwarded_windows", "forwarded_tokens", "documents"):
+        assert new.stats[name] == old.stats[name], name
+
+
+@pytest.mark.parametrize("strategy", ["chunk-weighted", "multi-vector", "late-chunking"])
+def test_the_pipeline_equals_todays_encoder_with_a_prompt_and_small_blocks(tiny_model_dir, strategy) -> None:
+    from lengthwise.core.models import load_plain_model
+
+    model = load_plain_model(tiny_model_dir, device="cpu")
+    model.prompts = {"query": "query: ", "document": "passage: "}
+    docs = _corpus()
+    new = LongEncoder(model, strategy=strategy, window=32, cache_bytes=2**20, block_chars=700)
+    old = LegacyLongEncoder(model, strategy=strategy, window=32, cache_bytes=2**20, block_chars=700)
+    for role in ("query", "document"):
+        _assert_identical(_outputs(new, role, docs, 8), _outputs(old, role, docs, 8))
+    np.testing.assert_array_equal(new.encode_documents_multi(docs).vectors, old.encode_documents_multi(docs).vectors)
+    assert np.array_equal(new.encode_queries(docs), old.encode_queries(docs))
+
+
+def test_pooled_and_multi_entry_points_equal_todays(tiny_model) -> None:
+    docs = _corpus()
+    for strategy in Strategy:
+        new, old = LongEncoder(tiny_model, strategy=strategy), LegacyLongEncoder(tiny_model, strategy=strategy)
+        assert new.encode(docs).tobytes() == old.encode(docs).tobytes(), strategy
+        assert new.encode_documents(docs).tobytes() == old.encode_documents(docs).tobytes(), strategy
+    new, old = LongEncoder(tiny_model, strategy="multi-vector"), LegacyLongEncoder(tiny_model, strategy="multi-vector")
+    got, want = new.encode_documents_multi(docs), old.encode_documents_multi(docs)
+    assert got.vectors.tobytes() == want.vectors.tobytes()
+    assert np.array_equal(got.offsets, want.offsets)
+
+
+def test_window_spans_cut_as_the_token_windows_do() -> None:
+    from lengthwise.core.tokens import windows
+    from lengthwise.longdoc._pipeline import window_spans
+
+    for n in range(1, 90):
+        for size in (1, 2, 5, 16, 30):
+            for stride in sorted({1, max(1, size // 2), size}):
+                starts, ends = window_spans(n, size, stride)
+                assert list(zip(starts.tolist(), ends.tolist(), strict=True)) == windows(n, size, stride), (n, size)
+
+
+def test_the_reader_thread_hands_on_items_then_its_error_in_order() -> None:
+    import threading
+
+    from lengthwise.longdoc._pipeline import prefetch
+
+    def items():
+        yield from range(5)
+        raise ValueError("document #5 is empty")
+
+    got = []
+    with pytest.raises(ValueError, match="document #5"):
+        for item in prefetch(items()):
+            got.append(item)
+    assert got == [0, 1, 2, 3, 4]
+    endless = prefetch(iter(range(10**9)), depth=2)
+    assert next(endless) == 0
+    endless.close()  # a consumer stopping early stops the thread
+    assert not [t for t in threading.enumerate() if t.name == "lengthwise-prefetch"]
+
+
+def test_window_features_gather_the_rows_batch_features_builds(tiny_model) -> None:
+    import torch
+
+    from lengthwise.core.embed import batch_features, window_features
+
+    rng = np.random.default_rng(0)
+    ids = rng.integers(1000, 2000, size=200)
+    starts, lengths = np.asarray([0, 50, 7, 120]), np.asarray([30, 3, 17, 1])
+    prefix, suffix = [101, 7], [102]
+    rows = [[*prefix, *ids[s : s + n].tolist(), *suffix] for s, n in zip(starts, lengths, strict=True)]
+    got = window_features(tiny_model.tokenizer, ids, starts, lengths, prefix=prefix, suffix=suffix)
+    width = max(map(len, rows))
+    want_ids = torch.zeros((len(rows), width), dtype=torch.long)  # the pad id of BERT's tokenizer is 0
+    want_mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for index, row in enumerate(rows):
+        want_ids[index, : len(row)] = torch.tensor(row)
+        want_mask[index, : len(row)] = 1
+    assert torch.equal(got["input_ids"], want_ids) and torch.equal(got["attention_mask"], want_mask)
+    assert got["input_ids"].dtype == torch.long and torch.equal(got["token_type_ids"], torch.zeros_like(want_ids))
+    same = batch_features(tiny_model.tokenizer, rows, torch.device("cpu"))
+    assert all(torch.equal(same[name], got[name]) for name in got)
