@@ -4,13 +4,14 @@ The two sides find different documents: windows find paraphrases and meaning, BM
 terms. Each side proposes its `depth` best documents; every proposed document is then scored *exactly* on both
 sides (its dense score over all its windows in fp32, its BM25 score from the matrix), and the two are fused:
 
-- ``convex`` (default): ``(1 - w) · dense' + w · lexical'``, each side normalised by its theoretical minimum and the
+- ``convex``: ``(1 - w) · dense' + w · lexical'``, each side normalised by its theoretical minimum and the
   query's best score (Bruch, Gai & Ingber, "An Analysis of Fusion Functions for Hybrid Retrieval", ACM TOIS 2023,
   arXiv:2210.11934, "TMM": cosine from −1, BM25 from 0). Bruch et al. found a tuned convex combination better than
   RRF and insensitive to its normaliser; the weight `w` is tuned on a dev split and recorded in the index.
 - ``rrf``: reciprocal rank fusion, ``Σ 1 / (60 + rank)`` (Cormack, Clarke & Büttcher, SIGIR 2009).
-- ``zscore``, ``minmax``, ``dbsf``: ``(1 - w) · dense' + w · lexical'`` with each side rescaled by its own scores over
-  the query's proposed documents (z-score; min to max; Qdrant's distribution-based mean ± 3σ, clipped);
+- ``zscore`` (the default, at w = 0.3, since issue 49), ``minmax``, ``dbsf``: ``(1 - w) · dense' + w · lexical'`` with
+  each side rescaled by its own scores over the query's proposed documents (z-score; min to max; Qdrant's
+  distribution-based mean ± 3σ, clipped);
   ``adaptive``: ``zscore`` with the weights set per query from each side's spread (`lengthwise.core.fusion`).
 
 Because convex's normalisers use only the query's best score on each side (which the proposals always hold), a
@@ -35,7 +36,7 @@ import numpy as np
 import torch
 
 from lengthwise.core.errors import SettingError, enum_member
-from lengthwise.core.fusion import LEXICAL_WEIGHT, convex_fuse, fuse_normalised
+from lengthwise.core.fusion import FUSION, FUSION_WEIGHT, convex_fuse, fuse_normalised
 from lengthwise.core.parallel import each, search_pool
 from lengthwise.core.scoring import WindowScoring
 
@@ -53,7 +54,7 @@ __all__ = [
 
 RRF_K = 60  # Cormack et al.'s constant
 DEPTH = 100  # documents each side proposes per query (at least 10·k)
-WEIGHT = LEXICAL_WEIGHT  # the default lexical weight (lengthwise.core.fusion says how it was chosen)
+WEIGHT = FUSION_WEIGHT  # the default lexical weight of the default fusion (lengthwise.core.fusion says how chosen)
 
 
 class Mode(str, Enum):
@@ -89,7 +90,7 @@ class FusionSettings:
         depth: Documents each side proposes per query (at least 10 · k are taken).
     """
 
-    fusion: Fusion = Fusion.CONVEX
+    fusion: Fusion = Fusion(FUSION)
     weight: float = WEIGHT
     depth: int = DEPTH
 

@@ -756,10 +756,11 @@ class LongIndex:
         """Choose the search mode and fusion that `score` rates best on the queries `texts`, and record it in the
         index when `record` is given (with `record` as the note of what it was tuned on).
 
-        The arms are dense, lexical, RRF and convex fusion at each of `weights`, each searched for the 10 best
-        documents per query. A fusion becomes the mode only if its score is above both sides'; ties go to the lower
-        weight. `score` rates one arm's rankings, (id, score) best first per query (e.g. nDCG@10 against a dev
-        split's qrels, `lengthwise.evaluation.objectives.qrels_objective`).
+        The arms are dense, lexical, RRF, and convex and z-score fusion (the default's rule) at each of `weights`,
+        each searched for the 10 best documents per query. A fusion becomes the mode only if its score is above both
+        sides'; ties go to the earlier arm (convex before z-score, the lower weight first). `score` rates one arm's
+        rankings, (id, score) best first per query (e.g. nDCG@10 against a dev split's qrels,
+        `lengthwise.evaluation.objectives.qrels_objective`).
 
         Returns:
             ``{"scores": {arm: score}, "mode", "fusion"}``.
@@ -774,6 +775,7 @@ class LongIndex:
                                                         "lexical": (Mode.LEXICAL, FusionSettings()),
                                                         "rrf": (Mode.HYBRID, FusionSettings(Fusion.RRF))}  # fmt: skip
         arms.update({f"convex-{w:g}": (Mode.HYBRID, FusionSettings(Fusion.CONVEX, float(w))) for w in weights})
+        arms.update({f"zscore-{w:g}": (Mode.HYBRID, FusionSettings(Fusion.ZSCORE, float(w))) for w in weights})
         scores = {}
         for name, (mode, fusion) in arms.items():
             found = HybridSearch(self, self.lexical, self.scoring, fusion).search(vectors, texts, 10, mode)

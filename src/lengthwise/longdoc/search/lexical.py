@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 
 from lengthwise.core.errors import SettingError, enum_member
-from lengthwise.core.fusion import LEXICAL_GRANULARITY
+from lengthwise.core.fusion import DEFAULT_FUSION, LEXICAL_GRANULARITY
 from lengthwise.longdoc.config import LongDocError
 from lengthwise.longdoc.search import _bm25_build
 from lengthwise.longdoc.search._generations import GENERATION, check_marked, mark, rebuilt
@@ -212,8 +212,8 @@ class LexicalIndex:
             settings = {"format": 1, "engine": "bm25s", "granularity": granularity.value, "language": language,
                         "k1": k1, "b": b, "documents": len(source.sizes), "units": plan["units"],
                         "texts_sha256": source.encoded_sha256}  # fmt: skip
-            if generation is not None:
-                settings[GENERATION] = generation
+            if generation is not None:  # inside an index: the fusion it searches with until `index tune` records one
+                settings[GENERATION], settings["fusion"] = generation, dict(DEFAULT_FUSION)
             (staging / SETTINGS_FILE).write_text(json.dumps(settings, indent=1), encoding="utf-8")
             (staging / _bm25_build.BUILD_STATE).unlink()  # from here a rerun starts afresh: the shards are going
             shutil.rmtree(staging / _bm25_build.SHARDS)

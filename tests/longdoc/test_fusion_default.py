@@ -1,0 +1,65 @@
+"""The hybrid default of issue 49 (z-scores over the query's candidates, lexical weight 0.3): an index built with
+text records it, searches with it as its exact scan ranks, and `index tune` records its own choice over it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lengthwise.core.fusion import DEFAULT_FUSION
+from lengthwise.longdoc.search.hybrid import Fusion, FusionSettings, HybridSearch, Mode
+
+from .conftest import encode_windows, haystack_rows
+
+
+@pytest.fixture(scope="module")
+def encoded(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return encode_windows(tmp_path_factory.mktemp("fusion-default"), haystack_rows(), tiny_model_dir)
+
+
+def test_the_default_is_zscore_at_lexical_weight_0_3() -> None:
+    assert DEFAULT_FUSION == {"fusion": "zscore", "weight": 0.3}
+    assert FusionSettings() == FusionSettings(Fusion.ZSCORE, 0.3)
+
+
+def test_an_index_built_with_text_records_the_default_and_searches_with_it(encoded: Path, tmp_path: Path) -> None:
+    import lengthwise as lw
+
+    index = lw.LongIndex.build(encoded, tmp_path / "idx", quantize="none", engine="faiss")
+    assert index.lexical.settings["fusion"] == DEFAULT_FUSION  # in lexical.json, beside the BM25 settings
+    assert json.loads((Path(index.lexical.folder) / "lexical.json").read_text())["fusion"] == DEFAULT_FUSION
+    reopened = lw.LongIndex.open(tmp_path / "idx")
+    assert reopened.fusion == FusionSettings(Fusion.ZSCORE, 0.3) and reopened.search_mode() is Mode.HYBRID
+    queries = ["the river and the old bridge", "a keyboard with a broken key"]
+    found = reopened.search(queries, k=5)
+    searcher = HybridSearch(reopened, reopened.lexical, reopened.scoring, reopened.fusion)
+    vectors = np.asarray(reopened.embed_queries(queries))
+    for hits, vector, text in zip(found, vectors, queries, strict=True):
+        exact = searcher.exact_ranked(vector, text, 5, Mode.HYBRID)
+        assert [hit.id for hit in hits] == [doc for doc, _ in exact]  # 24 documents: every one a candidate
+        np.testing.assert_allclose([hit.score for hit in hits], [score for _, score in exact], rtol=1e-6)
+
+
+def test_tune_records_its_choice_over_the_default(encoded: Path, tmp_path: Path) -> None:
+    import lengthwise as lw
+    from lengthwise.pipelines import tune_hybrid
+
+    rows = haystack_rows()
+    beir = tmp_path / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    (beir / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    queries = [{"_id": f"q{i}", "text": " ".join(r["text"].split()[3:9])} for i, r in enumerate(rows)]
+    (beir / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    (beir / "qrels" / "dev.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\tdoc{i}\t1\n" for i in range(len(rows)))
+    )
+    index = lw.LongIndex.build(encoded, tmp_path / "idx", quantize="none", engine="faiss")
+    assert index.fusion == FusionSettings()
+    result = tune_hybrid(index, beir, split="dev", weights=(0.3, 0.9))
+    assert {"zscore-0.3", "zscore-0.9", "convex-0.3", "convex-0.9", "rrf"} <= set(result["scores"])
+    reopened = lw.LongIndex.open(tmp_path / "idx")
+    assert reopened.fusion.to_dict() == result["fusion"] and reopened.lexical.settings["mode"] == result["mode"]
+    assert reopened.lexical.settings["tuned"]["split"] == "dev"
