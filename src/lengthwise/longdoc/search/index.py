@@ -43,7 +43,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -110,12 +110,9 @@ class LongIndex:
     members: np.ndarray | None = None  # (W,) window rows grouped by distinct vector (None: one per window)
     starts: np.ndarray | None = None  # (U + 1,) where each distinct vector's rows start in `members`
     model: SentenceTransformer | None = None  # the query model (loaded on the first text query when None)
-    load_model: ModelLoader | None = field(default=None)  # how it is loaded (None: `default_load_model`)
+    load_model: ModelLoader | None = field(default=None)  # how it is loaded (None: the hall's plain load)
     files: Path | None = None  # the folder of the generation opened (None: `folder` itself, a build's staging)
     hold: Hold | None = None  # the reader's hold on that generation: no build removes it while the index is open
-    # the loader when none is given: None = `lengthwise.core.models.load_plain_model`; `lengthwise.LongIndex` sets
-    # `lengthwise.load_model` (the model as saved, its TempScale re-applied)
-    default_load_model: ClassVar[ModelLoader | None] = None
 
     def __post_init__(self) -> None:
         if self.members is None or self.starts is None:
@@ -190,7 +187,7 @@ class LongIndex:
 
         made = cls.check_build(encoded, out, quantize=quantize, engine=engine)["settings"]  # before the model loads
         corpus = check_corpus_digest(text, made.get("data"), made.get(TEXTS), granularity, out=out)  # no model yet
-        model = _loader(load_model or cls.default_load_model)(made["model"], precision=made.get("precision", "fp32"))
+        model = _loader(load_model)(made["model"], precision=made.get("precision", "fp32"))
         fingerprint = model_fingerprint(model, made["model"])
         name = str(Path(made["model"]).resolve()) if Path(made["model"]).is_dir() else made["model"]  # any cwd
         extra = {"model": {"name": name, "weights_sha256_16": fingerprint["weights_sha256_16"]},
@@ -353,7 +350,7 @@ class LongIndex:
                 or a folder / package / hub id to load in its place (e.g. when the recorded path moved). It must be
                 the one the index was built with, checked by its weight hash (`SettingError` otherwise).
             load_model: How the query model is loaded by name (`lengthwise.core.models.ModelLoader`; default
-                `default_load_model`).
+                the plain load; `lengthwise.load_model` re-applies what was saved beside the model).
         """
         folder = Path(folder)
         settings, files, held = hold(folder, read_settings)
@@ -560,7 +557,7 @@ class LongIndex:
 
     def _load(self, made: dict[str, Any]) -> SentenceTransformer:
         """The model `made` names, loaded at its recorded precision by this index's loader."""
-        loader = _loader(self.load_model or type(self).default_load_model)
+        loader = _loader(self.load_model)
         return loader(made["model"], precision=made.get("precision", "fp32"))
 
     def _check_model(self, model: SentenceTransformer) -> None:
