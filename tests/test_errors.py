@@ -204,5 +204,5 @@ def test_one_enum_reader_for_every_setting_that_names_a_choice() -> None:
     assert enum_member(Quantize, "quantize", " UBinary ") is Quantize.UBINARY
     with pytest.raises(SettingError, match=r"^quantize='int4': use one of none, int8, ubinary$"):
         enum_member(Quantize, "quantize", "int4")
-    with pytest.raises(SettingError, match=r"^fusion='max': use one of convex, rrf$"):
+    with pytest.raises(SettingError, match=r"^fusion='max': use one of convex, rrf, zscore, minmax, dbsf, adaptive$"):
         FusionSettings("max")

@@ -72,7 +72,7 @@ def test_one_long_index_class_that_the_pipelines_take(index, tmp_path: Path) -> 
     record = evaluate_through_index(_eval_config(beir), index, mode="lexical")
     assert record["scores"]["ndcg@10"] > 0
     tuned = tune_hybrid(index, beir, split="dev", weights=(0.5,), save=False)
-    assert set(tuned["scores"]) == {"dense", "lexical", "rrf", "convex-0.5"}
+    assert set(tuned["scores"]) == {"dense", "lexical", "rrf", "convex-0.5", "zscore-0.5"}
 
 
 def test_judged_documents_that_do_not_exist_are_refused_in_eval_and_tune(index, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
