@@ -147,3 +147,34 @@ def test_window_features_gather_the_rows_batch_features_builds(tiny_model) -> No
     assert got["input_ids"].dtype == torch.long and torch.equal(got["token_type_ids"], torch.zeros_like(want_ids))
     same = batch_features(tiny_model.tokenizer, rows, torch.device("cpu"))
     assert all(torch.equal(same[name], got[name]) for name in got)
+
+
+def test_encode_writes_each_shard_in_a_writer_thread_and_raises_its_error(tiny_model, tmp_path, monkeypatch) -> None:
+    import json
+    import threading
+
+    from lengthwise.longdoc.storage.store import EmbeddingStore, encode_corpus
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"_id": f"d{i}", "text": text}) + "\n" for i, text in enumerate(_corpus())))
+    settings = {"model": "tiny", "long": {"strategy": "multi-vector"}}
+    encoder = LongEncoder(tiny_model, strategy="multi-vector", window=32, stride=16)
+    threads: list[str] = []
+    write = EmbeddingStore.write
+
+    def watched(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        threads.append(threading.current_thread().name)
+        return write(self, *args, **kwargs)
+
+    monkeypatch.setattr(EmbeddingStore, "write", watched)
+    store = EmbeddingStore(tmp_path / "emb", settings)
+    assert encode_corpus(encoder, corpus, store, shard_docs=4) == len(_corpus())
+    assert len(threads) == -(-len(_corpus()) // 4) and all(name.startswith("lengthwise-shards") for name in threads)
+    assert sorted(store.done_ids()) == sorted(f"d{i}" for i in range(len(_corpus())))
+
+    def failing(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        raise OSError("disk full")
+
+    monkeypatch.setattr(EmbeddingStore, "write", failing)
+    with pytest.raises(OSError, match="disk full"):
+        encode_corpus(encoder, corpus, EmbeddingStore(tmp_path / "emb2", settings), shard_docs=4)

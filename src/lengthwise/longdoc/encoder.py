@@ -288,7 +288,7 @@ class LongEncoder:
             )
         return stride
 
-    def spans(self, ids: Sequence[int], role: Role = "document") -> list[tuple[int, int]]:
+    def spans(self, ids: Sequence[int] | np.ndarray, role: Role = "document") -> list[tuple[int, int]]:
         """The (start, end) windows of one document's content ids under this configuration."""
         budget = self.content_budget(role)
         if self.config.strategy is Strategy.truncate:
@@ -316,7 +316,7 @@ class LongEncoder:
             self._ends = np.asarray(ends, dtype=np.int64)
         return self._ends
 
-    def _sentence_cuts(self, ids: Sequence[int]) -> list[int]:
+    def _sentence_cuts(self, ids: Sequence[int] | np.ndarray) -> list[int]:
         ends = np.isin(np.asarray(ids, dtype=np.int64), self._sentence_ends())
         return (np.flatnonzero(ends) + 1).tolist()
 

@@ -18,6 +18,7 @@ import io
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -500,6 +501,8 @@ def encode_corpus(
     prefix = f"w{worker[0]}-"
     written = 0
     pending: list[tuple[str, str]] = []
+    writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lengthwise-shards")  # off the encode's path
+    writing: list[Future] = []  # at most one shard being written while the next is embedded
 
     def flush() -> None:
         ids = [doc_id for doc_id, _ in pending]
@@ -508,12 +511,15 @@ def encode_corpus(
             embeddings: np.ndarray | MultiVectors = encoder.encode_documents_multi(texts, batch_size=batch_size)
         else:
             embeddings = encoder.encode_documents(texts, batch_size=batch_size)
-        store.write(prefix, ids, embeddings, extra=shard_part(encoder, ids, texts, embeddings) if parquet else None,
-                    digests=[corpus[doc_id] for doc_id in ids])  # fmt: skip
+        while writing:
+            writing.pop().result()  # the previous shard is on disk (its error raised here) before the next starts
+        extra = shard_part(encoder, ids, texts, embeddings) if parquet else None  # tokenizes: on this thread
+        writing.append(writer.submit(store.write, prefix, ids, embeddings, extra=extra,
+                                     digests=[corpus[doc_id] for doc_id in ids]))  # fmt: skip
         pending.clear()
 
     mine = len(range(worker[0], total, worker[1]))
-    with tqdm(total=mine, unit="doc", disable=not show_progress, desc="encode") as bar:
+    with writer, tqdm(total=mine, unit="doc", disable=not show_progress, desc="encode") as bar:
         for position, (doc_id, text) in enumerate(corpus_rows(path)):
             if position % worker[1] != worker[0]:
                 continue
@@ -529,6 +535,8 @@ def encode_corpus(
             written += len(pending)
             bar.update(len(pending))
             flush()
+        for future in writing:
+            future.result()
     if repair:  # the whole job in this process: record the texts digest
         store.finish()
     return written
