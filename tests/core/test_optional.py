@@ -5,6 +5,7 @@ an extra says in one line which one to install. Each module is made unimportable
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -94,26 +95,27 @@ def _mteb() -> None:
     _ = model.mteb_model_meta
 
 
-# what needs an extra → (the module made missing, the extra the message must name)
-NEEDS: dict[str, tuple[Callable[..., None], str, str]] = {
-    "serve": (_serve, "fastapi", "serve"),
-    "serve (uvicorn)": (_serve, "uvicorn", "serve"),
-    "lexical search": (_lexical, "bm25s", "index"),
-    "PyStemmer": (_lexical, "Stemmer", "index"),
-    "faiss engine": (_engine("faiss"), "faiss", "index"),
-    "usearch engine": (_engine("usearch"), "usearch", "index"),
-    "encode --runner ray": (_ray, "ray", "ray"),
-    "encode --format parquet": (_parquet, "pyarrow", "parquet"),
-    "train": (_train, "accelerate", "train"),
-    "train --config YAML": (_train_yaml, "yaml", "train"),
-    "hf: data": (_hub, "datasets", "hub"),
-    "mteb adapter": (_mteb, "mteb", "mteb"),
+# what needs an extra → (the module holding the check, the module made missing, the extra the message must name)
+NEEDS: dict[str, tuple[Callable[..., None], str, str, str]] = {
+    "serve": (_serve, "lengthwise.service.run", "fastapi", "serve"),
+    "serve (uvicorn)": (_serve, "lengthwise.service.run", "uvicorn", "serve"),
+    "lexical search": (_lexical, "lengthwise.longdoc.search.lexical", "bm25s", "index"),
+    "PyStemmer": (_lexical, "lengthwise.longdoc.search.lexical", "Stemmer", "index"),
+    "faiss engine": (_engine("faiss"), "lengthwise.longdoc.search._engines", "faiss", "index"),
+    "usearch engine": (_engine("usearch"), "lengthwise.longdoc.search._engines", "usearch", "index"),
+    "encode --runner ray": (_ray, "lengthwise.longdoc.storage._raydata", "ray", "ray"),
+    "encode --format parquet": (_parquet, "lengthwise.longdoc.storage._parquet", "pyarrow", "parquet"),
+    "train": (_train, "lengthwise.training.run", "accelerate", "train"),
+    "train --config YAML": (_train_yaml, "lengthwise.training.config", "yaml", "train"),
+    "hf: data": (_hub, "lengthwise.evaluation.hub", "datasets", "hub"),
+    "mteb adapter": (_mteb, "lengthwise.evaluation.mteb_adapter", "mteb", "mteb"),
 }
 
 
 @pytest.mark.parametrize("name", list(NEEDS))
 def test_each_feature_needing_an_extra_names_it(name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    call, module, extra = NEEDS[name]
+    call, owner, module, extra = NEEDS[name]
+    importlib.import_module(owner)  # imported with the extra there, as its own imports (sentence-transformers) need
     for loaded in [m for m in sys.modules if m == module or m.startswith(module + ".")]:
         monkeypatch.delitem(sys.modules, loaded)
     monkeypatch.setitem(sys.modules, module, None)

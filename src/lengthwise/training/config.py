@@ -340,13 +340,12 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as error:
         reason = getattr(error, "strerror", None) or "not UTF-8 text"
         raise DataFormatError("config", path, f"cannot read ({reason})") from None
-    try:
-        if path.suffix == ".json":
-            payload = json.loads(text)
-        else:
-            from lengthwise.core._optional import require
+    if path.suffix != ".json":
+        from lengthwise.core._optional import require
 
-            payload = require("yaml", extra="train", field="config", value=path).safe_load(text)
+        yaml = require("yaml", extra="train", field="config", value=path)  # before the parse: not a parse error
+    try:
+        payload = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except ValueError as error:  # json.JSONDecodeError
         raise DataFormatError("config", path, f"not valid JSON ({error})") from None
     except Exception as error:  # yaml.YAMLError: the first line names the place
