@@ -1,0 +1,494 @@
+"""The window index on Milvus: embedded (Milvus Lite, a folder) for one user, a Milvus server or cluster (a URL) for
+many, through the same pymilvus code (docs/engines.md says why Milvus and what was measured).
+
+The engine holds what a query needs: one row per window (its row number, its document number, its fp32 vector, and
+its BM25 term weights as a sparse vector), and a second collection of records: the index settings, the document
+ids, each document's first window, the BM25 tokenizer's vocabulary and the lexical settings. The engine proposes,
+lengthwise scores, as `lengthwise.longdoc.search.index.LongIndex` does with USearch or FAISS: the engine's nearest
+windows rank their documents, the best documents are read back whole (every window's vector) and scored exactly
+with `lengthwise.core.encoder.multi_vector_scores`, and a hybrid query is fused by the same
+`lengthwise.longdoc.search.hybrid.HybridSearch`. A document therefore gets the score it gets from the local index.
+
+The lexical side is the local index's own BM25 (bm25s): each window's row of its precomputed score matrix is that
+window's sparse vector, and a query's sparse vector holds its terms (tokenized by the recorded vocabulary) with
+their counts, so the engine's inner product is bm25s's score of the window (up to float32 summation order). The
+engine's own BM25 function (its analyzer, its IDF) would score differently, which would break the equivalence.
+A lexical query reads at most `SEARCH_LIMIT` windows back (Milvus's largest limit): exact whenever fewer windows hold
+one of its terms; beyond that, documents whose only matching windows fall past the limit score 0 lexically.
+
+Loading is idempotent and resumable: the collection of a load is named by the source index's generation, rows are
+upserted by window number in batches, and the records collection notes the last batch written, so a load run again
+after an interruption goes on from there. The records are written last, and the served name (a Milvus alias) moves
+to the new collection only then: a half-loaded collection is never served. An open index reads the collection the
+alias named when it opened; the load that replaces it keeps that one (and drops older ones).
+
+Example:
+    >>> local = LongIndex.open("out/index")                        # doctest: +SKIP
+    >>> engine = load_into_milvus(local, "out/milvus.db", "scifact")  # doctest: +SKIP
+    >>> hits = engine.search(["who wrote the report?"], k=10)     # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import torch
+
+from lengthwise.core.encoder import MultiVectors, multi_vector_scores
+from lengthwise.core.errors import SettingError
+from lengthwise.core.parallel import each, search_pool
+from lengthwise.core.scoring import WindowScoring
+from lengthwise.longdoc.config import LongDocError
+from lengthwise.longdoc.search.hybrid import FusionSettings, Hit, HybridSearch, Mode
+from lengthwise.longdoc.search.index import RESCORED, RESCORED_AT_LEAST
+
+__all__ = ["MilvusIndex", "connect", "load_into_milvus"]
+
+BATCH = 2_000  # windows per upsert
+SEARCH_LIMIT = 16_384  # Milvus's largest `limit` of one search
+CANDIDATES = 1_000  # candidate windows per dense query, as the local index's int8 default
+CHUNK = 60_000  # characters of the records per row (a VARCHAR holds at most 65,535 bytes)
+NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,180}$")
+NO_TERM = 2**32 - 2  # the one term of a window without any (Milvus's largest sparse index; no query holds it)
+RECORDS = "_records"  # suffix of the records collection beside each windows collection
+Progress = Callable[[int, int], None] | None
+
+
+def connect(uri: str) -> Any:
+    """A `pymilvus.MilvusClient` on `uri`: a local path (an embedded Milvus Lite, created when new) or a server's URL
+    (``http://host:19530``: Milvus standalone or a cluster; the same calls either way).
+
+    Raises:
+        MissingExtra: pymilvus (or milvus-lite, for a path) is not installed: ``pip install 'lengthwise[milvus]'``.
+        SettingError: On ``uri``: nothing answers there.
+    """
+    from lengthwise.core._optional import require
+
+    embedded = "://" not in uri
+    pymilvus = require("pymilvus", *(["milvus_lite"] if embedded else []), extra="milvus", field="uri", value=uri)
+    try:
+        return pymilvus.MilvusClient(uri)
+    except Exception as error:  # pymilvus raises its own MilvusException, or ConnectionError/OSError
+        problem = f"no Milvus could be opened there ({type(error).__name__}: {error})"
+        raise SettingError("uri", uri, f"{problem}; give a folder path for an embedded Milvus Lite, or a server's "
+                           "http://host:19530") from None  # fmt: skip
+
+
+def _check_name(name: str) -> str:
+    if not NAME.match(name):
+        raise SettingError("name", name, "a Milvus collection name: letters, digits and _, not starting with a digit")
+    return name
+
+
+def _windows_schema(client: Any, dim: int) -> tuple[Any, Any]:
+    from pymilvus import DataType
+
+    schema = client.create_schema(auto_id=False)
+    schema.add_field("id", DataType.INT64, is_primary=True)  # the window's row (as the local index's vectors)
+    schema.add_field("doc", DataType.INT64)  # its document's number
+    schema.add_field("dense", DataType.FLOAT_VECTOR, dim=dim)
+    schema.add_field("bm25", DataType.SPARSE_FLOAT_VECTOR)  # its row of the bm25s score matrix
+    params = client.prepare_index_params()
+    params.add_index("dense", index_type="HNSW", metric_type="IP", params={"M": 16, "efConstruction": 200})
+    params.add_index("bm25", index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
+    return schema, params
+
+
+def _records_schema(client: Any) -> tuple[Any, Any]:
+    from pymilvus import DataType
+
+    schema = client.create_schema(auto_id=False)
+    schema.add_field("key", DataType.VARCHAR, is_primary=True, max_length=64)
+    schema.add_field("value", DataType.VARCHAR, max_length=65_535)
+    schema.add_field("unused", DataType.FLOAT_VECTOR, dim=2)  # Milvus needs a vector field in every collection
+    params = client.prepare_index_params()
+    params.add_index("unused", index_type="FLAT", metric_type="IP")
+    return schema, params
+
+
+def _write_records(client: Any, collection: str, records: dict[str, Any]) -> None:
+    """Each record as JSON in rows of at most `CHUNK` characters (``key:0000``, …), then ``key`` with its count."""
+    for key, value in records.items():
+        text = json.dumps(value)
+        parts = [text[i : i + CHUNK] for i in range(0, len(text), CHUNK)] or [""]
+        rows = [{"key": f"{key}:{n:06d}", "value": part, "unused": [0.0, 0.0]} for n, part in enumerate(parts)]
+        client.upsert(collection, rows)
+        client.upsert(collection, [{"key": key, "value": str(len(parts)), "unused": [0.0, 0.0]}])
+
+
+def _read_records(client: Any, collection: str, keys: Sequence[str]) -> dict[str, Any]:
+    """The records `keys` that `_write_records` wrote whole (a key without its count row is absent)."""
+    counts = client.query(collection, filter=f"key in {json.dumps(list(keys))}", output_fields=["key", "value"])
+    found: dict[str, Any] = {}
+    for row in counts:
+        names = [f"{row['key']}:{n:06d}" for n in range(int(row["value"]))]
+        parts = {part["key"]: part["value"] for part in _rows(client, collection, f"key in {json.dumps(names)}",
+                                                             ["key", "value"])}  # fmt: skip
+        found[row["key"]] = json.loads("".join(parts[name] for name in names))
+    return found
+
+
+def _rows(client: Any, collection: str, where: str, fields: list[str]) -> list[dict[str, Any]]:
+    """Every row matching `where` (a query iterator: a single query returns at most 16,384 rows)."""
+    iterator = client.query_iterator(collection, batch_size=1_000, filter=where, output_fields=fields)
+    rows: list[dict[str, Any]] = []
+    while batch := iterator.next():
+        rows.extend(batch)
+    iterator.close()
+    return rows
+
+
+def _load_id(index: Any) -> str:
+    """The name of a load of `index`: its generation and settings, so the same load run again resumes it."""
+    made = json.dumps(index.settings, sort_keys=True, default=str).encode()
+    return hashlib.sha256(made).hexdigest()[:12]
+
+
+def _window_weights(lexical: Any, windows: int) -> Any:
+    """(W, V) each window's BM25 term scores (CSR), from bm25s's (term-major) score matrix."""
+    from scipy.sparse import csc_matrix
+
+    scores = lexical.retriever.scores
+    vocabulary = len(scores["indptr"]) - 1
+    return csc_matrix((scores["data"], scores["indices"], scores["indptr"]), shape=(windows, vocabulary)).tocsr()
+
+
+def load_into_milvus(
+    index: Any, uri: str, name: str = "lengthwise", *, batch: int = BATCH, on_progress: Progress = None
+) -> MilvusIndex:
+    """Load a built local index (`LongIndex.open`) into Milvus at `uri` as collection `name` (see the module
+    docstring): resumable, and served under `name` only once complete.
+
+    Args:
+        index: The local index (its window vectors, document ids, settings, and lexical side when it has one).
+        uri: A path (embedded Milvus Lite) or a server's URL (`connect`).
+        name: The name it is served under (a Milvus alias).
+        batch: Windows per upsert.
+        on_progress: Called with (windows loaded, windows) after each batch.
+
+    Returns:
+        The loaded index, opened (`MilvusIndex.open`).
+    """
+    client, name = connect(uri), _check_name(name)
+    if batch < 1:
+        raise SettingError("batch", batch, "must be ≥ 1")
+    windows = f"{name}__{_load_id(index)}"
+    records = windows + RECORDS
+    if not client.has_collection(windows):
+        schema, params = _windows_schema(client, index.vectors.shape[1])
+        client.create_collection(windows, schema=schema, index_params=params)
+        schema, params = _records_schema(client)
+        client.create_collection(records, schema=schema, index_params=params)
+    done = int(_read_records(client, records, ["progress"]).get("progress", 0))
+    total, lexical = len(index.vectors), index.lexical
+    weights = _window_weights(lexical, total) if lexical is not None else None
+    owners = np.repeat(np.arange(len(index.doc_ids)), np.diff(index.offsets))
+    for start in range(done, total, batch):
+        stop = min(start + batch, total)
+        client.upsert(windows, [_window_row(index.vectors, owners, weights, row) for row in range(start, stop)])
+        _write_records(client, records, {"progress": stop})
+        if on_progress is not None:
+            on_progress(stop, total)
+    _write_records(client, records, _index_records(index, lexical))
+    _publish(client, name, windows)
+    return MilvusIndex.open(uri, name)
+
+
+def _window_row(vectors: np.ndarray, owners: np.ndarray, weights: Any, row: int) -> dict[str, Any]:
+    if weights is None:
+        terms: dict[int, float] = {}
+    else:
+        first, last = weights.indptr[row], weights.indptr[row + 1]
+        terms = dict(zip(weights.indices[first:last].tolist(), weights.data[first:last].tolist(), strict=True))
+    terms = {key: value for key, value in terms.items() if value} or {NO_TERM: 1.0}  # Milvus refuses an empty one
+    return {"id": row, "doc": int(owners[row]), "dense": np.asarray(vectors[row], dtype=np.float32).tolist(),
+            "bm25": terms}  # fmt: skip
+
+
+def _index_records(index: Any, lexical: Any) -> dict[str, Any]:
+    records: dict[str, Any] = {"settings": index.settings, "doc_ids": list(index.doc_ids),
+                               "offsets": np.asarray(index.offsets).tolist()}  # fmt: skip
+    if lexical is not None:
+        tokenizer = lexical.tokenizer
+        records["lexical"] = {"settings": lexical.settings, "word_to_stem": tokenizer.word_to_stem,
+                              "stem_to_sid": tokenizer.stem_to_sid, "word_to_id": tokenizer.word_to_id}  # fmt: skip
+    return records
+
+
+def _publish(client: Any, name: str, windows: str) -> None:
+    """Point the alias `name` at `windows` (created, or moved in one call), keeping the collection it named before
+    (an index opened on it still reads it) and dropping any older load of `name`."""
+    aliases = client.list_aliases(windows).get("aliases", []) if client.has_collection(windows) else []
+    if name in aliases:
+        return
+    try:
+        before = client.describe_alias(name)["collection_name"]
+    except Exception:  # no such alias yet (pymilvus raises MilvusException)
+        before = None
+    if before is None:
+        client.create_alias(windows, name)
+    else:
+        client.alter_alias(windows, name)
+    kept = {windows, windows + RECORDS, str(before), f"{before}{RECORDS}"}
+    for collection in client.list_collections():
+        if collection.startswith(f"{name}__") and collection not in kept:
+            client.drop_collection(collection)
+
+
+@dataclass
+class _EngineLexical:
+    """The lexical side in the engine: the recorded tokenizer here, the windows' BM25 weights there."""
+
+    client: Any
+    collection: str
+    settings: dict[str, Any]
+    tokenizer: Any
+    documents: int
+
+    def query_tokens(self, query: str) -> list[int]:
+        """The query's terms known to the corpus (as `LexicalIndex.query_tokens`)."""
+        ids = self.tokenizer.tokenize([query], update_vocab=False, return_as="ids", show_progress=False)[0]
+        empty = self.tokenizer.get_vocab_dict().get("")
+        return [int(i) for i in ids if i != empty]
+
+    def scores(self, query: str) -> np.ndarray:
+        """Each document's best window BM25 score (0: no query term), summed by the engine."""
+        best = np.zeros(self.documents, dtype=np.float32)
+        terms = self.query_tokens(query)
+        if not terms:
+            return best
+        weights = {int(t): float(c) for t, c in zip(*np.unique(terms, return_counts=True), strict=True)}
+        found = self.client.search(self.collection, [weights], anns_field="bm25", limit=SEARCH_LIMIT,
+                                   search_params={"metric_type": "IP"}, output_fields=["doc"])[0]  # fmt: skip
+        if len(found):
+            docs = np.asarray([hit["entity"]["doc"] for hit in found], dtype=np.int64)
+            np.maximum.at(best, docs, np.asarray([hit["distance"] for hit in found], dtype=np.float32))
+        return best
+
+    def text(self, doc: int) -> str:
+        raise SettingError("passages", doc, "the Milvus backend does not hold the documents' text yet; search "
+                           "without passages, or use the local index")  # fmt: skip
+
+
+@dataclass(eq=False)
+class MilvusIndex:
+    """A window index served from Milvus, searched as `LongIndex` is (`search`, `search_vectors`, `proposals`,
+    `document_scores`): the same document scores. Load one with `load_into_milvus`, open it with `open`."""
+
+    client: Any
+    uri: str
+    collection: str  # the windows collection the alias named when opened
+    settings: dict[str, Any]
+    doc_ids: list[str]
+    offsets: np.ndarray  # (n + 1,)
+    lexical: _EngineLexical | None = None
+    model: Any = None
+    load_model: Any = field(default=None)
+
+    @classmethod
+    def open(cls, uri: str, name: str = "lengthwise", *, load_model: Any = None) -> MilvusIndex:
+        """Open the index served as `name` at `uri`.
+
+        Raises:
+            LongDocError: Nothing complete is served under `name` there (the message names the URI and the fix).
+        """
+        client = connect(uri)
+        try:
+            collection = client.describe_alias(_check_name(name))["collection_name"]
+        except Exception:
+            raise LongDocError(None, None, f"{uri}: no index is served as {name!r}; load one with "
+                               "lengthwise index build --backend milvus") from None  # fmt: skip
+        found = _read_records(client, collection + RECORDS, ["settings", "doc_ids", "offsets", "lexical"])
+        offsets = np.asarray(found["offsets"], dtype=np.int64)
+        lexical = None
+        if "lexical" in found:
+            lexical = _EngineLexical(client, collection, found["lexical"]["settings"],
+                                     _recorded_tokenizer(found["lexical"]), len(found["doc_ids"]))  # fmt: skip
+        return cls(client, uri, collection, found["settings"], found["doc_ids"], offsets, lexical, None, load_model)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.uri!r}, {self.collection!r})"
+
+    @property
+    def numbers(self) -> dict[str, int]:
+        """Each document id's number."""
+        if "_numbers" not in self.__dict__:
+            self.__dict__["_numbers"] = {doc_id: n for n, doc_id in enumerate(self.doc_ids)}
+        return self.__dict__["_numbers"]
+
+    @property
+    def scoring(self) -> WindowScoring:
+        from lengthwise.longdoc.config import LongDocConfig
+
+        return LongDocConfig.from_dict(self.settings["encode_settings"]["long"]).scoring
+
+    @property
+    def fusion(self) -> FusionSettings:
+        recorded = self.lexical.settings.get("fusion") if self.lexical is not None else None
+        return FusionSettings.from_dict(recorded) if recorded else FusionSettings()
+
+    def _windows(self, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(rows, documents, vectors) of the windows matching `where`, by row."""
+        rows = sorted(_rows(self.client, self.collection, where, ["id", "doc", "dense"]), key=lambda r: r["id"])
+        vectors = np.asarray([r["dense"] for r in rows], dtype=np.float32).reshape(len(rows), -1)
+        return (np.asarray([r["id"] for r in rows], dtype=np.int64), np.asarray([r["doc"] for r in rows],
+                dtype=np.int64), vectors)  # fmt: skip
+
+    def document_scores(self, query: torch.Tensor, docs: np.ndarray, scoring: WindowScoring | int) -> np.ndarray:
+        """Exact fp32 scores of the documents numbered `docs` for one unit `query`, over every window of each (read
+        back from the engine)."""
+        if not len(docs):
+            return np.zeros(0, dtype=np.float32)
+        ordered, back = np.unique(np.asarray(docs, dtype=np.int64), return_inverse=True)
+        _, owners, vectors = self._windows(f"doc in {ordered.tolist()}")
+        return _grouped_scores(query, ordered, owners, vectors, scoring)[back]
+
+    def _candidates(self, units: torch.Tensor, candidates: int, probes: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per query, (documents, vectors) of its `candidates` nearest windows in the engine."""
+        limit = max(1, min(candidates, SEARCH_LIMIT, int(self.offsets[-1])))
+        found = self.client.search(self.collection, units.numpy().tolist(), anns_field="dense", limit=limit,
+                                   search_params={"metric_type": "IP", "params": {"ef": max(probes, limit)}},
+                                   output_fields=["doc", "dense"])  # fmt: skip
+        return [(np.asarray([h["entity"]["doc"] for h in hits], dtype=np.int64),
+                 np.asarray([h["entity"]["dense"] for h in hits], dtype=np.float32)) for hits in found]  # fmt: skip
+
+    def _proposed(self, query: torch.Tensor, found: tuple[np.ndarray, np.ndarray], scoring: Any) -> np.ndarray:
+        """The candidate documents, best first, each scored on its candidate windows."""
+        owners, vectors = found
+        if not len(owners):
+            return np.zeros(0, dtype=np.int64)
+        docs = np.unique(owners)
+        return docs[np.argsort(-_grouped_scores(query, docs, owners, vectors, scoring), kind="stable")]
+
+    def search_vectors(
+        self,
+        queries: np.ndarray,
+        k: int = 10,
+        *,
+        scoring: WindowScoring | int = 1,
+        candidates: int | None = None,
+        probes: int | None = None,
+        search_threads: int | None = None,
+    ) -> list[list[tuple[str, float]]]:
+        """The `k` best documents per query row, as `LongIndex.search_vectors`: the engine's nearest windows rank
+        their documents, the best ``max(10·k, 100)`` are scored exactly on all their windows."""
+        units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries), dtype=torch.float32), dim=-1)
+        found = self._candidates(units, candidates or CANDIDATES, probes or 64)
+
+        def rescored(pair: tuple[torch.Tensor, Any]) -> list[tuple[str, float]]:
+            docs = np.sort(self._proposed(pair[0], pair[1], scoring)[: max(RESCORED * k, RESCORED_AT_LEAST)])
+            scores = self.document_scores(pair[0], docs, scoring)
+            return [(self.doc_ids[docs[j]], float(scores[j])) for j in np.argsort(-scores, kind="stable")[:k]]
+
+        return each(search_pool(search_threads, len(found)), rescored, zip(units, found, strict=True))
+
+    def proposals(
+        self,
+        queries: np.ndarray,
+        count: int,
+        *,
+        scoring: WindowScoring | int = 1,
+        candidates: int | None = None,
+        probes: int | None = None,
+        search_threads: int | None = None,
+    ) -> list[np.ndarray]:
+        """Per query row, the numbers of its `count` best candidate documents (as `LongIndex.proposals`)."""
+        units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries), dtype=torch.float32), dim=-1)
+        found = self._candidates(units, candidates or CANDIDATES, probes or 64)
+        pairs = zip(units, found, strict=True)
+        return each(search_pool(search_threads, len(found)), lambda p: self._proposed(p[0], p[1], scoring)[:count],
+                    pairs)  # fmt: skip
+
+    def embed_queries(self, queries: Sequence[str], batch_size: int = 32) -> Any:
+        """The queries as the documents were made: the recorded model (checked by its weights' fingerprint) and
+        long-document settings."""
+        from lengthwise.core.models import load_plain_model, model_fingerprint
+        from lengthwise.longdoc.config import LongDocConfig
+        from lengthwise.longdoc.encoder import LongEncoder
+
+        made, recorded = self.settings["encode_settings"], self.settings["model"]
+        if self.model is None:
+            model = (self.load_model or load_plain_model)(made["model"], precision=made.get("precision", "fp32"))
+            if model_fingerprint(model, recorded["name"])["weights_sha256_16"] != recorded["weights_sha256_16"]:
+                raise SettingError("model", recorded["name"], "the index was built with other weights; query with "
+                                   "the model the corpus was encoded with")  # fmt: skip
+            self.model = model
+        return LongEncoder(self.model, LongDocConfig.from_dict(made["long"])).encode_queries(
+            list(queries), batch_size=batch_size
+        )
+
+    def search(
+        self,
+        queries: str | Sequence[str],
+        k: int = 10,
+        *,
+        mode: str | None = None,
+        candidates: int | None = None,
+        depth: int | None = None,
+        vectors: np.ndarray | None = None,
+        search_threads: int | None = None,
+    ) -> list[list[Hit]]:
+        """The `k` best documents per query, as `LongIndex.search` (no passages: the engine holds no text yet).
+
+        Args:
+            queries: One query or several.
+            k: Documents per query.
+            mode: ``dense``, ``lexical`` or ``hybrid`` (default: the recorded mode; hybrid when it holds text).
+            candidates: Candidate windows the engine returns per dense query (at most 16,384).
+            depth: Documents each side proposes to a hybrid search.
+            vectors: The queries' vectors when already embedded.
+            search_threads: Threads the queries are scored on.
+        """
+        texts = [queries] if isinstance(queries, str) else list(queries)
+        for name, value in (("k", k), ("candidates", candidates), ("depth", depth)):
+            if value is not None and value < 1:
+                raise SettingError(name, value, "must be ≥ 1")
+        if not texts or any(not text.strip() for text in texts):
+            raise SettingError("query", queries, "a query is empty; give the text to search for")
+        chosen = self._mode(mode)
+        if chosen is not Mode.LEXICAL and vectors is None:
+            vectors = self.embed_queries(texts)
+        fusion = self.fusion if depth is None else replace(self.fusion, depth=depth)
+        searcher = HybridSearch(self, self.lexical, self.scoring, fusion)
+        return searcher.search(None if chosen is Mode.LEXICAL else vectors, texts, k, chosen, candidates=candidates,
+                               search_threads=search_threads)  # fmt: skip
+
+    def _mode(self, mode: str | None) -> Mode:
+        if mode is None:
+            recorded = self.lexical.settings.get("mode") if self.lexical is not None else None
+            return Mode(recorded) if recorded else (Mode.HYBRID if self.lexical is not None else Mode.DENSE)
+        try:
+            chosen = Mode(mode)
+        except ValueError:
+            raise SettingError("mode", mode, "use dense, lexical or hybrid") from None
+        if chosen is not Mode.DENSE and self.lexical is None:
+            raise SettingError("mode", mode, f"{self.uri} holds no BM25 weights (loaded from an index built without "
+                               "text); load it from one built with the corpus, or search dense")  # fmt: skip
+        return chosen
+
+
+def _grouped_scores(
+    query: torch.Tensor, docs: np.ndarray, owners: np.ndarray, vectors: np.ndarray, scoring: Any
+) -> np.ndarray:
+    """Scores of the (sorted) documents `docs` for one unit `query`, each on the `vectors` whose owner it is."""
+    order = np.argsort(owners, kind="stable")
+    counts = np.bincount(np.searchsorted(docs, owners[order]), minlength=len(docs))
+    subset = MultiVectors(vectors[order], np.concatenate([[0], np.cumsum(counts)]))
+    return multi_vector_scores(query[None], subset, scoring, unit=True)[0].numpy()
+
+
+def _recorded_tokenizer(recorded: dict[str, Any]) -> Any:
+    """bm25s's tokenizer with the vocabulary recorded at load (as `LexicalIndex.open` reads it from its folder)."""
+    from lengthwise.longdoc.search.lexical import _tokenizer
+
+    tokenizer = _tokenizer(recorded["settings"]["language"])
+    tokenizer.word_to_stem = recorded["word_to_stem"]
+    tokenizer.stem_to_sid = recorded["stem_to_sid"]
+    tokenizer.word_to_id = recorded["word_to_id"]
+    return tokenizer

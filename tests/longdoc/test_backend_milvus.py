@@ -1,0 +1,108 @@
+"""The Milvus backend (issue 50) with the embedded engine (Milvus Lite, no server): a local index loaded into it gives
+the same top-10 (ids and scores) dense, hybrid and lexical; a load is resumable and served only when complete."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+pytest.importorskip("pymilvus")
+pytest.importorskip("milvus_lite")
+
+from lengthwise.cli import app
+from lengthwise.core.errors import SettingError
+from lengthwise.longdoc.config import LongDocError
+from lengthwise.longdoc.search import _backend_milvus as backend
+from lengthwise.longdoc.search.index import LongIndex
+
+HAYSTACK = Path(__file__).with_name("haystack.txt")
+QUERIES = [
+    "the river and the old bridge",
+    "a keyboard for the village school",
+    "honey at the autumn market",
+    "snow in winter on the ridge",
+    "bread from the bakery at dawn",
+]  # every one holds a corpus word (lexical)
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def local(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> LongIndex:
+    """40 different haystack documents encoded multi-vector (24-token windows, top-2 scoring) by the tiny BERT,
+    indexed locally with their text (BM25 over windows)."""
+    folder = tmp_path_factory.mktemp("milvus-local")
+    lines = [line for line in HAYSTACK.read_text().splitlines() if line.strip()]
+    rows = [{"_id": f"doc{i}", "text": " ".join(lines[(i * 3 + j) % len(lines)] for j in range(3 + i % 7))}
+            for i in range(40)]  # fmt: skip
+    assert len({row["text"] for row in rows}) == len(rows)
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    args = ["encode", "-d", folder / "corpus.jsonl", "-o", folder / "emb", "-m", tiny_model_dir, "--long",
+            "multi-vector", "--window", "24", "--top-k", "2"]  # fmt: skip
+    run = CliRunner().invoke(app, [str(a) for a in args])
+    assert run.exit_code == 0, run.output
+    return LongIndex.build(folder / "emb", folder / "idx", quantize="none", engine="usearch")
+
+
+def _ranked(rows: list) -> list[list[tuple[str, float]]]:
+    return [[(hit.id, hit.score) for hit in row] for row in rows]
+
+
+def _same(found: list[list[tuple[str, float]]], expected: list[list[tuple[str, float]]]) -> None:
+    assert [[d for d, _ in row] for row in found] == [[d for d, _ in row] for row in expected]
+    np.testing.assert_allclose([[s for _, s in row] for row in found], [[s for _, s in row] for row in expected],
+                               rtol=1e-5, atol=1e-5)  # fmt: skip
+
+
+def test_the_engine_gives_the_local_index_top_10_dense_hybrid_and_lexical(local: LongIndex, tmp_path: Path) -> None:
+    engine = backend.load_into_milvus(local, str(tmp_path / "milvus.db"), "haystack", batch=50)
+    assert engine.doc_ids == local.doc_ids and np.array_equal(engine.offsets, local.offsets)
+    vectors = np.asarray(local.embed_queries(QUERIES), dtype=np.float32)
+    for mode in ("dense", "hybrid", "lexical"):
+        expected = _ranked(local.search(QUERIES, k=10, mode=mode, vectors=vectors))
+        found = _ranked(engine.search(QUERIES, k=10, mode=mode, vectors=vectors))
+        assert all(len(row) for row in expected), mode
+        _same(found, expected)
+    # against the exact scan too (every document, both sides), not only against the local index's search
+    exact = local.ranked_with_exact(QUERIES, 10, engine._mode("hybrid"))["exact"]
+    _same(_ranked(engine.search(QUERIES, k=10, mode="hybrid", vectors=vectors)), exact)
+    # reopened by name: the same index, its text queries embedded by the recorded model
+    again = backend.MilvusIndex.open(str(tmp_path / "milvus.db"), "haystack")
+    _same(
+        _ranked(again.search(QUERIES[:2], k=10, mode="dense")), _ranked(local.search(QUERIES[:2], k=10, mode="dense"))
+    )
+
+
+def test_an_interrupted_load_resumes_and_is_served_only_when_complete(
+    local: LongIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri = str(tmp_path / "milvus.db")
+    seen: list[int] = []
+
+    def interrupted(done: int, total: int) -> None:
+        seen.append(done)
+        if len(seen) == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        backend.load_into_milvus(local, uri, "haystack", batch=40, on_progress=interrupted)
+    with pytest.raises(LongDocError, match="no index is served as 'haystack'"):
+        backend.MilvusIndex.open(uri, "haystack")  # half loaded: not served
+    written: list[int] = []
+    upsert = backend._window_row
+    monkeypatch.setattr(backend, "_window_row", lambda *a: written.append(a[-1]) or upsert(*a))
+    engine = backend.load_into_milvus(local, uri, "haystack", batch=40)
+    windows = int(local.offsets[-1])
+    assert written == list(range(80, windows))  # resumed after the two finished batches
+    assert engine.client.query(engine.collection, filter="id >= 0", output_fields=["count(*)"])[0]["count(*)"] \
+        == windows  # fmt: skip
+
+
+def test_refusals_name_the_uri_or_name_and_the_fix(local: LongIndex, tmp_path: Path) -> None:
+    with pytest.raises(SettingError, match="collection name"):
+        backend.load_into_milvus(local, str(tmp_path / "m.db"), "bad-name")
+    with pytest.raises(LongDocError, match=r"m2\.db: no index is served as 'nothing'; load one"):
+        backend.MilvusIndex.open(str(tmp_path / "m2.db"), "nothing")
