@@ -166,9 +166,9 @@ def _read_source(spec: str) -> Found:
     if spec.startswith("hf:"):
         from lengthwise.core._optional import require
 
-        datasets = require("datasets", extra="train", purpose="training data from the hub")
+        hub = require("datasets", extra="train", purpose="training data from the hub")
         name, _, split = spec[3:].partition(":")
-        return _read_hf(datasets.load_dataset(name, split=split or "train"), spec)
+        return _read_hf(hub.load_dataset(name, split=split or "train"), spec)
     path = Path(spec)
     if not path.exists():
         raise DataFormatError("data", spec, "no such file or folder")
