@@ -64,6 +64,7 @@ def ask(port, method, path, body=b"", timeout=60):
 process, port = server()
 time.sleep(3)  # the ready line, and the model's warm-up
 answers = {}
+stopped = False  # one SIGTERM only: a second one during the shutdown forces the exit
 try:
     if mode == "bodies":
         bodies = {"invalid-utf8": b'{"queries": ["the old \xff bridge"]}',
@@ -83,6 +84,7 @@ try:
                          b"Content-Length: 100\r\n\r\n{\"queries\"")
             time.sleep(0.5)
             process.send_signal(signal.SIGTERM)
+            stopped = True
             answer = b""
             while chunk := sock.recv(65536):
                 answer += chunk
@@ -90,7 +92,7 @@ try:
         answers["stalled"] = [int(head.split()[1]) if head else None, body.decode("utf-8", "replace")]
 finally:
     (folder / "answers.json").write_text(json.dumps(answers))
-    if process.is_running():
+    if not stopped and process.is_running():
         process.send_signal(signal.SIGTERM)
 """
 
