@@ -88,6 +88,9 @@ if TYPE_CHECKING:
 __all__ = ["Engine", "LongIndex", "Quantize"]
 
 EXPANDED_AT_MOST = 1_000_000  # windows a query's candidate vectors may stand for (see `LongIndex._expanded`)
+# what of the query model's fingerprint an index records and checks: the weights (their hash covers the precision's
+# cast) and a TempScale set by hooks, which leaves the weights alone but changes every vector
+QUERY_MODEL_KEYS = ("weights_sha256_16", "tempscale")
 RESCORED, RESCORED_AT_LEAST = 10, 100  # documents scored on all their windows: per document asked for, at least
 
 
@@ -190,7 +193,8 @@ class LongIndex:
         model = _loader(load_model)(made["model"], precision=made.get("precision", "fp32"))
         fingerprint = model_fingerprint(model, made["model"])
         name = str(Path(made["model"]).resolve()) if Path(made["model"]).is_dir() else made["model"]  # any cwd
-        extra = {"model": {"name": name, "weights_sha256_16": fingerprint["weights_sha256_16"]},
+        recorded = {"name": name, **{key: fingerprint[key] for key in QUERY_MODEL_KEYS}}
+        extra = {"model": recorded,
                  "encode_settings": {**made, "model": name}}  # fmt: skip
         staging = cls._stage_windows(encoded, out, quantize=quantize, engine=engine, extra=extra,
                                      on_progress=on_progress)  # fmt: skip
@@ -561,14 +565,24 @@ class LongIndex:
         return loader(made["model"], precision=made.get("precision", "fp32"))
 
     def _check_model(self, model: SentenceTransformer) -> None:
+        """Refuse a query model that would embed queries otherwise than the documents: other weights (the hash
+        covers the precision's cast), or another TempScale than the build recorded (one set by a hook leaves the
+        weights alone). An index built before the TempScale was recorded is checked by its weights only."""
         from lengthwise.core.models import model_fingerprint
 
         recorded = self.settings["model"]
-        found = model_fingerprint(model, recorded["name"])["weights_sha256_16"]
+        fingerprint = model_fingerprint(model, recorded["name"])
+        found = fingerprint["weights_sha256_16"]
         if found != recorded["weights_sha256_16"]:
             raise SettingError(
                 "model", recorded["name"], f"the index was built with weights {recorded['weights_sha256_16']}, "
                 f"this model has {found}; query with the model the corpus was encoded with, or build the index again"
+            )  # fmt: skip
+        if "tempscale" in recorded and fingerprint["tempscale"] != recorded["tempscale"]:
+            raise SettingError(
+                "model", recorded["name"], f"the index was built with TempScale {_tempscale(recorded['tempscale'])}, "
+                f"this model has {_tempscale(fingerprint['tempscale'])}; load it as saved (open the index with "
+                "load_model=lengthwise.load_model), or build the index again"
             )  # fmt: skip
 
     def embed_queries(self, queries: Sequence[str], batch_size: int = 32) -> Any:
@@ -786,6 +800,11 @@ class LongIndex:
         if record is not None:
             self.lexical.record(mode=mode.value, fusion=fusion.to_dict(), tuned=record)
         return {"scores": scores, "mode": mode.value, "fusion": fusion.to_dict()}
+
+
+def _tempscale(patch: object) -> str:
+    """A recorded TempScale (`lengthwise.core.models.ModelPatch.describe`) in a message: its settings, or none."""
+    return "none" if patch is None else json.dumps(patch, sort_keys=True)
 
 
 def _loader(load_model: ModelLoader | None) -> ModelLoader:

@@ -1,0 +1,69 @@
+"""The query model of an index opened without `lengthwise.load_model` (issue 47): a model with a saved TempScale
+loads plain by default, and its hooks leave the weights (and so their hash) alone, so the index also checks the
+TempScale it recorded at build and refuses, in one line naming the loader, a model that would embed queries
+otherwise than the documents."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lengthwise.core.errors import SettingError
+
+from .conftest import encode_windows, haystack_rows
+
+QUERIES = ["the river and the old bridge", "a keyboard with a broken key"]
+
+
+@pytest.fixture(scope="module")
+def tempscaled_index(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An index of documents encoded by the tiny BERT saved with a TempScale (t = 0.7), built with the model loaded
+    as saved (as `lengthwise index build` does)."""
+    from lengthwise.facade import load_model
+    from lengthwise.longdoc.search.index import LongIndex
+    from lengthwise.tempscale import save_tempscaled
+
+    folder = tmp_path_factory.mktemp("tempscaled")
+    assert save_tempscaled(tiny_model_dir, 0.7, folder / "model") is None
+    encoded = encode_windows(folder, haystack_rows(8), folder / "model")
+    LongIndex.build(encoded, folder / "idx", quantize="none", engine="faiss", load_model=load_model)
+    return folder / "idx"
+
+
+def test_an_index_records_the_tempscale_it_was_built_with(tempscaled_index: Path) -> None:
+    from lengthwise.longdoc.search.index import LongIndex
+
+    recorded = LongIndex.open(tempscaled_index, load_model=None).settings["model"]
+    assert recorded["tempscale"] is not None and "0.7" in str(recorded["tempscale"])
+
+
+def test_a_plain_loaded_query_model_is_refused_naming_the_loader(tempscaled_index: Path) -> None:
+    from lengthwise.longdoc.search.index import LongIndex
+
+    index = LongIndex.open(tempscaled_index)  # no loader: the recorded model loads plain, without its TempScale
+    with pytest.raises(SettingError, match=r"load_model=lengthwise\.load_model") as refused:
+        index.embed_queries(QUERIES)
+    assert "\n" not in str(refused.value) and "TempScale" in str(refused.value)
+
+
+def test_a_plain_model_passed_in_is_refused_too(tempscaled_index: Path) -> None:
+    from lengthwise.core.models import load_plain_model
+    from lengthwise.longdoc.search.index import LongIndex
+
+    folder = LongIndex.open(tempscaled_index, load_model=None).settings["encode_settings"]["model"]
+    with pytest.raises(SettingError, match="TempScale"):
+        LongIndex.open(tempscaled_index, model=load_plain_model(folder))
+
+
+def test_the_model_loaded_as_saved_embeds_queries_as_the_build_did(tempscaled_index: Path) -> None:
+    import lengthwise as lw
+    from lengthwise.longdoc.search.index import LongIndex
+
+    opened = LongIndex.open(tempscaled_index, load_model=lw.load_model)
+    found = opened.embed_queries(QUERIES)
+    folder = opened.settings["encode_settings"]["model"]
+    rebuilt = LongIndex.open(tempscaled_index, model=lw.load_model(folder)).embed_queries(QUERIES)
+    np.testing.assert_allclose(np.asarray(found), np.asarray(rebuilt), atol=1e-6)
+    assert opened.search(QUERIES, k=3, mode="dense")[0]  # it answers
