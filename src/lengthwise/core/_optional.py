@@ -11,7 +11,7 @@ Example:
 
 from __future__ import annotations
 
-import importlib
+import sys
 from types import ModuleType
 from typing import Any
 
@@ -79,7 +79,8 @@ def require(
     missing: list[str] = []
     for module in modules:
         try:
-            found[module] = importlib.import_module(module)
+            __import__(module)  # through builtins.__import__, as a plain `import` statement (and its hooks) goes
+            found[module] = sys.modules[module]
         except ImportError:
             missing.append(module)
     if missing:
