@@ -202,11 +202,11 @@ def test_longdoc_synth_and_eval_cli_and_python_agree(tiny_model_dir: Path, tmp_p
     synthesize("needle", haystack, tmp_path / "py-task", tiny_model_dir, lengths=(48, 96), per_length=3)
     for name in ("corpus.jsonl", "queries.jsonl", "longdoc.json"):
         assert (tmp_path / "cli-task" / name).read_bytes() == (tmp_path / "py-task" / name).read_bytes()
-    flags = ["--long", "multi-vector", "--window", "16", "--stride", "8", "--top-k", "2"]
+    flags = ["--long", "multi-vector", "--window", "16", "--stride", "8", "--best-windows", "2"]
     run = CliRunner().invoke(app, ["longdoc", "eval", "-d", str(tmp_path / "cli-task"), "-m", str(tiny_model_dir),
                                    *flags, "-o", str(tmp_path / "cli")])  # fmt: skip
     assert run.exit_code == 0, run.output
-    config = lw.LongDocConfig(strategy="multi-vector", window=16, stride=8, top_k=2)
+    config = lw.LongDocConfig(strategy="multi-vector", window=16, stride=8, best_windows=2)
     score_long_task(tmp_path / "cli-task", tiny_model_dir, long=config, out=tmp_path / "py")
     cli, py = (json.loads((tmp_path / name / "results.json").read_text()) for name in ("cli", "py"))
     for record in (cli, py):

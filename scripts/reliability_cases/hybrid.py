@@ -211,7 +211,7 @@ CASES: list[Case] = [
     Case(
         "search-hybrid-passages",
         "35",
-        ["search", "{tmp}/i", "--query", "the old bridge", "--k", "2", "--passages", "1", "--json"],
+        ["search", "{tmp}/i", "--query", "the old bridge", "--top-k", "2", "--passages", "1", "--json"],
         0,
         "passages",
         _indexed,

@@ -220,9 +220,9 @@ _BUILD = ["index", "build", "{tmp}/e", "--out"]
 # fmt: off
 CASES: list[Case] = [
     Case("index-identical-windows", "33.0", [*_BUILD, "{tmp}/i"], 0, "distinct", _passkey, _distinct),
-    Case("index-id-with-line-break", "33.1", ["search", "{tmp}/i", "-q", "pianos have eighty-eight keys", "--k", "1",
-         "--json"], 0, "piano", lambda tmp, ctx: (_line_break_ids(tmp, ctx), _run(tmp, ["index", "build", "e", "-o",
-         "i"], ctx)), _piano_first),
+    Case("index-id-with-line-break", "33.1", ["search", "{tmp}/i", "-q", "pianos have eighty-eight keys", "--top-k",
+         "1", "--json"], 0, "piano", lambda tmp, ctx: (_line_break_ids(tmp, ctx), _run(tmp, ["index", "build", "e",
+         "-o", "i"], ctx)), _piano_first),
     Case("index-resume-after-re-encode", "33.2", [*_BUILD, "{tmp}/i"], 0, "indexed",
          _changed_after_an_interrupted_build, _fresh_vectors),
     Case("index-build-over-an-index-with-user-files", "33.5", [*_BUILD, "{tmp}/i"], 2,

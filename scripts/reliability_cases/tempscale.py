@@ -86,7 +86,7 @@ def _bake(model: str, out: str, t: str, *extra: str) -> list[str]:
     return ["tempscale", "bake", "-m", model, "--t", t, "--out", out, *extra]
 
 
-_TUNE = ["tempscale", "tune", "--task", "sts", "--data", "{tmp}/sts.tsv", "--out", "{tmp}/out"]
+_TUNE = ["tempscale", "tune", "--task-type", "sts", "--data", "{tmp}/sts.tsv", "--out", "{tmp}/out"]
 
 CASES = [
     Case("tempscale-bake-in-place", "13.9", _bake("{tmp}/model", "{tmp}/model", "0.8"), 2, "is the model being baked",
@@ -123,7 +123,8 @@ CASES = [
     Case("tempscale-tune-out-is-a-file", "13.12", [*_TUNE, "-m", "{tiny}", "--grid", "0.5,1.0"], 2,
          "exists and is not a directory", _out_is_file, _not_computed),
     Case("tempscale-tune-out-unwritable", "13.12",
-         ["tempscale", "tune", "--task", "sts", "--data", "{tmp}/sts.tsv", "--out", "/proc/lw-tune", "-m", "{tiny}"],
+         ["tempscale", "tune", "--task-type", "sts", "--data", "{tmp}/sts.tsv", "--out", "/proc/lw-tune",
+          "-m", "{tiny}"],
          2, "--out /proc/lw-tune", _sts),
     Case("tempscale-tune-grid-not-numbers", "new", [*_TUNE, "-m", NO_MODEL, "--grid", "a,b"], 2,
          "not comma-separated temperatures", _sts, _absent("out")),
@@ -134,7 +135,8 @@ CASES = [
     Case("tempscale-tune-nothing", "new", [*_TUNE, "-m", NO_MODEL, "--grid", "", "--no-search"], 2,
          "nothing to tune", _sts, _absent("out")),
     Case("tempscale-tune-missing-data", "new",
-         ["tempscale", "tune", "--task", "sts", "--data", "{tmp}/nope.tsv", "--out", "{tmp}/out", "-m", "{tiny}"], 2,
+         ["tempscale", "tune", "--task-type", "sts", "--data", "{tmp}/nope.tsv", "--out", "{tmp}/out",
+          "-m", "{tiny}"], 2,
          "no such file", None),
     Case("tempscale-tune-writes-typed-record", "14", [*_TUNE, "-m", "{tiny}", "--grid", "0.7,1.0", "--no-search"], 0,
          "best t =", _sts, _tune_record),

@@ -226,7 +226,7 @@ def tune_long_documents(
     strategies: Sequence[str] = ("chunk-mean", "chunk-weighted", "multi-vector", "late-chunking"),
     windows: Sequence[int] = (64, 128, 256),
     overlaps: Sequence[float] = (0.0, 0.5),
-    top_k: int | Sequence[int] = 1,
+    best_windows: int | Sequence[int] = 1,
     scales: Sequence[Sequence[int]] = ((),),
     fuse_means: Sequence[float] = (0.0,),
     out: str | os.PathLike[str] | None = None,
@@ -243,8 +243,9 @@ def tune_long_documents(
     Args:
         data, split: A BEIR folder (nDCG@10 on `split`) or a folder written by `lengthwise longdoc synth` (Acc@1).
         model: A model folder, an installed model package's name or a Hugging Face id.
-        strategies, windows, overlaps, top_k, scales, fuse_means: The candidates (`lengthwise.longdoc.tune.candidates`;
-            the last three for multi-vector); truncation at the model's own window is always the baseline.
+        strategies, windows, overlaps, best_windows, scales, fuse_means: The candidates
+            (`lengthwise.longdoc.tune.candidates`; the last three for multi-vector); truncation at the model's own
+            window is always the baseline.
         out: Where ``tune.json`` and ``tune.png`` go as one set, checked before any compute; None writes nothing.
         save: Also save the model with the best choice here; `lengthwise.load_model` then picks it up.
         batch_size, device, precision, on_eval: Windows per forward pass; the device; auto, fp32, bf16, fp16 or
@@ -259,8 +260,8 @@ def tune_long_documents(
 
     started = time.perf_counter()
     check_targets(out, save)  # before the model loads, as the candidates are
-    configs, settings = plan_candidates(strategies, windows, overlaps, top_k=top_k, scales=scales,
-                                        fuse_means=fuse_means)  # fmt: skip
+    configs, settings = plan_candidates(strategies, windows, overlaps, best_windows=best_windows,
+                                        scales=scales, fuse_means=fuse_means)  # fmt: skip
     loaded = load_model(model, device=device, precision=precision)
     score, described, metric = synthetic_score(data, batch_size) or (  # else a BEIR folder, every document kept
         *dev_objective(Task.retrieval, data, split, batch_size=batch_size, retrieval=RetrievalConfig()),

@@ -29,7 +29,7 @@ def searched(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
             self.folder = folder
 
         def search(self, queries: list[str], k: int, **options: Any) -> list[list[Any]]:
-            calls.append({"index": self.folder, **options})
+            calls.append({"index": self.folder, "k": k, **options})
             return [[] for _ in queries]
 
     monkeypatch.setattr(LongIndex, "open", lambda folder, **_: Opened(folder))
@@ -95,7 +95,13 @@ def test_only_the_renamed_commands_flags_are_rewritten() -> None:
 
 
 def _options(command: str) -> set[str]:
-    return {option for param in load_command(command).params for option in (*param.opts, *param.secondary_opts)}
+    """The option strings of root command `command`, its subcommands' included (`longdoc`, `tempscale`)."""
+    found, commands = set[str](), [load_command(command)]
+    while commands:
+        current = commands.pop()
+        commands.extend(getattr(current, "commands", {}).values())
+        found |= {option for param in current.params for option in (*param.opts, *param.secondary_opts)}
+    return found
 
 
 RENAMINGS = [(command, old, new) for command, flags in RENAMED.items() for old, new in flags.items()]
@@ -107,3 +113,36 @@ def test_each_renamed_flag_is_spelt_the_new_way_on_its_command(command: str, old
     if command == "train" and new not in options:
         pytest.skip("renamed by the training change")  # active by itself once `train` has --mixed-precision
     assert new in options and old not in options
+
+
+# issue 47: `--top-k` is documents per query on every command (as `top_k` in sentence-transformers and mteb), the mean
+# of a multi-vector document's best windows is `--best-windows`, and sts/retrieval/classification are task types
+
+
+@pytest.mark.parametrize("spelling", [["--k", "7"], ["--k=7"], ["--top-k", "7"], ["--top-k=7"]])
+def test_search_takes_top_k_and_its_old_spelling_k(searched: list[dict[str, Any]], spelling: list[str]) -> None:
+    result = runner.invoke(app, ["search", "idx", "--query", "rivers", "--json", *spelling])
+    assert result.exit_code == 0, result.output
+    assert searched[-1]["k"] == 7
+    old = spelling[0].startswith("--k")
+    assert result.stderr.splitlines() == ([_warning("search", "--k")] if old else [])
+
+
+@pytest.mark.parametrize("spelling", [["--top-k", "2"], ["--best-windows", "2"]])
+def test_encode_takes_best_windows_and_its_old_spelling_top_k(
+    encoded: list[dict[str, Any]], tmp_path: Path, spelling: list[str]
+) -> None:
+    args = ["encode", "-d", str(tmp_path / "c.jsonl"), "-o", str(tmp_path / "e"), "--long", "multi-vector"]
+    result = runner.invoke(app, [*args, *spelling])
+    assert result.exit_code == 0, result.output
+    assert encoded[-1]["long"].best_windows == 2
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert warnings == ([_warning("encode", "--top-k")] if spelling[0] == "--top-k" else [])
+
+
+def test_the_new_words_are_one_flag_each() -> None:
+    # `--top-k` is documents per query wherever it is left; `--task-type` the task type; `--task` only passkey/needle
+    assert "--top-k" in _options("eval") and "--top-k" in _options("search") and "--top-k" not in _options("encode")
+    assert "--best-windows" in _options("encode") and "--best-windows" in _options("longdoc")
+    assert {"--task-type"} <= _options("eval") & _options("tempscale") and "--task" in _options("longdoc")
+    assert renamed_args("longdoc", ["synth", "--task", "passkey"]) == ["synth", "--task", "passkey"]

@@ -35,6 +35,6 @@ def test_paired_cosine_refuses_arrays_of_two_shapes() -> None:
 
 
 def test_window_scoring_checks_its_settings() -> None:
-    assert WindowScoring.of(3) == WindowScoring(top_k=3)
+    assert WindowScoring.of(3) == WindowScoring(best_windows=3)
     with pytest.raises(ValueError):
-        WindowScoring(top_k=0)
+        WindowScoring(best_windows=0)

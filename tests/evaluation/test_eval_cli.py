@@ -19,13 +19,13 @@ def _run(*args: str) -> object:
 
 def test_help() -> None:
     result = _run("--help")
-    assert result.exit_code == 0 and "--task" in result.output
+    assert result.exit_code == 0 and "--task-type" in result.output
 
 
 def test_sts_end_to_end(tmp_path: Path, tiny_model_dir: Path, data_dir: Path) -> None:
     out = tmp_path / "sts"
     source = data_dir / "sts12-16" / "senteval_tokenized" / "STS16-en-test"
-    result = _run("--model", str(tiny_model_dir), "--task", "sts", "--data", str(source), "--out", str(out))
+    result = _run("--model", str(tiny_model_dir), "--task-type", "sts", "--data", str(source), "--out", str(out))
     assert result.exit_code == 0, result.output
     payload = json.loads((out / "results.json").read_text())
     assert payload["task"] == "sts" and set(payload["scores"]) == {"spearman", "pearson"}

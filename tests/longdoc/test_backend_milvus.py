@@ -41,7 +41,7 @@ def local(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Lon
     assert len({row["text"] for row in rows}) == len(rows)
     (folder / "corpus.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     args = ["encode", "-d", folder / "corpus.jsonl", "-o", folder / "emb", "-m", tiny_model_dir, "--long",
-            "multi-vector", "--window", "24", "--top-k", "2"]  # fmt: skip
+            "multi-vector", "--window", "24", "--best-windows", "2"]  # fmt: skip
     run = CliRunner().invoke(app, [str(a) for a in args])
     assert run.exit_code == 0, run.output
     return LongIndex.build(folder / "emb", folder / "idx", quantize="none", engine="usearch")

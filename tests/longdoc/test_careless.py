@@ -65,10 +65,10 @@ def test_synth_refuses_a_folder_of_other_files(tiny_model_dir: Path, tmp_path: P
 
 
 def test_top_k_on_a_single_vector_strategy_is_refused(task: Path, tiny_model_dir: Path, tmp_path: Path) -> None:
-    # before: --top-k 3 with chunk-mean was silently ignored
+    # before: --top-k 3 (now --best-windows) with chunk-mean was silently ignored
     args = ["longdoc", "eval", "-d", task, "-m", tiny_model_dir, "-o", tmp_path / "ev", "--long", "chunk-mean"]
-    line = _error([*args, "--top-k", "3"])
-    assert line.startswith("error: --top-k 3:") and "multi-vector" in line
+    line = _error([*args, "--best-windows", "3"])
+    assert line.startswith("error: --best-windows 3:") and "multi-vector" in line
     for flag, value in (("--fuse-mean", "0.2"), ("--scales", "128")):
         line = _error([*args, flag, value])
         assert line.startswith(f"error: {flag} ") and value in line and "multi-vector" in line, line

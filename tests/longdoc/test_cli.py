@@ -69,7 +69,7 @@ def test_tune_saves_a_choice_that_load_model_picks_up(passkey: Path, tiny_model_
 
 
 def test_eval_long_on_a_beir_folder(passkey: Path, tiny_model_dir: Path, tmp_path: Path) -> None:
-    args = ["eval", "--task", "retrieval", "--data", passkey, "--model", tiny_model_dir, "--out", tmp_path]
+    args = ["eval", "--task-type", "retrieval", "--data", passkey, "--model", tiny_model_dir, "--out", tmp_path]
     _ok([*args, "--long", "multi-vector", "--window", "32", "--stride", "16", "--tempscale", "0.8"])
     payload = json.loads((tmp_path / "results.json").read_text())
     text = json.dumps(payload)

@@ -182,7 +182,7 @@ def test_user_strings_print_as_they_are_and_search_results_go_to_stdout(tiny_mod
     assert code == 0 and f"into {out} (truncate)" in " ".join(output.split()), output
     assert _run(["index", "build", out, "-o", tmp_path / "i"])[0] == 0
     (tmp_path / "q.jsonl").write_text('{"_id": "[/x]", "text": "keys of a piano"}\n', encoding="utf-8")
-    result = runner.invoke(app, ["search", str(tmp_path / "i"), "--queries", str(tmp_path / "q.jsonl"), "--k", "2"])
+    result = runner.invoke(app, ["search", str(tmp_path / "i"), "--queries", str(tmp_path / "q.jsonl"), "--top-k", "2"])
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[0] == "[/x]:" and len(result.stdout.splitlines()) >= 3, result.stdout
     assert "[/x]" not in result.stderr

@@ -110,7 +110,7 @@ def test_bad_settings_name_the_flag(tiny_model, settings: dict, flag: str) -> No
         ({"window": 64, "stride": 64}, r"stride=64: not below the window \(64\)"),
         ({"strategy": "chunky"}, "strategy='chunky': not a strategy"),
         ({"window": 2}, "window=2: too small"),
-        ({"top_k": 0}, "top_k=0: must be"),
+        ({"best_windows": 0}, "best_windows=0: must be"),
     ],
 )
 def test_config_errors_name_the_flag(settings: dict, flag: str) -> None:
@@ -124,7 +124,7 @@ def test_an_empty_document_is_an_error_naming_it(tiny_model) -> None:
 
 
 def test_config_round_trips_through_a_dict() -> None:
-    config = LongDocConfig(strategy=Strategy.multi_vector, window=128, stride=96, top_k=2)
+    config = LongDocConfig(strategy=Strategy.multi_vector, window=128, stride=96, best_windows=2)
     assert LongDocConfig.from_dict(config.to_dict()) == config
     assert config.describe() == "multi-vector w128 s96 top2"
 

@@ -29,7 +29,7 @@ def test_fused_scores_are_the_weighted_window_and_mean_scores_computed_by_hand()
     offsets = np.array([0, 3, 4, 7])
     queries = torch.nn.functional.normalize(torch.as_tensor(rng.normal(size=(2, 5)), dtype=torch.float32), dim=-1)
     docs = MultiVectors(vectors, offsets)
-    got = multi_vector_scores(queries, docs, WindowScoring(top_k=2, fuse_mean=0.25)).numpy()
+    got = multi_vector_scores(queries, docs, WindowScoring(best_windows=2, fuse_mean=0.25)).numpy()
     units, q = _unit(vectors), queries.numpy()
     for i in range(2):
         for d in range(3):
@@ -39,7 +39,7 @@ def test_fused_scores_are_the_weighted_window_and_mean_scores_computed_by_hand()
             assert got[i, d] == pytest.approx(0.75 * window + 0.25 * mean, abs=1e-5)
     # an int is a top-k, and fuse_mean 0 leaves the window score as it was
     np.testing.assert_allclose(multi_vector_scores(queries, docs, 2).numpy(), multi_vector_scores(
-        queries, docs, WindowScoring(top_k=2)).numpy())  # fmt: skip
+        queries, docs, WindowScoring(best_windows=2)).numpy())  # fmt: skip
 
 
 def test_full_fusion_is_the_chunk_mean_document_score(tiny_model) -> None:
@@ -86,10 +86,10 @@ def test_a_scale_beyond_the_position_table_is_refused(tiny_model) -> None:
 
 
 def test_settings_round_trip_and_describe_themselves() -> None:
-    config = LongDocConfig(strategy="multi-vector", window=64, stride=32, scales=[256], top_k=2, fuse_mean=0.2)
+    config = LongDocConfig(strategy="multi-vector", window=64, stride=32, scales=[256], best_windows=2, fuse_mean=0.2)
     assert LongDocConfig.from_dict(config.to_dict()) == config
     assert config.describe() == "multi-vector w64 s32 +w256 top2 fuse0.2"
-    assert config.scoring == WindowScoring(top_k=2, fuse_mean=0.2)
+    assert config.scoring == WindowScoring(best_windows=2, fuse_mean=0.2)
 
 
 def test_default_names_the_recommended_setting_and_updates_follow_plain_rules() -> None:
@@ -97,12 +97,18 @@ def test_default_names_the_recommended_setting_and_updates_follow_plain_rules() 
 
     assert LongDocConfig.named("default") is RECOMMENDED and LongDocConfig.named(" Default ") is RECOMMENDED
     assert LongDocConfig.named("chunk-mean") == LongDocConfig(strategy="chunk-mean")
-    hybrid = LongDocConfig(strategy="multi-vector", window=64, stride=32, top_k=2, fuse_mean=0.2, scales=(256,))
+    hybrid = LongDocConfig(strategy="multi-vector", window=64, stride=32, best_windows=2, fuse_mean=0.2, scales=(256,))
     # another strategy starts from its own plain settings: no multi-vector scoring leaks into it
     assert hybrid.updated(strategy="chunk-mean") == LongDocConfig(strategy="chunk-mean")
     # the same strategy keeps its scoring; a new window without a stride has no overlap
     wider = hybrid.updated(strategy="multi-vector", window=128)
-    assert (wider.window, wider.stride, wider.top_k, wider.fuse_mean, wider.scales) == (128, None, 2, 0.2, (256,))
+    assert (wider.window, wider.stride, wider.best_windows, wider.fuse_mean, wider.scales) == (
+        128,
+        None,
+        2,
+        0.2,
+        (256,),
+    )
     assert hybrid.updated(window=128, stride=100).stride == 100
 
 
@@ -118,7 +124,12 @@ def test_tune_candidates_cross_multi_vector_with_scales_and_fusion_only() -> Non
     from lengthwise.longdoc.tune import candidates
 
     configs = candidates(
-        ["chunk-mean", "multi-vector"], [64], [0.0, 0.5], top_k=(1, 2), scales=((), (256,), (64,)), fuse_means=(0, 0.2)
+        ["chunk-mean", "multi-vector"],
+        [64],
+        [0.0, 0.5],
+        best_windows=(1, 2),
+        scales=((), (256,), (64,)),
+        fuse_means=(0, 0.2),
     )
     chunk = [c for c in configs if c.strategy.value == "chunk-mean"]
     multi = [c for c in configs if c.strategy.value == "multi-vector"]
@@ -134,7 +145,7 @@ def test_the_cli_reads_default_and_scoring_flags_into_one_config() -> None:
 
     assert long_config("default") == RECOMMENDED
     assert long_config("multi-vector", 64, None, 2, scales="128,256", fuse_mean=0.3) == LongDocConfig(
-        strategy="multi-vector", window=64, top_k=2, scales=(128, 256), fuse_mean=0.3
+        strategy="multi-vector", window=64, best_windows=2, scales=(128, 256), fuse_mean=0.3
     )
     with pytest.raises(ValueError, match="--scales"):
         long_config("multi-vector", scales="big")

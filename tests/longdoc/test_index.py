@@ -31,7 +31,9 @@ def encoded(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> P
     assert len({row["text"] for row in rows}) == len(rows)
     (folder / "corpus.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     args = ["encode", "-d", folder / "corpus.jsonl", "-o", folder / "emb", "-m", tiny_model_dir]
-    run = runner.invoke(app, [str(a) for a in [*args, "--long", "multi-vector", "--window", "24", "--top-k", "2"]])
+    run = runner.invoke(
+        app, [str(a) for a in [*args, "--long", "multi-vector", "--window", "24", "--best-windows", "2"]]
+    )
     assert run.exit_code == 0, run.output
     return folder / "emb"
 
@@ -139,7 +141,7 @@ def test_cli_build_and_search_json(encoded: Path, tmp_path: Path) -> None:
     assert "indexed" in run.output and "(usearch, int8)" in run.output
     queries = tmp_path / "q.jsonl"
     queries.write_text("".join(json.dumps({"_id": f"q{i}", "text": q}) + "\n" for i, q in enumerate(QUERIES)))
-    run = runner.invoke(app, ["search", str(tmp_path / "idx"), "--queries", str(queries), "--k", "4", "--json"])
+    run = runner.invoke(app, ["search", str(tmp_path / "idx"), "--queries", str(queries), "--top-k", "4", "--json"])
     assert run.exit_code == 0, run.output
     lines = [json.loads(line) for line in run.output.splitlines()]
     assert [line["query_id"] for line in lines] == ["q0", "q1", "q2"]
@@ -208,8 +210,8 @@ def test_eval_through_the_index_scores_as_the_exact_evaluation(
     record = json.loads((tmp_path / "out" / "results.json").read_text())
     assert record["index"]["overlap"] == 1.0
     assert record["scores"] == record["exact_scores"]
-    config = EvalConfig(task="retrieval", data=str(beir), retrieval=RetrievalConfig(top_k=100))
-    long = lw.LongDocConfig(strategy="multi-vector", window=24, top_k=2)
+    config = EvalConfig(task="retrieval", data=str(beir), retrieval=RetrievalConfig(best_windows=100))
+    long = lw.LongDocConfig(strategy="multi-vector", window=24, best_windows=2)
     exact = lw.evaluate(config, tiny_model_dir, long=long)  # the ordinary exact evaluation, corpus encoded anew
     for name, value in exact["scores"].items():
         assert record["exact_scores"][name] == pytest.approx(value, abs=1e-3), name
@@ -385,7 +387,7 @@ def test_cli_search_takes_the_candidate_windows_and_probes(encoded: Path, tmp_pa
 
     index = lw.LongIndex.build(encoded, tmp_path / "idx", engine="faiss")
     windows = str(index.settings["windows"])
-    args = ["search", str(tmp_path / "idx"), "--query", QUERIES[0], "--k", "3", "--json", "--mode", "dense"]
+    args = ["search", str(tmp_path / "idx"), "--query", QUERIES[0], "--top-k", "3", "--json", "--mode", "dense"]
     run = runner.invoke(app, [*args, "--candidates", windows, "--probes", "10000"])  # every window a candidate
     assert run.exit_code == 0, run.output
     exact = index.exact_vectors(index.embed_queries(QUERIES[:1]), k=3, scoring=2)[0]

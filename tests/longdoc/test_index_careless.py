@@ -281,7 +281,7 @@ def test_an_index_of_a_relative_model_path_searches_from_anywhere(
     assert json.loads((tmp_path / "idx" / "index.json").read_text())["model"]["name"] == str(tmp_path / "model")
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
-    run = runner.invoke(app, ["search", "../idx", "-q", "document 2 about rivers", "--k", "1", "--json"])
+    run = runner.invoke(app, ["search", "../idx", "-q", "document 2 about rivers", "--top-k", "1", "--json"])
     assert run.exit_code == 0, run.output
     assert json.loads(run.output)["hits"][0]["id"] == "d2"
 
@@ -318,10 +318,10 @@ def test_search_takes_a_model_in_place_of_the_recorded_one_and_checks_its_weight
     )
     assert runner.invoke(app, ["index", "build", "enc", "-o", "idx"]).exit_code == 0
     shutil.move(tmp_path / "model", tmp_path / "moved")
-    gone = runner.invoke(app, ["search", "idx", "-q", "document 2 about rivers", "--k", "1", "--mode", "dense"])
+    gone = runner.invoke(app, ["search", "idx", "-q", "document 2 about rivers", "--top-k", "1", "--mode", "dense"])
     assert gone.exit_code != 0
-    run = runner.invoke(app, ["search", "idx", "-q", "document 2 about rivers", "--k", "1", "--mode", "dense", "--json",
-                              "--model", str(tmp_path / "moved")])  # fmt: skip
+    run = runner.invoke(app, ["search", "idx", "-q", "document 2 about rivers", "--top-k", "1", "--mode", "dense",
+                              "--json", "--model", str(tmp_path / "moved")])  # fmt: skip
     assert run.exit_code == 0, run.output
     assert json.loads(run.stdout.strip().splitlines()[-1])["hits"][0]["id"] == "d2"
     other = tmp_path / "other"

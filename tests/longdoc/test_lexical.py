@@ -251,14 +251,14 @@ def test_window_scores_from_postings_alone_equal_every_windows_scores_to_the_bit
 
 def test_cli_search_prints_the_same_hits_as_python(index) -> None:  # type: ignore[no-untyped-def]
     folder = str(index.folder)
-    run = runner.invoke(app, ["search", folder, "-q", f"{RARE} mill", "--k", "3", "--mode", "hybrid", "--json",
+    run = runner.invoke(app, ["search", folder, "-q", f"{RARE} mill", "--top-k", "3", "--mode", "hybrid", "--json",
                               "--passages", "2"])  # fmt: skip
     assert run.exit_code == 0, run.output
     printed = json.loads(run.stdout.strip().splitlines()[-1])
     python = index.search(f"{RARE} mill", k=3, mode="hybrid", passages=2)[0]
     assert printed == {"query_id": "q", "hits": [hit.to_dict() for hit in python]}
     assert printed["hits"][0]["passages"][0]["text"]
-    text = runner.invoke(app, ["search", folder, "-q", f"{RARE} mill", "--k", "2", "--mode", "lexical"])
+    text = runner.invoke(app, ["search", folder, "-q", f"{RARE} mill", "--top-k", "2", "--mode", "lexical"])
     assert text.exit_code == 0 and "doc7" in text.stdout  # the hits on stdout, not stderr
     bad = runner.invoke(app, ["search", folder, "-q", "river", "--mode", "sparse"])
     assert bad.exit_code != 0 and "--mode" in bad.output and "use dense, lexical or hybrid" in bad.output

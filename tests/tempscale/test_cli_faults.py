@@ -88,7 +88,7 @@ def test_tune_checks_out_before_computing(tiny_model_dir: Path, tmp_path: Path) 
     data.write_text("".join(f"a cat {i}\ta cat sits {i}\t{i % 5}\n" for i in range(8)), encoding="utf-8")
     blocker = tmp_path / "file"
     blocker.write_text("a file, not a folder", encoding="utf-8")
-    args = ["tempscale", "tune", "--task", "sts", "--data", str(data), "--model", str(tiny_model_dir)]
+    args = ["tempscale", "tune", "--task-type", "sts", "--data", str(data), "--model", str(tiny_model_dir)]
     result = runner.invoke(app, [*args, "--grid", "0.5,1.0", "--out", str(blocker)])
     message = _error(result)
     assert "--out" in message and "not a directory" in message
@@ -104,7 +104,7 @@ def test_a_bad_device_is_one_line(command: str, tiny_model_dir: Path, tmp_path: 
     args = {
         "bake": ["--t", "0.8", "--out", str(tmp_path / "o")],
         "save": ["--t", "0.8", "--out", str(tmp_path / "o")],
-        "tune": ["--task", "sts", "--data", str(tmp_path), "--out", str(tmp_path / "o")],
+        "tune": ["--task-type", "sts", "--data", str(tmp_path), "--out", str(tmp_path / "o")],
     }[command]
     for device in ("quantum", "cuda:9"):
         argv = ["tempscale", command, "--model", str(tiny_model_dir), *args, "--device", device]
@@ -141,7 +141,7 @@ def test_remote_code_hint_is_whole_and_every_command_has_the_flag(
     args = {
         "bake": ["--t", "0.8", "--out", str(tmp_path / "o")],
         "save": ["--t", "0.8", "--out", str(tmp_path / "o")],
-        "tune": ["--task", "sts", "--data", str(data), "--out", str(tmp_path / "o")],
+        "tune": ["--task-type", "sts", "--data", str(data), "--out", str(tmp_path / "o")],
     }[command]
     message = _error(runner.invoke(app, ["tempscale", command, "--model", str(remote_code_model), *args]))
     assert "without --trust-remote-code: model" in message and "allow it if you trust that code" in message

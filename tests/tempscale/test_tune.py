@@ -157,7 +157,7 @@ def test_tune_sts_writes_curve_and_plot(tiny_model_dir: Path, tmp_path: Path) ->
     data = tmp_path / "sts-dev.tsv"
     data.write_text("".join(f"{a}\t{b}\t{s}\n" for a, b, s in rows), encoding="utf-8")
     out = tmp_path / "tune"
-    args = ["tempscale", "tune", "--task", "sts", "--data", str(data), "--model", str(tiny_model_dir)]
+    args = ["tempscale", "tune", "--task-type", "sts", "--data", str(data), "--model", str(tiny_model_dir)]
     result = runner.invoke(app, [*args, "--grid", "0.5,0.8,1.0", "--out", str(out)])
     assert result.exit_code == 0, result.output
     payload = json.loads((out / "tune.json").read_text())
@@ -171,7 +171,7 @@ def test_tune_sts_writes_curve_and_plot(tiny_model_dir: Path, tmp_path: Path) ->
     assert [row["source"] for row in curve].count("search") == 3
     assert all(0.5 <= row["t"] <= 0.9 for row in curve if row["source"] == "search")
     assert "not comma-separated" in _error(runner.invoke(app, [*args, "--grid", "a,b"]))
-    missing = _error(runner.invoke(app, ["tempscale", "tune", "--task", "retrieval", "--data", str(tmp_path)]))
+    missing = _error(runner.invoke(app, ["tempscale", "tune", "--task-type", "retrieval", "--data", str(tmp_path)]))
     assert "corpus" in missing
 
 
@@ -185,7 +185,8 @@ def test_tune_retrieval_and_classification_paths(tiny_model_dir: Path, tmp_path:
     (beir / "qrels" / "dev.tsv").write_text("query-id\tcorpus-id\tscore\nq0\td0\t1\nq1\td1\t1\nq2\td2\t1\n")
     common = ["--model", str(tiny_model_dir), "--grid", "0.7,1.0", "--no-search"]
     result = runner.invoke(
-        app, ["tempscale", "tune", "--task", "retrieval", "--data", str(beir), *common, "--out", str(tmp_path / "r")]
+        app,
+        ["tempscale", "tune", "--task-type", "retrieval", "--data", str(beir), *common, "--out", str(tmp_path / "r")],
     )
     assert result.exit_code == 0, result.output
     payload = json.loads((tmp_path / "r" / "tune.json").read_text())
@@ -199,7 +200,7 @@ def test_tune_retrieval_and_classification_paths(tiny_model_dir: Path, tmp_path:
     ]
     for split in ("train", "test"):
         (labelled / f"{split}.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
-    args = ["tempscale", "tune", "--task", "classification", "--data", str(labelled), *common, "--side", "query"]
+    args = ["tempscale", "tune", "--task-type", "classification", "--data", str(labelled), *common, "--side", "query"]
     result = runner.invoke(app, [*args, "--out", str(tmp_path / "c")])
     assert result.exit_code == 0, result.output
     payload = json.loads((tmp_path / "c" / "tune.json").read_text())

@@ -92,8 +92,15 @@ COMMANDS: dict[str, CommandEntry] = {  # in the order `lengthwise --help` lists 
 # Flags renamed so that a flag means one thing on every command (issue 34): command → {old spelling: new one}. The
 # old spelling keeps working until 0.4, with one line on stderr; the root group rewrites it before the command parses.
 RENAMED: dict[str, dict[str, str]] = {
-    "search": {"--windows": "--candidates"},  # a candidate count, not `longdoc tune --windows` (window sizes)
-    "encode": {"--engine": "--runner"},  # local or ray, not `index build --engine` (the ANN backend)
+    # `--windows`: a candidate count, not `longdoc tune --windows` (window sizes); `--k`: documents per query is
+    # `--top-k` on every command (as `top_k` in sentence-transformers and mteb), `eval`'s too (issue 47)
+    "search": {"--windows": "--candidates", "--k": "--top-k"},
+    # `--engine`: local or ray, not `index build --engine` (the ANN backend); `--top-k`: the mean of a multi-vector
+    # document's k best windows is `--best-windows`, as `--top-k` is documents per query (issue 47)
+    "encode": {"--engine": "--runner", "--top-k": "--best-windows"},
+    "longdoc": {"--top-k": "--best-windows"},  # `longdoc synth --task` (passkey or needle) keeps its name
+    "eval": {"--task": "--task-type"},  # sts, retrieval, classification: task types, in mteb's word (issue 47)
+    "tempscale": {"--task": "--task-type"},  # `tempscale tune`: the task type it tunes on, as `eval` (issue 47)
     "train": {"--precision": "--mixed-precision"},  # training's mixed precision, not inference's
 }
 

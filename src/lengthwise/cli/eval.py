@@ -68,7 +68,7 @@ def _number(value: float | None) -> str:
 
 @app.callback(invoke_without_command=True, subcommand_metavar="")
 def evaluate(
-    task: Annotated[Task, field_option(EvalConfig, "task", "--task", "-t")],
+    task: Annotated[Task, field_option(EvalConfig, "task", "--task-type", "-t")],
     data: Annotated[str, field_option(EvalConfig, "data", "--data", "-d")],
     model: Annotated[
         str | None,

@@ -95,7 +95,7 @@ def search(
     index: Annotated[Path, typer.Argument(help="A folder written by `lengthwise index build`.")],
     query: Annotated[str | None, typer.Option("--query", "-q", help="One query text.")] = None,
     queries: Annotated[Path | None, typer.Option("--queries", help="JSONL file of queries (_id, text).")] = None,
-    k: Annotated[int, typer.Option("--k", help="Documents per query.", min=1)] = 10,
+    k: Annotated[int, typer.Option("--top-k", help="Documents per query.", min=1)] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line: query_id and hits.")] = False,
     candidates: Annotated[
         int | None,

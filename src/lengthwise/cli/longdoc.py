@@ -41,7 +41,7 @@ app = command_group(
 LongOption = Annotated[str, field_option(LongDocConfig, "strategy", "--long")]
 WindowOption = Annotated[int | None, field_option(LongDocConfig, "window")]
 StrideOption = Annotated[int | None, field_option(LongDocConfig, "stride")]
-TopKOption = Annotated[int | None, field_option(LongDocConfig, "top_k")]
+BestWindowsOption = Annotated[int | None, field_option(LongDocConfig, "best_windows")]
 ScalesOption = Annotated[str | None, field_option(LongDocConfig, "scales")]
 FuseOption = Annotated[float | None, field_option(LongDocConfig, "fuse_mean")]
 SentenceOption = Annotated[bool, field_option(LongDocConfig, "sentence_cuts", "--sentence-cuts")]
@@ -52,7 +52,7 @@ _LONG_FLAGS: tuple[tuple[str, Any, Any], ...] = (
     ("long", LongOption, "default"),
     ("window", WindowOption, None),
     ("stride", StrideOption, None),
-    ("top_k", TopKOption, None),
+    ("best_windows", BestWindowsOption, None),
     ("scales", ScalesOption, None),
     ("fuse_mean", FuseOption, None),
     ("sentence_cuts", SentenceOption, False),
@@ -64,7 +64,7 @@ def long_config(
     strategy: str,
     window: int | None = None,
     stride: int | None = None,
-    top_k: int | None = None,
+    best_windows: int | None = None,
     sentence_cuts: bool = False,
     macro: int | None = None,
     scales: str | None = None,
@@ -76,7 +76,7 @@ def long_config(
     given = {
         "window": window,
         "stride": stride,
-        "top_k": top_k,
+        "best_windows": best_windows,
         "sentence_cuts": sentence_cuts or None,
         "macro_window": macro,
         "scales": _ints(scales, "--scales") if scales else None,
@@ -221,8 +221,8 @@ def tune(
         "64,128,256"
     ),
     overlaps: Annotated[str, typer.Option("--overlaps", help="Comma-separated window overlaps in [0, 1).")] = "0,0.5",
-    top_k: Annotated[
-        str, typer.Option("--top-k", help="multi-vector: comma-separated k to try (mean of the k best windows).")
+    best_windows: Annotated[
+        str, typer.Option("--best-windows", help="multi-vector: comma-separated k to try (mean of the k best windows).")
     ] = "1",
     scales: Annotated[
         str,
@@ -264,7 +264,7 @@ def tune(
         with console.status("tuning"):
             result, record = tune_long_documents(
                 data, model, strategies=strategies.split(","), windows=_ints(windows, "--windows"), overlaps=shares,
-                top_k=_ints(top_k, "--top-k"), scales=_scale_sets(scales),
+                best_windows=_ints(best_windows, "--best-windows"), scales=_scale_sets(scales),
                 fuse_means=_floats(fuse_means, "--fuse-means"), out=out, split=split, save=save,
                 batch_size=batch_size, device=device, precision=precision,
                 on_eval=report,

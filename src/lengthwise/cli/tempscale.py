@@ -165,7 +165,7 @@ def save(
 
 @app.command()
 def tune(
-    task: Annotated[Task, typer.Option("--task", "-t", help="sts, retrieval or classification.")],
+    task: Annotated[Task, typer.Option("--task-type", "-t", help="sts, retrieval or classification.")],
     data: Annotated[
         Path, typer.Option("--data", "-d", help="STS dev file/SentEval folder; BEIR folder; train/test.jsonl folder.")
     ],

@@ -74,9 +74,9 @@ def multi_vector_scores(
 ) -> torch.Tensor:
     """Exact late-interaction scores: (Q, D) unit queries × multi-vector documents → (Q, n).
 
-    A document scores the max cosine over its vectors, the mean of its `top_k` best, and/or that fused with its
-    mean-of-windows cosine, as `scoring` says (an int is a `top_k`). Vectors are L2-normalised here, unless `unit`
-    says they are already (an index's stored vectors: normalising them again costs a search a fifth of its time).
+    A document scores the max cosine over its vectors, the mean of its `best_windows` best, and/or that fused with
+    its mean-of-windows cosine, as `scoring` says (an int is a `best_windows`). Vectors are L2-normalised here, unless
+    `unit` says they are already (an index's stored vectors: normalising them again costs a search a fifth of its time).
     """
     scoring = WindowScoring.of(scoring)
     if isinstance(documents.vectors, np.ndarray) and not documents.vectors.flags.writeable:
@@ -90,7 +90,7 @@ def multi_vector_scores(
     sims = queries @ vectors.T  # (Q, W)
     owner = torch.as_tensor(documents.owner())
     n = len(documents)
-    if scoring.top_k == 1:
+    if scoring.best_windows == 1:
         out = torch.full((queries.shape[0], n), float("-inf"))
         window = out.scatter_reduce(1, owner.expand_as(sims), sims, reduce="amax")  # (Q, n)
     else:
@@ -99,7 +99,7 @@ def multi_vector_scores(
         slot = torch.arange(len(owner)) - torch.as_tensor(documents.offsets[:-1])[owner]  # position within its doc
         padded = torch.full((queries.shape[0], n, width), float("-inf"))
         padded[:, owner, slot] = sims  # (Q, n, width)
-        k = min(scoring.top_k, width)
+        k = min(scoring.best_windows, width)
         best = padded.topk(k, dim=-1).values  # (Q, n, k)
         taken = torch.clamp(counts, max=k).to(best.dtype)  # (n,)
         window = torch.where(torch.isinf(best), torch.zeros_like(best), best).sum(-1) / taken

@@ -6,6 +6,7 @@ model's position table, the stride against the window's content budget) is check
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
@@ -63,7 +64,7 @@ class LongDocConfig:
         default=False,
         metadata={"help": "Move a cut back to a sentence end in the window's last quarter when there is one."},
     )
-    top_k: int = field(
+    best_windows: int = field(
         default=1, metadata={"help": "multi-vector: score a document by the mean of its k best windows (1 = max)."}
     )
     macro_window: int | None = field(
@@ -99,12 +100,12 @@ class LongDocConfig:
                     f"not below the window ({self.window}): windows would skip tokens; use a stride below the "
                     "window (omit it for no overlap)",
                 )
-        if self.top_k < 1:
-            raise LongDocError("top_k", self.top_k, "must be ≥ 1")
-        if self.top_k > 1 and self.strategy is not Strategy.multi_vector:
+        if self.best_windows < 1:
+            raise LongDocError("best_windows", self.best_windows, "must be ≥ 1")
+        if self.best_windows > 1 and self.strategy is not Strategy.multi_vector:
             raise LongDocError(
-                "top_k",
-                self.top_k,
+                "best_windows",
+                self.best_windows,
                 f"scores multi-vector windows only; {self.strategy.value} keeps one vector per document, so use "
                 "the multi-vector strategy or leave it at 1",
             )
@@ -140,8 +141,8 @@ class LongDocConfig:
         if self.sentence_cuts:
             parts.append("sent")
         parts.extend(f"+w{scale}" for scale in self.scales)
-        if self.strategy is Strategy.multi_vector and self.top_k > 1:
-            parts.append(f"top{self.top_k}")
+        if self.strategy is Strategy.multi_vector and self.best_windows > 1:
+            parts.append(f"top{self.best_windows}")
         if self.fuse_mean:
             parts.append(f"fuse{self.fuse_mean:g}")
         return " ".join(parts)
@@ -149,7 +150,7 @@ class LongDocConfig:
     @property
     def scoring(self) -> WindowScoring:
         """How a multi-vector document scores from its windows (max / top-k mean, fused with the mean)."""
-        return WindowScoring(top_k=self.top_k, fuse_mean=self.fuse_mean)
+        return WindowScoring(best_windows=self.best_windows, fuse_mean=self.fuse_mean)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "strategy": self.strategy.value, "scales": list(self.scales)}
@@ -173,12 +174,28 @@ class LongDocConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LongDocConfig:
+        """The config `to_dict` wrote (saved beside a model, in an encode manifest or an index); one written
+        before a rename is read under today's names (`RENAMED_SETTINGS`)."""
+        data = renamed_settings(data)
         unknown = set(data) - {f for f in cls.__dataclass_fields__}
         if unknown:
             raise LongDocError(
                 None, None, f"unknown long-document settings {sorted(unknown)}; was the file written by lengthwise?"
             )
         return cls(**{**data, "scales": tuple(data.get("scales", ()))})
+
+
+RENAMED_SETTINGS = {"top_k": "best_windows"}  # a saved setting's old name → its name now (`top_k` in 0.1)
+
+
+def renamed_settings(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A saved long-document config under today's names (`RENAMED_SETTINGS`); a mapping with both names keeps
+    the new one's value."""
+    out = dict(data)
+    for old, new in RENAMED_SETTINGS.items():
+        if old in out:
+            out.setdefault(new, out.pop(old))
+    return out
 
 
 # The one default (issue 24): chosen on the dev splits of the realistic passkey/needle sets and QMSum, checked

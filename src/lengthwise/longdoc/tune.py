@@ -49,20 +49,20 @@ def candidates(
     windows: Sequence[int | None],
     overlaps: Sequence[float] = (0.0,),
     *,
-    top_k: int | Sequence[int] = 1,
+    best_windows: int | Sequence[int] = 1,
     scales: Sequence[Sequence[int]] = ((),),
     fuse_means: Sequence[float] = (0.0,),
 ) -> list[LongDocConfig]:
     """Every (strategy, window, overlap) combination as configs; overlap 0.5 gives stride = window / 2.
 
-    Multi-vector candidates are further crossed with each `top_k`, each set of extra `scales` (``()`` = one
+    Multi-vector candidates are further crossed with each `best_windows`, each set of extra `scales` (``()`` = one
     size) and each `fuse_means` weight; the other strategies keep one vector per document and ignore them.
     Truncation ignores the stride, so it appears once per window. Raises `LongDocError` for an overlap outside
     [0, 1) (it names the ``overlaps`` field).
     """
     if any(not 0 <= overlap < 1 for overlap in overlaps):
         raise LongDocError("overlaps", list(overlaps), "each overlap must be in [0, 1), e.g. 0,0.5")
-    ks = [top_k] if isinstance(top_k, int) else list(top_k)
+    ks = [best_windows] if isinstance(best_windows, int) else list(best_windows)
     configs: list[LongDocConfig] = []
     for strategy, window, overlap in itertools.product(strategies, windows, overlaps):
         strategy = Strategy.parse(strategy)
@@ -74,9 +74,8 @@ def candidates(
             continue
         for k, extra, fuse in itertools.product(ks, scales, fuse_means):
             extra = tuple(scale for scale in extra if scale != window)
-            configs.append(
-                LongDocConfig(strategy=strategy, window=window, stride=stride, top_k=k, scales=extra, fuse_mean=fuse)
-            )
+            configs.append(LongDocConfig(strategy=strategy, window=window, stride=stride, best_windows=k, scales=extra,
+                                         fuse_mean=fuse))  # fmt: skip
     return list(dict.fromkeys(configs))
 
 
@@ -85,16 +84,16 @@ def plan_candidates(
     windows: Sequence[int],
     overlaps: Sequence[float],
     *,
-    top_k: int | Sequence[int] = 1,
+    best_windows: int | Sequence[int] = 1,
     scales: Sequence[Sequence[int]] = ((),),
     fuse_means: Sequence[float] = (0.0,),
 ) -> tuple[list[LongDocConfig], dict[str, Any]]:
     """(`candidates` of these settings, the settings as a tuning record holds them)."""
-    configs = candidates(list(strategies), list(windows), list(overlaps), top_k=top_k, scales=scales,
-                         fuse_means=fuse_means)  # fmt: skip
+    configs = candidates(list(strategies), list(windows), list(overlaps), best_windows=best_windows,
+                         scales=scales, fuse_means=fuse_means)  # fmt: skip
     settings = {"strategies": ",".join(strategies), "windows": ",".join(map(str, windows)),
                 "overlaps": ",".join(f"{x:g}" for x in overlaps),
-                "top_k": top_k if isinstance(top_k, int) else list(top_k),
+                "best_windows": best_windows if isinstance(best_windows, int) else list(best_windows),
                 "scales": [list(s) for s in scales], "fuse_means": list(fuse_means)}  # fmt: skip
     return configs, settings
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lengthwise.core.results import is_atomic_temp, write_bytes_atomic, write_json_atomic
-from lengthwise.longdoc.config import LongDocError
+from lengthwise.longdoc.config import LongDocError, renamed_settings
 from lengthwise.longdoc.storage._parquet import PARQUET, parquet_part, shard_part
 
 if TYPE_CHECKING:  # imported where used: Ray Data's read tasks import this module and need no torch
@@ -89,7 +89,10 @@ def read_manifest(folder: Path) -> dict[str, Any]:
 def current_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     """A manifest's settings under today's names (`RENAMED_SETTINGS`), so that a folder written before a rename
     resumes, and is indexed, as one written now."""
-    return {RENAMED_SETTINGS.get(key, key): value for key, value in settings.items()}
+    current = {RENAMED_SETTINGS.get(key, key): value for key, value in settings.items()}
+    if isinstance(current.get("long"), Mapping):  # the long-document config, its own renames (`top_k` in 0.1)
+        current["long"] = renamed_settings(current["long"])
+    return current
 
 
 def _npy_bytes(array: np.ndarray) -> bytes:
