@@ -8,13 +8,13 @@ folder's (`publish`): a reader reads ``index.json`` once, and everything it open
 included when it is opened later, comes from the generation it names (`hold`). Nothing a reader reads is ever
 written in place, so an open index answers from one generation, whatever builds run beside it.
 
-A generation that ``index.json`` no longer names is removed by the build that replaced it, right after the switch,
-when no reader holds it (else by a later build): each reader keeps a shared lock (``flock``) on the generation's `READERS` file while the index is open, and the build removes a
-generation only under an exclusive one. Where the system has no ``flock`` (Windows), no build can know that no
-reader holds an old generation, and old generations stay (delete them by hand). A reader that finds its generation
-gone all the same is told in one line to open the index again (`rebuilt`). The lock is the standard
-library's ``fcntl.flock``: shared and exclusive locks on one file, released by the kernel when a process dies,
-which the file-lock libraries (``filelock``: exclusive only) do not offer together.
+A generation that ``index.json`` no longer names is removed by the build that replaced it, right after the switch, when
+no reader holds it (else by a later build): each reader keeps a shared lock (``flock``) on the generation's `READERS`
+file while the index is open, and the build removes a generation only under an exclusive one. Where the system has no
+``flock`` (Windows), no build can know that no reader holds an old generation, and old generations stay (delete them by
+hand). A reader that finds its generation gone all the same is told in one line to open the index again (`rebuilt`). The
+lock is the standard library's ``fcntl.flock``: shared and exclusive locks on one file, released by the kernel when a
+process dies, which the file-lock libraries (``filelock``: exclusive only) do not offer together.
 """
 
 from __future__ import annotations

@@ -76,6 +76,7 @@ class Fusion(str, Enum):
     ADAPTIVE = "adaptive"
 
 
+DEFAULT_RULE = Fusion(FUSION)  # the default rule (lengthwise.core.fusion says how chosen)
 CANDIDATE_FUSIONS = (Fusion.RRF, Fusion.ZSCORE, Fusion.MINMAX, Fusion.DBSF, Fusion.ADAPTIVE)  # depend on proposals
 
 
@@ -90,7 +91,7 @@ class FusionSettings:
         depth: Documents each side proposes per query (at least 10 · k are taken).
     """
 
-    fusion: Fusion = Fusion(FUSION)
+    fusion: Fusion = DEFAULT_RULE
     weight: float = WEIGHT
     depth: int = DEPTH
 
