@@ -210,7 +210,7 @@ def test_eval_through_the_index_scores_as_the_exact_evaluation(
     record = json.loads((tmp_path / "out" / "results.json").read_text())
     assert record["index"]["overlap"] == 1.0
     assert record["scores"] == record["exact_scores"]
-    config = EvalConfig(task="retrieval", data=str(beir), retrieval=RetrievalConfig(best_windows=100))
+    config = EvalConfig(task="retrieval", data=str(beir), retrieval=RetrievalConfig(top_k=100))
     long = lw.LongDocConfig(strategy="multi-vector", window=24, best_windows=2)
     exact = lw.evaluate(config, tiny_model_dir, long=long)  # the ordinary exact evaluation, corpus encoded anew
     for name, value in exact["scores"].items():
