@@ -46,7 +46,7 @@ from lengthwise.core.parallel import each, search_pool
 from lengthwise.core.scoring import WindowScoring
 from lengthwise.longdoc.config import LongDocError
 from lengthwise.longdoc.search.hybrid import FusionSettings, Hit, HybridSearch, Mode
-from lengthwise.longdoc.search.index import RESCORED, RESCORED_AT_LEAST
+from lengthwise.longdoc.search.index import RESCORED, RESCORED_AT_LEAST, check_query_model
 
 __all__ = ["MilvusIndex", "connect", "load_into_milvus"]
 
@@ -406,18 +406,16 @@ class MilvusIndex:
                     pairs)  # fmt: skip
 
     def embed_queries(self, queries: Sequence[str], batch_size: int = 32) -> Any:
-        """The queries as the documents were made: the recorded model (checked by its weights' fingerprint) and
+        """The queries as the documents were made: the recorded model (checked by its weights and TempScale) and
         long-document settings."""
-        from lengthwise.core.models import load_plain_model, model_fingerprint
+        from lengthwise.core.models import load_plain_model
         from lengthwise.longdoc.config import LongDocConfig
         from lengthwise.longdoc.encoder import LongEncoder
 
         made, recorded = self.settings["encode_settings"], self.settings["model"]
         if self.model is None:
             model = (self.load_model or load_plain_model)(made["model"], precision=made.get("precision", "fp32"))
-            if model_fingerprint(model, recorded["name"])["weights_sha256_16"] != recorded["weights_sha256_16"]:
-                raise SettingError("model", recorded["name"], "the index was built with other weights; query with "
-                                   "the model the corpus was encoded with")  # fmt: skip
+            check_query_model(recorded, model)  # its weights and TempScale, as the local index checks them
             self.model = model
         return LongEncoder(self.model, LongDocConfig.from_dict(made["long"])).encode_queries(
             list(queries), batch_size=batch_size

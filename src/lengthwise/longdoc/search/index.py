@@ -565,25 +565,7 @@ class LongIndex:
         return loader(made["model"], precision=made.get("precision", "fp32"))
 
     def _check_model(self, model: SentenceTransformer) -> None:
-        """Refuse a query model that would embed queries otherwise than the documents: other weights (the hash
-        covers the precision's cast), or another TempScale than the build recorded (one set by a hook leaves the
-        weights alone). An index built before the TempScale was recorded is checked by its weights only."""
-        from lengthwise.core.models import model_fingerprint
-
-        recorded = self.settings["model"]
-        fingerprint = model_fingerprint(model, recorded["name"])
-        found = fingerprint["weights_sha256_16"]
-        if found != recorded["weights_sha256_16"]:
-            raise SettingError(
-                "model", recorded["name"], f"the index was built with weights {recorded['weights_sha256_16']}, "
-                f"this model has {found}; query with the model the corpus was encoded with, or build the index again"
-            )  # fmt: skip
-        if "tempscale" in recorded and fingerprint["tempscale"] != recorded["tempscale"]:
-            raise SettingError(
-                "model", recorded["name"], f"the index was built with TempScale {_tempscale(recorded['tempscale'])}, "
-                f"this model has {_tempscale(fingerprint['tempscale'])}; load it as saved (open the index with "
-                "load_model=lengthwise.load_model), or build the index again"
-            )  # fmt: skip
+        check_query_model(self.settings["model"], model)
 
     def embed_queries(self, queries: Sequence[str], batch_size: int = 32) -> Any:
         """The queries as the index's documents were made: the recorded model and long-document settings."""
@@ -800,6 +782,28 @@ class LongIndex:
         if record is not None:
             self.lexical.record(mode=mode.value, fusion=fusion.to_dict(), tuned=record)
         return {"scores": scores, "mode": mode.value, "fusion": fusion.to_dict()}
+
+
+def check_query_model(recorded: dict[str, Any], model: SentenceTransformer) -> None:
+    """Refuse a query model that would embed queries otherwise than an index's documents (`SettingError` naming the
+    model): other weights than `recorded` (an index's ``model`` settings; the hash covers the precision's cast), or
+    another TempScale than the build recorded (one set by hooks leaves the weights alone). An index built before the
+    TempScale was recorded is checked by its weights only."""
+    from lengthwise.core.models import model_fingerprint
+
+    fingerprint = model_fingerprint(model, recorded["name"])
+    found = fingerprint["weights_sha256_16"]
+    if found != recorded["weights_sha256_16"]:
+        raise SettingError(
+            "model", recorded["name"], f"the index was built with weights {recorded['weights_sha256_16']}, "
+            f"this model has {found}; query with the model the corpus was encoded with, or build the index again"
+        )  # fmt: skip
+    if "tempscale" in recorded and fingerprint["tempscale"] != recorded["tempscale"]:
+        raise SettingError(
+            "model", recorded["name"], f"the index was built with TempScale {_tempscale(recorded['tempscale'])}, "
+            f"this model has {_tempscale(fingerprint['tempscale'])}; load it as saved (open the index with "
+            "load_model=lengthwise.load_model), or build the index again"
+        )  # fmt: skip
 
 
 def _tempscale(patch: object) -> str:
