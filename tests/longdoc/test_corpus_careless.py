@@ -89,7 +89,7 @@ def test_encode_resume_keeps_files_that_are_not_shards(tiny_model_dir: Path, tmp
 
 
 @pytest.mark.parametrize(
-    "bad", [["--precision", "fp16"], ["-m", "/nonexistent/lengthwise-model"], ["--window", "100000"]]
+    "bad", [["--precision", "fp8"], ["-m", "/nonexistent/lengthwise-model"], ["--window", "100000"]]
 )
 def test_a_refused_encode_leaves_nothing_and_the_corrected_run_works(
     tiny_model_dir: Path, tmp_path: Path, bad: list[str]
