@@ -45,7 +45,7 @@ from lengthwise.core.errors import SettingError
 from lengthwise.core.parallel import each, search_pool
 from lengthwise.core.scoring import WindowScoring
 from lengthwise.longdoc.config import LongDocError
-from lengthwise.longdoc.search.hybrid import FusionSettings, Hit, HybridSearch, Mode
+from lengthwise.longdoc.search.hybrid import FusionSettings, Hit, HybridSearch, Mode, pick_mode
 from lengthwise.longdoc.search.index import RESCORED, RESCORED_AT_LEAST, check_query_model
 
 __all__ = ["MilvusIndex", "connect", "load_into_milvus"]
@@ -458,17 +458,9 @@ class MilvusIndex:
                                search_threads=search_threads)  # fmt: skip
 
     def _mode(self, mode: str | None) -> Mode:
-        if mode is None:
-            recorded = self.lexical.settings.get("mode") if self.lexical is not None else None
-            return Mode(recorded) if recorded else (Mode.HYBRID if self.lexical is not None else Mode.DENSE)
-        try:
-            chosen = Mode(mode)
-        except ValueError:
-            raise SettingError("mode", mode, "use dense, lexical or hybrid") from None
-        if chosen is not Mode.DENSE and self.lexical is None:
-            raise SettingError("mode", mode, f"{self.uri} holds no BM25 weights (loaded from an index built without "
-                               "text); load it from one built with the corpus, or search dense")  # fmt: skip
-        return chosen
+        without_text = (f"{self.uri} holds no BM25 weights (loaded from an index built without text); load it from "
+                        "one built with the corpus, or search dense")  # fmt: skip
+        return pick_mode(mode, self.lexical, without_text)
 
 
 def _grouped_scores(

@@ -80,6 +80,22 @@ DEFAULT_RULE = Fusion(FUSION)  # the default rule (lengthwise.core.fusion says h
 CANDIDATE_FUSIONS = (Fusion.RRF, Fusion.ZSCORE, Fusion.MINMAX, Fusion.DBSF, Fusion.ADAPTIVE)  # depend on proposals
 
 
+def pick_mode(mode: str | None, lexical: Any, without_text: str) -> Mode:
+    """The search `mode` asked for (``dense``, ``lexical`` or ``hybrid``), checked against an index's `lexical` side
+    (None: it holds no text; `without_text` then says why a mode that needs text is refused). None: the mode recorded
+    by tuning, else hybrid when the index holds text, else dense."""
+    if mode is None:
+        recorded = lexical.settings.get("mode") if lexical is not None else None
+        return Mode(recorded) if recorded else (Mode.HYBRID if lexical is not None else Mode.DENSE)
+    try:
+        chosen = Mode(mode)
+    except ValueError:
+        raise SettingError("mode", mode, "use dense, lexical or hybrid") from None
+    if chosen is not Mode.DENSE and lexical is None:
+        raise SettingError("mode", mode, without_text)
+    return chosen
+
+
 @dataclass(frozen=True)
 class FusionSettings:
     """How a hybrid search fuses: the rule, the lexical weight (convex) and each side's proposals per query.

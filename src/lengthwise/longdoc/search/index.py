@@ -620,19 +620,10 @@ class LongIndex:
     def search_mode(self, mode: str | None = None) -> Mode:
         """The search `mode` asked for (``dense``, ``lexical`` or ``hybrid``), checked against what the index holds;
         None: the mode recorded by `tune_fusion`, else hybrid when the index holds text, else dense."""
-        from lengthwise.longdoc.search.hybrid import Mode
+        from lengthwise.longdoc.search.hybrid import pick_mode
 
-        if mode is None:
-            recorded = self.lexical.settings.get("mode") if self.lexical is not None else None
-            return Mode(recorded) if recorded else (Mode.HYBRID if self.lexical is not None else Mode.DENSE)
-        try:
-            chosen = Mode(mode)
-        except ValueError:
-            raise SettingError("mode", mode, "use dense, lexical or hybrid") from None
-        if chosen is not Mode.DENSE and self.lexical is None:
-            raise SettingError("mode", mode, f"{self.folder} was built without its documents' text; build it "
-                               "again with the corpus, or search dense")  # fmt: skip
-        return chosen
+        without_text = f"{self.folder} was built without its documents' text"
+        return pick_mode(mode, self.lexical, f"{without_text}; build it again with the corpus, or search dense")
 
     def search(
         self,
