@@ -163,7 +163,7 @@ def test_the_batched_exact_scan_ranks_as_the_per_query_one(bench, work: Path) ->
     import torch
 
     from lengthwise.core.scoring import WindowScoring
-    from lengthwise.longdoc.search.hybrid import FusionSettings, HybridSearch, Mode
+    from lengthwise.longdoc.search.hybrid import HybridSearch, Mode
     from lengthwise.longdoc.search.index import LongIndex
 
     folder = work / f"scale-{WINDOWS}" / "index"
@@ -172,7 +172,7 @@ def test_the_batched_exact_scan_ranks_as_the_per_query_one(bench, work: Path) ->
     if not bench._has_lexical(folder):
         bench._lexical_build(folder, WINDOWS // bench.PER_DOC)
     windows = LongIndex.open(folder)
-    searcher = HybridSearch(windows, windows.lexical, WindowScoring(), FusionSettings())
+    searcher = HybridSearch(windows, windows.lexical, WindowScoring(), bench.scale_fusion())
     rng = np.random.default_rng(5)
     queries = np.asarray(windows.vectors[rng.integers(0, WINDOWS, size=6)]) + rng.normal(0, 0.05, size=(6, 1))
     texts = [" ".join(bench._scale_texts(10)[d].split()[:5]) for d in range(6)]

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from lengthwise.audit.pairs.attack import NothingElongatedError
 from lengthwise.audit.schema import SchemaError
 from lengthwise.cli.options import setting_message
+from lengthwise.core._optional import MissingExtra
 from lengthwise.core.errors import (
     DataFormatError,
     LengthwiseError,
@@ -41,6 +42,7 @@ FAMILY: dict[type[LengthwiseError], bool] = {
     SchemaError: False,
     TempScaleError: False,
     LongDocError: False,
+    MissingExtra: False,
 }
 
 

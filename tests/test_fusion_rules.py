@@ -46,7 +46,7 @@ def test_equal_scores_carry_no_order(how: str, flat: float) -> None:
 
 
 def test_an_unknown_normaliser_is_refused_by_name() -> None:
-    with pytest.raises(ValueError, match="unknown normaliser 'median'"):
+    with pytest.raises(SettingError, match="fusion='median': not a normaliser; use one of zscore, minmax, dbsf"):
         normalised(LEXICAL, "median")
 
 

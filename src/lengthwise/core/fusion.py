@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from lengthwise.core.errors import SettingError
+
 if TYPE_CHECKING:  # numpy loads when fusing, so that config modules can import the default weight cheaply
     import numpy as np
 
@@ -94,7 +96,7 @@ def normalised(scores: np.ndarray, how: str) -> np.ndarray:
 
     scores = np.asarray(scores, dtype=np.float64)
     if how not in NORMALISERS:
-        raise ValueError(f"unknown normaliser {how!r}; use one of {', '.join(NORMALISERS)}")
+        raise SettingError("fusion", how, f"not a normaliser; use one of {', '.join(NORMALISERS)}")
     if scores.size < 2 or float(scores.max()) == float(scores.min()):
         return np.full(scores.shape, 0.5 if how == "dbsf" else 0.0)
     if how == "minmax":
@@ -127,6 +129,6 @@ def fuse_normalised(sides: Sequence[np.ndarray], weights: Sequence[float] | None
     if weights is None:
         weights = list(spread_weights(sides))
     if len(weights) != len(sides):
-        raise ValueError(f"{len(weights)} weights for {len(sides)} sides")
+        raise SettingError("weight", list(weights), f"{len(weights)} weights for {len(sides)} sides; give one per side")
     parts = [w * normalised(scores, how) for w, scores in zip(weights, sides, strict=True)]
     return sum(parts[1:], parts[0])
