@@ -330,8 +330,7 @@ class MilvusIndex:
 
     @property
     def fusion(self) -> FusionSettings:
-        recorded = self.lexical.settings.get("fusion") if self.lexical is not None else None
-        return FusionSettings.from_dict(recorded) if recorded else FusionSettings()
+        return FusionSettings.recorded(self.lexical)
 
     def _windows(self, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(rows, documents, vectors) of the windows matching `where`, by row."""

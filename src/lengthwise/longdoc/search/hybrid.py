@@ -125,6 +125,12 @@ class FusionSettings:
     def from_dict(cls, data: dict[str, Any]) -> FusionSettings:
         return cls(Fusion(data["fusion"]), float(data["weight"]), int(data.get("depth", DEPTH)))
 
+    @classmethod
+    def recorded(cls, lexical: Any) -> FusionSettings:
+        """The fusion recorded in an index's `lexical` side (None: it holds no text); the defaults where none is."""
+        found = lexical.settings.get("fusion") if lexical is not None else None
+        return cls.from_dict(found) if found else cls()
+
 
 @dataclass(frozen=True)
 class Passage:

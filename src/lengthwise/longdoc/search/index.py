@@ -614,8 +614,7 @@ class LongIndex:
         """The hybrid fusion settings recorded in the index (`FusionSettings`; the defaults before any tuning)."""
         from lengthwise.longdoc.search.hybrid import FusionSettings
 
-        recorded = self.lexical.settings.get("fusion") if self.lexical is not None else None
-        return FusionSettings.from_dict(recorded) if recorded else FusionSettings()
+        return FusionSettings.recorded(self.lexical)
 
     def search_mode(self, mode: str | None = None) -> Mode:
         """The search `mode` asked for (``dense``, ``lexical`` or ``hybrid``), checked against what the index holds;
