@@ -1,26 +1,25 @@
 """The synthetic tasks' word lists live in a data file (`longdoc/tasks/words.json`), not in code: the generated tasks
 are byte for byte what they were when the lists were Python literals.
 
-The digests below were computed on the code before the move (commit 4c26cd2, the lists in `synthetic.py`), over the
-lists themselves and over seeded sets of both tasks in both styles; a changed word, order or template changes them.
+The digest below was computed on the code before the move (commit 4c26cd2, the lists in `synthetic.py`) over the lists
+themselves; a changed word, order or template changes it. (Seeded sets of both tasks were also byte-identical at the
+move, but their digest depends on the installed `regex` release — 2026.5.9 and 2026.11.19 give different sets — so
+it is not a test a fresh install can pass.)
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict
 from importlib import resources
 from pathlib import Path
 
 import lengthwise.longdoc.tasks.synthetic as synthetic
-from lengthwise.longdoc.tasks.synthetic import _sentences, haystack_names, make_synthetic
 
 HERE = Path(__file__).parent
 LISTS = ("_NAMES", "_CITIES", "_ACTIVITIES", "_PASSKEY_NEEDLES", "_PASSKEY_QUERIES", "_NEEDLE_PAIRS", "_NOT_NAMES",
          "_COMMON", "_ADJECTIVE_ENDINGS")  # fmt: skip
 LISTS_SHA256 = "e26601195c6cb5a0f4aa44b91b8d237779f858a44db2d3c6e97f9c2d4b011e23"
-SETS_SHA256 = "5a82429518f7a14e576a6dcbd3f80e18004ba93c6c8afa64cfb19da29ac7dd72"
 
 
 def test_the_word_lists_are_read_from_the_package_data() -> None:
@@ -39,19 +38,3 @@ def test_the_lists_are_the_ones_before_the_move() -> None:
                                                                          for v in value]  # fmt: skip
     # tuples of pairs serialise as lists either way: the digest sees the words and their order
     assert hashlib.sha256(json.dumps(lists).encode()).hexdigest() == LISTS_SHA256
-
-
-def test_seeded_sets_are_byte_identical_to_the_ones_before_the_move(minilm_path: str) -> None:
-    from transformers import AutoTokenizer
-
-    haystack = (HERE / "haystack.txt").read_text().splitlines()
-    prose = (HERE / "prose.txt").read_text().splitlines()
-    tokenizer = AutoTokenizer.from_pretrained(minilm_path)
-    digest = hashlib.sha256(json.dumps(haystack_names(_sentences(prose), minimum=1)).encode())
-    for task in ("passkey", "needle"):
-        simple = make_synthetic(task, haystack, tokenizer, style="simple", lengths=(64, 200), per_length=6, seed=3)
-        real = make_synthetic(task, prose * 3, tokenizer, style="realistic", lengths=(64, 200), per_length=2, seed=5)
-        for data in (simple, real):
-            digest.update(json.dumps([asdict(item) for item in data.items]).encode())
-            digest.update(json.dumps(data.meta, sort_keys=True).encode())
-    assert digest.hexdigest() == SETS_SHA256
