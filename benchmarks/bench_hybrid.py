@@ -338,7 +338,9 @@ def _write_model_check(model: str, table: dict[str, dict[str, Any]], run: dict[s
     its dev sets, and the default chosen with the default model against that model's best arm on each set."""
     results = json.loads(RESULTS.read_text())  # the default model's table is there: the check compares with it
     out, name = results.get("quality_models", {}), Path(model).name
-    table = {**out.get(name, {}).get("table", {}), **table}
+    arms = set(next(iter(table.values())))  # an earlier run's rows count only when they hold the same arms
+    kept = {s: row for s, row in out.get(name, {}).get("table", {}).items() if set(row) == arms}
+    table = {**kept, **table}
     default = choose(results["quality"]["table"])["chosen"]
     chosen = choose(table)
     sets = [s for s in table if ":" not in s]
