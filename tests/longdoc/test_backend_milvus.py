@@ -67,7 +67,7 @@ def test_the_engine_gives_the_local_index_top_10_dense_hybrid_and_lexical(local:
         assert all(len(row) for row in expected), mode
         _same(found, expected)
     # against the exact scan too (every document, both sides), not only against the local index's search
-    exact = local.ranked_with_exact(QUERIES, 10, engine._mode("hybrid"))["exact"]
+    exact = local.ranked_with_exact(QUERIES, 10, engine.search_mode("hybrid"))["exact"]
     _same(_ranked(engine.search(QUERIES, k=10, mode="hybrid", vectors=vectors)), exact)
     # reopened by name: the same index, its text queries embedded by the recorded model
     again = backend.MilvusIndex.open(str(tmp_path / "milvus.db"), "haystack")

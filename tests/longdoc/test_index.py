@@ -97,10 +97,10 @@ def test_only_the_best_candidates_are_scored_on_all_their_windows(
     document was read. Now the candidates are ranked on their candidate windows first, and only the best
     `RESCORED` per document asked for are read whole (here 1 per document: 3)."""
     import lengthwise as lw
-    from lengthwise.longdoc.search import index as index_module
+    from lengthwise.longdoc.search import _document_search as core
 
-    monkeypatch.setattr(index_module, "RESCORED", 1)
-    monkeypatch.setattr(index_module, "RESCORED_AT_LEAST", 0)
+    monkeypatch.setattr(core, "RESCORED", 1)
+    monkeypatch.setattr(core, "RESCORED_AT_LEAST", 0)
     index = lw.LongIndex.build(encoded, tmp_path / "idx", quantize="none", engine="faiss")
     read: list[int] = []
     original, provisional = LongIndex.document_scores, LongIndex._provisional
@@ -264,22 +264,21 @@ def test_a_disk_without_room_is_refused_before_the_build_and_leaves_nothing(
     died of SIGBUS, leaving a 15 GB staging folder. Now the space is checked first, and the copy's blocks are
     allocated before any page is written, so a disk that fills meanwhile raises an error and cleans up."""
     import errno
+    import os
     import shutil
     from collections import namedtuple
 
-    from lengthwise.longdoc.search import index as index_module
-
     usage, real = namedtuple("usage", "total used free"), shutil.disk_usage
-    monkeypatch.setattr(index_module.shutil, "disk_usage", lambda _: usage(10**9, 10**9 - 1_000, 1_000))
+    monkeypatch.setattr(shutil, "disk_usage", lambda _: usage(10**9, 10**9 - 1_000, 1_000))
     with pytest.raises(SettingError, match=r"needs about .* of disk for .* windows and .* is free"):
         LongIndex.build_windows(encoded, tmp_path / "idx", engine="faiss")
     assert list(tmp_path.iterdir()) == []  # no index, no staging folder
-    monkeypatch.setattr(index_module.shutil, "disk_usage", real)
+    monkeypatch.setattr(shutil, "disk_usage", real)
 
     def full(*_: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(index_module.os, "posix_fallocate", full, raising=False)
+    monkeypatch.setattr(os, "posix_fallocate", full, raising=False)
     with pytest.raises(LongDocError, match=r"no room for the index.s vectors \(No space left on device\)"):
         LongIndex.build_windows(encoded, tmp_path / "idx", engine="faiss")
     assert list(tmp_path.iterdir()) == []
@@ -360,23 +359,23 @@ def test_another_build_starts_afresh_over_an_interrupted_one(
 def test_the_cli_says_an_interrupted_build_resumes(
     encoded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lengthwise.longdoc.search import index as index_module
+    from lengthwise.longdoc.search import _build
 
     _save_every_chunk(monkeypatch)
-    real = index_module.LongIndex._stage_windows.__func__  # type: ignore[attr-defined]
+    real = _build.stage_windows
 
-    def stopped(cls: type, *args: object, **kwargs: object) -> object:
+    def stopped(*args: object, **kwargs: object) -> object:
         def stop(done: int, _: int) -> None:
             if done >= 40:
                 raise KeyboardInterrupt
 
-        return real(cls, *args, **{**kwargs, "on_progress": stop})
+        return real(*args, **{**kwargs, "on_progress": stop})  # type: ignore[arg-type]
 
-    monkeypatch.setattr(index_module.LongIndex, "_stage_windows", classmethod(stopped))
+    monkeypatch.setattr(_build, "stage_windows", stopped)
     run = runner.invoke(app, ["index", "build", str(encoded), "--out", str(tmp_path / "idx"), "--engine", "faiss"])
     assert run.exit_code == 130, run.output
     assert "run the same command again to resume" in run.output
-    monkeypatch.setattr(index_module.LongIndex, "_stage_windows", classmethod(real))
+    monkeypatch.setattr(_build, "stage_windows", real)
     run = runner.invoke(app, ["index", "build", str(encoded), "--out", str(tmp_path / "idx"), "--engine", "faiss"])
     assert run.exit_code == 0, run.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]
@@ -444,7 +443,7 @@ def test_identical_windows_are_indexed_once_and_every_document_stays_reachable(t
 
 
 def test_a_query_expands_its_candidate_vectors_up_to_a_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from lengthwise.longdoc.search import index as index_module
+    from lengthwise.longdoc.search import _dense as index_module
 
     _duplicated(tmp_path / "enc", docs=30, per_doc=10, fillers=2)
     index = LongIndex.build_windows(tmp_path / "enc", tmp_path / "idx", quantize="none")

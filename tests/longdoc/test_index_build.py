@@ -94,8 +94,8 @@ def test_a_build_stopped_in_its_lexical_side_resumes_there_through_the_cli(
     """Before, the rerun built the dense index again and dropped the lexical staging: the lexical build resumed
     only when `LexicalIndex.build` was called by hand."""
     from lengthwise.longdoc.search import _bm25_build
+    from lengthwise.longdoc.search import _build as build_module
     from lengthwise.longdoc.search import _index_files as index_files
-    from lengthwise.longdoc.search import index as index_module
 
     out = tmp_path / "idx"
     args = ["index", "build", str(encoded), "--out", str(out), "--quantize", "none", "--engine", "faiss"]
@@ -113,7 +113,7 @@ def test_a_build_stopped_in_its_lexical_side_resumes_there_through_the_cli(
         raise AssertionError("the dense side was built again")
 
     monkeypatch.setattr(index_files, "unit_vectors", again)
-    monkeypatch.setattr(index_module, "fill_engine", again)  # the name index.py calls
+    monkeypatch.setattr(build_module, "fill_engine", again)  # the name _build.py calls
     monkeypatch.setattr(_bm25_build, "_tokenize_shard", counted)
     shards.clear()
     run = runner.invoke(app, args)

@@ -141,13 +141,13 @@ def _good_index(tmp_path: Path) -> LongIndex:
 def test_a_rebuild_that_fails_keeps_the_working_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 33.6: the new index was renamed into place before it was checked: a rebuild whose result did not open
     ("files disagree") destroyed the working index. It is opened in its staging folder first now."""
+    from lengthwise.longdoc.search import _build as build_module
     from lengthwise.longdoc.search import _engines
-    from lengthwise.longdoc.search import index as index_module
 
     good = _good_index(tmp_path)
     expected = good.search_vectors(np.array(good.vectors[:3]), k=1)
     _shards(tmp_path / "enc2", ["x", "y", "z", "w"], seed=3)
-    fill = index_module.fill_engine
+    fill = build_module.fill_engine
 
     def broken(path: Path, *args: object) -> None:  # an engine that ends short of its vectors
         fill(path, *args)  # type: ignore[arg-type]
@@ -155,7 +155,7 @@ def test_a_rebuild_that_fails_keeps_the_working_index(tmp_path: Path, monkeypatc
         engine.index.remove_ids(np.arange(1, dtype=np.int64))
         engine.save(path)
 
-    monkeypatch.setattr(index_module, "fill_engine", broken)
+    monkeypatch.setattr(build_module, "fill_engine", broken)
     with pytest.raises(LongDocError, match="the index files disagree"):
         LongIndex.build_windows(tmp_path / "enc2", tmp_path / "idx", quantize="none", engine="faiss")
     again = LongIndex.open(tmp_path / "idx")
@@ -228,11 +228,11 @@ def test_the_disk_message_gives_a_readable_size(tmp_path: Path, monkeypatch: pyt
     from collections import namedtuple
 
     from lengthwise.core.errors import SettingError
-    from lengthwise.longdoc.search import index as index_module
+    from lengthwise.longdoc.search import _build as build_module
 
     _shards(tmp_path / "enc", ["x", "y", "z"])
     usage = namedtuple("usage", "total used free")
-    monkeypatch.setattr(index_module.shutil, "disk_usage", lambda _: usage(10**9, 10**9 - 10, 10))
+    monkeypatch.setattr(build_module.shutil, "disk_usage", lambda _: usage(10**9, 10**9 - 10, 10))
     with pytest.raises(SettingError, match=r"needs about \d\.\d kB of disk for 9 windows and 10 bytes is free"):
         LongIndex.build_windows(tmp_path / "enc", tmp_path / "idx")
     assert shutil.disk_usage is not None

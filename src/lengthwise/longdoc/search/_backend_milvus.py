@@ -34,7 +34,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -45,8 +45,7 @@ from lengthwise.core.errors import SettingError
 from lengthwise.core.parallel import each, search_pool
 from lengthwise.core.scoring import WindowScoring
 from lengthwise.longdoc.config import LongDocError
-from lengthwise.longdoc.search.hybrid import FusionSettings, Hit, HybridSearch, Mode, pick_mode
-from lengthwise.longdoc.search.index import RESCORED, RESCORED_AT_LEAST, check_query_model
+from lengthwise.longdoc.search._document_search import RESCORED, RESCORED_AT_LEAST, DocumentSearch
 
 __all__ = ["MilvusIndex", "connect", "load_into_milvus"]
 
@@ -277,7 +276,7 @@ class _EngineLexical:
 
 
 @dataclass(eq=False)
-class MilvusIndex:
+class MilvusIndex(DocumentSearch):
     """A window index served from Milvus, searched as `LongIndex` is (`search`, `search_vectors`, `proposals`,
     `document_scores`): the same document scores. Load one with `load_into_milvus`, open it with `open`."""
 
@@ -315,22 +314,9 @@ class MilvusIndex:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.uri!r}, {self.collection!r})"
 
-    @property
-    def numbers(self) -> dict[str, int]:
-        """Each document id's number."""
-        if "_numbers" not in self.__dict__:
-            self.__dict__["_numbers"] = {doc_id: n for n, doc_id in enumerate(self.doc_ids)}
-        return self.__dict__["_numbers"]
-
-    @property
-    def scoring(self) -> WindowScoring:
-        from lengthwise.longdoc.config import LongDocConfig
-
-        return LongDocConfig.from_dict(self.settings["encode_settings"]["long"]).scoring
-
-    @property
-    def fusion(self) -> FusionSettings:
-        return FusionSettings.recorded(self.lexical)
+    def _without_text(self) -> str:
+        return (f"{self.uri} holds no BM25 weights (loaded from an index built without text); load it from one built "
+                "with the corpus, or search dense")  # fmt: skip
 
     def _windows(self, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(rows, documents, vectors) of the windows matching `where`, by row."""
@@ -403,63 +389,6 @@ class MilvusIndex:
         pairs = zip(units, found, strict=True)
         return each(search_pool(search_threads, len(found)), lambda p: self._proposed(p[0], p[1], scoring)[:count],
                     pairs)  # fmt: skip
-
-    def embed_queries(self, queries: Sequence[str], batch_size: int = 32) -> Any:
-        """The queries as the documents were made: the recorded model (checked by its weights and TempScale) and
-        long-document settings."""
-        from lengthwise.core.models import load_plain_model
-        from lengthwise.longdoc.config import LongDocConfig
-        from lengthwise.longdoc.encoder import LongEncoder
-
-        made, recorded = self.settings["encode_settings"], self.settings["model"]
-        if self.model is None:
-            model = (self.load_model or load_plain_model)(made["model"], precision=made.get("precision", "fp32"))
-            check_query_model(recorded, model)  # its weights and TempScale, as the local index checks them
-            self.model = model
-        return LongEncoder(self.model, LongDocConfig.from_dict(made["long"])).encode_queries(
-            list(queries), batch_size=batch_size
-        )
-
-    def search(
-        self,
-        queries: str | Sequence[str],
-        k: int = 10,
-        *,
-        mode: str | None = None,
-        candidates: int | None = None,
-        depth: int | None = None,
-        vectors: np.ndarray | None = None,
-        search_threads: int | None = None,
-    ) -> list[list[Hit]]:
-        """The `k` best documents per query, as `LongIndex.search` (no passages: the engine holds no text yet).
-
-        Args:
-            queries: One query or several.
-            k: Documents per query.
-            mode: ``dense``, ``lexical`` or ``hybrid`` (default: the recorded mode; hybrid when it holds text).
-            candidates: Candidate windows the engine returns per dense query (at most 16,384).
-            depth: Documents each side proposes to a hybrid search.
-            vectors: The queries' vectors when already embedded.
-            search_threads: Threads the queries are scored on.
-        """
-        texts = [queries] if isinstance(queries, str) else list(queries)
-        for name, value in (("k", k), ("candidates", candidates), ("depth", depth)):
-            if value is not None and value < 1:
-                raise SettingError(name, value, "must be ≥ 1")
-        if not texts or any(not text.strip() for text in texts):
-            raise SettingError("query", queries, "a query is empty; give the text to search for")
-        chosen = self._mode(mode)
-        if chosen is not Mode.LEXICAL and vectors is None:
-            vectors = self.embed_queries(texts)
-        fusion = self.fusion if depth is None else replace(self.fusion, depth=depth)
-        searcher = HybridSearch(self, self.lexical, self.scoring, fusion)
-        return searcher.search(None if chosen is Mode.LEXICAL else vectors, texts, k, chosen, candidates=candidates,
-                               search_threads=search_threads)  # fmt: skip
-
-    def _mode(self, mode: str | None) -> Mode:
-        without_text = (f"{self.uri} holds no BM25 weights (loaded from an index built without text); load it from "
-                        "one built with the corpus, or search dense")  # fmt: skip
-        return pick_mode(mode, self.lexical, without_text)
 
 
 def _grouped_scores(

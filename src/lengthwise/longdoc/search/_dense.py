@@ -1,0 +1,276 @@
+"""The local window index's files and its dense search: `LocalWindows`, the base of
+`lengthwise.longdoc.search.index.LongIndex` (which builds, opens and tunes it; see its module docstring for the
+folder layout and the two-step exact rescoring).
+
+An index opened here reads the fp32 window vectors from a memory map (never loaded whole) and its ANN engine's file
+(`lengthwise.longdoc.search._engines`); the engine proposes distinct vectors, each standing for every window that
+holds it, and the documents they reach are rescored exactly with `lengthwise.core.encoder.multi_vector_scores`.
+The text-query core (the query model, modes, fusion, `search`) is the shared `DocumentSearch`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+import torch
+
+from lengthwise.core.encoder import MultiVectors, multi_vector_scores
+from lengthwise.core.parallel import each, search_pool
+from lengthwise.core.scoring import WindowScoring
+from lengthwise.longdoc.config import LongDocError
+from lengthwise.longdoc.search import _document_search as core
+from lengthwise.longdoc.search._document_search import DocumentSearch
+from lengthwise.longdoc.search._engines import CANDIDATES, ENGINES, Engine, Quantize
+from lengthwise.longdoc.search._generations import GENERATION, Hold, rebuilt
+from lengthwise.longdoc.search._index_files import REBUILD, consistent_files, read_ids, read_members, read_settings
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+    from lengthwise.core.models import ModelLoader
+    from lengthwise.longdoc.search.lexical import LexicalIndex
+
+__all__ = ["EXPANDED_AT_MOST", "LocalWindows"]
+
+EXPANDED_AT_MOST = 1_000_000  # windows a query's candidate vectors may stand for (see `LocalWindows._expanded`)
+_Windows = TypeVar("_Windows", bound="LocalWindows")
+
+
+@dataclass(eq=False, repr=False)
+class LocalWindows(DocumentSearch):
+    """The window vectors of an index folder on an ANN engine, searched by document (see the module docstring);
+    `lengthwise.longdoc.search.index.LongIndex` builds and opens one."""
+
+    folder: Path
+    settings: dict[str, Any]
+    doc_ids: list[str]
+    offsets: np.ndarray  # (n + 1,) window offsets of each document in `vectors`
+    vectors: np.ndarray  # (W, D) fp32, memory-mapped
+    engine: Any  # its keys are distinct-vector numbers
+    members: np.ndarray | None = None  # (W,) window rows grouped by distinct vector (None: one per window)
+    starts: np.ndarray | None = None  # (U + 1,) where each distinct vector's rows start in `members`
+    model: SentenceTransformer | None = None  # the query model (loaded on the first text query when None)
+    load_model: ModelLoader | None = field(default=None)  # how it is loaded (None: the hall's plain load)
+    files: Path | None = None  # the folder of the generation opened (None: `folder` itself, a build's staging)
+    hold: Hold | None = None  # the reader's hold on that generation: no build removes it while the index is open
+
+    def __post_init__(self) -> None:
+        if self.members is None or self.starts is None:
+            self.members = np.arange(len(self.vectors), dtype=np.int64)
+            self.starts = np.arange(len(self.vectors) + 1, dtype=np.int64)
+        if self.model is not None:
+            self._check_model(self.model)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self.folder)!r})"
+
+    @property
+    def replaced(self) -> bool:
+        """Whether a later build of the folder serves another generation now than the one this index answers from
+        (a long-lived process, such as a service, opens the folder again to serve it)."""
+        try:
+            return read_settings(Path(self.folder))[GENERATION] != self.settings.get(GENERATION)
+        except LongDocError:
+            return True
+
+    @classmethod
+    def _open_files(
+        cls: type[_Windows], folder: Path, files: Path, settings: dict[str, Any], load_model: ModelLoader | None
+    ) -> _Windows:
+        """The index `folder` with `settings` (its ``index.json``), its files read from `files` (its generation)."""
+        try:
+            engine = Engine(settings["engine"])
+            doc_ids = read_ids(files / "ids.txt")
+            offsets = np.load(files / "offsets.npy", allow_pickle=False)
+            vectors = np.load(files / "vectors.npy", mmap_mode="r", allow_pickle=False)
+            members, starts = read_members(files)
+            ann = ENGINES[engine].load(files / f"engine.{engine.value}", Quantize(settings["quantize"]))
+        except (OSError, ValueError, KeyError, TypeError, RuntimeError) as error:
+            raise LongDocError(None, None, f"{folder}: unreadable index ({error}); {REBUILD}") from None
+        if not consistent_files(settings, doc_ids, offsets, vectors, members, starts, ann.count()):
+            raise LongDocError(None, None, f"{folder}: the index files disagree in size or order; {REBUILD}")
+        return cls(folder, settings, doc_ids, offsets, vectors, ann, members, starts, load_model=load_model,
+                   files=files)  # fmt: skip
+
+    def default_probes(self) -> int:
+        """FAISS: a quarter of the IVF lists (at least 32); USearch: a search expansion of 64."""
+        nlist = self.settings.get("nlist") or 0
+        return max(32, nlist // 4) if self.settings["engine"] == Engine.FAISS.value else 64
+
+    def default_candidates(self) -> int:
+        """Candidate windows per query: 1,000, or 4,000 over sign bits (``ubinary``), whose candidates held 0.95
+        (USearch) and 0.94 (FAISS) of the exact top-100 SciFact documents at 1,000, and 0.998 and 0.980 at 4,000."""
+        return CANDIDATES[Quantize(self.settings["quantize"])]
+
+    def _candidate_vectors(self, queries: np.ndarray, candidates: int, probes: int) -> list[np.ndarray]:
+        """Per query, the keys of its `candidates` nearest distinct vectors in the engine, nearest first. `probes`
+        beyond what the index has (FAISS: its lists; USearch: its vectors) are the same as all of them."""
+        assert self.starts is not None and self.members is not None
+        distinct = len(self.starts) - 1
+        if candidates >= distinct:  # every distinct vector a candidate: ranked exactly, no approximate search to miss
+            heads = np.asarray(self.vectors[self.members[self.starts[:-1]]], dtype=np.float32)
+            return [np.argsort(-(heads @ query), kind="stable") for query in np.asarray(queries, dtype=np.float32)]
+        probes = min(probes, self.settings.get("nlist") or distinct) if self.engine.count() else 1
+        self.engine.set_probes(max(1, probes))
+        found = self.engine.search(np.asarray(queries, dtype=np.float32), max(1, min(candidates, distinct)))
+        return [row[row >= 0] for row in found]
+
+    def _expanded(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, key of each row): every window holding one of the distinct vectors `keys` (nearest first), in
+        key order. A query stands for at most `EXPANDED_AT_MOST` windows: vectors are taken nearest first while
+        they fit (the first always whole), so a document reached only through a farther vector shared by a very
+        large number of windows is left out, as with fewer candidate windows."""
+        assert self.members is not None and self.starts is not None
+        firsts, counts = self.starts[keys], self.starts[keys + 1] - self.starts[keys]
+        kept = max(1, int(np.searchsorted(np.cumsum(counts), EXPANDED_AT_MOST, side="right")))
+        firsts, counts, keys = firsts[:kept], counts[:kept], keys[:kept]
+        ends = np.cumsum(counts)
+        positions = np.arange(int(ends[-1]) if len(ends) else 0) - np.repeat(ends - counts - firsts, counts)
+        return np.asarray(self.members[positions], dtype=np.int64), np.repeat(keys, counts)
+
+    def candidate_windows(self, queries: np.ndarray, candidates: int, probes: int) -> list[np.ndarray]:
+        """Per query, the windows holding one of its `candidates` nearest distinct vectors in the engine
+        (approximate), as sorted window numbers (a vector many windows share brings all of them)."""
+        return [np.sort(self._expanded(keys)[0]) for keys in self._candidate_vectors(queries, candidates, probes)]
+
+    def candidate_documents(self, queries: np.ndarray, candidates: int, probes: int) -> list[np.ndarray]:
+        """Per query, the distinct documents of its candidate windows (`candidate_windows`)."""
+        owners = (self._owner(row) for row in self.candidate_windows(queries, candidates, probes))
+        return [np.unique(owner) for owner in owners]
+
+    def _owner(self, windows: np.ndarray) -> np.ndarray:
+        """The document of each window number."""
+        return np.searchsorted(self.offsets, windows, side="right") - 1
+
+    def document_scores(self, query: torch.Tensor, docs: np.ndarray, scoring: WindowScoring | int) -> np.ndarray:
+        """Exact fp32 scores of the documents numbered `docs` for one unit `query`, over every window of each."""
+        if not len(docs):
+            return np.zeros(0, dtype=np.float32)
+        if len(docs) == len(self.doc_ids) and np.array_equal(docs, np.arange(len(docs))):  # every document
+            return self._scan(query[None], scoring)[0].numpy()
+        firsts, counts = self.offsets[docs], self.offsets[docs + 1] - self.offsets[docs]
+        offsets = np.concatenate([[0], np.cumsum(counts)])
+        rows = np.arange(offsets[-1]) + np.repeat(firsts - offsets[:-1], counts)  # each document's windows in turn
+        subset = MultiVectors(np.asarray(self.vectors[rows]), offsets)
+        return multi_vector_scores(query[None], subset, scoring, unit=True)[0].numpy()
+
+    def _scan(self, units: torch.Tensor, scoring: WindowScoring | int) -> torch.Tensor:
+        """(Q, n) exact scores of every document for unit queries, read from the memory map as it is (no copy)."""
+        return multi_vector_scores(units, MultiVectors(self.vectors, self.offsets), scoring, unit=True)
+
+    def _provisional(self, query: torch.Tensor, keys: np.ndarray, scoring: WindowScoring | int) -> Any:
+        """(documents, scores): each document holding a candidate vector, scored on its candidate vectors (each
+        distinct vector once per document; each read once, however many windows share it)."""
+        assert self.members is not None and self.starts is not None
+        rows, row_keys = self._expanded(keys)
+        distinct = len(self.starts) - 1
+        pairs = np.unique(self._owner(rows) * distinct + row_keys)  # (document, vector), by document
+        docs, first = np.unique(pairs // distinct, return_index=True)
+        read = np.sort(np.unique(row_keys))
+        vectors = np.asarray(self.vectors[self.members[self.starts[read]]])
+        subset = MultiVectors(vectors[np.searchsorted(read, pairs % distinct)], np.append(first, len(pairs)))
+        return docs, multi_vector_scores(query[None], subset, scoring, unit=True)[0].numpy()
+
+    def _rescored(self, query: torch.Tensor, keys: np.ndarray, k: int, scoring: WindowScoring | int) -> list[Any]:
+        """The `k` best documents for one query from its candidate vectors `keys` (nearest first): every document
+        holding one scored on its candidate vectors (`_provisional`), then the best `RESCORED` · k (at least 100)
+        scored on all their windows (exact fp32)."""
+        docs, provisional = self._provisional(query, keys, scoring)
+        docs = np.sort(docs[np.argsort(-provisional, kind="stable")[: max(core.RESCORED * k, core.RESCORED_AT_LEAST)]])
+        scores = self.document_scores(query, docs, scoring)
+        best = np.argsort(-scores, kind="stable")[:k]
+        return [(self.doc_ids[docs[j]], float(scores[j])) for j in best]
+
+    def search_vectors(
+        self,
+        queries: np.ndarray,
+        k: int = 10,
+        *,
+        scoring: WindowScoring | int = 1,
+        candidates: int | None = None,
+        probes: int | None = None,
+        search_threads: int | None = None,
+    ) -> list[list[tuple[str, float]]]:
+        """The `k` best documents per (normalised) query row: candidates from the engine, rescored exactly.
+
+        Args:
+            queries: (Q, D) query vectors.
+            k: Documents per query.
+            scoring: How a document scores from its windows (`WindowScoring`; an int is a top-k: 1 = max).
+            candidates: Candidate distinct window vectors the engine returns per query, each standing for every
+                window that holds it (more: higher recall, slower; default `default_candidates`: 1,000, or 4,000
+                over sign bits).
+            probes: FAISS IVF lists visited (default: a quarter of the lists, which found ≥ 0.98 of the exact top-100
+                documents on SciFact) or USearch's search expansion (default 64); more than the index has are the
+                same as all of them.
+            search_threads: Threads the queries' rescoring is spread over (default: one per core less one, 1–32;
+                `lengthwise.core.parallel`); the engine searches them all in one call. The hits do not depend on it.
+        """
+        probes = probes if probes is not None else self.default_probes()
+        candidates = candidates if candidates is not None else self.default_candidates()
+        units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries), dtype=torch.float32), dim=-1)
+        found = self._candidate_vectors(units.numpy(), candidates, probes)
+
+        def rescored(query: tuple[torch.Tensor, np.ndarray]) -> list[tuple[str, float]]:
+            return self._rescored(query[0], query[1], k, scoring) if len(query[1]) else []
+
+        return each(search_pool(search_threads, len(found)), rescored, zip(units, found, strict=True))
+
+    def proposals(
+        self,
+        queries: np.ndarray,
+        count: int,
+        *,
+        scoring: WindowScoring | int = 1,
+        candidates: int | None = None,
+        probes: int | None = None,
+        search_threads: int | None = None,
+    ) -> list[np.ndarray]:
+        """Per (normalised) query row, the document numbers of its `count` best candidates, ranked on their candidate
+        windows only (the first of `search_vectors`' two steps; a hybrid search scores the proposals of both sides
+        on all their windows itself); the queries spread over `search_threads` as in `search_vectors`."""
+        probes = probes if probes is not None else self.default_probes()
+        candidates = candidates if candidates is not None else self.default_candidates()
+        units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries), dtype=torch.float32), dim=-1)
+        found = self._candidate_vectors(units.numpy(), candidates, probes)
+
+        def proposed(query: tuple[torch.Tensor, np.ndarray]) -> np.ndarray:
+            if not len(query[1]):
+                return np.zeros(0, dtype=np.int64)
+            docs, provisional = self._provisional(query[0], query[1], scoring)
+            return np.asarray(docs[np.argsort(-provisional, kind="stable")[:count]], dtype=np.int64)
+
+        return each(search_pool(search_threads, len(found)), proposed, zip(units, found, strict=True))
+
+    def exact_vectors(
+        self, queries: np.ndarray, k: int = 10, *, scoring: WindowScoring | int = 1
+    ) -> list[list[tuple[str, float]]]:
+        """The same ranking by an exact scan over every window (for checks and benchmarks, not for serving)."""
+        units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries), dtype=torch.float32), dim=-1)
+        scores = self._scan(units, scoring)
+        results = []
+        for row in scores.numpy():
+            best = np.argsort(-row, kind="stable")[:k]
+            results.append([(self.doc_ids[j], float(row[j])) for j in best])
+        return results
+
+    @property
+    def lexical(self) -> LexicalIndex | None:
+        """The index's lexical side (`lengthwise.longdoc.search.lexical.LexicalIndex`), or None when built without
+        text."""
+        from lengthwise.longdoc.search.lexical import LEXICAL, SETTINGS_FILE, LexicalIndex
+
+        if "_lexical" not in self.__dict__:
+            files = Path(self.files or self.folder)  # the generation opened, whatever index.json names now
+            if not files.is_dir():
+                raise rebuilt(Path(self.folder), self.settings.get(GENERATION, "?"))
+            folder, generation = files / LEXICAL, self.settings.get(GENERATION)
+            found = (folder / SETTINGS_FILE).is_file()
+            self.__dict__["_lexical"] = LexicalIndex.open(folder, generation=generation) if found else None
+        return self.__dict__["_lexical"]
+
+    def _without_text(self) -> str:
+        return f"{self.folder} was built without its documents' text; build it again with the corpus, or search dense"

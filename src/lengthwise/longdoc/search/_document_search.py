@@ -1,0 +1,270 @@
+"""What every window index shares, whichever engine holds its windows: the text-query core.
+
+`DocumentSearch` is the base of the local index (`lengthwise.longdoc.search.index.LongIndex`, USearch or FAISS on
+files) and of the engine-held one (`lengthwise.longdoc.search._backend_milvus.MilvusIndex`). A subclass says where the
+windows are: it proposes documents for query vectors (`proposals`), ranks them (`search_vectors`), scores any
+documents exactly on all their windows (`document_scores`) and holds the lexical side (`lexical`). This base does the
+rest, once for both: the query model loaded as recorded and checked (`embed_queries`), the search mode and fusion the
+index records, the checks of a search's arguments and `search` itself through `lengthwise.longdoc.search.hybrid`, and
+the check that a corpus is the one the index holds (`check_corpus`). A document therefore scores the same whichever
+backend serves it.
+
+Calls run one way: `index` (building, opening, tuning the local index) → `_dense` (its files and dense search) →
+this module; the Milvus backend → this module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from lengthwise.core.errors import SettingError
+from lengthwise.core.scoring import WindowScoring
+
+if TYPE_CHECKING:
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    from lengthwise.core.models import ModelLoader
+    from lengthwise.longdoc.search.hybrid import FusionSettings, Hit, Mode
+
+__all__ = ["QUERY_MODEL_KEYS", "RESCORED", "RESCORED_AT_LEAST", "DocumentSearch", "check_query_model"]
+
+# what of the query model's fingerprint an index records and checks: the weights (their hash covers the precision's
+# cast) and a TempScale set by hooks, which leaves the weights alone but changes every vector
+QUERY_MODEL_KEYS = ("weights_sha256_16", "tempscale")
+RESCORED, RESCORED_AT_LEAST = 10, 100  # documents scored on all their windows: per document asked for, at least
+
+
+class DocumentSearch:
+    """Document search over a corpus's window vectors, its text beside them (see the module docstring).
+
+    A subclass sets `settings` (the index's record: ``model``, ``encode_settings``, …), `doc_ids`, `model` and
+    `load_model`, and implements `search_vectors`, `proposals`, `document_scores`, `lexical` and `_without_text`.
+    """
+
+    settings: dict[str, Any]
+    doc_ids: list[str]
+    model: SentenceTransformer | None
+    load_model: ModelLoader | None
+
+    # --- where the windows are: each backend's own --------------------------------------------------------------
+
+    def search_vectors(
+        self,
+        queries: np.ndarray,
+        k: int = 10,
+        *,
+        scoring: WindowScoring | int = 1,
+        candidates: int | None = None,
+        probes: int | None = None,
+        search_threads: int | None = None,
+    ) -> list[list[tuple[str, float]]]:
+        """The `k` best (id, exact score) per query row, best first."""
+        raise NotImplementedError
+
+    def proposals(
+        self,
+        queries: np.ndarray,
+        count: int,
+        *,
+        scoring: WindowScoring | int = 1,
+        candidates: int | None = None,
+        probes: int | None = None,
+        search_threads: int | None = None,
+    ) -> list[np.ndarray]:
+        """Per query row, the numbers of its `count` best candidate documents (a hybrid search's dense side)."""
+        raise NotImplementedError
+
+    def document_scores(self, query: torch.Tensor, docs: np.ndarray, scoring: WindowScoring | int) -> np.ndarray:
+        """Exact fp32 scores of the documents numbered `docs` for one unit `query`, over every window of each."""
+        raise NotImplementedError
+
+    @property
+    def lexical(self) -> Any:
+        """The lexical side (BM25 over the windows or documents), or None when the index holds no text."""
+        raise NotImplementedError
+
+    def _without_text(self) -> str:
+        """The refusal of a lexical or hybrid search on an index without text: what it is and the fix."""
+        raise NotImplementedError
+
+    # --- the shared core ----------------------------------------------------------------------------------------
+
+    @property
+    def numbers(self) -> dict[str, int]:
+        """Each document id's number (its place in `doc_ids`), built on first use."""
+        if "_numbers" not in self.__dict__:
+            self.__dict__["_numbers"] = {doc_id: n for n, doc_id in enumerate(self.doc_ids)}
+        return self.__dict__["_numbers"]
+
+    @property
+    def scoring(self) -> WindowScoring:
+        """How a document scores from its windows, as it was encoded (max or top-k mean, fused with the mean)."""
+        from lengthwise.longdoc.config import LongDocConfig
+
+        return LongDocConfig.from_dict(self.settings["encode_settings"]["long"]).scoring
+
+    @property
+    def fusion(self) -> FusionSettings:
+        """The hybrid fusion settings recorded in the index (`FusionSettings`; the defaults before any tuning)."""
+        from lengthwise.longdoc.search.hybrid import FusionSettings
+
+        return FusionSettings.recorded(self.lexical)
+
+    def search_mode(self, mode: str | None = None) -> Mode:
+        """The search `mode` asked for (``dense``, ``lexical`` or ``hybrid``), checked against what the index holds;
+        None: the mode recorded by a tuning, else hybrid when the index holds text, else dense."""
+        from lengthwise.longdoc.search.hybrid import pick_mode
+
+        return pick_mode(mode, self.lexical, self._without_text())
+
+    def _load(self, made: dict[str, Any]) -> SentenceTransformer:
+        """The model `made` names, loaded at its recorded precision by this index's loader."""
+        from lengthwise.core.models import load_plain_model
+
+        loader = self.load_model or load_plain_model
+        return loader(made["model"], precision=made.get("precision", "fp32"))
+
+    def _check_model(self, model: SentenceTransformer) -> None:
+        check_query_model(self.settings["model"], model)
+
+    def embed_queries(self, queries: Sequence[str], batch_size: int = 32) -> Any:
+        """The queries as the index's documents were made: the recorded model (checked by its weights and
+        TempScale) and long-document settings."""
+        from lengthwise.longdoc.config import LongDocConfig
+        from lengthwise.longdoc.encoder import LongEncoder
+
+        made = self.settings["encode_settings"]
+        if self.model is None:
+            model = self._load(made)
+            self._check_model(model)
+            self.model = model
+        encoder = LongEncoder(self.model, LongDocConfig.from_dict(made["long"]))
+        return encoder.encode_queries(list(queries), batch_size=batch_size)
+
+    def search(
+        self,
+        queries: str | Sequence[str],
+        k: int = 10,
+        *,
+        mode: str | None = None,
+        passages: int = 0,
+        candidates: int | None = None,
+        probes: int | None = None,
+        depth: int | None = None,
+        vectors: np.ndarray | None = None,
+        search_threads: int | None = None,
+    ) -> list[list[Hit]]:
+        """The `k` best documents for each query, best first, as `Hit`s (id, score, each side's exact score, and the
+        `passages` best windows of each with their character spans and text).
+
+        Args:
+            queries: One query or several.
+            k: Documents per query.
+            mode: ``dense`` (the window vectors), ``lexical`` (BM25) or ``hybrid`` (both, fused by the settings
+                recorded in the index); default: the index's recorded mode (hybrid when it holds text).
+            passages: Best windows returned with each hit (0: none).
+            candidates, probes: The dense side's candidate windows and probes (`search_vectors`).
+            depth: Documents each side proposes to a hybrid search (at least 10·k; default: the index's recorded
+                fusion, 100). Deeper finds more of the exact fused top k where many documents tie on one side
+                (near-duplicates), at some cost per query (docs/longdoc.md, the 10M-window run).
+            vectors: The queries' vectors when already embedded (`embed_queries`; e.g. by a service that embeds
+                the next batch while this one is searched); embedded here when None.
+            search_threads: Threads the queries are searched on, each query on one (default: one per core less one,
+                1–32; `lengthwise.core.parallel`). The candidate windows of all queries come from one engine call;
+                the hits are the same whatever the number of threads.
+        """
+        from lengthwise.longdoc.search.hybrid import HybridSearch, Mode
+
+        texts = self._checked(queries, k, passages, candidates, probes, depth, search_threads)
+        chosen = self.search_mode(mode)
+        if chosen is Mode.LEXICAL:
+            for text in texts:
+                if not self.lexical.query_tokens(text):
+                    raise SettingError("query", text, "holds no word the documents hold (stop words only, or "
+                                       "unknown words): nothing to search lexically; use dense or hybrid")  # fmt: skip
+            vectors = None
+        elif vectors is None:
+            vectors = self.embed_queries(texts)
+        elif len(vectors) != len(texts):
+            raise SettingError("vectors", len(vectors), f"give one vector per query ({len(texts)})")
+        fusion = self.fusion if depth is None else replace(self.fusion, depth=depth)
+        searcher = HybridSearch(self, self.lexical, self.scoring, fusion)
+        return searcher.search(vectors, texts, k, chosen, passages=passages, candidates=candidates, probes=probes,
+                               search_threads=search_threads)  # fmt: skip
+
+    @staticmethod
+    def _checked(queries: str | Sequence[str], k: int, passages: int, *counts: int | None) -> list[str]:
+        """The queries as a list, once `search`'s numbers and texts are checked (a `SettingError` naming the first
+        wrong one)."""
+        names = ("candidates", "probes", "depth", "search_threads")
+        for name, value in (("k", k), *zip(names, counts, strict=True)):
+            if value is not None and value < 1:
+                raise SettingError(name, value, "must be ≥ 1")
+        if passages < 0:
+            raise SettingError("passages", passages, "must be ≥ 0")
+        texts = [queries] if isinstance(queries, str) else list(queries)
+        if not texts or any(not text.strip() for text in texts):
+            raise SettingError("query", queries, "a query is empty; give the text to search for")
+        return texts
+
+    def _name(self) -> str:
+        """The index as a refusal names it (its folder, or its URI)."""
+        return str(getattr(self, "folder", None) or getattr(self, "uri", type(self).__name__))
+
+    def check_corpus(self, data: str | os.PathLike[str]) -> None:
+        """A `SettingError` on ``index`` unless this index holds exactly the documents of the corpus at `data` (a
+        corpus file or a BEIR folder): the same ids, and the same texts by the digest `lengthwise encode` recorded
+        (the same ids with other texts would score as if they were it). The one check of a corpus scored through
+        an index (`lengthwise eval --index`, `lengthwise index tune`)."""
+        from lengthwise.longdoc.storage.encode import corpus_file
+        from lengthwise.longdoc.storage.store import TEXTS, corpus_digests, texts_sha256
+
+        recorded, name = self.settings["encode_settings"].get(TEXTS), self._name()
+        if recorded is None:
+            raise SettingError("index", name, "records no digest of the texts it holds (built by an older "
+                               f"lengthwise, or from an unfinished encode), so it cannot be checked against {data}; "
+                               "encode the corpus and build the index again")  # fmt: skip
+        digests = corpus_digests(corpus_file(Path(data)))
+        missing, extra = len(set(self.doc_ids) - digests.keys()), len(digests.keys() - set(self.doc_ids))
+        if missing or extra:
+            raise SettingError("index", name, f"holds {len(self.doc_ids)} documents and {data} {len(digests)}: "
+                               f"{missing} indexed are not in {data}, {extra} of {data} are not indexed; build the "
+                               "index from this corpus")  # fmt: skip
+        if texts_sha256(digests) != recorded:
+            raise SettingError("index", name, f"holds the ids of {data} with other texts (it was built from another "
+                               "version of the corpus); build the index from this corpus")  # fmt: skip
+
+
+def check_query_model(recorded: dict[str, Any], model: SentenceTransformer) -> None:
+    """Refuse a query model that would embed queries otherwise than an index's documents (`SettingError` naming the
+    model): other weights than `recorded` (an index's ``model`` settings; the hash covers the precision's cast), or
+    another TempScale than the build recorded (one set by hooks leaves the weights alone). An index built before the
+    TempScale was recorded is checked by its weights only."""
+    from lengthwise.core.models import model_fingerprint
+
+    fingerprint = model_fingerprint(model, recorded["name"])
+    found = fingerprint["weights_sha256_16"]
+    if found != recorded["weights_sha256_16"]:
+        raise SettingError(
+            "model", recorded["name"], f"the index was built with weights {recorded['weights_sha256_16']}, "
+            f"this model has {found}; query with the model the corpus was encoded with, or build the index again"
+        )  # fmt: skip
+    if "tempscale" in recorded and fingerprint["tempscale"] != recorded["tempscale"]:
+        raise SettingError(
+            "model", recorded["name"], f"the index was built with TempScale {_tempscale(recorded['tempscale'])}, "
+            f"this model has {_tempscale(fingerprint['tempscale'])}; load it as saved (open the index with "
+            "load_model=lengthwise.load_model), or build the index again"
+        )  # fmt: skip
+
+
+def _tempscale(patch: object) -> str:
+    """A recorded TempScale (`lengthwise.core.models.ModelPatch.describe`) in a message: its settings, or none."""
+    return "none" if patch is None else json.dumps(patch, sort_keys=True)
