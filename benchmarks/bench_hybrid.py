@@ -329,8 +329,22 @@ def stage_quality(args: argparse.Namespace) -> None:
         _write_model_check(args.model, table, run)
         return
     earlier = json.loads(RESULTS.read_text()).get("quality", {}) if RESULTS.is_file() else {}
+    ran = sorted({name.split(":")[0].rsplit("-", 1)[0] for name in table})
     table = {**earlier.get("table", {}), **table}  # a run of some sets keeps the others' rows
-    _write("quality", {"table": table, "dev_sets": DEV_SETS, "rule": RULE, "choice": choose(table), **run})
+    _write("quality", {"table": table, "dev_sets": DEV_SETS, "rule": RULE, "choice": choose(table),
+                       **_run_records(earlier, run, ran)})  # fmt: skip
+
+
+RUN_FIELDS = ("seconds", "load", "lengths", "per_length")  # what a quality run records of itself
+
+
+def _run_records(earlier: dict[str, Any], run: dict[str, Any], ran: list[str]) -> dict[str, Any]:
+    """The run fields of section ``quality``: at the top, those of the last run of every set in `SETS` (a run of
+    some sets keeps them: they describe the rows it did not redo); under ``runs``, the run that made each corpus's
+    rows (`ran`: the corpora this run scored), earlier corpora's kept."""
+    kept = {k: earlier[k] for k in RUN_FIELDS if k in earlier}
+    top = run if set(ran) >= set(SETS) or not kept else kept
+    return {**top, "runs": {**earlier.get("runs", {}), **{name: {**run, "sets": ran} for name in ran}}}
 
 
 def _write_model_check(model: str, table: dict[str, dict[str, Any]], run: dict[str, Any]) -> None:

@@ -95,3 +95,13 @@ def test_a_second_model_is_written_beside_the_default_table(bench, tmp_path: Pat
     assert check["chosen_here"]["chosen"] == "convex-window-0.2"  # dev mean 65.5 against 0.1's 64.5
     row = check["default_by_set"]["qmsum-test"]
     assert row == {"default": 59, "best": 61, "best_arm": "convex-window-0.2", "dense": 54, "bm25_best": 44}
+
+
+def test_a_run_of_some_sets_keeps_the_run_fields_of_the_rows_it_did_not_redo(bench) -> None:
+    full = {"seconds": 328, "load": [3.6, 3.8], "lengths": [256], "per_length": {"dev": 20, "test": 20}}
+    partial = {"seconds": 704, "load": [2.2, 2.2], "lengths": [256], "per_length": {"dev": 4, "test": 10}}
+    records = bench._run_records(full, partial, ["replies"])
+    assert {k: records[k] for k in bench.RUN_FIELDS} == full  # the other corpora's rows came from that run
+    assert records["runs"] == {"replies": {**partial, "sets": ["replies"]}}
+    again = bench._run_records({**records, "seconds": 1}, full, list(bench.SETS))
+    assert again["seconds"] == 328 and again["runs"]["replies"]["sets"] == list(bench.SETS)
