@@ -125,7 +125,7 @@ def build(source: Path, out: Path = HERE) -> dict[str, int]:
     queried = set(replies)
     answered = queried | {r for r, p in quoting.items() if p in queried}  # a query, or a reply to one
     others = sorted(fits - parents - answered)
-    corpus_ids = parents | set(random.Random(SEED).sample(others, max(0, CORPUS_SIZE - len(parents))))
+    corpus_ids = parents | set(random.Random(SEED).sample(others, min(len(others), max(0, CORPUS_SIZE - len(parents)))))
     corpus = [{"_id": d, "title": "", "text": bodies[d]} for d in sorted(corpus_ids)]
     known = {key for row in corpus for line in row["text"].splitlines() if len(key := _norm(line)) >= MATCH_CHARS}
     queries, targets = [], {}
