@@ -105,3 +105,21 @@ def test_a_run_of_some_sets_keeps_the_run_fields_of_the_rows_it_did_not_redo(ben
     assert records["runs"] == {"replies": {**partial, "sets": ["replies"]}}
     again = bench._run_records({**records, "seconds": 1}, full, list(bench.SETS))
     assert again["seconds"] == 328 and again["runs"]["replies"]["sets"] == list(bench.SETS)
+
+
+def test_the_both_granularities_arms_are_what_an_index_of_granularity_both_serves(bench) -> None:
+    """The study's ``*-both`` arms (`_both`) are scored as `hybrid.fuse_exact` scores an index that holds both
+    BM25 granularities (the lexical sides stacked document first, then window): the same fused scores, so the
+    table's rows are the served default's."""
+    from lengthwise.longdoc.search.hybrid import DEPTH, Fusion, FusionSettings, fuse_exact
+
+    rng = np.random.default_rng(3)
+    n = 3 * DEPTH  # more documents than each side proposes: the candidates matter
+    dense = rng.uniform(-0.2, 0.9, size=(4, n))
+    document, window = (np.where(rng.random((4, n)) < 0.3, 0.0, rng.gamma(2.0, 3.0, size=(4, n))) for _ in "dw")
+    matrices = {"dense": dense, "document": document, "window": window}
+    for weight, settings in ((0.3, FusionSettings(Fusion.ZSCORE, 0.3)), (None, FusionSettings(Fusion.ADAPTIVE)),
+                             (-1.0, FusionSettings(Fusion.RRF))):  # fmt: skip
+        served = np.stack([fuse_exact(d, np.stack([doc, win]), settings, DEPTH)
+                           for d, doc, win in zip(dense, document, window, strict=True)])  # fmt: skip
+        np.testing.assert_array_equal(served, bench._both(matrices, weight))

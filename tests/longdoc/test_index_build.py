@@ -118,7 +118,9 @@ def test_a_build_stopped_in_its_lexical_side_resumes_there_through_the_cli(
     shards.clear()
     run = runner.invoke(app, args)
     assert run.exit_code == 0, run.output
-    assert len(shards) == 12  # of the 14 (windows, the default granularity), the two finished are not redone
+    # of the 19 (the default granularity, both: 14 of windows, then 5 of whole documents), the two finished are not
+    # redone
+    assert len(shards) == 17
     assert _index(out) == _index(Path(clean.folder))  # the same index as a build in one go, byte for byte
     assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]
 
@@ -189,12 +191,12 @@ def test_the_text_is_read_from_a_corpus_in_any_order(clean, tmp_path: Path, shar
     random.Random(0).shuffle(rows)
     corpus = _write(tmp_path / name, rows)
     built = _text_side(clean, corpus, tmp_path, clean.settings["encode_settings"][TEXTS])
-    assert len(shards) == 14  # the window granularity's shards, each tokenized once
+    assert len(shards) == 19  # both granularities' shards (14 of windows, 5 of whole documents), each tokenized once
     theirs = _files(clean.files / "lexical")
     assert {k: v for k, v in _files(built.folder).items() if k != "lexical.json"} == {
         k: v for k, v in theirs.items() if k != "lexical.json"
     }
-    assert built.settings == json.loads(theirs["lexical.json"])
+    assert built.window.settings == json.loads(theirs["lexical.json"])  # both sides: the window side records
 
 
 def test_missing_extra_or_changed_text_is_one_line_and_leaves_nothing(clean, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]

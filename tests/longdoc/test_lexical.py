@@ -57,8 +57,10 @@ def test_lexical_search_finds_the_rare_word_and_bm25_scores_match_bm25s(index) -
     import bm25s
     import Stemmer
 
-    # the default granularity: BM25 over the windows' text, a document scoring its best window
-    assert index.lexical.settings["granularity"] == "window"
+    # the default granularity holds both sides; its window side: BM25 over the windows' text, a document scoring its
+    # best window (a lexical search's and each hit's lexical score)
+    assert index.lexical.settings["granularity"] == "both"
+    assert index.lexical.window.settings["granularity"] == "window"
     offsets, spans = index.lexical.window_offsets, index.lexical.spans
     windows = [index.lexical.text(n)[a:b] for n in range(24) for a, b in spans[offsets[n] : offsets[n + 1]]]
     stemmer = Stemmer.Stemmer("english")

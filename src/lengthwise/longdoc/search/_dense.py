@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
     from lengthwise.core.models import ModelLoader
-    from lengthwise.longdoc.search.lexical import LexicalIndex
+    from lengthwise.longdoc.search.lexical import BothGranularities, LexicalIndex
 
 __all__ = ["EXPANDED_AT_MOST", "LocalWindows"]
 
@@ -258,10 +258,10 @@ class LocalWindows(DocumentSearch):
         return results
 
     @property
-    def lexical(self) -> LexicalIndex | None:
-        """The index's lexical side (`lengthwise.longdoc.search.lexical.LexicalIndex`), or None when built without
-        text."""
-        from lengthwise.longdoc.search.lexical import LEXICAL, SETTINGS_FILE, LexicalIndex
+    def lexical(self) -> LexicalIndex | BothGranularities | None:
+        """The index's lexical side (`lengthwise.longdoc.search.lexical.LexicalIndex`, or `BothGranularities`), or
+        None when built without text."""
+        from lengthwise.longdoc.search.lexical import LEXICAL, SETTINGS_FILE, open_lexical
 
         if "_lexical" not in self.__dict__:
             files = Path(self.files or self.folder)  # the generation opened, whatever index.json names now
@@ -269,7 +269,7 @@ class LocalWindows(DocumentSearch):
                 raise rebuilt(Path(self.folder), self.settings.get(GENERATION, "?"))
             folder, generation = files / LEXICAL, self.settings.get(GENERATION)
             found = (folder / SETTINGS_FILE).is_file()
-            self.__dict__["_lexical"] = LexicalIndex.open(folder, generation=generation) if found else None
+            self.__dict__["_lexical"] = open_lexical(folder, generation=generation) if found else None
         return self.__dict__["_lexical"]
 
     def _without_text(self) -> str:

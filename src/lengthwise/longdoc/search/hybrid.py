@@ -39,6 +39,7 @@ from lengthwise.core.errors import SettingError, enum_member
 from lengthwise.core.fusion import FUSION, FUSION_WEIGHT, convex_fuse, fuse_normalised
 from lengthwise.core.parallel import each, search_pool
 from lengthwise.core.scoring import WindowScoring
+from lengthwise.longdoc.search.lexical import side_scores
 
 __all__ = [
     "Fusion",
@@ -168,25 +169,29 @@ class Hit:
 
 def fuse(dense: np.ndarray, lexical: np.ndarray, settings: FusionSettings) -> np.ndarray:
     """Fused scores of documents from their exact dense and lexical scores (same order: one query's proposed
-    documents).
+    documents). `lexical`: (n,) one BM25 side, or (s, n) several (both granularities), which share the lexical
+    weight equally.
 
     Convex: each side from its theoretical minimum (cosine −1, BM25 0) to the query's best score (`dense.max()`,
     `lexical.max()`: the proposals always hold each side's best document). RRF: ranks within the given documents.
     zscore, minmax, dbsf: each side rescaled by its scores over the given documents; adaptive: zscore weighted per
     query by each side's spread (`lengthwise.core.fusion`).
     """
+    sides = list(np.atleast_2d(lexical))
     if settings.fusion is Fusion.RRF:
-        return _rrf_ranks(dense) + _rrf_ranks(lexical, zero_last=True)
-    if settings.fusion is Fusion.CONVEX:
-        return convex_fuse(dense, lexical, settings.weight)
+        return sum((_rrf_ranks(side, zero_last=True) for side in sides), _rrf_ranks(dense))
+    if settings.fusion is Fusion.CONVEX:  # (1 − w) · dense' + Σ (w / s) · side', the mean of each side's fusion
+        return np.mean([convex_fuse(dense, side, settings.weight) for side in sides], axis=0)
     if settings.fusion is Fusion.ADAPTIVE:
-        return fuse_normalised([dense, lexical], None, "zscore")
-    return fuse_normalised([dense, lexical], [1.0 - settings.weight, settings.weight], settings.fusion.value)
+        return fuse_normalised([dense, *sides], None, "zscore")
+    share = settings.weight / len(sides)
+    return fuse_normalised([dense, *sides], [1.0 - settings.weight] + [share] * len(sides), settings.fusion.value)
 
 
 def exact_candidates(dense: np.ndarray, lexical: np.ndarray, depth: int) -> np.ndarray:
-    """The documents a search with exact proposals fuses: the union of each side's `depth` best (sorted numbers)."""
-    return np.union1d(_top(dense, depth), _top(lexical, depth))
+    """The documents a search with exact proposals fuses: the union of each side's `depth` best (sorted numbers;
+    `lexical`: one side's scores, or several rows)."""
+    return np.union1d(_top(dense, depth), np.concatenate([_top(side, depth) for side in np.atleast_2d(lexical)]))
 
 
 def fuse_exact(dense: np.ndarray, lexical: np.ndarray, settings: FusionSettings, depth: int) -> np.ndarray:
@@ -197,7 +202,7 @@ def fuse_exact(dense: np.ndarray, lexical: np.ndarray, settings: FusionSettings,
         return fuse(dense, lexical, settings)
     chosen = exact_candidates(dense, lexical, depth)
     out = np.full(len(dense), -np.inf)
-    out[chosen] = fuse(dense[chosen], lexical[chosen], settings)
+    out[chosen] = fuse(dense[chosen], np.atleast_2d(lexical)[:, chosen], settings)
     return out
 
 
@@ -271,16 +276,17 @@ class HybridSearch:
             docs = np.asarray([self.windows.numbers[i] for i, _ in found], dtype=np.int64)
             scores = np.asarray([s for _, s in found], dtype=np.float64)
             return docs, scores, list(scores), [None] * len(docs)
-        all_lexical = self.lexical.scores(text)
         if mode is Mode.LEXICAL or query is None:
+            all_lexical = self.lexical.scores(text)
             docs = _top(all_lexical, k)
             docs = docs[all_lexical[docs] > 0]  # a document without any query term is not found by BM25
             return docs, all_lexical[docs].astype(np.float64), [None] * len(docs), list(all_lexical[docs])
-        proposed = np.union1d(np.asarray(found, dtype=np.int64), _top(all_lexical, depth))
+        sides = side_scores(self.lexical, text)  # (s, n): each BM25 granularity the index holds
+        proposed = np.union1d(np.asarray(found, dtype=np.int64), np.concatenate([_top(x, depth) for x in sides]))
         dense = self.dense_scores(query, proposed)
-        fused = fuse(dense, all_lexical[proposed].astype(np.float64), self.settings)
+        fused = fuse(dense, sides[:, proposed].astype(np.float64), self.settings)
         best = np.argsort(-fused, kind="stable")[:k]
-        return proposed[best], fused[best], list(dense[best]), list(all_lexical[proposed[best]])
+        return proposed[best], fused[best], list(dense[best]), list(sides[-1, proposed[best]])
 
     def dense_scores(self, query: torch.Tensor, docs: np.ndarray) -> np.ndarray:
         """Exact dense scores of documents `docs` (every window, fp32), as float64."""
@@ -322,11 +328,11 @@ class HybridSearch:
         """The `k` best (id, score) by an exact scan of every document in `mode` (for checks and benchmarks): every
         document's dense score over all its windows, its BM25 score, or both fused."""
         everything = np.arange(len(self.windows.doc_ids))
-        lexical = self.lexical.scores(text).astype(np.float64) if mode is not Mode.DENSE else None
+        lexical = side_scores(self.lexical, text).astype(np.float64) if mode is not Mode.DENSE else None
         if mode is Mode.LEXICAL:
             assert lexical is not None
-            ranked = everything[lexical > 0]  # as the lexical search: no query term, not found
-            scores = lexical
+            scores = lexical[-1]  # as the lexical search: the window side of both granularities
+            ranked = everything[scores > 0]  # as the lexical search: no query term, not found
         else:
             assert query is not None
             unit = torch.nn.functional.normalize(torch.as_tensor(np.asarray(query, dtype=np.float32)), dim=-1)

@@ -64,15 +64,19 @@ from lengthwise.longdoc.search._staging import aside_of, swap_in
 from lengthwise.longdoc.search._text_source import TextSource, from_corpus, in_memory
 
 __all__ = [
+    "BothGranularities",
     "Granularity",
     "LexicalIndex",
     "build_text_side",
     "char_spans",
     "check_corpus_digest",
+    "open_lexical",
     "require_bm25s",
+    "side_scores",
 ]
 
 LEXICAL = "lexical"  # the folder inside an index
+DOCUMENT_SIDE = "document"  # inside a lexical folder of granularity both: its whole-document BM25, a lexical folder
 SETTINGS_FILE = "lexical.json"
 LANGUAGES = {"english": "en"}  # Snowball stemmer name → bm25s stop-word list
 LANGUAGE, K1, B = "english", 1.5, 0.75  # the defaults: English, and Lucene's k1 and b as bm25s sets them
@@ -85,11 +89,13 @@ logger = logging.getLogger(__name__)
 
 
 class Granularity(str, Enum):
-    """What BM25 ranks: whole documents (BM25's own length normalisation) or the dense index's windows (a document
-    scores its best window, passage retrieval)."""
+    """What BM25 ranks: whole documents (BM25's own length normalisation), the dense index's windows (a document
+    scores its best window, passage retrieval), or both (two BM25 sides, each its share of the lexical weight in a
+    hybrid search; `BothGranularities`)."""
 
     DOCUMENT = "document"
     WINDOW = "window"
+    BOTH = "both"
 
 
 def require_bm25s() -> Any:
@@ -138,13 +144,13 @@ class LexicalIndex:
         spans: Sequence[np.ndarray],
         out: str | os.PathLike[str],
         *,
-        granularity: Granularity | str = LEXICAL_GRANULARITY,
+        granularity: Granularity | str = Granularity.WINDOW,
         language: str = LANGUAGE,
         k1: float = K1,
         b: float = B,
         on_progress: Callable[[int, int], None] | None = None,
         texts_sha256: str | None = None,
-    ) -> LexicalIndex:
+    ) -> LexicalIndex | BothGranularities:
         """Write the lexical side of an index into `out` (replaced if it exists), through a staging folder.
 
         The build runs in shards and keeps the finished ones when interrupted: run again with the same inputs, it
@@ -157,8 +163,8 @@ class LexicalIndex:
             texts: Every document's text, in the dense index's order.
             spans: Per document, the (k, 2) character spans of its window rows in the dense index.
             out: The lexical folder (``INDEX/lexical``).
-            granularity: ``window`` (the default, chosen on dev sets: BM25 over the windows' text, a document
-                scores its best window) or ``document`` (whole texts).
+            granularity: ``window`` (the default here: BM25 over the windows' text, a document scores its best
+                window), ``document`` (whole texts) or ``both`` (the two, `BothGranularities`; an index's default).
             language: The stemmer and stop words (``english``).
             k1, b: BM25's term-frequency saturation and length normalisation (Lucene's defaults in bm25s).
             on_progress: Called with (documents done, documents) as they are tokenized.
@@ -185,11 +191,16 @@ class LexicalIndex:
         b: float,
         on_progress: Callable[[int, int], None] | None,
         generation: str | None,
-    ) -> LexicalIndex:
+    ) -> LexicalIndex | BothGranularities:
         """`build` from a `TextSource`: its texts are written into the staging folder first, then read back a
         shard at a time. `generation`: the index generation the side belongs to (recorded; None outside an
         index)."""
         granularity = _checked_settings(granularity, k1, b)
+        if granularity is Granularity.BOTH:  # the window side, then whole documents in a folder inside it
+            for side, folder in ((Granularity.WINDOW, Path(out)), (Granularity.DOCUMENT, Path(out) / DOCUMENT_SIDE)):
+                cls._build(source, folder, granularity=side, language=language, k1=k1, b=b, on_progress=on_progress,
+                           generation=generation)  # fmt: skip
+            return open_lexical(out, generation=generation)
         tokenizer, out = _tokenizer(language), Path(out)
         per_document = source.counts if granularity is Granularity.WINDOW else np.ones_like(source.counts)
         plan = _bm25_build._plan(source, per_document, granularity=granularity, language=language, k1=k1, b=b)
@@ -340,6 +351,70 @@ class LexicalIndex:
         return best
 
 
+@dataclass
+class BothGranularities:
+    """BM25 at both granularities (`Granularity.BOTH`): the window side (`window`, whose folder is the index's lexical
+    folder: the texts, the spans, the recorded settings) and whole documents (`document`, a lexical folder inside
+    it). A hybrid search fuses the dense side with both (`side_scores`), each with half the lexical weight; a lexical
+    search, passages and the recorded settings are the window side's."""
+
+    window: LexicalIndex
+    document: LexicalIndex
+
+    def __getattr__(self, name: str) -> Any:  # the texts, spans, offsets, BM25 matrix: the window side's
+        if name in ("window", "document"):  # not set yet (a copy or pickle in progress)
+            raise AttributeError(name)
+        return getattr(self.window, name)
+
+    @property
+    def folder(self) -> Path:
+        return self.window.folder
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The window side's settings (the recorded mode and fusion), with the granularity ``both``."""
+        return {**self.window.settings, "granularity": Granularity.BOTH.value}
+
+    @property
+    def granularity(self) -> Granularity:
+        return Granularity.BOTH
+
+    def record(self, **settings: Any) -> None:
+        """Record further settings (the tuned mode and fusion) in the window side's ``lexical.json``."""
+        self.window.record(**settings)
+
+    def text(self, doc: int) -> str:
+        return self.window.text(doc)
+
+    def passage(self, row: int) -> tuple[int, int]:
+        return self.window.passage(row)
+
+    def query_tokens(self, query: str) -> list[int]:
+        return self.window.query_tokens(query)
+
+    def scores(self, query: str) -> np.ndarray:
+        """The window side's scores (a lexical search's, and each hit's ``lexical`` score)."""
+        return self.window.scores(query)
+
+    def side_scores(self, query: str) -> np.ndarray:
+        """(2, n): every document's whole-document BM25 score, then its best window's."""
+        return np.stack([self.document.scores(query), self.window.scores(query)])
+
+
+def open_lexical(folder: str | os.PathLike[str], *, generation: str | None = None) -> LexicalIndex | BothGranularities:
+    """The lexical side in `folder`: one `LexicalIndex`, or `BothGranularities` when a whole-document side sits
+    inside it (`LexicalIndex.open` says what is checked)."""
+    window = LexicalIndex.open(folder, generation=generation)
+    if not (Path(folder) / DOCUMENT_SIDE / SETTINGS_FILE).is_file():
+        return window
+    return BothGranularities(window, LexicalIndex.open(Path(folder) / DOCUMENT_SIDE, generation=generation))
+
+
+def side_scores(lexical: Any, query: str) -> np.ndarray:
+    """(s, n): each lexical side's score of every document for `query` (one row for one granularity)."""
+    return lexical.side_scores(query) if isinstance(lexical, BothGranularities) else lexical.scores(query)[None]
+
+
 def _granularity(value: Any) -> Granularity:
     return enum_member(Granularity, "granularity", value)
 
@@ -447,7 +522,7 @@ def build_text_side(
     recorded: str | None = None,
     granularity: Granularity | str = LEXICAL_GRANULARITY,
     on_progress: Callable[[int, int], None] | None = None,
-) -> LexicalIndex:
+) -> LexicalIndex | BothGranularities:
     """Index the text of a `LongIndex`'s documents beside it (``windows.files / "lexical"``), read from the corpus
     file as the build goes (`lengthwise.longdoc.search._text_source`): its memory is one shard of text, the
     vocabulary and a few numbers per document, not the corpus.
@@ -460,7 +535,8 @@ def build_text_side(
         corpus: The corpus file (JSONL or text, gzipped or not) the index was encoded from, in any order.
         recorded: The encode folder's digest of every (id, text) (`lengthwise.longdoc.storage.store.TEXTS`),
             checked when given.
-        granularity: What BM25 ranks: ``window`` (the default) or ``document``.
+        granularity: What BM25 ranks: ``both`` (the default: whole documents and windows, `BothGranularities`),
+            ``window`` or ``document``.
         on_progress: Called with (documents done, documents).
     """
     granularity = _granularity(granularity)
