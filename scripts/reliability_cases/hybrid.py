@@ -154,7 +154,7 @@ CASES: list[Case] = [
         "35",
         [*_BUILD, "--granularity", "sentence"],
         2,
-        "--granularity 'sentence': use one of document, window",
+        "--granularity 'sentence': use one of document, window, both",
         _encoded,
         _no_index("i"),
     ),
