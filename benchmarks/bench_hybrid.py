@@ -26,6 +26,10 @@ Stages:
   document with one unique code word): the lexical side's build time, its peak memory (a child process) and bytes per
   document, p50/p99 per query alone and with 8 client threads, and the recall of the fused top 10 against the exact
   fused scan. Dense and hybrid alternate in one run, so their ratio holds on a busy machine better than either figure.
+  ``--fusion convex`` (the default here: convex at lexical weight 0.1, the default when the 1M and 10M figures were
+  taken, under their keys) or ``default`` (the library's default fusion, `FusionSettings()`: z-score over each
+  query's proposals; key ``{windows}-{granularity}-default``); ``--granularity window``, ``document`` or ``both``
+  (both BM25 sides, as ``index build`` makes them by default, opened with `open_lexical`).
   The index records the model of the windows it copies (all-MiniLM-L6-v2) and their long-document settings, with a
   ``copied`` field saying what the vectors are, so it can be searched with text and served (bench_serve.py).
 - ``scale-model``: record that model in a scale index built before it was recorded, in place (``index.json`` and the
@@ -50,6 +54,7 @@ Stages:
     nice -n 5 python benchmarks/bench_hybrid.py quality --threads 2 --model DIR/all-mpnet-base-v2 --sets qmsum,scifact
     nice -n 5 python benchmarks/bench_hybrid.py engines --docs 100000
     nice -n 5 python benchmarks/bench_hybrid.py scale --windows 1000000
+    nice -n 5 python benchmarks/bench_hybrid.py scale --windows 1000000 --granularity both --fusion default
     nice -n 5 python benchmarks/bench_hybrid.py scale-model --windows 1000000
     nice -n 5 python benchmarks/bench_hybrid.py text-side --docs 50000 --label after
     nice -n 5 python benchmarks/bench_hybrid.py window-query --docs 335000
@@ -715,8 +720,8 @@ def _scale_index(windows: int, work: Path) -> Path:
 
 
 def _lexical_build(index: Path, docs: int, granularity: str = "window") -> None:
-    """The lexical side of the scale index, BM25 over its windows or whole documents, in `_lexical_folder` (run in its
-    own process: its peak memory is the build's)."""
+    """The lexical side of the scale index, BM25 over its windows, whole documents or both, in `_lexical_folder` (run
+    in its own process: its peak memory is the build's)."""
     from lengthwise.longdoc.search.lexical import LexicalIndex
 
     texts = _scale_texts(docs)
@@ -731,11 +736,22 @@ def _lexical_build(index: Path, docs: int, granularity: str = "window") -> None:
 
 def _lexical_folder(index: Path, granularity: str) -> Path:
     """Where the scale stage keeps its lexical side: ``lexical`` in the generation served (the index's own, BM25 over
-    the windows, the default) or ``lexical-document`` beside it in the index folder (whole documents, the granularity
-    the docs advise above a few million windows; the benchmark opens it explicitly)."""
+    the windows), or ``lexical-{granularity}`` beside it in the index folder: ``lexical-document`` (whole documents,
+    the granularity the docs advise above a few million windows) or ``lexical-both`` (the window side with whole
+    documents in ``document/`` inside it, `Granularity.BOTH`: an index's default); the benchmark opens these
+    explicitly (`lexical.open_lexical`)."""
     from lengthwise.longdoc.search._index_files import served_files
 
     return served_files(index) / "lexical" if granularity == "window" else index / f"lexical-{granularity}"
+
+
+def _lexical_complete(folder: Path, granularity: str) -> bool:
+    """Whether the lexical side in `folder` was built to the end (both granularities: its whole-document side too,
+    built after the window side)."""
+    from lengthwise.longdoc.search.lexical import DOCUMENT_SIDE, SETTINGS_FILE
+
+    inner = folder / DOCUMENT_SIDE if granularity == "both" else folder
+    return (folder / SETTINGS_FILE).is_file() and (inner / SETTINGS_FILE).is_file()
 
 
 def _has_lexical(index: Path) -> bool:
@@ -748,8 +764,12 @@ def _has_lexical(index: Path) -> bool:
         return False
 
 
-def _scale_key(windows: int, granularity: str) -> str:
-    """The scale section's key of a run: the window count, suffixed with the granularity when it is not the default."""
+def _scale_key(windows: int, granularity: str, fusion: str = "convex") -> str:
+    """The scale section's key of a run: the window count, suffixed with the granularity when it is not ``window``
+    (convex fusion, the keys of the figures taken before issue 49), or with the granularity and ``default`` for the
+    library's default fusion (`scale_fusion`)."""
+    if fusion != "convex":
+        return f"{windows}-{granularity}-{fusion}"
     return str(windows) if granularity == "window" else f"{windows}-{granularity}-granularity"
 
 
@@ -941,50 +961,25 @@ def _timed(search: Any, queries: list[Any], clients: int) -> dict[str, float]:
 
 def stage_scale(args: argparse.Namespace) -> None:
     """Dense against hybrid at `args.windows` windows: the lexical side's build time, memory and bytes per document,
-    query latency alone and with 8 clients, and the recall of the fused top 10 against the exact fused scan."""
+    query latency alone and with 8 clients, and the recall of the fused top 10 against the exact fused scan; the
+    lexical side of `args.granularity`, fused by `args.fusion` (`scale_fusion`)."""
     from lengthwise.core.scoring import WindowScoring
     from lengthwise.longdoc.search.hybrid import HybridSearch, Mode
     from lengthwise.longdoc.search.index import LongIndex
-    from lengthwise.longdoc.search.lexical import LexicalIndex
+    from lengthwise.longdoc.search.lexical import open_lexical
 
-    load_before, docs = _load(), args.windows // PER_DOC
-    key = _scale_key(args.windows, args.granularity)
-    earlier = json.loads(RESULTS.read_text()).get("scale", {}) if RESULTS.is_file() else {}
-    reused = (args.work / f"scale-{args.windows}" / "index" / "index.json").is_file()
-    started = time.perf_counter()
-    folder = _scale_index(args.windows, args.work)
-    dense_built: float | None = time.perf_counter() - started
-    if reused:  # the dense build's time is the run's that built it (kept), not this reuse's
-        dense_built = earlier.get(key, earlier.get(str(args.windows), {})).get("dense_build_s")
-    started = time.perf_counter()
-    lexical_folder = _lexical_folder(folder, args.granularity)
-    lexical_reused = (lexical_folder / "lexical.json").is_file()
-    if not lexical_reused:
-        code = f"import sys; sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); import bench_hybrid as b; " \
-               f"from pathlib import Path; " \
-               f"b._lexical_build(Path({str(folder)!r}), {docs}, {args.granularity!r})"  # fmt: skip
-        # the child's own peak (kB): VmHWM, not ru_maxrss, which also counts this process's memory at the fork
-        peak = "; print(next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')))"
-        done = subprocess.run([sys.executable, "-c", code + peak], capture_output=True, text=True, check=True)
-        peak_mb: int | None = round(int(done.stdout.strip().splitlines()[-1]) / 1024)
-        lexical_built: float | None = time.perf_counter() - started
-    else:  # as for the dense side: the figures of the run that built it
-        peak_mb = earlier.get(key, {}).get("lexical_peak_rss_mb")
-        lexical_built = earlier.get(key, {}).get("lexical_build_s")
-    builds = {"windows": args.windows, "documents": docs, "granularity": args.granularity,
-              "dense_build_s": round(dense_built) if dense_built is not None else None, "dense_reused": reused,
-              "lexical_build_s": round(lexical_built) if lexical_built is not None else None,
-              "lexical_reused": lexical_reused, "lexical_peak_rss_mb": peak_mb,
-              "build_load": earlier.get(key, {}).get("build_load") if reused and lexical_reused
-              else [load_before, _load()]}  # fmt: skip
+    fusion, docs = getattr(args, "fusion", "convex"), args.windows // PER_DOC
+    key = _scale_key(args.windows, args.granularity, fusion)
+    folder, lexical_folder, builds = _scale_builds(args, key)
     if args.build_only:  # the builds' figures now; a later run reuses both sides and keeps them
-        _write("scale", {**{k: v for k, v in earlier.items() if k != "environment"}, key: builds})
+        out = json.loads(RESULTS.read_text()).get("scale", {}) if RESULTS.is_file() else {}
+        _write("scale", {**{k: v for k, v in out.items() if k != "environment"}, key: builds})
         print(builds, flush=True)
         return
     load_before = _load()
-    windows, lexical = LongIndex.open(folder), LexicalIndex.open(lexical_folder)
+    windows, lexical = LongIndex.open(folder), open_lexical(lexical_folder)
     vectors, query_texts = _scale_queries(windows, docs, args.queries)
-    searcher = HybridSearch(windows, lexical, WindowScoring(), scale_fusion())
+    searcher = HybridSearch(windows, lexical, WindowScoring(), scale_fusion(fusion))
     asked = list(range(args.queries))
     runs: dict[tuple[str, int], list[dict[str, float]]] = {}
     for _, clients, mode in itertools.product(range(args.repeats), (1, 8), (Mode.DENSE, Mode.HYBRID)):  # alternated
@@ -1008,33 +1003,84 @@ def stage_scale(args: argparse.Namespace) -> None:
     checked = asked[: args.recall_queries]
     exact = _exact_fused_batched(searcher, vectors[checked], [query_texts[n] for n in checked], 10)
     recall = _against_exact(searcher, vectors, query_texts, exact)
-    size, bm25 = _bytes(lexical_folder), _bytes(lexical_folder / "bm25")
+    size, bm25 = _bytes(lexical_folder), sum(_bytes(p) for p in lexical_folder.rglob("bm25") if p.is_dir())
     section = {**builds,
                "lexical_bytes_per_doc": round(size / docs), "bm25_bytes_per_doc": round(bm25 / docs),
                "queries": args.queries, "repeats": args.repeats, "latency": rows, **ratios,
                "recall_at_10_vs_exact_fused": recall["recall_at_10_vs_exact_fused"],
                "recall_queries": len(checked), "load": [load_before, _load()]}  # fmt: skip
+    if fusion != "convex":  # the sections recorded before issue 49 keep their fields
+        section = {**section, "fusion": scale_fusion(fusion).to_dict(), "first_hit_agrees": recall["first_hit_agrees"]}
     print(section, flush=True)
     out = json.loads(RESULTS.read_text()).get("scale", {}) if RESULTS.is_file() else {}
     _write("scale", {**{k: v for k, v in out.items() if k != "environment"}, key: section})
 
 
-def scale_fusion() -> Any:
-    """The fusion the scale stages measure and their batched exact scan reproduces: convex at lexical weight 0.1, the
-    default when the 1M and 10M figures were taken. The default since issue 49 (z-score over each query's proposals)
-    normalises over the proposed documents, which a whole-corpus scan does not reproduce; its scale figures are not
-    measured yet."""
+def _scale_builds(args: argparse.Namespace, key: str) -> tuple[Path, Path, dict[str, Any]]:
+    """The scale index and its lexical side of `args.granularity` (each built unless there), and the builds' figures
+    for the section `key`: a side reused keeps the figures of the run that built it (this key's, else those of the
+    other keys of the same index and granularity)."""
+    load_before, docs = _load(), args.windows // PER_DOC
+    earlier = json.loads(RESULTS.read_text()).get("scale", {}) if RESULTS.is_file() else {}
+    same_index = [earlier.get(k, {}) for k in (key, str(args.windows))]
+    same_side = [earlier.get(k, {}) for k in (key, _scale_key(args.windows, args.granularity))]
+    reused = (args.work / f"scale-{args.windows}" / "index" / "index.json").is_file()
+    started = time.perf_counter()
+    folder = _scale_index(args.windows, args.work)
+    dense_built: float | None = time.perf_counter() - started
+    if reused:  # the dense build's time is the run's that built it (kept), not this reuse's
+        dense_built = next((e["dense_build_s"] for e in same_index if e.get("dense_build_s") is not None), None)
+    started = time.perf_counter()
+    lexical_folder = _lexical_folder(folder, args.granularity)
+    lexical_reused = _lexical_complete(lexical_folder, args.granularity)
+    if not lexical_reused:
+        code = f"import sys; sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); import bench_hybrid as b; " \
+               f"from pathlib import Path; " \
+               f"b._lexical_build(Path({str(folder)!r}), {docs}, {args.granularity!r})"  # fmt: skip
+        # the child's own peak (kB): VmHWM, not ru_maxrss, which also counts this process's memory at the fork
+        peak = "; print(next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')))"
+        done = subprocess.run([sys.executable, "-c", code + peak], capture_output=True, text=True, check=True)
+        peak_mb: int | None = round(int(done.stdout.strip().splitlines()[-1]) / 1024)
+        lexical_built: float | None = time.perf_counter() - started
+    else:  # as for the dense side: the figures of the run that built it
+        built = next((e for e in same_side if e.get("lexical_build_s") is not None), {})
+        peak_mb, lexical_built = built.get("lexical_peak_rss_mb"), built.get("lexical_build_s")
+    builds = {"windows": args.windows, "documents": docs, "granularity": args.granularity,
+              "dense_build_s": round(dense_built) if dense_built is not None else None, "dense_reused": reused,
+              "lexical_build_s": round(lexical_built) if lexical_built is not None else None,
+              "lexical_reused": lexical_reused, "lexical_peak_rss_mb": peak_mb,
+              "build_load": next((e.get("build_load") for e in same_side if e.get("build_load")), None)
+              if reused and lexical_reused else [load_before, _load()]}  # fmt: skip
+    return folder, lexical_folder, builds
+
+
+def scale_fusion(fusion: str = "convex") -> Any:
+    """The fusion the scale stages measure (``--fusion``) and their batched exact scan reproduces
+    (`_exact_fused_batched`). ``convex``: convex at lexical weight 0.1 over window BM25, the default when the 1M and
+    10M figures were taken (their keys: the window count, ``-document-granularity``); every document's fused score
+    is its own, so the exact scan fuses the whole corpus. ``default``: the library's default since issue 49,
+    `FusionSettings()` (z-score at lexical weight 0.3 over each query's proposals; with ``--granularity both`` the
+    index default, dense + document BM25 + window BM25 at 0.7 / 0.15 / 0.15); it normalises over the proposed
+    documents, so the exact scan fuses the union of each side's exact best (`hybrid.fuse_exact`, as
+    `HybridSearch.exact_ranked`), not the whole corpus."""
     from lengthwise.longdoc.search.hybrid import Fusion, FusionSettings
 
+    if fusion == "default":
+        return FusionSettings()
+    if fusion != "convex":
+        raise SystemExit(f"error: --fusion {fusion}: use convex or default")
     return FusionSettings(Fusion.CONVEX, 0.1)
 
 
 def _exact_fused_batched(searcher: Any, queries: np.ndarray, texts: list[str], k: int, block: int = 500_000) -> list:
-    """`HybridSearch.exact_fused` of many queries in one pass over the windows, `block` windows (whole documents) at
-    a time: the same scoring and fusion, but the fp32 vectors are read once for all queries instead of once per query
-    and never held whole (at 10M windows they are 15 GB, and `exact_fused` copies every one of them per query)."""
+    """`HybridSearch.exact_ranked` (hybrid) of many queries in one pass over the windows, `block` windows (whole
+    documents) at a time: the same scoring and fusion (`hybrid.fuse_exact` over every lexical side, `side_scores`:
+    the whole corpus for convex, the union of each side's exact best for a rule that depends on the candidates), but
+    the fp32 vectors are read once for all queries instead of once per query and never held whole (at 10M windows
+    they are 15 GB, and `exact_ranked` copies every one of them per query)."""
     from lengthwise.core.encoder import MultiVectors, multi_vector_scores
-    from lengthwise.longdoc.search.hybrid import fuse
+    from lengthwise.longdoc.search.hybrid import fuse_exact
+    from lengthwise.longdoc.search.lexical import side_scores
 
     windows = searcher.windows
     units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries, dtype=np.float32)), dim=-1)
@@ -1046,10 +1092,12 @@ def _exact_fused_batched(searcher: Any, queries: np.ndarray, texts: list[str], k
         dense.append(multi_vector_scores(units, part, searcher.scoring, unit=True).numpy().astype(np.float64))
         first = last
     scores = np.concatenate(dense, axis=1)
+    depth = max(searcher.settings.depth, 10 * k)  # as `exact_ranked` and the search
     out = []
     for row, text in zip(scores, texts, strict=True):
-        fused = fuse(row, searcher.lexical.scores(text).astype(np.float64), searcher.settings)
-        out.append([(windows.doc_ids[d], float(fused[d])) for d in np.argsort(-fused, kind="stable")[:k]])
+        fused = fuse_exact(row, side_scores(searcher.lexical, text).astype(np.float64), searcher.settings, depth)
+        best = np.argsort(-fused, kind="stable")[:k]
+        out.append([(windows.doc_ids[d], float(fused[d])) for d in best if np.isfinite(fused[d])])
     return out
 
 
@@ -1057,7 +1105,9 @@ def _against_exact(searcher: Any, vectors: np.ndarray, texts: list[str], exact: 
     """The hybrid top 10 of the first ``len(exact)`` queries against `exact` (`_exact_fused_batched`'s (id, fused
     score) lists): the share of the exact top 10 found, how often the first hit agrees, the share of missed
     documents whose exact fused score is within 1 % of the 10th found, and the fused score the top 10 keeps (theirs
-    summed ÷ the exact top 10's)."""
+    summed ÷ the exact top 10's). The last two compare fused scores, which a rule that depends on the candidates
+    (z-score, ``--fusion default``) computes over other documents in the search than in the exact scan: only the
+    recall and the first hit are comparable there."""
     from lengthwise.longdoc.search.hybrid import Mode
 
     recall, first, near, kept = [], [], [], []
@@ -1095,19 +1145,20 @@ def stage_scale_depth(args: argparse.Namespace) -> None:
     from lengthwise.core.scoring import WindowScoring
     from lengthwise.longdoc.search.hybrid import HybridSearch, Mode
     from lengthwise.longdoc.search.index import LongIndex
-    from lengthwise.longdoc.search.lexical import LexicalIndex
+    from lengthwise.longdoc.search.lexical import open_lexical
 
-    key = _scale_key(args.windows, args.granularity)
+    fusion = getattr(args, "fusion", "convex")
+    key = _scale_key(args.windows, args.granularity, fusion)
     folder = args.work / f"scale-{args.windows}" / "index"
     windows = LongIndex.open(folder)
-    searcher = HybridSearch(windows, LexicalIndex.open(_lexical_folder(folder, args.granularity)), WindowScoring(),
-                            scale_fusion())  # fmt: skip
+    searcher = HybridSearch(windows, open_lexical(_lexical_folder(folder, args.granularity)), WindowScoring(),
+                            scale_fusion(fusion))  # fmt: skip
     vectors, texts = _scale_queries(windows, args.windows // PER_DOC, args.queries)
     asked, load_before = list(range(args.recall_queries)), _load()
     exact = _exact_fused_batched(searcher, vectors[asked], texts[: len(asked)], 10)
     rows = {}
     for depth in args.depths:
-        searcher.settings = replace(scale_fusion(), depth=depth)
+        searcher.settings = replace(scale_fusion(fusion), depth=depth)
         timed = _timed(lambda n: searcher.search(vectors[n : n + 1], texts[n : n + 1], 10, Mode.HYBRID), asked, 1)
         rows[str(depth)] = {**_against_exact(searcher, vectors, texts, exact), "latency_clients_1": timed}
         print(depth, rows[str(depth)], flush=True)
@@ -1337,8 +1388,12 @@ def main() -> None:
     parser.add_argument("--recall-queries", type=int, default=100)
     parser.add_argument("--depths", default="100,200,400,1000", type=lambda v: [int(d) for d in v.split(",")],
                         help="scale-depth: the proposal depths (documents each side proposes) to compare")  # fmt: skip
-    parser.add_argument("--granularity", choices=["window", "document"], default="window",
-                        help="scale: the lexical side's granularity (document: in lexical-document)")  # fmt: skip
+    parser.add_argument("--granularity", choices=["window", "document", "both"], default="window",
+                        help="scale: the lexical side's granularity (document, both: in lexical-document, "
+                        "lexical-both)")  # fmt: skip
+    parser.add_argument("--fusion", choices=["convex", "default"], default="convex",
+                        help="scale: convex at weight 0.1 (the figures before issue 49) or the library's default "
+                        "fusion (z-score over the proposals)")  # fmt: skip
     parser.add_argument("--build-only", action="store_true",
                         help="scale: build both sides, record their figures; time queries in a later run")  # fmt: skip
     parser.add_argument("--label", default="current", help="text-side: the code measured (e.g. before / after)")

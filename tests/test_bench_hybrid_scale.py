@@ -42,7 +42,7 @@ def work(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path, one_thr
     return folder
 
 
-def _placeholder_index(bench, work: Path) -> Path:
+def _placeholder_index(bench, work: Path, windows: int = WINDOWS) -> Path:
     """A scale index as the scale stage built it before it recorded the model (the 1M index of 27 November)."""
     import numpy as np
 
@@ -51,11 +51,11 @@ def _placeholder_index(bench, work: Path) -> Path:
     from lengthwise.longdoc.storage.store import EmbeddingStore
 
     source = bench._scale_source(work)
-    shards, out = work / f"scale-{WINDOWS}" / "encoded", work / f"scale-{WINDOWS}" / "index"
+    shards, out = work / f"scale-{windows}" / "encoded", work / f"scale-{windows}" / "index"
     store = EmbeddingStore(shards, {"model": bench.SCALE_MODEL_UNKNOWN, "long": {"strategy": "multi-vector"}})
     rng = np.random.default_rng(0)
-    docs = WINDOWS // bench.PER_DOC
-    picked = source[rng.integers(0, len(source), size=WINDOWS)]
+    docs = windows // bench.PER_DOC
+    picked = source[rng.integers(0, len(source), size=windows)]
     vectors = picked + rng.normal(0, bench.NOISE, size=picked.shape)
     vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
     ids = [f"s{i}" for i in range(docs)]
@@ -230,3 +230,80 @@ def test_the_depth_stage_finds_the_exact_top_10_once_the_proposals_hold_every_do
     assert (whole["recall_at_10_vs_exact_fused"], whole["first_hit_agrees"]) == (1.0, 1.0)
     assert whole["fused_score_kept"] == pytest.approx(1.0, abs=1e-4)
     assert section["queries"] == 8 and whole["latency_clients_1"]["p50_ms"] > 0
+
+
+def test_the_batched_exact_scan_fuses_each_querys_candidates_for_the_default_fusion(bench, work: Path) -> None:
+    """For the library's default fusion over both BM25 granularities (`scale --granularity both --fusion default`),
+    the batched exact scan is `HybridSearch.exact_ranked`'s: z-scores over the union of each side's exact best
+    (`hybrid.fuse_exact` with `side_scores`), not over the whole corpus as convex fuses. 100 documents and a depth of
+    20 (k = 2), so the candidates are a part of the corpus and the two differ."""
+    from dataclasses import replace
+
+    import numpy as np
+    import torch
+
+    from lengthwise.core.scoring import WindowScoring
+    from lengthwise.longdoc.search.hybrid import HybridSearch, Mode, fuse
+    from lengthwise.longdoc.search.index import LongIndex
+    from lengthwise.longdoc.search.lexical import BothGranularities, open_lexical, side_scores
+
+    windows_count = 2000  # 100 documents
+    folder = _placeholder_index(bench, work, windows_count)
+    docs = windows_count // bench.PER_DOC
+    bench._lexical_build(folder, docs, "both")
+    lexical = open_lexical(bench._lexical_folder(folder, "both"))
+    assert isinstance(lexical, BothGranularities) and bench._lexical_complete(folder / "lexical-both", "both")
+    windows = LongIndex.open(folder)
+    settings = replace(bench.scale_fusion("default"), depth=5)  # each side's exact 20 best (10 · k)
+    searcher = HybridSearch(windows, lexical, WindowScoring(), settings)
+    rng = np.random.default_rng(7)
+    queries = np.asarray(windows.vectors[rng.integers(0, windows_count, size=6)]) + rng.normal(0, 0.05, size=(6, 1))
+    texts = [" ".join(bench._scale_texts(docs)[d].split()[3:8]) for d in range(6)]
+    batched = bench._exact_fused_batched(searcher, queries.astype(np.float32), texts, 2, block=700)
+    whole_differs = []
+    for n in range(6):
+        unit = torch.nn.functional.normalize(torch.as_tensor(queries[n].astype(np.float32)), dim=-1)
+        ranked = searcher.exact_ranked(unit.numpy(), texts[n], 2, Mode.HYBRID)
+        assert [doc for doc, _ in batched[n]] == [doc for doc, _ in ranked]
+        # z-scores magnify the fp32 dense scores' rounding (one batch against one query): 1e-4, where the whole-
+        # corpus scan is off by tenths
+        assert [score for _, score in batched[n]] == pytest.approx([score for _, score in ranked], abs=1e-4)
+        dense = searcher.dense_scores(unit, np.arange(docs))
+        whole = fuse(dense, side_scores(lexical, texts[n]).astype(np.float64), settings)  # the convex path's scan
+        whole_differs.append(not np.allclose(sorted(whole)[-2:][::-1], [score for _, score in ranked]))
+    assert all(whole_differs)  # the whole-corpus scan would not have reproduced the search's fusion
+
+
+def test_the_scale_stage_measures_the_default_fusion_over_both_granularities_beside_convex(
+    bench, work: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`scale --granularity both --fusion default` (issue 49's latency goal: the default hybrid against dense) builds
+    both BM25 sides beside the index's own, times dense and hybrid, and checks its top 10 against the exact scan of
+    the same fusion, under a key of its own; the convex figures keep their key and fields. With 10 documents every
+    document is a candidate on each side, so the search fuses what the exact scan fuses: recall 1."""
+    import argparse
+
+    from lengthwise.longdoc.search.hybrid import FusionSettings
+
+    root = work / "stage"
+    root.mkdir()
+    for name in ("qmsum", "scifact"):
+        (root / name).symlink_to(work / name)
+    results = tmp_path / "bench_hybrid.json"
+    monkeypatch.setattr(bench, "RESULTS", results)
+    common = {"work": root, "windows": WINDOWS, "queries": 8, "repeats": 1, "recall_queries": 8, "build_only": False}
+    bench.stage_scale(argparse.Namespace(**common, granularity="window", fusion="convex"))
+    convex = json.loads(results.read_text())["scale"][str(WINDOWS)]
+    bench.stage_scale(argparse.Namespace(**common, granularity="both", fusion="default"))
+    scale = json.loads(results.read_text())["scale"]
+    both = scale[f"{WINDOWS}-both-default"]
+    assert scale[str(WINDOWS)] == convex and "fusion" not in convex
+    assert both["fusion"] == FusionSettings().to_dict() and both["granularity"] == "both"
+    assert (both["recall_at_10_vs_exact_fused"], both["first_hit_agrees"]) == (1.0, 1.0)
+    assert convex["recall_at_10_vs_exact_fused"] == 1.0
+    assert both["dense_reused"] and not both["lexical_reused"] and both["lexical_build_s"] is not None
+    assert both["lexical_bytes_per_doc"] > convex["lexical_bytes_per_doc"]  # whole documents besides the windows
+    assert both["bm25_bytes_per_doc"] > convex["bm25_bytes_per_doc"]
+    for section in (convex, both):
+        assert section["latency"]["hybrid"]["clients_8"]["p50_ms"] > 0
+        assert section["hybrid_over_dense_p50_clients_1"] > 0
