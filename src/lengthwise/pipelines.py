@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from lengthwise.evaluation.config import EvalConfig, Task
     from lengthwise.evaluation.schema import EvalRecord
     from lengthwise.longdoc.config import LongDocConfig
+    from lengthwise.longdoc.search.backends import Backend
     from lengthwise.longdoc.tune import LongTuneResult
     from lengthwise.tempscale.config import TempScaleConfig
     from lengthwise.tempscale.schema import TuneRecord
@@ -91,6 +92,7 @@ def evaluate(
     stride: int | None = None,
     index: str | os.PathLike[str] | None = None,
     mode: str | None = None,
+    backend: Backend | None = None,
     show_progress: bool = False,
 ) -> EvalRecord:
     """`lengthwise eval` as one call: read the data, load the model, build its encoder, score, write `out`.
@@ -103,6 +105,8 @@ def evaluate(
         tempscale, long, window, stride: As for `build_encoder`.
         index, mode: Rank through this index (`evaluate_through_index`) in this mode; the model and how it embeds
             are then the index's, and the settings above that set them are refused (`SettingError`).
+        backend: Where the index is (`lengthwise.longdoc.search.backends.Backend`): a Milvus backend ranks through
+            the index served there (no `index` folder then).
         show_progress: Show progress bars while encoding.
 
     Returns:
@@ -111,17 +115,18 @@ def evaluate(
     from lengthwise.evaluation.run import check_output, evaluate_task, load_data, resolve, write_record
 
     started = time.perf_counter()
+    searched = index is not None or (backend is not None and backend.kind != "local")
     given = {"model": model, "max_length": max_length, "precision": precision, "tempscale": tempscale,
              "long": long, "window": window, "stride": stride}  # fmt: skip
-    for name, value in given.items() if index is not None else ():
+    for name, value in given.items() if searched else ():
         if value is not None:  # the index fixes the model and how it embeds
             raise SettingError(name, value if isinstance(value, (str, int, float)) else str(value), "the index fixes "
                                "the model and how it embeds (its queries are embedded as its documents were); leave "
                                "it out when ranking through an index")  # fmt: skip
     if out is not None:
         check_output(Path(out))  # a folder holding other files is refused now, not after the compute
-    if index is not None:
-        return evaluate_through_index(config, index, out=out, mode=mode)
+    if searched:
+        return evaluate_through_index(config, index, out=out, mode=mode, backend=backend)
     if mode is not None:
         raise SettingError("mode", mode, "ranks through an index; give the index to search")
     config, model = resolve(config), DEFAULT_MODEL if model is None else model
@@ -138,10 +143,11 @@ def evaluate(
 
 def evaluate_through_index(
     config: EvalConfig,
-    index: str | os.PathLike[str] | LongIndex,
+    index: str | os.PathLike[str] | LongIndex | None,
     *,
     out: str | os.PathLike[str] | None = None,
     mode: str | None = None,
+    backend: Backend | None = None,
 ) -> EvalRecord:
     """`lengthwise eval --task retrieval --index INDEX`: the BEIR task ranked through the index (candidates from
     its ANN engine, rescored exactly) and, on the same query vectors, by the exact scan of every window.
@@ -149,19 +155,23 @@ def evaluate_through_index(
     The record's ``scores`` are the index's, ``exact_scores`` the exact scan's, ``index.overlap`` the mean share of
     the exact top-k (k = ``config.retrieval.top_k``) the index also returns. `config.data` must be the indexed corpus
     (same ids and texts, by encode's digest); only the queries are encoded. `mode` (default: the index's recorded
-    one) searches dense, lexical or hybrid, and the exact scan is that mode's over every document.
+    one) searches dense, lexical or hybrid, and the exact scan is that mode's over every document. `backend`: the
+    index served in Milvus instead (`index` None), recorded as ``milvus:URI#NAME``.
     """
     from lengthwise.evaluation.rankings import index_record, index_task
 
     started = time.perf_counter()
-    opened = _opened(index)
-    config, data = index_task(config, str(index))
+    milvus = backend is not None and backend.kind == "milvus"
+    where = backend.where if milvus else str(index)  # type: ignore[union-attr]  # milvus: a backend
+    opened = _opened(index, backend)
+    config, data = index_task(config, where)
     opened.check_corpus(config.data)
     chosen, k = opened.search_mode(mode), config.retrieval.top_k + (1 if config.retrieval.drop_self_hits else 0)
     runs = opened.ranked_with_exact(list(data.query_texts), k, chosen)  # k: room for the self-hit that is dropped
-    described = {"engine": opened.settings["engine"], "quantize": opened.settings["quantize"], "mode": chosen.value,
+    described = {"engine": "milvus" if milvus else opened.settings["engine"],
+                 "quantize": opened.settings["quantize"], "mode": chosen.value,
                  **({"fusion": opened.fusion.to_dict()} if chosen.value == "hybrid" else {})}  # fmt: skip
-    return index_record(config, data, runs, index=str(index), described=described, model=opened.settings["model"],
+    return index_record(config, data, runs, index=where, described=described, model=opened.settings["model"],
                         out=out, started=started)  # fmt: skip
 
 
@@ -296,7 +306,9 @@ def tune_hybrid(
     return {"split": split, **opened.tune_fusion(texts, ndcg, weights=weights, on_eval=on_eval, record=tuned)}
 
 
-def _opened(index: str | os.PathLike[str] | LongIndex) -> LongIndex:
-    """`index` if opened already (whatever loader it was given), else the index at that path, its query model loaded
-    as saved (`load_model`)."""
-    return index if isinstance(index, LongIndex) else LongIndex.open(index, load_model=load_model)
+def _opened(index: str | os.PathLike[str] | LongIndex | None, backend: Backend | None = None) -> Any:
+    """`index` if opened already (whatever loader it was given), else the index at that path (or the one `backend`
+    serves in Milvus), its query model loaded as saved (`load_model`)."""
+    from lengthwise.longdoc.search.backends import open_index
+
+    return index if isinstance(index, LongIndex) else open_index(backend, index, load_model=load_model)

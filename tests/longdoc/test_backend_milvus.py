@@ -44,7 +44,7 @@ def local(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Lon
             "multi-vector", "--window", "24", "--best-windows", "2"]  # fmt: skip
     run = CliRunner().invoke(app, [str(a) for a in args])
     assert run.exit_code == 0, run.output
-    return LongIndex.build(folder / "emb", folder / "idx", quantize="none", engine="usearch")
+    return LongIndex.build(folder / "emb", folder / "idx", quantize="none", engine="usearch", granularity="window")
 
 
 def _ranked(rows: list) -> list[list[tuple[str, float]]]:

@@ -17,11 +17,14 @@ from lengthwise.cli.console import fail as _fail
 from lengthwise.cli.options import (
     PRECISION_HELP,
     DeviceOption,
+    NameOption,
     TrustOption,
+    UriOption,
     check_device,
     check_out_dir,
     field_default,
     field_option,
+    served,
     setting_message,
 )
 from lengthwise.core.defaults import DEFAULT_MODEL
@@ -35,6 +38,7 @@ from lengthwise.evaluation.config import (
     SelfHits,
     Task,
 )
+from lengthwise.longdoc.search.backends import DEFAULT_NAME
 
 if TYPE_CHECKING:  # rich.table loads when a command prints, not for `lengthwise --help`
     from rich.table import Table
@@ -143,6 +147,11 @@ def evaluate(
         str | None,
         typer.Option("--mode", help="--index: dense, lexical or hybrid (default: the index's recorded mode)."),
     ] = None,
+    backend: Annotated[
+        str, typer.Option("--backend", help="Rank through the index in milvus (at --uri), or local (--index).")
+    ] = "local",
+    uri: UriOption = None,
+    name: NameOption = DEFAULT_NAME,
 ) -> None:
     """Evaluate a model overall and per token-length bin; writes OUT/results.json and PNG plots.
 
@@ -177,7 +186,7 @@ def evaluate(
     except LengthwiseError as err:
         _fail(setting_message(err))
     _run(config, model, out, device, max_length, trust_remote_code, tempscale, (long, window, stride), precision,
-         (index, mode))  # fmt: skip
+         (index, mode, (backend, uri, name)))  # fmt: skip
 
 
 def _run(
@@ -190,7 +199,7 @@ def _run(
     tempscale: float | None,
     long: tuple[str | None, int | None, int | None] = (None, None, None),
     precision: str | None = None,
-    searched: tuple[Path | None, str | None] = (None, None),
+    searched: tuple[Path | None, str | None, tuple[str, str | None, str]] = (None, None, ("local", None, "")),
 ) -> None:
     """Check the device and `--out`, then make the one library call (`lengthwise.evaluate`) and print."""
     from rich.text import Text
@@ -200,14 +209,15 @@ def _run(
 
     hf_logging.disable_progress_bar()
     strategy, window, stride = long
-    index, mode = searched
+    index, mode, (kind, uri, name) = searched
     try:
+        backend = served(kind, uri, name or DEFAULT_NAME)
         check_device(device)
         check_out_dir(out)
-        with console.status(Text(f"evaluating {index if index is not None else model or DEFAULT_MODEL}")):
+        with console.status(Text(f"evaluating {uri or index or model or DEFAULT_MODEL}")):
             record = evaluate(config, model, out=out, device=device, max_length=max_length,
                               trust_remote_code=trust_remote_code, precision=precision, tempscale=tempscale,
-                              long=strategy, window=window, stride=stride, index=index, mode=mode,
+                              long=strategy, window=window, stride=stride, index=index, mode=mode, backend=backend,
                               show_progress=console.is_terminal)  # fmt: skip
     except LengthwiseError as err:  # a setting (or the data) refused, a model that does not load
         _fail(setting_message(err))

@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from lengthwise.cli.app import command_group
 from lengthwise.cli.console import console, say
 from lengthwise.cli.console import fail as _fail
-from lengthwise.cli.options import quiet_loading, setting_message
+from lengthwise.cli.options import BackendOption, NameOption, UriOption, quiet_loading, served, setting_message
 from lengthwise.core.fusion import LEXICAL_GRANULARITY, TUNED_WEIGHTS
+from lengthwise.longdoc.search.backends import DEFAULT_NAME
 
 app = command_group("Index the window vectors of `lengthwise encode` for document search (FAISS or USearch).")
 
@@ -32,35 +33,53 @@ def build(
         typer.Option("--text", help="The corpus ENCODED was made from (default: the path encode recorded)."),
     ] = None,
     granularity: Annotated[
-        str, typer.Option("--granularity", help="What BM25 ranks: window (a document scores its best) or document.")
-    ] = LEXICAL_GRANULARITY,
+        str | None,
+        typer.Option(
+            "--granularity",
+            help="What BM25 ranks: window (a document scores its best), document or both "
+            f"(default: {LEXICAL_GRANULARITY}; window with --backend milvus, which holds window BM25 only).",
+        ),
+    ] = None,
+    backend: BackendOption = "local",
+    uri: UriOption = None,
+    name: NameOption = DEFAULT_NAME,
 ) -> None:
     """Index every window of ENCODED, and the documents' text beside them (BM25, passages): documents are then found
-    by their windows (rescored exactly in fp32), by BM25, or by both fused."""
+    by their windows (rescored exactly in fp32), by BM25, or by both fused. With --backend milvus, the index built
+    at OUT is then loaded into Milvus at --uri and served there as --name."""
     from rich.progress import Progress
 
     from lengthwise.core.errors import LengthwiseError
     from lengthwise.facade import load_model
-    from lengthwise.longdoc.search.index import LongIndex
+    from lengthwise.longdoc.search.backends import build_index
 
     try:
+        where = served(backend, uri, name)
         with Progress(console=console, transient=True) as progress:
-            task = progress.add_task("indexing windows", total=None)
+            tasks = {"index": progress.add_task("indexing windows", total=None)}
 
-            def advance(done: int, total: int) -> None:
-                progress.update(task, completed=done, total=total)
+            def advance(done: int, total: int, stage: str = "index") -> None:
+                if stage not in tasks:
+                    tasks[stage] = progress.add_task(f"loading windows into Milvus ({uri})", total=total)
+                progress.update(tasks[stage], completed=done, total=total)
 
-            index = LongIndex.build(encoded, out, quantize=quantize, engine=engine, text=text,
-                                    granularity=granularity, on_progress=advance, on_note=say,
-                                    load_model=load_model)  # fmt: skip
+            index = build_index(encoded, out, where, quantize=quantize, engine=engine, text=text,
+                                granularity=granularity, on_progress=advance, on_note=say, load_model=load_model,
+                                on_load=lambda done, total: advance(done, total, "load"))  # fmt: skip
     except LengthwiseError as err:  # SettingError, LongDocError, DataFormatError, ModelLoadError
         _fail(setting_message(err))
     except KeyboardInterrupt:
         say("interrupted: run the same command again to resume the build where it was last saved")
         raise typer.Exit(code=130) from None
-    made = index.settings
+    _print_built(index.settings, out, where)
+
+
+def _print_built(made: dict[str, Any], out: Path, where: Any) -> None:
+    """The one line a build ends with: what was indexed, where, and where it is served."""
+    served_at = f"; served from {where.uri} as {where.name}" if where.kind == "milvus" else ""
     console.print(f"indexed {made['windows']} windows ({made['distinct']} distinct) of {made['documents']} documents "
-                  f"into {out} ({made['engine']}, {made['quantize']})", highlight=False, soft_wrap=True)  # fmt: skip
+                  f"into {out} ({made['engine']}, {made['quantize']}){served_at}", highlight=False,
+                  soft_wrap=True)  # fmt: skip
 
 
 def _queries(query: str | None, queries: Path | None) -> list[tuple[str, str]]:
@@ -92,7 +111,9 @@ def _queries(query: str | None, queries: Path | None) -> list[tuple[str, str]]:
 
 
 def search(
-    index: Annotated[Path, typer.Argument(help="A folder written by `lengthwise index build`.")],
+    index: Annotated[
+        Path | None, typer.Argument(help="A folder written by `lengthwise index build` (none with --backend milvus).")
+    ] = None,
     query: Annotated[str | None, typer.Option("--query", "-q", help="One query text.")] = None,
     queries: Annotated[Path | None, typer.Option("--queries", help="JSONL file of queries (_id, text).")] = None,
     k: Annotated[int, typer.Option("--top-k", help="Documents per query.", min=1)] = 10,
@@ -118,25 +139,23 @@ def search(
         str | None,
         typer.Option("--model", "-m", help="Query with this model instead of the recorded one (same weights)."),
     ] = None,
+    backend: BackendOption = "local",
+    uri: UriOption = None,
+    name: NameOption = DEFAULT_NAME,
 ) -> None:
-    """Search INDEX: queries embedded with the settings recorded in the index, documents best first."""
+    """Search INDEX (or the index served in Milvus: --backend milvus --uri U): queries embedded with the settings
+    recorded in the index, documents best first."""
     from lengthwise.core.errors import LengthwiseError
     from lengthwise.facade import load_model
-    from lengthwise.longdoc.search.index import LongIndex
+    from lengthwise.longdoc.search.backends import open_index
 
     quiet_loading()
 
     try:
         asked = _queries(query, queries)
-        results = LongIndex.open(index, model=model, load_model=load_model).search(
-            [text for _, text in asked],
-            k,
-            mode=mode,
-            passages=passages,
-            candidates=candidates,
-            probes=probes,
-            depth=depth,
-        )
+        opened = open_index(served(backend, uri, name), index, model=model, load_model=load_model)
+        results = opened.search([text for _, text in asked], k, mode=mode, passages=passages, candidates=candidates,
+                                probes=probes, depth=depth)  # fmt: skip
     except LengthwiseError as err:
         _fail(setting_message(err))
     for (query_id, _), hits in zip(asked, results, strict=True):

@@ -18,16 +18,20 @@ import typer
 __all__ = [
     "FLAGS",
     "PRECISION_HELP",
+    "BackendOption",
     "DeviceOption",
     "ModelOption",
+    "NameOption",
     "PrecisionOption",
     "TrustOption",
+    "UriOption",
     "check_device",
     "check_out_dir",
     "field_default",
     "field_help",
     "field_option",
     "flag_for",
+    "served",
     "setting_message",
 ]
 
@@ -86,6 +90,16 @@ PRECISION_HELP = (
     "has it (else fp16) or a CPU with AMX, else fp32. See docs/benchmarks.md."
 )
 PrecisionOption = Annotated[str, typer.Option("--precision", help=PRECISION_HELP)]
+BackendOption = Annotated[
+    str, typer.Option("--backend", help="Where the index is served: local (the folder) or milvus (at --uri).")
+]
+UriOption = Annotated[
+    str | None,
+    typer.Option(
+        "--uri", help="--backend milvus: a Milvus Lite database (out/milvus.db) or a server's http://host:19530."
+    ),
+]
+NameOption = Annotated[str, typer.Option("--name", help="--backend milvus: the name the index is served under.")]
 
 
 def flag_for(field: str) -> str:
@@ -135,6 +149,14 @@ def setting_message(error: Exception, *, flags: Collection[str] | None = None) -
     if isinstance(error.value, bool):  # a switch: given or not (``trust_remote_code=False`` → without the flag)
         return f"{'with' if error.value else 'without'} {flag}: {error.problem}"
     return f"{flag}: {error.problem}" if error.value is None else f"{flag} {text}: {error.problem}"
+
+
+def served(backend: str, uri: str | None, name: str) -> Any:
+    """The `lengthwise.longdoc.search.backends.Backend` that ``--backend``, ``--uri`` and ``--name`` name (checked:
+    a `SettingError` on the flag at fault)."""
+    from lengthwise.longdoc.search.backends import Backend
+
+    return Backend(backend, uri, name)
 
 
 def check_out_dir(path: Path, field: str = "out") -> None:

@@ -9,17 +9,19 @@ import typer
 
 from lengthwise.cli.console import fail as _fail
 from lengthwise.cli.console import say
-from lengthwise.cli.options import field_option, setting_message
+from lengthwise.cli.options import BackendOption, NameOption, UriOption, field_option, served, setting_message
+from lengthwise.longdoc.search.backends import DEFAULT_NAME
 from lengthwise.service.config import ServeConfig
 
 __all__ = ["serve"]
 
-FLAGGED = ("host", "port", "workers", "api_key_file", "max_batch", "batch_wait_ms", "threads", "search_threads")
+FLAGGED = ("host", "port", "workers", "api_key_file", "max_batch", "batch_wait_ms", "threads", "search_threads",
+           "backend", "uri", "name")  # fmt: skip
 
 
-def _message(error: Exception, index: Path) -> str:
+def _message(error: Exception, index: Path | str | None) -> str:
     """A refusal in one line: a setting this command has a flag for as its flag; the index's own (its model, its
-    files) as INDEX: problem."""
+    files) as INDEX: problem (or URI: problem, for an index in Milvus)."""
     from lengthwise.core.errors import SettingError
 
     if isinstance(error, SettingError) and error.field and error.field not in FLAGGED:
@@ -39,7 +41,9 @@ def _warnings(config: ServeConfig) -> list[str]:
 
 
 def serve(
-    index: Annotated[Path, typer.Argument(help="A folder written by `lengthwise index build`.")],
+    index: Annotated[
+        Path | None, typer.Argument(help="A folder written by `lengthwise index build` (none with --backend milvus).")
+    ] = None,
     host: Annotated[str, field_option(ServeConfig, "host")] = "127.0.0.1",
     port: Annotated[int, field_option(ServeConfig, "port")] = 8000,
     workers: Annotated[int, field_option(ServeConfig, "workers")] = 1,
@@ -48,27 +52,32 @@ def serve(
     batch_wait_ms: Annotated[float, field_option(ServeConfig, "batch_wait_ms")] = 2.0,
     threads: Annotated[int | None, field_option(ServeConfig, "threads")] = None,
     search_threads: Annotated[int | None, field_option(ServeConfig, "search_threads")] = None,
+    backend: BackendOption = "local",
+    uri: UriOption = None,
+    name: NameOption = DEFAULT_NAME,
 ) -> None:
-    """Serve INDEX over HTTP: POST /search and /embed, GET /health, /info and / (a search page); the model and the
-    index are loaded once, and concurrent queries are embedded in batches. Stops on SIGTERM or Ctrl-C once the
-    requests in flight are answered."""
+    """Serve INDEX (or the index in Milvus: --backend milvus --uri U) over HTTP: POST /search and /embed, GET
+    /health, /info and / (a search page); the model and the index are loaded once, and concurrent queries are
+    embedded in batches. Stops on SIGTERM or Ctrl-C once the requests in flight are answered."""
     from lengthwise.cli.options import quiet_loading
     from lengthwise.core.errors import LengthwiseError
     from lengthwise.service import serve as run_service
 
     quiet_loading()
 
+    shown = index if backend == "local" or uri is None else f"{uri} ({name})"
+
     def ready(url: str) -> None:
-        print(f"serving {index} at {url} (API schema: {url}/openapi.json; stop with Ctrl-C or SIGTERM)", flush=True)
+        print(f"serving {shown} at {url} (API schema: {url}/openapi.json; stop with Ctrl-C or SIGTERM)", flush=True)
         for line in _warnings(config):  # once the address is bound: an address that cannot be bound says only that
             say(f"warning: {line}")
 
     try:
         config = ServeConfig(host, port, workers, api_key_file, max_batch, batch_wait_ms, threads=threads,
                              search_threads=search_threads)  # fmt: skip
-        run_service(index, config, on_ready=ready)
+        run_service(index, config, on_ready=ready, backend=served(backend, uri, name))
     except LengthwiseError as err:  # SettingError, LongDocError, ModelLoadError
-        _fail(_message(err, index))
+        _fail(_message(err, shown))
     except KeyboardInterrupt:
         pass
     say("stopped")

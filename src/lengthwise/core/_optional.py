@@ -34,6 +34,8 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "accelerate": ("accelerate", "train"),
     "yaml": ("pyyaml", "train"),
     "mteb": ("mteb", "mteb"),
+    "pymilvus": ("pymilvus", "milvus"),
+    "milvus_lite": ("milvus-lite", "milvus"),
 }
 
 

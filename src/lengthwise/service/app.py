@@ -299,13 +299,14 @@ def _names_only(value: Any) -> Any:
 
 
 def describe(index: Any, config: ServeConfig) -> dict[str, Any]:
-    """What `GET /info` shows: the version, the model, the index's and the lexical side's settings, the caps;
-    paths on the server's disk as their names only (``/srv/models/minilm`` → ``minilm``)."""
+    """What `GET /info` shows: the version, the model, the backend (local or milvus), the index's and the lexical
+    side's settings, the caps; paths on the server's disk as their names only (``/srv/models/minilm`` → ``minilm``)."""
     settings = _names_only(index.settings)
     lexical = index.lexical
     return {
         "lengthwise": __version__,
         "model": settings.get("model"),
+        "backend": "milvus" if hasattr(index, "uri") else "local",  # a MilvusIndex has its URI, a LongIndex a folder
         "index": settings,
         "lexical": _names_only(lexical.settings) if lexical is not None else None,
         "mode": (lexical.settings.get("mode") or "hybrid") if lexical is not None else "dense",

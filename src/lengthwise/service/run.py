@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lengthwise.core.errors import SettingError
+from lengthwise.longdoc.search.backends import Backend
 from lengthwise.service.config import Limits, ServeConfig
 
 __all__ = ["open_checked", "serve", "worker_app"]
@@ -26,16 +27,17 @@ __all__ = ["open_checked", "serve", "worker_app"]
 ENV = "LENGTHWISE_SERVE"  # the index folder and settings, for the worker processes (--workers > 1)
 
 
-def open_checked(folder: str | os.PathLike[str]) -> Any:
-    """The `LongIndex` at `folder`, its lexical side opened and its model loaded and checked against the index's
-    recorded weights: what the service needs, loaded once, or the reason it cannot be served."""
+def open_checked(folder: str | os.PathLike[str] | None, backend: Backend | None = None) -> Any:
+    """The index at `folder` (or the one `backend` serves in Milvus), its lexical side opened and its model loaded
+    and checked against the index's recorded weights: what the service needs, loaded once, or the reason it cannot
+    be served."""
     from lengthwise.facade import load_model
-    from lengthwise.longdoc.search.index import LongIndex
+    from lengthwise.longdoc.search.backends import open_index
 
-    if not Path(folder).is_dir():
+    if folder is not None and not Path(folder).is_dir():
         what = "a file, not a folder" if Path(folder).exists() else "no such folder"
         raise SettingError(None, folder, f"{folder}: {what}; pass a folder written by `lengthwise index build`")
-    index = LongIndex.open(folder, load_model=load_model)
+    index = open_index(backend, folder, load_model=load_model)
     _ = index.lexical  # a damaged lexical side refuses now, not at the first hybrid query
     index.embed_queries(["warm up"])  # loads the recorded model and checks its weights against the index
     return index
@@ -74,15 +76,20 @@ def _uvicorn_config(app: Any, config: ServeConfig) -> Any:
 
 
 def serve(
-    folder: str | os.PathLike[str], config: ServeConfig | None = None, *, on_ready: Callable[[str], None] | None = None
+    folder: str | os.PathLike[str] | None,
+    config: ServeConfig | None = None,
+    *,
+    on_ready: Callable[[str], None] | None = None,
+    backend: Backend | None = None,
 ) -> None:
-    """Serve the index at `folder` over HTTP (`lengthwise serve`) until SIGTERM or Ctrl-C; returns once the requests
-    in flight are answered.
+    """Serve the index at `folder` (or in Milvus: `backend`) over HTTP (`lengthwise serve`) until SIGTERM or Ctrl-C;
+    returns once the requests in flight are answered.
 
     Args:
-        folder: A folder written by `lengthwise index build`.
+        folder: A folder written by `lengthwise index build` (None with a Milvus `backend`).
         config: Address, workers, API key, batching and caps (`ServeConfig`; default: 127.0.0.1:8000).
         on_ready: Called with the base URL (``http://host:port``) once requests are answered.
+        backend: Where the index is served from (`lengthwise.longdoc.search.backends.Backend`; default: the folder).
     """
     from lengthwise.core._optional import require
 
@@ -90,8 +97,11 @@ def serve(
     config = config or ServeConfig()
     config.api_key()  # an unreadable key file refuses before anything loads
     _resolve(config.host, config.port)  # and so does a host that is no address
+    if backend is not None and backend.embedded and config.workers > 1:
+        raise SettingError("workers", config.workers, "a Milvus Lite database is opened by one process; serve it with "
+                           "--workers 1, or serve from a Milvus server (--uri http://host:19530)")  # fmt: skip
     _set_threads(config)
-    index = open_checked(folder)  # before FastAPI and uvicorn are imported: a refusal comes fast
+    index = open_checked(folder, backend)  # before FastAPI and uvicorn are imported: a refusal comes fast
 
     from lengthwise.service.app import create_app
 
@@ -107,7 +117,9 @@ def serve(
             return
         from uvicorn.supervisors import Multiprocess
 
-        os.environ[ENV] = json.dumps({"folder": str(Path(folder).resolve()), "config": _as_json(config)})
+        os.environ[ENV] = json.dumps({"folder": None if folder is None else str(Path(folder).resolve()),
+                                      "backend": dataclasses.asdict(backend or Backend()),
+                                      "config": _as_json(config)})  # fmt: skip
         settings = _uvicorn_config(f"{__name__}:worker_app", config)
         if on_ready is not None:
             on_ready(url)  # the socket listens already: connections wait in its backlog for the workers
@@ -151,7 +163,7 @@ def worker_app() -> Any:
     from transformers.utils import logging as hf_logging
 
     from lengthwise.facade import load_model
-    from lengthwise.longdoc.search.index import LongIndex
+    from lengthwise.longdoc.search.backends import open_index
     from lengthwise.service.app import create_app
 
     hf_logging.disable_progress_bar()  # as the parent: no loading bars in the server's log
@@ -160,4 +172,4 @@ def worker_app() -> Any:
     config = ServeConfig(**{**data, "limits": Limits(**data["limits"]),
                             "api_key_file": Path(data["api_key_file"]) if data["api_key_file"] else None})  # fmt: skip
     _set_threads(config)
-    return create_app(LongIndex.open(made["folder"], load_model=load_model), config)
+    return create_app(open_index(Backend(**made["backend"]), made["folder"], load_model=load_model), config)

@@ -3,7 +3,8 @@ many, through the same pymilvus code (docs/engines.md says why Milvus and what w
 
 The engine holds what a query needs: one row per window (its row number, its document number, its fp32 vector, and
 its BM25 term weights as a sparse vector), and a second collection of records: the index settings, the document
-ids, each document's first window, the BM25 tokenizer's vocabulary and the lexical settings. The engine proposes,
+ids, each document's first window, the BM25 tokenizer's vocabulary and the lexical settings, and each document's
+text with its windows' character spans (a hit's passages, as the local index cuts them). The engine proposes,
 lengthwise scores, as `lengthwise.longdoc.search.index.LongIndex` does with USearch or FAISS: the engine's nearest
 windows rank their documents, the best documents are read back whole (every window's vector) and scored exactly
 with `lengthwise.core.encoder.multi_vector_scores`, and a hybrid query is fused by the same
@@ -33,9 +34,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -47,21 +48,28 @@ from lengthwise.core.scoring import WindowScoring
 from lengthwise.longdoc.config import LongDocError
 from lengthwise.longdoc.search._document_search import RESCORED, RESCORED_AT_LEAST, DocumentSearch
 
+if TYPE_CHECKING:
+    from lengthwise.longdoc.search.hybrid import Mode
+
 __all__ = ["MilvusIndex", "connect", "load_into_milvus"]
 
 BATCH = 2_000  # windows per upsert
 SEARCH_LIMIT = 16_384  # Milvus's largest `limit` of one search
 CANDIDATES = 1_000  # candidate windows per dense query, as the local index's int8 default
-CHUNK = 60_000  # characters of the records per row (a VARCHAR holds at most 65,535 bytes)
+CHUNK = 60_000  # characters of the records per row (a VARCHAR holds at most 65,535 bytes; the JSON is ASCII)
+BATCH_CHARS = 4_000_000  # characters of records per upsert
+TEXT = "text/"  # the records of the documents' texts: text/0, text/1, …
+TEXTS_KEPT = 1_024  # documents' texts an open index keeps read (passages of the hits at hand)
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,180}$")
 NO_TERM = 2**32 - 2  # the one term of a window without any (Milvus's largest sparse index; no query holds it)
+MUTABLE = ("generation", "mode", "fusion", "tuned")  # lexical settings that change no window row (the records say them)
 RECORDS = "_records"  # suffix of the records collection beside each windows collection
 Progress = Callable[[int, int], None] | None
 
 
 def connect(uri: str) -> Any:
-    """A `pymilvus.MilvusClient` on `uri`: a local path (an embedded Milvus Lite, created when new) or a server's URL
-    (``http://host:19530``: Milvus standalone or a cluster; the same calls either way).
+    """A `pymilvus.MilvusClient` on `uri`: a local ``.db`` path (an embedded Milvus Lite, created when new) or a
+    server's URL (``http://host:19530``: Milvus standalone or a cluster; the same calls either way).
 
     Raises:
         MissingExtra: pymilvus (or milvus-lite, for a path) is not installed: ``pip install 'lengthwise[milvus]'``.
@@ -75,7 +83,9 @@ def connect(uri: str) -> Any:
         return pymilvus.MilvusClient(uri)
     except Exception as error:  # pymilvus raises its own MilvusException, or ConnectionError/OSError
         problem = f"no Milvus could be opened there ({type(error).__name__}: {error})"
-        raise SettingError("uri", uri, f"{problem}; give a folder path for an embedded Milvus Lite, or a server's "
+        if embedded:  # Milvus Lite locks its file: a second process (a server, a search) cannot open it
+            problem += "; another process may have this Milvus Lite database open (one process at a time)"
+        raise SettingError("uri", uri, f"{problem}; give a Milvus Lite database (out/milvus.db) or a running server's "
                            "http://host:19530") from None  # fmt: skip
 
 
@@ -111,14 +121,36 @@ def _records_schema(client: Any) -> tuple[Any, Any]:
     return schema, params
 
 
-def _write_records(client: Any, collection: str, records: dict[str, Any]) -> None:
-    """Each record as JSON in rows of at most `CHUNK` characters (``key:0000``, …), then ``key`` with its count."""
-    for key, value in records.items():
+def _write_records(client: Any, collection: str, records: dict[str, Any] | Iterable[tuple[str, Any]]) -> None:
+    """Each record as JSON in rows of at most `CHUNK` characters (``key:000000``, …), then ``key`` with its count,
+    upserted in batches of about `BATCH_CHARS` characters: a batch's parts before their counts, so a key whose count
+    row is there is whole."""
+    parts: list[dict[str, Any]] = []
+    counts: list[dict[str, Any]] = []
+    size = 0
+    for key, value in records.items() if isinstance(records, dict) else records:
         text = json.dumps(value)
-        parts = [text[i : i + CHUNK] for i in range(0, len(text), CHUNK)] or [""]
-        rows = [{"key": f"{key}:{n:06d}", "value": part, "unused": [0.0, 0.0]} for n, part in enumerate(parts)]
-        client.upsert(collection, rows)
-        client.upsert(collection, [{"key": key, "value": str(len(parts)), "unused": [0.0, 0.0]}])
+        chunks = [text[i : i + CHUNK] for i in range(0, len(text), CHUNK)] or [""]
+        parts += [{"key": f"{key}:{n:06d}", "value": part, "unused": [0.0, 0.0]} for n, part in enumerate(chunks)]
+        counts.append({"key": key, "value": str(len(chunks)), "unused": [0.0, 0.0]})
+        size += len(text)
+        if size >= BATCH_CHARS:
+            _upsert_records(client, collection, parts, counts)
+            parts, counts, size = [], [], 0
+    _upsert_records(client, collection, parts, counts)
+
+
+def _upsert_records(client: Any, collection: str, parts: list[dict[str, Any]], counts: list[dict[str, Any]]) -> None:
+    for rows in (parts, counts):
+        if rows:
+            client.upsert(collection, rows)
+
+
+def _texts(lexical: Any, offsets: np.ndarray) -> Iterator[tuple[str, Any]]:
+    """Each document's text and its windows' character spans, as the records ``text/N`` (passages)."""
+    for doc in range(len(offsets) - 1):
+        spans = np.asarray(lexical.spans[int(offsets[doc]) : int(offsets[doc + 1])]).tolist()
+        yield f"{TEXT}{doc}", {"text": lexical.text(doc), "spans": spans}
 
 
 def _read_records(client: Any, collection: str, keys: Sequence[str]) -> dict[str, Any]:
@@ -144,9 +176,13 @@ def _rows(client: Any, collection: str, where: str, fields: list[str]) -> list[d
 
 
 def _load_id(index: Any) -> str:
-    """The name of a load of `index`: its generation and settings, so the same load run again resumes it."""
-    made = json.dumps(index.settings, sort_keys=True, default=str).encode()
-    return hashlib.sha256(made).hexdigest()[:12]
+    """The name of a load of `index`: what its rows are made of (its settings and shard digests, its lexical
+    settings), not its generation or tuned fusion, so the same load run again resumes it, also from a rebuild of the
+    same shards (`lengthwise index build --backend milvus` run again after a Ctrl-C in the load)."""
+    lexical = {} if index.lexical is None else dict(index.lexical.settings)
+    made = {"settings": {key: value for key, value in index.settings.items() if key != "generation"},
+            "lexical": {key: value for key, value in lexical.items() if key not in MUTABLE}}  # fmt: skip
+    return hashlib.sha256(json.dumps(made, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
 def _window_weights(lexical: Any, windows: int) -> Any:
@@ -169,7 +205,8 @@ def load_into_milvus(
         uri: A path (embedded Milvus Lite) or a server's URL (`connect`).
         name: The name it is served under (a Milvus alias).
         batch: Windows per upsert.
-        on_progress: Called with (windows loaded, windows) after each batch.
+        on_progress: Called with (windows loaded, windows) after each batch of windows (the documents' texts, for
+            passages, are written after the windows).
 
     Returns:
         The loaded index, opened (`MilvusIndex.open`).
@@ -177,6 +214,10 @@ def load_into_milvus(
     client, name = connect(uri), _check_name(name)
     if batch < 1:
         raise SettingError("batch", batch, "must be ≥ 1")
+    granularity = index.lexical.settings.get("granularity", "window") if index.lexical is not None else "window"
+    if granularity != "window":  # the sparse rows are windows': a document-level score matrix has other rows
+        raise SettingError("granularity", granularity, "the Milvus backend holds window BM25 only (each window's "
+                           "bm25s weights); build the local index with --granularity window")  # fmt: skip
     windows = f"{name}__{_load_id(index)}"
     records = windows + RECORDS
     if not client.has_collection(windows):
@@ -184,6 +225,7 @@ def load_into_milvus(
         client.create_collection(windows, schema=schema, index_params=params)
         schema, params = _records_schema(client)
         client.create_collection(records, schema=schema, index_params=params)
+    _loaded(client, windows, records)  # a load resumed by another process finds them released
     done = int(_read_records(client, records, ["progress"]).get("progress", 0))
     total, lexical = len(index.vectors), index.lexical
     weights = _window_weights(lexical, total) if lexical is not None else None
@@ -194,6 +236,8 @@ def load_into_milvus(
         _write_records(client, records, {"progress": stop})
         if on_progress is not None:
             on_progress(stop, total)
+    if lexical is not None:
+        _write_records(client, records, _texts(lexical, np.asarray(index.offsets)))
     _write_records(client, records, _index_records(index, lexical))
     _publish(client, name, windows)
     return MilvusIndex.open(uri, name)
@@ -226,18 +270,37 @@ def _publish(client: Any, name: str, windows: str) -> None:
     aliases = client.list_aliases(windows).get("aliases", []) if client.has_collection(windows) else []
     if name in aliases:
         return
-    try:
-        before = client.describe_alias(name)["collection_name"]
-    except Exception:  # no such alias yet (pymilvus raises MilvusException)
-        before = None
+    before = _served(client, name)
     if before is None:
         client.create_alias(windows, name)
     else:
         client.alter_alias(windows, name)
     kept = {windows, windows + RECORDS, str(before), f"{before}{RECORDS}"}
     for collection in client.list_collections():
-        if collection.startswith(f"{name}__") and collection not in kept:
+        if re.fullmatch(rf"{name}__[0-9a-f]{{12}}({RECORDS})?", collection) and collection not in kept:  # ours only
             client.drop_collection(collection)
+
+
+def _loaded(client: Any, *collections: str) -> None:
+    """Load `collections` into the engine's memory for search and query: Milvus keeps a collection released in a
+    process that did not create it (a Milvus Lite database opened again, a server restarted)."""
+    for collection in collections:
+        if client.get_load_state(collection).get("state") != _loaded_state():
+            client.load_collection(collection)
+
+
+def _loaded_state() -> Any:
+    from pymilvus.client.types import LoadState
+
+    return LoadState.Loaded
+
+
+def _served(client: Any, name: str) -> str | None:
+    """The collection the alias `name` names, or None (looked up in the list: pymilvus logs a failed
+    ``describe_alias`` as an error with its traceback)."""
+    if name not in client.list_aliases().get("aliases", []):
+        return None
+    return str(client.describe_alias(name)["collection_name"])
 
 
 @dataclass
@@ -249,6 +312,8 @@ class _EngineLexical:
     settings: dict[str, Any]
     tokenizer: Any
     documents: int
+    offsets: np.ndarray  # (n + 1,) each document's first window row
+    read: dict[int, dict[str, Any]] = field(default_factory=dict)  # documents' texts and spans read (passages)
 
     def query_tokens(self, query: str) -> list[int]:
         """The query's terms known to the corpus (as `LexicalIndex.query_tokens`)."""
@@ -270,9 +335,27 @@ class _EngineLexical:
             np.maximum.at(best, docs, np.asarray([hit["distance"] for hit in found], dtype=np.float32))
         return best
 
+    def _document(self, doc: int) -> dict[str, Any]:
+        """Document `doc`'s text and its windows' spans, read from the records (the last `TEXTS_KEPT` kept)."""
+        if doc not in self.read:
+            found = _read_records(self.client, self.collection + RECORDS, [f"{TEXT}{doc}"]).get(f"{TEXT}{doc}")
+            if found is None:
+                raise SettingError("passages", doc, "this load holds no text of the documents (made by an earlier "
+                                   "lengthwise); load the index again, or search without passages")  # fmt: skip
+            if len(self.read) >= TEXTS_KEPT:
+                self.read.clear()
+            self.read[doc] = found
+        return self.read[doc]
+
     def text(self, doc: int) -> str:
-        raise SettingError("passages", doc, "the Milvus backend does not hold the documents' text yet; search "
-                           "without passages, or use the local index")  # fmt: skip
+        """Document number `doc`'s text (as `LexicalIndex.text`)."""
+        return str(self._document(doc)["text"])
+
+    def passage(self, row: int) -> tuple[int, int]:
+        """The character span of window row `row` (as `LexicalIndex.passage`)."""
+        doc = int(np.searchsorted(self.offsets, row, side="right")) - 1
+        start, end = self._document(doc)["spans"][row - int(self.offsets[doc])]
+        return int(start), int(end)
 
 
 @dataclass(eq=False)
@@ -298,17 +381,17 @@ class MilvusIndex(DocumentSearch):
             LongDocError: Nothing complete is served under `name` there (the message names the URI and the fix).
         """
         client = connect(uri)
-        try:
-            collection = client.describe_alias(_check_name(name))["collection_name"]
-        except Exception:
+        collection = _served(client, _check_name(name))
+        if collection is None:
             raise LongDocError(None, None, f"{uri}: no index is served as {name!r}; load one with "
-                               "lengthwise index build --backend milvus") from None  # fmt: skip
+                               "lengthwise index build --backend milvus")  # fmt: skip
+        _loaded(client, collection, collection + RECORDS)
         found = _read_records(client, collection + RECORDS, ["settings", "doc_ids", "offsets", "lexical"])
         offsets = np.asarray(found["offsets"], dtype=np.int64)
         lexical = None
         if "lexical" in found:
             lexical = _EngineLexical(client, collection, found["lexical"]["settings"],
-                                     _recorded_tokenizer(found["lexical"]), len(found["doc_ids"]))  # fmt: skip
+                                     _recorded_tokenizer(found["lexical"]), len(found["doc_ids"]), offsets)  # fmt: skip
         return cls(client, uri, collection, found["settings"], found["doc_ids"], offsets, lexical, None, load_model)
 
     def __repr__(self) -> str:
@@ -330,9 +413,43 @@ class MilvusIndex(DocumentSearch):
         back from the engine)."""
         if not len(docs):
             return np.zeros(0, dtype=np.float32)
+        if len(docs) == len(self.doc_ids) and np.array_equal(docs, np.arange(len(docs))):  # every document
+            return multi_vector_scores(query[None], self._every_window(), scoring, unit=True)[0].numpy()
         ordered, back = np.unique(np.asarray(docs, dtype=np.int64), return_inverse=True)
         _, owners, vectors = self._windows(f"doc in {ordered.tolist()}")
         return _grouped_scores(query, ordered, owners, vectors, scoring)[back]
+
+    @property
+    def vectors(self) -> _EngineVectors:
+        """The window vectors by row, read from the engine when sliced (``vectors[first:last]``: a hit's passages)."""
+        return _EngineVectors(self)
+
+    def _every_window(self) -> MultiVectors:
+        """Every window's vector, read from the engine once and kept (exact scans: evaluation, not serving)."""
+        if "_every" not in self.__dict__:
+            self.__dict__["_every"] = MultiVectors(self._windows("id >= 0")[2], self.offsets)
+        return self.__dict__["_every"]
+
+    def default_candidates(self) -> int:
+        """Candidate windows per dense query when none are asked for (`CANDIDATES`)."""
+        return CANDIDATES
+
+    def exact_vectors(
+        self, queries: np.ndarray, k: int = 10, *, scoring: WindowScoring | int = 1
+    ) -> list[list[tuple[str, float]]]:
+        """The same ranking by an exact scan over every window, read back from the engine (for checks and
+        evaluation, not for serving), as `LongIndex.exact_vectors`."""
+        units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries), dtype=torch.float32), dim=-1)
+        scores = multi_vector_scores(units, self._every_window(), scoring, unit=True).numpy()
+        return [[(self.doc_ids[j], float(row[j])) for j in np.argsort(-row, kind="stable")[:k]] for row in scores]
+
+    def ranked_with_exact(self, texts: list[str], k: int, mode: Mode) -> dict[str, list[list[tuple[str, float]]]]:
+        """(id, score) rankings of the `k` best documents per query through the engine in `mode`, and by that mode's
+        exact scan of every document (`lengthwise eval --index`), as `LongIndex.ranked_with_exact`. The lexical
+        side's exact scan is the engine's sparse search too (exact up to `SEARCH_LIMIT` matching windows)."""
+        from lengthwise.longdoc.search._tuning import ranked_with_exact
+
+        return ranked_with_exact(cast(Any, self), texts, k, mode)
 
     def _candidates(self, units: torch.Tensor, candidates: int, probes: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per query, (documents, vectors) of its `candidates` nearest windows in the engine."""
@@ -389,6 +506,17 @@ class MilvusIndex(DocumentSearch):
         pairs = zip(units, found, strict=True)
         return each(search_pool(search_threads, len(found)), lambda p: self._proposed(p[0], p[1], scoring)[:count],
                     pairs)  # fmt: skip
+
+
+class _EngineVectors:
+    """`MilvusIndex.vectors`: window rows read from the engine by a slice (``vectors[first:last]``)."""
+
+    def __init__(self, index: MilvusIndex) -> None:
+        self.index = index
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        start, stop, step = rows.indices(int(self.index.offsets[-1]))
+        return self.index._windows(f"id >= {start} and id < {stop}")[2][::step]
 
 
 def _grouped_scores(
