@@ -411,8 +411,10 @@ def open_lexical(folder: str | os.PathLike[str], *, generation: str | None = Non
 
 
 def side_scores(lexical: Any, query: str) -> np.ndarray:
-    """(s, n): each lexical side's score of every document for `query` (one row for one granularity)."""
-    return lexical.side_scores(query) if isinstance(lexical, BothGranularities) else lexical.scores(query)[None]
+    """(s, n): each lexical side's score of every document for `query` (one row for one granularity). A lexical side
+    that holds several (`BothGranularities`, or an engine's) says so by its own ``side_scores``."""
+    sides = getattr(lexical, "side_scores", None)
+    return sides(query) if callable(sides) else lexical.scores(query)[None]
 
 
 def _granularity(value: Any) -> Granularity:
