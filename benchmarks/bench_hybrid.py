@@ -970,6 +970,8 @@ def stage_scale(args: argparse.Namespace) -> None:
 
     fusion, docs = getattr(args, "fusion", "convex"), args.windows // PER_DOC
     key = _scale_key(args.windows, args.granularity, fusion)
+    if getattr(args, "label", "current") != "current":  # a re-run recorded beside the figures under the plain key
+        key = f"{key}-{args.label}"
     folder, lexical_folder, builds = _scale_builds(args, key)
     if args.build_only:  # the builds' figures now; a later run reuses both sides and keeps them
         out = json.loads(RESULTS.read_text()).get("scale", {}) if RESULTS.is_file() else {}
@@ -1396,7 +1398,9 @@ def main() -> None:
                         "fusion (z-score over the proposals)")  # fmt: skip
     parser.add_argument("--build-only", action="store_true",
                         help="scale: build both sides, record their figures; time queries in a later run")  # fmt: skip
-    parser.add_argument("--label", default="current", help="text-side: the code measured (e.g. before / after)")
+    parser.add_argument("--label", default="current",
+                        help="text-side: the code measured (e.g. before / after); scale: a suffix of the section's "
+                        "key, to record a re-run beside the figures of the plain key")  # fmt: skip
     parser.add_argument("--orders", default="same,shuffled", type=lambda v: v.split(","),
                         help="text-side: the corpus file in the index's order (same), shuffled, or both")  # fmt: skip
     parser.add_argument("--sets", default=",".join(SETS), type=lambda v: v.split(","))

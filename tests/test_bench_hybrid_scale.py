@@ -295,9 +295,11 @@ def test_the_scale_stage_measures_the_default_fusion_over_both_granularities_bes
     bench.stage_scale(argparse.Namespace(**common, granularity="window", fusion="convex"))
     convex = json.loads(results.read_text())["scale"][str(WINDOWS)]
     bench.stage_scale(argparse.Namespace(**common, granularity="both", fusion="default"))
+    bench.stage_scale(argparse.Namespace(**common, granularity="window", fusion="convex", label="rerun"))
     scale = json.loads(results.read_text())["scale"]
     both = scale[f"{WINDOWS}-both-default"]
-    assert scale[str(WINDOWS)] == convex and "fusion" not in convex
+    assert scale[str(WINDOWS)] == convex and "fusion" not in convex  # a labelled re-run is recorded beside it
+    assert scale[f"{WINDOWS}-rerun"]["lexical_reused"] and scale[f"{WINDOWS}-rerun"]["recall_at_10_vs_exact_fused"] == 1
     assert both["fusion"] == FusionSettings().to_dict() and both["granularity"] == "both"
     assert (both["recall_at_10_vs_exact_fused"], both["first_hit_agrees"]) == (1.0, 1.0)
     assert convex["recall_at_10_vs_exact_fused"] == 1.0
