@@ -1,0 +1,121 @@
+"""The Milvus backend against the local index on whole benchmark corpora (issue 50's equivalence goal): recall@10
+against the exact scan of every document (dense, and hybrid with the exact fused scan), the same top-10 as the local
+index, build and load time, p50 query latency side by side, bytes per window; docs/benchmarks.md quotes the JSON.
+
+    python benchmarks/bench_milvus_sets.py --sets scifact qmsum --queries 40
+
+Each corpus's windows are the ones `benchmarks/bench_hybrid.py quality` encoded (all-MiniLM-L6-v2, its multi-vector
+default) under --work (read only); the local index is built here with the defaults (USearch, int8 candidates) and
+window BM25 (what Milvus holds), then loaded into an embedded Milvus Lite (--out). Latency: one query at a time, one
+search thread, the query vector embedded beforehand (the same for both). Written to
+docs/results/bench_milvus.json, one section per corpus, with the load average before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "docs" / "results" / "bench_milvus.json"
+SETS = {  # name → (the corpus file, the BEIR folder whose test queries are asked)
+    "scifact": ("scifact/corpus.jsonl", Path(os.environ.get("SCIFACT", ROOT.parent / "shared" / "data" / "scifact"))),
+    "qmsum": (str(ROOT / "data" / "qmsum" / "corpus.jsonl.gz"), ROOT / "data" / "qmsum"),
+}
+
+
+def _bytes(folder: Path) -> int:
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+
+
+def _recall(found: list[list[str]], exact: list[list[str]]) -> float:
+    return float(np.mean([len(set(f) & set(e)) / max(1, len(e)) for f, e in zip(found, exact, strict=True)]))
+
+
+def _timed(search: Any, vectors: np.ndarray, texts: list[str], mode: str) -> tuple[list[list[str]], list[float]]:
+    """Each query searched alone: its top-10 ids and its milliseconds."""
+    ids, times = [], []
+    for n, text in enumerate(texts):
+        start = time.perf_counter()
+        hits = search([text], k=10, mode=mode, vectors=vectors[n : n + 1], search_threads=1)[0]
+        times.append(1000 * (time.perf_counter() - start))
+        ids.append([hit.id for hit in hits])
+    return ids, times
+
+
+def run_set(name: str, args: argparse.Namespace) -> dict[str, Any]:
+    import lengthwise as lw
+    from lengthwise.evaluation.data import read_beir
+    from lengthwise.longdoc.search._backend_milvus import load_into_milvus
+    from lengthwise.longdoc.search.hybrid import Mode
+
+    corpus, beir = SETS[name]
+    corpus_path = Path(corpus) if Path(corpus).is_absolute() else args.work / corpus
+    out = args.out / name
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    texts = list(read_beir(beir, "test").query_texts)[: args.queries]
+    start = time.perf_counter()
+    local = lw.LongIndex.build(args.work / name / "encoded", out / "index", text=corpus_path, granularity="window",
+                               load_model=lw.load_model)  # fmt: skip
+    result: dict[str, Any] = {"documents": len(local.doc_ids), "windows": int(local.offsets[-1]),
+                              "queries": len(texts), "local_build_s": time.perf_counter() - start}  # fmt: skip
+    start = time.perf_counter()
+    engine = load_into_milvus(local, str(out / "milvus.db"), name)
+    result["milvus_load_s"] = time.perf_counter() - start
+    result["local_bytes_per_window"] = _bytes(out / "index") / result["windows"]
+    result["milvus_bytes_per_window"] = _bytes(out / "milvus.db") / result["windows"]
+    vectors = np.asarray(local.embed_queries(texts), dtype=np.float32)
+    engine.model = local.model
+    for mode in ("dense", "hybrid"):
+        exact = [[d for d, _ in row] for row in local.ranked_with_exact(texts, 10, Mode(mode))["exact"]]
+        near, local_ms = _timed(local.search, vectors, texts, mode)
+        found, milvus_ms = _timed(engine.search, vectors, texts, mode)
+        result[mode] = {
+            "milvus_recall_at_10_vs_exact": _recall(found, exact),
+            "local_recall_at_10_vs_exact": _recall(near, exact),
+            "same_top10_ids_as_local": float(np.mean([a == b for a, b in zip(found, near, strict=True)])),
+            "milvus_p50_ms": statistics.median(milvus_ms),
+            "local_p50_ms": statistics.median(local_ms),
+        }
+        print(name, mode, json.dumps(result[mode]), flush=True)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sets", nargs="+", default=list(SETS), choices=list(SETS))
+    parser.add_argument("--queries", type=int, default=40, help="the first N test queries of each set")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/lengthwise-bench-hybrid"), help="bench_hybrid's")
+    parser.add_argument("--out", type=Path, default=Path("/tmp/bench_milvus_sets"))
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from importlib.metadata import version
+
+    from lengthwise.core.results import write_json_atomic
+
+    made = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+    made.update({"what": "the Milvus backend (embedded Milvus Lite) beside the local index on whole corpora",
+                 "command": "python benchmarks/bench_milvus_sets.py " + " ".join(sys.argv[1:]),
+                 "versions": {p: version(p) for p in ("pymilvus", "milvus-lite", "usearch")},
+                 "machine": "2 CPU cores shared with other jobs (a CPU lock held for this run)"})  # fmt: skip
+    for name in args.sets:
+        before = os.getloadavg()
+        section = run_set(name, args)
+        made[name] = {**section, "loadavg_before": before, "loadavg_after": os.getloadavg(),
+                      "date": time.strftime("%Y-%m-%d")}  # fmt: skip
+        write_json_atomic(RESULTS, made)
+    print(json.dumps(made, indent=1))
+
+
+if __name__ == "__main__":
+    main()
