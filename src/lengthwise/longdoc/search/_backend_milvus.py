@@ -396,16 +396,38 @@ class MilvusIndex(DocumentSearch):
         return (f"{self.uri} holds no BM25 weights (loaded from an index built without text); load it from one built "
                 "with the corpus, or search dense")  # fmt: skip
 
-    def _windows(self, ranges: Sequence[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(rows, documents, vectors) of the windows in the row `ranges` ([first, stop) each), by row: one query per
-        `SEARCH_LIMIT` rows of a range (a query iterator's batches cost several times more, measured)."""
+    def _windows(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(rows, documents, vectors) of every window of the sorted documents `docs`, by row: one query per group of
+        documents holding at most `SEARCH_LIMIT` windows (each query is a round trip; a query iterator's batches
+        cost several times more, measured)."""
         found: list[dict[str, Any]] = []
-        for first, stop in ranges:
-            for low in range(first, stop, SEARCH_LIMIT):
-                high = min(stop, low + SEARCH_LIMIT)
-                found += self.client.query(self.collection, filter=f"id >= {low} and id < {high}",
-                                           output_fields=["id", "doc", "dense"], limit=high - low)  # fmt: skip
+        counts = (self.offsets[docs + 1] - self.offsets[docs]).tolist()
+        group: list[int] = []
+        held = 0
+        for doc, count in [*zip(docs.tolist(), counts, strict=True), (-1, SEARCH_LIMIT)]:  # a sentinel: the last
+            if count > SEARCH_LIMIT:  # one document of more windows than a query returns: by row ranges
+                found += self._between(int(self.offsets[doc]), int(self.offsets[doc + 1]))
+                continue
+            if group and held + count > SEARCH_LIMIT - (doc < 0):
+                found += self.client.query(self.collection, filter=f"doc in {group}",
+                                           output_fields=["id", "doc", "dense"], limit=held)  # fmt: skip
+                group, held = [], 0
+            group.append(doc)
+            held += count
         rows = sorted(found, key=lambda r: r["id"])
+        return self._arrays(rows)
+
+    def _between(self, first: int, stop: int) -> list[dict[str, Any]]:
+        """The windows of rows [first, stop), one query per `SEARCH_LIMIT` rows."""
+        found: list[dict[str, Any]] = []
+        for low in range(first, stop, SEARCH_LIMIT):
+            high = min(stop, low + SEARCH_LIMIT)
+            found += self.client.query(self.collection, filter=f"id >= {low} and id < {high}",
+                                       output_fields=["id", "doc", "dense"], limit=high - low)  # fmt: skip
+        return found
+
+    @staticmethod
+    def _arrays(rows: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         vectors = np.asarray([r["dense"] for r in rows], dtype=np.float32).reshape(len(rows), -1)
         return (np.asarray([r["id"] for r in rows], dtype=np.int64), np.asarray([r["doc"] for r in rows],
                 dtype=np.int64), vectors)  # fmt: skip
@@ -418,7 +440,7 @@ class MilvusIndex(DocumentSearch):
         if len(docs) == len(self.doc_ids) and np.array_equal(docs, np.arange(len(docs))):  # every document
             return multi_vector_scores(query[None], self._every_window(), scoring, unit=True)[0].numpy()
         ordered, back = np.unique(np.asarray(docs, dtype=np.int64), return_inverse=True)
-        _, owners, vectors = self._windows(_row_ranges(self.offsets, ordered))
+        _, owners, vectors = self._windows(ordered)
         return _grouped_scores(query, ordered, owners, vectors, scoring)[back]
 
     @property
@@ -429,7 +451,8 @@ class MilvusIndex(DocumentSearch):
     def _every_window(self) -> MultiVectors:
         """Every window's vector, read from the engine once and kept (exact scans: evaluation, not serving)."""
         if "_every" not in self.__dict__:
-            self.__dict__["_every"] = MultiVectors(self._windows([(0, int(self.offsets[-1]))])[2], self.offsets)
+            every = np.arange(len(self.doc_ids))
+            self.__dict__["_every"] = MultiVectors(self._windows(every)[2], self.offsets)
         return self.__dict__["_every"]
 
     def default_candidates(self) -> int:
@@ -518,20 +541,9 @@ class _EngineVectors:
 
     def __getitem__(self, rows: slice) -> np.ndarray:
         start, stop, step = rows.indices(int(self.index.offsets[-1]))
-        return self.index._windows([(start, stop)])[2][::step]
-
-
-def _row_ranges(offsets: np.ndarray, docs: np.ndarray) -> list[tuple[int, int]]:
-    """The window rows of the sorted documents `docs` as [first, stop) ranges, consecutive documents merged (a
-    document's windows are consecutive rows)."""
-    ranges: list[tuple[int, int]] = []
-    for doc in docs.tolist():
-        first, stop = int(offsets[doc]), int(offsets[doc + 1])
-        if ranges and ranges[-1][1] == first:
-            ranges[-1] = (ranges[-1][0], stop)
-        elif stop > first:
-            ranges.append((first, stop))
-    return ranges
+        first, last = np.searchsorted(self.index.offsets, [start, stop - 1], side="right") - 1
+        found, _, vectors = self.index._windows(np.arange(first, last + 1))
+        return vectors[(found >= start) & (found < stop)][::step]
 
 
 def _grouped_scores(
