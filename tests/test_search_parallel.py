@@ -68,9 +68,19 @@ def ranked_on(monkeypatch: pytest.MonkeyPatch) -> set[str]:
 
     names: set[str] = set()
     ranked = HybridSearch._ranked
+    # the first two queries on pool threads meet before either is ranked: a pool thread that finished every query
+    # before a second one started (a loaded machine) cannot make a parallel search look serial
+    meet, met = threading.Barrier(2), threading.Event()
 
     def watched(self: Any, *args: Any, **kwargs: Any) -> Any:
-        names.add(threading.current_thread().name)
+        name = threading.current_thread().name
+        if name.startswith("lengthwise-search") and not met.is_set():
+            try:
+                meet.wait(timeout=10)
+                met.set()
+            except threading.BrokenBarrierError:
+                pass  # only one pool thread ever came: the check below says so
+        names.add(name)
         return ranked(self, *args, **kwargs)
 
     monkeypatch.setattr(HybridSearch, "_ranked", watched)

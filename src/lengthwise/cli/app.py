@@ -53,13 +53,15 @@ COMMANDS: dict[str, CommandEntry] = {  # in the order `lengthwise --help` lists 
     "search": CommandEntry(
         "lengthwise.cli.index",
         "search",
-        "Search INDEX: queries embedded with the settings recorded in the index, documents best first.",
+        "Search INDEX (or the index served in Milvus: --backend milvus --uri U): queries embedded with the settings "
+        "recorded in the index, documents best first.",
     ),
     "serve": CommandEntry(
         "lengthwise.cli.serve",
         "serve",
-        "Serve INDEX over HTTP: POST /search and /embed, GET /health, /info and / (a search page); the model and the"
-        " index are loaded once, and concurrent queries are embedded in batches.",
+        "Serve INDEX (or the index in Milvus: --backend milvus --uri U) over HTTP: POST /search and /embed, GET "
+        "/health, /info and / (a search page); the model and the index are loaded once, and concurrent queries are "
+        "embedded in batches.",
     ),
     "tempscale": CommandEntry(
         "lengthwise.cli.tempscale",
