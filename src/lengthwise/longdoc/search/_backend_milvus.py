@@ -36,7 +36,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -49,7 +49,7 @@ from lengthwise.longdoc.config import LongDocError
 from lengthwise.longdoc.search._document_search import RESCORED, RESCORED_AT_LEAST, DocumentSearch
 
 if TYPE_CHECKING:
-    from lengthwise.longdoc.search.hybrid import Mode
+    pass
 
 __all__ = ["MilvusIndex", "connect", "load_into_milvus"]
 
@@ -459,22 +459,11 @@ class MilvusIndex(DocumentSearch):
         """Candidate windows per dense query when none are asked for (`CANDIDATES`)."""
         return CANDIDATES
 
-    def exact_vectors(
-        self, queries: np.ndarray, k: int = 10, *, scoring: WindowScoring | int = 1
-    ) -> list[list[tuple[str, float]]]:
-        """The same ranking by an exact scan over every window, read back from the engine (for checks and
-        evaluation, not for serving), as `LongIndex.exact_vectors`."""
-        units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries), dtype=torch.float32), dim=-1)
-        scores = multi_vector_scores(units, self._every_window(), scoring, unit=True).numpy()
-        return [[(self.doc_ids[j], float(row[j])) for j in np.argsort(-row, kind="stable")[:k]] for row in scores]
-
-    def ranked_with_exact(self, texts: list[str], k: int, mode: Mode) -> dict[str, list[list[tuple[str, float]]]]:
-        """(id, score) rankings of the `k` best documents per query through the engine in `mode`, and by that mode's
-        exact scan of every document (`lengthwise eval --index`), as `LongIndex.ranked_with_exact`. The lexical
-        side's exact scan is the engine's sparse search too (exact up to `SEARCH_LIMIT` matching windows)."""
-        from lengthwise.longdoc.search._tuning import ranked_with_exact
-
-        return ranked_with_exact(cast(Any, self), texts, k, mode)
+    def _scan(self, units: torch.Tensor, scoring: WindowScoring | int) -> torch.Tensor:
+        """(Q, n) exact scores of every document, every window read back from the engine (for checks and
+        evaluation, not for serving). The lexical side's exact scan is the engine's sparse search (exact up to
+        `SEARCH_LIMIT` matching windows)."""
+        return multi_vector_scores(units, self._every_window(), scoring, unit=True)
 
     def _candidates(self, units: torch.Tensor, candidates: int, probes: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per query, (documents, vectors) of its `candidates` nearest windows in the engine."""

@@ -245,18 +245,6 @@ class LocalWindows(DocumentSearch):
 
         return each(search_pool(search_threads, len(found)), proposed, zip(units, found, strict=True))
 
-    def exact_vectors(
-        self, queries: np.ndarray, k: int = 10, *, scoring: WindowScoring | int = 1
-    ) -> list[list[tuple[str, float]]]:
-        """The same ranking by an exact scan over every window (for checks and benchmarks, not for serving)."""
-        units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries), dtype=torch.float32), dim=-1)
-        scores = self._scan(units, scoring)
-        results = []
-        for row in scores.numpy():
-            best = np.argsort(-row, kind="stable")[:k]
-            results.append([(self.doc_ids[j], float(row[j])) for j in best])
-        return results
-
     @property
     def lexical(self) -> LexicalIndex | BothGranularities | None:
         """The index's lexical side (`lengthwise.longdoc.search.lexical.LexicalIndex`, or `BothGranularities`), or

@@ -86,6 +86,14 @@ class DocumentSearch:
         """Exact fp32 scores of the documents numbered `docs` for one unit `query`, over every window of each."""
         raise NotImplementedError
 
+    def default_candidates(self) -> int:
+        """Candidate windows per dense query when none are asked for."""
+        raise NotImplementedError
+
+    def _scan(self, units: torch.Tensor, scoring: WindowScoring | int) -> torch.Tensor:
+        """(Q, n) exact scores of every document for unit queries, over every window (checks and evaluation)."""
+        raise NotImplementedError
+
     @property
     def lexical(self) -> Any:
         """The lexical side (BM25 over the windows or documents), or None when the index holds no text."""
@@ -199,6 +207,26 @@ class DocumentSearch:
         searcher = HybridSearch(self, self.lexical, self.scoring, fusion)
         return searcher.search(vectors, texts, k, chosen, passages=passages, candidates=candidates, probes=probes,
                                search_threads=search_threads)  # fmt: skip
+
+    # --- checks against the exact scan (`lengthwise eval --index`) -----------------------------------------------
+
+    def exact_vectors(
+        self, queries: np.ndarray, k: int = 10, *, scoring: WindowScoring | int = 1
+    ) -> list[list[tuple[str, float]]]:
+        """The ranking `search_vectors` approximates, by an exact scan over every window (for checks and benchmarks,
+        not for serving)."""
+        import torch
+
+        units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries), dtype=torch.float32), dim=-1)
+        scores = self._scan(units, scoring).numpy()
+        return [[(self.doc_ids[j], float(row[j])) for j in np.argsort(-row, kind="stable")[:k]] for row in scores]
+
+    def ranked_with_exact(self, texts: list[str], k: int, mode: Mode) -> dict[str, list[list[tuple[str, float]]]]:
+        """(id, score) rankings of the `k` best documents per query: ``index`` through the index in `mode` (as
+        `search` with generous candidates), ``exact`` by the same mode's exact scan of every document."""
+        from lengthwise.longdoc.search._tuning import ranked_with_exact
+
+        return ranked_with_exact(self, texts, k, mode)
 
     @staticmethod
     def _checked(queries: str | Sequence[str], k: int, passages: int, *counts: int | None) -> list[str]:

@@ -13,6 +13,7 @@ from lengthwise.core.fusion import TUNED_WEIGHTS
 
 if TYPE_CHECKING:
     from lengthwise.longdoc.search._dense import LocalWindows
+    from lengthwise.longdoc.search._document_search import DocumentSearch
     from lengthwise.longdoc.search.hybrid import FusionSettings, Mode
 
 __all__ = ["ranked_with_exact", "tune_fusion"]
@@ -20,7 +21,7 @@ __all__ = ["ranked_with_exact", "tune_fusion"]
 Rankings = list[list[tuple[str, float]]]
 
 
-def ranked_with_exact(index: LocalWindows, texts: list[str], k: int, mode: Mode) -> dict[str, Rankings]:
+def ranked_with_exact(index: DocumentSearch, texts: list[str], k: int, mode: Mode) -> dict[str, Rankings]:
     """(id, score) rankings of the `k` best documents per query: ``index`` through the index in `mode` (as
     `search` with generous candidates), ``exact`` by the same mode's exact scan of every document."""
     from lengthwise.longdoc.search.hybrid import HybridSearch, Mode

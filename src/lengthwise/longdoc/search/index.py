@@ -57,7 +57,6 @@ if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
     from lengthwise.core.models import ModelLoader
-    from lengthwise.longdoc.search.hybrid import Mode
 
 __all__ = ["Engine", "LongIndex", "Quantize", "check_query_model"]
 
@@ -192,11 +191,6 @@ class LongIndex(LocalWindows):
             index._check_model(model)
             index.model = model
         return index
-
-    def ranked_with_exact(self, texts: list[str], k: int, mode: Mode) -> dict[str, list[list[tuple[str, float]]]]:
-        """(id, score) rankings of the `k` best documents per query: ``index`` through the index in `mode` (as
-        `search` with generous candidates), ``exact`` by the same mode's exact scan of every document."""
-        return _tuning.ranked_with_exact(self, texts, k, mode)
 
     def tune_fusion(
         self,

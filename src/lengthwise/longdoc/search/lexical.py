@@ -361,14 +361,11 @@ class BothGranularities:
     window: LexicalIndex
     document: LexicalIndex
 
-    def __getattr__(self, name: str) -> Any:  # the texts, spans, offsets, BM25 matrix: the window side's
+    def __getattr__(self, name: str) -> Any:  # folder, text, passage, query_tokens, scores (a lexical search's and
+        # each hit's lexical score), the texts, spans, offsets and BM25 matrix: the window side's
         if name in ("window", "document"):  # not set yet (a copy or pickle in progress)
             raise AttributeError(name)
         return getattr(self.window, name)
-
-    @property
-    def folder(self) -> Path:
-        return self.window.folder
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -382,19 +379,6 @@ class BothGranularities:
     def record(self, **settings: Any) -> None:
         """Record further settings (the tuned mode and fusion) in the window side's ``lexical.json``."""
         self.window.record(**settings)
-
-    def text(self, doc: int) -> str:
-        return self.window.text(doc)
-
-    def passage(self, row: int) -> tuple[int, int]:
-        return self.window.passage(row)
-
-    def query_tokens(self, query: str) -> list[int]:
-        return self.window.query_tokens(query)
-
-    def scores(self, query: str) -> np.ndarray:
-        """The window side's scores (a lexical search's, and each hit's ``lexical`` score)."""
-        return self.window.scores(query)
 
     def side_scores(self, query: str) -> np.ndarray:
         """(2, n): every document's whole-document BM25 score, then its best window's."""
