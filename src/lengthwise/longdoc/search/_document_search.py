@@ -224,9 +224,19 @@ class DocumentSearch:
     def ranked_with_exact(self, texts: list[str], k: int, mode: Mode) -> dict[str, list[list[tuple[str, float]]]]:
         """(id, score) rankings of the `k` best documents per query: ``index`` through the index in `mode` (as
         `search` with generous candidates), ``exact`` by the same mode's exact scan of every document."""
-        from lengthwise.longdoc.search._tuning import ranked_with_exact
+        from lengthwise.longdoc.search.hybrid import HybridSearch, Mode
 
-        return ranked_with_exact(self, texts, k, mode)
+        vectors = None if mode is Mode.LEXICAL else np.asarray(self.embed_queries(texts), dtype=np.float32)
+        candidates = max(self.default_candidates(), 10 * k)
+        if mode is Mode.DENSE:
+            assert vectors is not None
+            return {"index": self.search_vectors(vectors, k, scoring=self.scoring, candidates=candidates),
+                    "exact": self.exact_vectors(vectors, k, scoring=self.scoring)}  # fmt: skip
+        searcher = HybridSearch(self, self.lexical, self.scoring, self.fusion)
+        found = searcher.search(vectors, texts, k, mode, candidates=candidates)
+        exact = [searcher.exact_ranked(None if vectors is None else vectors[n], text, k, mode)
+                 for n, text in enumerate(texts)]  # fmt: skip
+        return {"index": [[(hit.id, hit.score) for hit in row] for row in found], "exact": exact}
 
     @staticmethod
     def _checked(queries: str | Sequence[str], k: int, passages: int, *counts: int | None) -> list[str]:

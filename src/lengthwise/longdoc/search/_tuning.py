@@ -1,42 +1,21 @@
-"""The local index checked against its own exact scan, and its fusion tuned on queries with judgements
-(`lengthwise eval --index`, `lengthwise index tune`; `LongIndex.ranked_with_exact`, `LongIndex.tune_fusion`)."""
+"""The local index's fusion tuned on queries with judgements (`lengthwise index tune`, `LongIndex.tune_fusion`); its
+check against the exact scan is every backend's (`DocumentSearch.ranked_with_exact`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from lengthwise.core.errors import SettingError
 from lengthwise.core.fusion import TUNED_WEIGHTS
 
 if TYPE_CHECKING:
     from lengthwise.longdoc.search._dense import LocalWindows
-    from lengthwise.longdoc.search._document_search import DocumentSearch
     from lengthwise.longdoc.search.hybrid import FusionSettings, Mode
 
-__all__ = ["ranked_with_exact", "tune_fusion"]
+__all__ = ["tune_fusion"]
 
 Rankings = list[list[tuple[str, float]]]
-
-
-def ranked_with_exact(index: DocumentSearch, texts: list[str], k: int, mode: Mode) -> dict[str, Rankings]:
-    """(id, score) rankings of the `k` best documents per query: ``index`` through the index in `mode` (as
-    `search` with generous candidates), ``exact`` by the same mode's exact scan of every document."""
-    from lengthwise.longdoc.search.hybrid import HybridSearch, Mode
-
-    vectors = None if mode is Mode.LEXICAL else np.asarray(index.embed_queries(texts), dtype=np.float32)
-    candidates = max(index.default_candidates(), 10 * k)
-    if mode is Mode.DENSE:
-        assert vectors is not None
-        return {"index": index.search_vectors(vectors, k, scoring=index.scoring, candidates=candidates),
-                "exact": index.exact_vectors(vectors, k, scoring=index.scoring)}  # fmt: skip
-    searcher = HybridSearch(index, index.lexical, index.scoring, index.fusion)
-    found = searcher.search(vectors, texts, k, mode, candidates=candidates)
-    exact = [searcher.exact_ranked(None if vectors is None else vectors[n], text, k, mode)
-             for n, text in enumerate(texts)]  # fmt: skip
-    return {"index": [[(hit.id, hit.score) for hit in row] for row in found], "exact": exact}
 
 
 def tune_fusion(

@@ -30,8 +30,9 @@ only from the generation it opened, which no build removes while it is open
 (`lengthwise.longdoc.search.hybrid`).
 
 The code runs one way, top to bottom: this module (build, open, tune) → `_build` (the staged build) and `_tuning`
-(the exact comparison and the fusion tuning) → `_dense` (the files and the dense search, `LocalWindows`) →
-`_document_search` (the text-query core every backend shares, `DocumentSearch`; the Milvus backend's base too).
+(the fusion tuning) → `_dense` (the files and the dense search, `LocalWindows`) →
+`_document_search` (the text-query core and the exact comparison every backend shares, `DocumentSearch`; the
+Milvus backend's base too).
 
 Text queries are embedded as the documents were: the model and long-document settings recorded in the index, the
 model loaded by the `ModelLoader` given to `open` / `build` (`lengthwise.LongIndex` loads it as saved, by
