@@ -1,5 +1,6 @@
 """The Milvus backend (issue 50) with the embedded engine (Milvus Lite, no server): a local index loaded into it gives
-the same top-10 (ids and scores) dense, hybrid and lexical; a load is resumable and served only when complete."""
+the same top-10 (ids and scores) dense, hybrid and lexical, with BM25 at each granularity (both, the default, window
+and document); a load is resumable and served only when complete."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from lengthwise.core.errors import SettingError
 from lengthwise.longdoc.config import LongDocError
 from lengthwise.longdoc.search import _backend_milvus as backend
 from lengthwise.longdoc.search.index import LongIndex
+from lengthwise.longdoc.search.lexical import side_scores
 
 HAYSTACK = Path(__file__).with_name("haystack.txt")
 QUERIES = [
@@ -31,9 +33,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
-def local(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> LongIndex:
-    """40 different haystack documents encoded multi-vector (24-token windows, top-2 scoring) by the tiny BERT,
-    indexed locally with their text (BM25 over windows)."""
+def encoded(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """40 different haystack documents encoded multi-vector (24-token windows, top-2 scoring) by the tiny BERT."""
     folder = tmp_path_factory.mktemp("milvus-local")
     lines = [line for line in HAYSTACK.read_text().splitlines() if line.strip()]
     rows = [{"_id": f"doc{i}", "text": " ".join(lines[(i * 3 + j) % len(lines)] for j in range(3 + i % 7))}
@@ -44,7 +45,16 @@ def local(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Lon
             "multi-vector", "--window", "24", "--best-windows", "2"]  # fmt: skip
     run = CliRunner().invoke(app, [str(a) for a in args])
     assert run.exit_code == 0, run.output
-    return LongIndex.build(folder / "emb", folder / "idx", quantize="none", engine="usearch", granularity="window")
+    return folder / "emb"
+
+
+@pytest.fixture(scope="module", params=["both", "window", "document"])
+def local(encoded: Path, request: pytest.FixtureRequest) -> LongIndex:
+    """The encoded documents indexed locally with their text, BM25 at one granularity (``both``: the default)."""
+    out = encoded.parent / f"idx-{request.param}"
+    index = LongIndex.build(encoded, out, quantize="none", engine="usearch", granularity=request.param)
+    assert index.lexical.settings["granularity"] == request.param
+    return index
 
 
 def _ranked(rows: list) -> list[list[tuple[str, float]]]:
@@ -69,6 +79,10 @@ def test_the_engine_gives_the_local_index_top_10_dense_hybrid_and_lexical(local:
     # against the exact scan too (every document, both sides), not only against the local index's search
     exact = local.ranked_with_exact(QUERIES, 10, engine.search_mode("hybrid"))["exact"]
     _same(_ranked(engine.search(QUERIES, k=10, mode="hybrid", vectors=vectors)), exact)
+    # each BM25 side the local index holds, scored by the engine as by bm25s (every document, not only the top 10)
+    for query in QUERIES:
+        np.testing.assert_allclose(engine.lexical.side_scores(query), side_scores(local.lexical, query), rtol=1e-5,
+                                   atol=1e-5)  # fmt: skip
     # reopened by name: the same index, its text queries embedded by the recorded model
     again = backend.MilvusIndex.open(str(tmp_path / "milvus.db"), "haystack")
     _same(
@@ -106,3 +120,22 @@ def test_refusals_name_the_uri_or_name_and_the_fix(local: LongIndex, tmp_path: P
         backend.load_into_milvus(local, str(tmp_path / "m.db"), "bad-name")
     with pytest.raises(LongDocError, match=r"m2\.db: no index is served as 'nothing'; load one"):
         backend.MilvusIndex.open(str(tmp_path / "m2.db"), "nothing")
+
+
+@pytest.mark.parametrize("lost", ["collection", "vocabulary"])
+def test_a_load_without_its_whole_document_side_is_refused(local: LongIndex, tmp_path: Path, lost: str) -> None:
+    """Searched without its whole-document BM25, an index of granularity both or document would fuse (or rank) other
+    scores than the local index's: a load whose document side is gone is refused, naming the URI and the fix."""
+    if local.lexical.settings["granularity"] == "window":
+        pytest.skip("a window index has no whole-document side")
+    uri = str(tmp_path / "milvus.db")
+    engine = backend.load_into_milvus(local, uri, "haystack")
+    if lost == "collection":
+        engine.client.drop_collection(engine.collection + backend.DOCUMENTS)
+    elif local.lexical.settings["granularity"] == "both":
+        engine.client.delete(engine.collection + backend.RECORDS, filter='key == "lexical_document"')
+    else:
+        pytest.skip("a document index's vocabulary is its one lexical record")
+    with pytest.raises(LongDocError, match=r"milvus\.db: the index served as 'haystack' holds BM25 at granularity "
+                       r"\w+ without its whole-document side; load it again"):  # fmt: skip
+        backend.MilvusIndex.open(uri, "haystack")

@@ -44,7 +44,8 @@ def _invoke(*args: Any) -> Any:
 @pytest.fixture(scope="module")
 def built(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """40 haystack documents as a BEIR folder, encoded multi-vector by the tiny BERT, indexed locally (FAISS over
-    fp32, every list probed: exact candidates) and, by the same command with --backend milvus, into Milvus Lite."""
+    fp32, every list probed: exact candidates) and, by the same command with --backend milvus, into Milvus Lite: at
+    the default BM25 granularity (both) as ``haystack``, and at --granularity window as ``haystack_window``."""
     folder = tmp_path_factory.mktemp("milvus-cli")
     lines = [line for line in HAYSTACK.read_text().splitlines() if line.strip()]
     rows = [{"_id": f"doc{i}", "text": " ".join(lines[(i * 3 + j) % len(lines)] for j in range(3 + i % 7))}
@@ -59,15 +60,17 @@ def built(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dic
     run = _invoke("encode", "-d", beir / "corpus.jsonl", "-o", folder / "emb", "-m", tiny_model_dir, "--long",
                   "multi-vector", "--window", "24", "--best-windows", "2")  # fmt: skip
     assert run.exit_code == 0, run.output
-    settings = ["--quantize", "none", "--engine", "faiss"]  # window BM25: what Milvus holds (its default there)
-    run = _invoke("index", "build", folder / "emb", "--out", folder / "local", *settings, "--granularity", "window")
-    assert run.exit_code == 0, run.output
+    settings = ["--quantize", "none", "--engine", "faiss"]
     uri = folder / "milvus.db"
-    run = _invoke("index", "build", folder / "emb", "--out", folder / "for-milvus", *settings, "--backend", "milvus",
-                  "--uri", uri, "--name", "haystack")  # fmt: skip
-    assert run.exit_code == 0, run.output
-    assert f"served from {uri} as haystack" in run.output
-    return {"folder": folder, "beir": beir, "local": folder / "local", "uri": uri, "emb": folder / "emb"}
+    for suffix, granularity in (("", []), ("_window", ["--granularity", "window"])):
+        run = _invoke("index", "build", folder / "emb", "--out", folder / f"local{suffix}", *settings, *granularity)
+        assert run.exit_code == 0, run.output
+        run = _invoke("index", "build", folder / "emb", "--out", folder / f"for-milvus{suffix}", *settings,
+                      *granularity, "--backend", "milvus", "--uri", uri, "--name", f"haystack{suffix}")  # fmt: skip
+        assert run.exit_code == 0, run.output
+        assert f"served from {uri} as haystack{suffix}" in run.output
+    return {"folder": folder, "beir": beir, "local": folder / "local", "uri": uri, "emb": folder / "emb",
+            "local_window": folder / "local_window"}  # fmt: skip
 
 
 def _searched(*where: Any, mode: str) -> list[dict[str, Any]]:
@@ -100,10 +103,12 @@ def queries_file() -> Any:
     path.unlink()
 
 
+@pytest.mark.parametrize("suffix", ["", "_window"])
 @pytest.mark.parametrize("mode", ["dense", "hybrid", "lexical"])
-def test_search_on_milvus_gives_the_local_top_10_and_passages(built: dict[str, Path], mode: str) -> None:
-    expected = _searched(built["local"], mode=mode)
-    found = _searched("--backend", "milvus", "--uri", built["uri"], "--name", "haystack", mode=mode)
+def test_search_on_milvus_gives_the_local_top_10_and_passages(built: dict[str, Path], mode: str, suffix: str) -> None:
+    """The default build (BM25 at both granularities, on either backend), and one at --granularity window."""
+    expected = _searched(built[f"local{suffix}"], mode=mode)
+    found = _searched("--backend", "milvus", "--uri", built["uri"], "--name", f"haystack{suffix}", mode=mode)
     assert all(len(row["hits"]) == 10 and all(len(h["passages"]) == 2 for h in row["hits"]) for row in expected)
     _same_hits(found, expected)
 
@@ -148,8 +153,8 @@ def test_wrong_backend_flags_are_refused_in_one_line(built: dict[str, Path], tmp
                     "http://127.0.0.1:1")  # fmt: skip
     assert "--uri" in line and not (tmp_path / "idx").exists()
     line = _refusal("index", "build", built["emb"], "--out", tmp_path / "idx", "--backend", "milvus", "--uri",
-                    tmp_path / "m.db", "--granularity", "document")  # fmt: skip
-    assert "--granularity 'document': the Milvus backend holds window BM25 only" in line
+                    tmp_path / "m.db", "--granularity", "sentence")  # fmt: skip
+    assert "--granularity 'sentence': use one of document, window, both" in line
     assert not (tmp_path / "idx").exists() and not (tmp_path / "m.db").exists()
 
 
@@ -208,16 +213,17 @@ def test_serve_from_milvus_answers_as_the_local_index(built: dict[str, Path], tm
     assert before == [[(p["before"], p["after"]) for h in r["hits"] for p in h["passages"]] for r in answers["local"]]
 
 
-def test_an_index_with_document_bm25_is_not_loaded(built: dict[str, Path], tmp_path: Path) -> None:
-    """The engine's sparse rows are windows: a document-level BM25 score matrix (one row per document) loaded as
-    window rows would give each window another document's scores, in silence."""
-    from lengthwise.core.errors import SettingError
-    from lengthwise.longdoc.search._backend_milvus import load_into_milvus
+def test_the_default_build_holds_bm25_at_both_granularities_on_either_backend(built: dict[str, Path]) -> None:
+    """`index build --backend milvus` without --granularity builds what the local default does (both), and the
+    engine holds the two BM25 sides; with --granularity window, the window side alone."""
+    from lengthwise.longdoc.search._backend_milvus import MilvusIndex
     from lengthwise.longdoc.search.index import LongIndex
 
-    local = LongIndex.build(built["emb"], tmp_path / "idx", quantize="none", engine="faiss", granularity="document")
-    with pytest.raises(SettingError, match="--granularity window"):
-        load_into_milvus(local, str(tmp_path / "m.db"), "docs")
+    assert LongIndex.open(built["local"]).lexical.settings["granularity"] == "both"
+    engine = MilvusIndex.open(str(built["uri"]), "haystack")
+    assert engine.lexical.settings["granularity"] == "both" and len(engine.lexical.sides) == 2
+    window = MilvusIndex.open(str(built["uri"]), "haystack_window")
+    assert window.lexical.settings["granularity"] == "window" and len(window.lexical.sides) == 1
 
 
 def test_a_rebuild_of_the_same_shards_resumes_the_same_load(built: dict[str, Path]) -> None:

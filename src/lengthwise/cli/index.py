@@ -37,7 +37,7 @@ def build(
         typer.Option(
             "--granularity",
             help="What BM25 ranks: window (a document scores its best), document or both "
-            f"(default: {LEXICAL_GRANULARITY}; window with --backend milvus, which holds window BM25 only).",
+            f"(default: {LEXICAL_GRANULARITY}, on either backend).",
         ),
     ] = None,
     backend: BackendOption = "local",

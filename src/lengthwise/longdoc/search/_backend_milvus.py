@@ -2,25 +2,30 @@
 many, through the same pymilvus code (docs/engines.md says why Milvus and what was measured).
 
 The engine holds what a query needs: one row per window (its row number, its document number, its fp32 vector, and
-its BM25 term weights as a sparse vector), and a second collection of records: the index settings, the document
-ids, each document's first window, the BM25 tokenizer's vocabulary and the lexical settings, and each document's
-text with its windows' character spans (a hit's passages, as the local index cuts them). The engine proposes,
+its BM25 term weights as a sparse vector), one row per document with its whole-document BM25 term weights (a third
+collection, when the local index holds BM25 at granularity ``both`` or ``document``), and a second collection of
+records: the index settings, the document ids, each document's first window, each BM25 side's tokenizer vocabulary
+and the lexical settings, and each document's text with its windows' character spans (a hit's passages, as the local
+index cuts them). The engine proposes,
 lengthwise scores, as `lengthwise.longdoc.search.index.LongIndex` does with USearch or FAISS: the engine's nearest
 windows rank their documents, the best documents are read back whole (every window's vector) and scored exactly
 with `lengthwise.core.encoder.multi_vector_scores`, and a hybrid query is fused by the same
 `lengthwise.longdoc.search.hybrid.HybridSearch`. A document therefore gets the score it gets from the local index.
 
-The lexical side is the local index's own BM25 (bm25s): each window's row of its precomputed score matrix is that
-window's sparse vector, and a query's sparse vector holds its terms (tokenized by the recorded vocabulary) with
-their counts, so the engine's inner product is bm25s's score of the window (up to float32 summation order). The
-engine's own BM25 function (its analyzer, its IDF) would score differently, which would break the equivalence.
-A lexical query reads at most `SEARCH_LIMIT` windows back (Milvus's largest limit): exact whenever fewer windows hold
-one of its terms; beyond that, documents whose only matching windows fall past the limit score 0 lexically.
+The lexical side is the local index's own BM25 (bm25s), at each granularity it holds: each window's (or document's)
+row of its precomputed score matrix is that window's (document's) sparse vector, and a query's sparse vector holds
+its terms (tokenized by that side's recorded vocabulary) with their counts, so the engine's inner product is bm25s's
+score of the window or document (up to float32 summation order). A hybrid query fuses the dense side with both BM25
+sides, as the local `lengthwise.longdoc.search.lexical.BothGranularities` does. The engine's own BM25 function (its
+analyzer, its IDF) would score differently, which would break the equivalence. A lexical query reads at most
+`SEARCH_LIMIT` rows of a side back (Milvus's largest limit): exact whenever fewer windows (documents) hold one of
+its terms; beyond that, documents whose only matching rows fall past the limit score 0 on that side.
 
-Loading is idempotent and resumable: the collection of a load is named by the source index's generation, rows are
-upserted by window number in batches, and the records collection notes the last batch written, so a load run again
-after an interruption goes on from there. The records are written last, and the served name (a Milvus alias) moves
-to the new collection only then: a half-loaded collection is never served. An open index reads the collection the
+Loading is idempotent and resumable: the collection of a load is named by what its rows are made of (`_load_id`:
+the index's settings and shards, its lexical settings, granularity included), rows are upserted by window (then
+document) number in batches, and the records collection notes the last batch written, so a load run again after an
+interruption goes on from there. The records are written last, and the served name (a Milvus alias) moves to the new
+collection only then: a half-loaded collection is never served. An open index reads the collection the
 alias named when it opened; the load that replaces it keeps that one (and drops older ones).
 
 Example:
@@ -65,6 +70,7 @@ NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,180}$")
 NO_TERM = 2**32 - 2  # the one term of a window without any (Milvus's largest sparse index; no query holds it)
 MUTABLE = ("generation", "mode", "fusion", "tuned")  # lexical settings that change no window row (the records say them)
 RECORDS = "_records"  # suffix of the records collection beside each windows collection
+DOCUMENTS = "_documents"  # suffix of the whole-document BM25 collection beside a windows collection (one row a doc)
 Progress = Callable[[int, int], None] | None
 
 
@@ -106,6 +112,17 @@ def _windows_schema(client: Any, dim: int) -> tuple[Any, Any]:
     schema.add_field("bm25", DataType.SPARSE_FLOAT_VECTOR)  # its row of the bm25s score matrix
     params = client.prepare_index_params()
     params.add_index("dense", index_type="HNSW", metric_type="IP", params={"M": 16, "efConstruction": 200})
+    params.add_index("bm25", index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
+    return schema, params
+
+
+def _documents_schema(client: Any) -> tuple[Any, Any]:
+    from pymilvus import DataType
+
+    schema = client.create_schema(auto_id=False)
+    schema.add_field("id", DataType.INT64, is_primary=True)  # the document's number
+    schema.add_field("bm25", DataType.SPARSE_FLOAT_VECTOR)  # its row of the whole-document bm25s score matrix
+    params = client.prepare_index_params()
     params.add_index("bm25", index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
     return schema, params
 
@@ -180,13 +197,24 @@ def _load_id(index: Any) -> str:
     return hashlib.sha256(json.dumps(made, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-def _window_weights(lexical: Any, windows: int) -> Any:
-    """(W, V) each window's BM25 term scores (CSR), from bm25s's (term-major) score matrix."""
+def _unit_weights(lexical: Any, units: int) -> Any:
+    """(units, V) each window's (or, at granularity document, each document's) BM25 term scores (CSR), from
+    bm25s's (term-major) score matrix."""
     from scipy.sparse import csc_matrix
 
     scores = lexical.retriever.scores
     vocabulary = len(scores["indptr"]) - 1
-    return csc_matrix((scores["data"], scores["indices"], scores["indptr"]), shape=(windows, vocabulary)).tocsr()
+    return csc_matrix((scores["data"], scores["indices"], scores["indptr"]), shape=(units, vocabulary)).tocsr()
+
+
+def _sides(lexical: Any) -> dict[str, Any]:
+    """The local index's BM25 by granularity (``window``, ``document``; both for `BothGranularities`); none without
+    text."""
+    if lexical is None:
+        return {}
+    if lexical.settings.get("granularity") == "both":
+        return {"window": lexical.window, "document": lexical.document}
+    return {str(lexical.settings.get("granularity", "window")): lexical}
 
 
 def load_into_milvus(
@@ -209,21 +237,17 @@ def load_into_milvus(
     client, name = connect(uri), _check_name(name)
     if batch < 1:
         raise SettingError("batch", batch, "must be ≥ 1")
-    granularity = index.lexical.settings.get("granularity", "window") if index.lexical is not None else "window"
-    if granularity != "window":  # the sparse rows are windows': a document-level score matrix has other rows
-        raise SettingError("granularity", granularity, "the Milvus backend holds window BM25 only (each window's "
-                           "bm25s weights); build the local index with --granularity window")  # fmt: skip
-    windows = f"{name}__{_load_id(index)}"
-    records = windows + RECORDS
-    if not client.has_collection(windows):
-        schema, params = _windows_schema(client, index.vectors.shape[1])
-        client.create_collection(windows, schema=schema, index_params=params)
-        schema, params = _records_schema(client)
-        client.create_collection(records, schema=schema, index_params=params)
-    _loaded(client, windows, records)  # a load resumed by another process finds them released
+    windows, sides = f"{name}__{_load_id(index)}", _sides(index.lexical)
+    records, documents = windows + RECORDS, windows + DOCUMENTS
+    made = [(windows, _windows_schema(client, index.vectors.shape[1])), (records, _records_schema(client))]
+    for collection, (schema, params) in made + ([(documents, _documents_schema(client))] if "document" in sides
+                                                else []):  # fmt: skip
+        if not client.has_collection(collection):
+            client.create_collection(collection, schema=schema, index_params=params)
+    _loaded(client, *[collection for collection, _ in made], *([documents] if "document" in sides else []))
     done = int(_read_records(client, records, ["progress"]).get("progress", 0))
     total, lexical = len(index.vectors), index.lexical
-    weights = _window_weights(lexical, total) if lexical is not None else None
+    weights = _unit_weights(sides["window"], total) if "window" in sides else None
     owners = np.repeat(np.arange(len(index.doc_ids)), np.diff(index.offsets))
     for start in range(done, total, batch):
         stop = min(start + batch, total)
@@ -231,6 +255,8 @@ def load_into_milvus(
         _write_records(client, records, {"progress": stop})
         if on_progress is not None:
             on_progress(stop, total)
+    if "document" in sides:
+        _load_documents(client, documents, records, sides["document"], batch)
     if lexical is not None:
         _write_records(client, records, _texts(lexical, np.asarray(index.offsets)))
     _write_records(client, records, _index_records(index, lexical))
@@ -238,25 +264,47 @@ def load_into_milvus(
     return MilvusIndex.open(uri, name)
 
 
-def _window_row(vectors: np.ndarray, owners: np.ndarray, weights: Any, row: int) -> dict[str, Any]:
+def _load_documents(client: Any, collection: str, records: str, side: Any, batch: int) -> None:
+    """One row per document with its whole-document BM25 weights, upserted in batches after the last one recorded
+    (``document_progress``), as the windows are."""
+    count = int(side.settings["documents"])
+    weights = _unit_weights(side, count)
+    done = int(_read_records(client, records, ["document_progress"]).get("document_progress", 0))
+    for start in range(done, count, batch):
+        stop = min(start + batch, count)
+        client.upsert(collection, [{"id": doc, "bm25": _terms(weights, doc)} for doc in range(start, stop)])
+        _write_records(client, records, {"document_progress": stop})
+
+
+def _terms(weights: Any, row: int) -> dict[int, float]:
+    """Row `row`'s nonzero BM25 term weights as a sparse vector (`NO_TERM` alone when it has none)."""
     if weights is None:
         terms: dict[int, float] = {}
     else:
         first, last = weights.indptr[row], weights.indptr[row + 1]
         terms = dict(zip(weights.indices[first:last].tolist(), weights.data[first:last].tolist(), strict=True))
-    terms = {key: value for key, value in terms.items() if value} or {NO_TERM: 1.0}  # Milvus refuses an empty one
+    return {key: value for key, value in terms.items() if value} or {NO_TERM: 1.0}  # Milvus refuses an empty one
+
+
+def _window_row(vectors: np.ndarray, owners: np.ndarray, weights: Any, row: int) -> dict[str, Any]:
     return {"id": row, "doc": int(owners[row]), "dense": np.asarray(vectors[row], dtype=np.float32).tolist(),
-            "bm25": terms}  # fmt: skip
+            "bm25": _terms(weights, row)}  # fmt: skip
 
 
 def _index_records(index: Any, lexical: Any) -> dict[str, Any]:
     records: dict[str, Any] = {"settings": index.settings, "doc_ids": list(index.doc_ids),
                                "offsets": np.asarray(index.offsets).tolist()}  # fmt: skip
-    if lexical is not None:
-        tokenizer = lexical.tokenizer
-        records["lexical"] = {"settings": lexical.settings, "word_to_stem": tokenizer.word_to_stem,
-                              "stem_to_sid": tokenizer.stem_to_sid, "word_to_id": tokenizer.word_to_id}  # fmt: skip
+    if lexical is not None:  # the vocabulary of the side a lexical search ranks by (the windows', when both)
+        records["lexical"] = {"settings": lexical.settings, **_vocabulary(lexical.tokenizer)}
+    if lexical is not None and lexical.settings.get("granularity") == "both":  # whole documents: their own vocabulary
+        records["lexical_document"] = _vocabulary(lexical.document.tokenizer)
     return records
+
+
+def _vocabulary(tokenizer: Any) -> dict[str, Any]:
+    """What bm25s's tokenizer needs to give a query the term ids of one BM25 side (`_recorded_tokenizer`)."""
+    return {"word_to_stem": tokenizer.word_to_stem, "stem_to_sid": tokenizer.stem_to_sid,
+            "word_to_id": tokenizer.word_to_id}  # fmt: skip
 
 
 def _publish(client: Any, name: str, windows: str) -> None:
@@ -270,9 +318,9 @@ def _publish(client: Any, name: str, windows: str) -> None:
         client.create_alias(windows, name)
     else:
         client.alter_alias(windows, name)
-    kept = {windows, windows + RECORDS, str(before), f"{before}{RECORDS}"}
-    for collection in client.list_collections():
-        if re.fullmatch(rf"{name}__[0-9a-f]{{12}}({RECORDS})?", collection) and collection not in kept:  # ours only
+    kept = {f"{load}{suffix}" for load in (windows, str(before)) for suffix in ("", RECORDS, DOCUMENTS)}
+    for collection in client.list_collections():  # ours only:
+        if re.fullmatch(rf"{name}__[0-9a-f]{{12}}({RECORDS}|{DOCUMENTS})?", collection) and collection not in kept:
             client.drop_collection(collection)
 
 
@@ -299,36 +347,63 @@ def _served(client: Any, name: str) -> str | None:
 
 
 @dataclass
-class _EngineLexical:
-    """The lexical side in the engine: the recorded tokenizer here, the windows' BM25 weights there."""
+class _EngineBM25:
+    """BM25 at one granularity in the engine: the recorded tokenizer here, the rows' weights there (one row per window,
+    each scoring its document by the best, or one per document, `whole`)."""
 
     client: Any
     collection: str
-    settings: dict[str, Any]
     tokenizer: Any
     documents: int
-    offsets: np.ndarray  # (n + 1,) each document's first window row
-    read: dict[int, dict[str, Any]] = field(default_factory=dict)  # documents' texts and spans read (passages)
+    whole: bool  # rows are documents (the whole-document side), not windows
 
     def query_tokens(self, query: str) -> list[int]:
-        """The query's terms known to the corpus (as `LexicalIndex.query_tokens`)."""
+        """The query's terms known to this side's corpus (as `LexicalIndex.query_tokens`)."""
         ids = self.tokenizer.tokenize([query], update_vocab=False, return_as="ids", show_progress=False)[0]
         empty = self.tokenizer.get_vocab_dict().get("")
         return [int(i) for i in ids if i != empty]
 
     def scores(self, query: str) -> np.ndarray:
-        """Each document's best window BM25 score (0: no query term), summed by the engine."""
+        """Each document's BM25 score (its best window's on the window side; 0: no query term), summed by the
+        engine."""
         best = np.zeros(self.documents, dtype=np.float32)
         terms = self.query_tokens(query)
         if not terms:
             return best
         weights = {int(t): float(c) for t, c in zip(*np.unique(terms, return_counts=True), strict=True)}
         found = self.client.search(self.collection, [weights], anns_field="bm25", limit=SEARCH_LIMIT,
-                                   search_params={"metric_type": "IP"}, output_fields=["doc"])[0]  # fmt: skip
+                                   search_params={"metric_type": "IP"},
+                                   output_fields=[] if self.whole else ["doc"])[0]  # fmt: skip
         if len(found):
-            docs = np.asarray([hit["entity"]["doc"] for hit in found], dtype=np.int64)
+            docs = np.asarray([hit["id"] if self.whole else hit["entity"]["doc"] for hit in found], dtype=np.int64)
             np.maximum.at(best, docs, np.asarray([hit["distance"] for hit in found], dtype=np.float32))
         return best
+
+
+@dataclass
+class _EngineLexical:
+    """The lexical side in the engine: its BM25 sides (`_EngineBM25`; whole documents, then windows, as
+    `BothGranularities.side_scores` orders them) and the documents' texts and spans (passages), read from the
+    records."""
+
+    client: Any
+    collection: str
+    settings: dict[str, Any]
+    sides: list[_EngineBM25]
+    offsets: np.ndarray  # (n + 1,) each document's first window row
+    read: dict[int, dict[str, Any]] = field(default_factory=dict)  # documents' texts and spans read (passages)
+
+    def query_tokens(self, query: str) -> list[int]:
+        """The query's terms known to the corpus (as `LexicalIndex.query_tokens`; the window side's when both)."""
+        return self.sides[-1].query_tokens(query)
+
+    def scores(self, query: str) -> np.ndarray:
+        """Each document's BM25 score as a lexical search ranks it (the window side's when both)."""
+        return self.sides[-1].scores(query)
+
+    def side_scores(self, query: str) -> np.ndarray:
+        """(s, n): each BM25 side's score of every document (whole documents, then best windows, when both)."""
+        return np.stack([side.scores(query) for side in self.sides])
 
     def _document(self, doc: int) -> dict[str, Any]:
         """Document `doc`'s text and its windows' spans, read from the records (the last `TEXTS_KEPT` kept)."""
@@ -351,6 +426,30 @@ class _EngineLexical:
         doc = int(np.searchsorted(self.offsets, row, side="right")) - 1
         start, end = self._document(doc)["spans"][row - int(self.offsets[doc])]
         return int(start), int(end)
+
+
+def _engine_sides(client: Any, collection: str, found: dict[str, Any], served: str) -> list[_EngineBM25]:
+    """The BM25 sides a load recorded (`found`: its records), whole documents first, each with its tokenizer.
+
+    Raises:
+        LongDocError: The records say whole-document BM25 and its collection or vocabulary is not there (a load
+            that did not finish it, or a collection dropped by hand): searched without it, hybrid scores would
+            differ from the local index's, so `served` is refused with the fix.
+    """
+    granularity = found["lexical"]["settings"].get("granularity", "window")
+    documents, whole = len(found["doc_ids"]), collection + DOCUMENTS
+    tokenizer = _recorded_tokenizer(found["lexical"])
+    if granularity == "window":
+        return [_EngineBM25(client, collection, tokenizer, documents, whole=False)]
+    vocabulary = found.get("lexical_document") if granularity == "both" else found["lexical"]
+    if vocabulary is None or not client.has_collection(whole):
+        raise LongDocError(None, None, f"{served} holds BM25 at granularity {granularity} without its whole-document "
+                           "side; load it again with lengthwise index build --backend milvus")  # fmt: skip
+    _loaded(client, whole)
+    document = _EngineBM25(client, whole, _recorded_tokenizer({**found["lexical"], **vocabulary}), documents,
+                           whole=True)  # fmt: skip
+    return [document] if granularity == "document" else [document, _EngineBM25(client, collection, tokenizer,
+                                                                                documents, whole=False)]  # fmt: skip
 
 
 @dataclass(eq=False)
@@ -381,12 +480,13 @@ class MilvusIndex(DocumentSearch):
             raise LongDocError(None, None, f"{uri}: no index is served as {name!r}; load one with "
                                "lengthwise index build --backend milvus")  # fmt: skip
         _loaded(client, collection, collection + RECORDS)
-        found = _read_records(client, collection + RECORDS, ["settings", "doc_ids", "offsets", "lexical"])
+        keys = ["settings", "doc_ids", "offsets", "lexical", "lexical_document"]
+        found = _read_records(client, collection + RECORDS, keys)
         offsets = np.asarray(found["offsets"], dtype=np.int64)
         lexical = None
         if "lexical" in found:
-            lexical = _EngineLexical(client, collection, found["lexical"]["settings"],
-                                     _recorded_tokenizer(found["lexical"]), len(found["doc_ids"]), offsets)  # fmt: skip
+            sides = _engine_sides(client, collection, found, f"{uri}: the index served as {name!r}")
+            lexical = _EngineLexical(client, collection, found["lexical"]["settings"], sides, offsets)
         return cls(client, uri, collection, found["settings"], found["doc_ids"], offsets, lexical, None, load_model)
 
     def __repr__(self) -> str:

@@ -25,7 +25,6 @@ __all__ = ["BACKENDS", "DEFAULT_NAME", "Backend", "build_index", "open_index"]
 
 BACKENDS = ("local", "milvus")
 DEFAULT_NAME = "lengthwise"  # the name (a Milvus alias) an index is served under by default
-WINDOW = "window"  # the one BM25 granularity the Milvus backend holds
 URI_HELP = "a Milvus Lite database path (out/milvus.db, made when new) or a Milvus server's URL (http://host:19530)"
 
 
@@ -138,26 +137,30 @@ def build_index(
         backend: Where the index is served (default: local).
         on_load: Called with (windows loaded, windows) after each batch loaded into Milvus.
         **build: `LongIndex.build`'s keyword arguments (quantize, engine, text, granularity, on_progress, on_note,
-            load_model). The granularity defaults to `LongIndex.build`'s locally, to ``window`` on Milvus (which
-            holds window BM25 only: another is refused before the build).
+            load_model). The granularity defaults to `LongIndex.build`'s (``both``) on either backend: Milvus holds
+            BM25 at each granularity the local index does.
 
     Returns:
         The index as served: the `LongIndex`, or the `MilvusIndex` the load opened.
     """
     from lengthwise.longdoc.search.index import LongIndex
 
-    backend, granularity = backend or Backend(), build.pop("granularity", None)
+    backend = backend or Backend()
+    if build.get("granularity") is None:  # not given: `LongIndex.build`'s default
+        build.pop("granularity", None)
     if backend.kind == "local":
-        return LongIndex.build(encoded, out, **build, **({} if granularity is None else {"granularity": granularity}))
+        return LongIndex.build(encoded, out, **build)
     from lengthwise.longdoc.search._backend_milvus import connect, load_into_milvus
 
     assert backend.uri is not None  # checked by Backend
-    if granularity not in (None, WINDOW):
-        raise SettingError("granularity", granularity, "the Milvus backend holds window BM25 only (each window's "
-                           "bm25s weights); build with --granularity window, or leave it out")  # fmt: skip
+    if "granularity" in build:  # a wrong one is refused before the Milvus (a Milvus Lite file) is opened
+        from lengthwise.core.errors import enum_member
+        from lengthwise.longdoc.search.lexical import Granularity
+
+        enum_member(Granularity, "granularity", build["granularity"])
     LongIndex.check_build(encoded, out, quantize=build.get("quantize", "int8"), engine=build.get("engine", "usearch"))
     connect(backend.uri).close()  # a URI where no Milvus opens refuses before the build
-    local = LongIndex.build(encoded, out, granularity=WINDOW, **build)
+    local = LongIndex.build(encoded, out, **build)
     served = load_into_milvus(local, backend.uri, backend.name, on_progress=on_load)
     served.load_model = build.get("load_model")
     return served
