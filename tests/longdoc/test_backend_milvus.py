@@ -139,3 +139,21 @@ def test_a_load_without_its_whole_document_side_is_refused(local: LongIndex, tmp
     with pytest.raises(LongDocError, match=r"milvus\.db: the index served as 'haystack' holds BM25 at granularity "
                        r"\w+ without its whole-document side; load it again"):  # fmt: skip
         backend.MilvusIndex.open(uri, "haystack")
+
+
+def test_windows_read_back_by_groups_and_row_ranges_are_the_local_ones(
+    local: LongIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every window read back (rows, documents, fp32 vectors) is the local index's, whether its document's windows come
+    in a group of documents or, for a document of more windows than one query returns, by row ranges."""
+    engine = backend.load_into_milvus(local, str(tmp_path / "milvus.db"), "haystack")
+    counts = np.diff(local.offsets)
+    monkeypatch.setattr(backend, "SEARCH_LIMIT", int(np.median(counts)))  # groups of a few; the longest by ranges
+    assert counts.max() > backend.SEARCH_LIMIT
+    rows, docs, vectors = engine._windows(np.arange(len(local.doc_ids)))
+    assert np.array_equal(rows, np.arange(int(local.offsets[-1])))
+    assert np.array_equal(docs, np.repeat(np.arange(len(local.doc_ids)), counts))
+    assert vectors.dtype == np.float32 and np.array_equal(vectors, np.asarray(local.vectors, dtype=np.float32))
+    some = np.asarray([1, 7, int(np.argmax(counts))])
+    rows, docs, _ = engine._windows(np.sort(some))
+    assert np.array_equal(np.unique(docs), np.sort(some)) and len(rows) == counts[some].sum()
