@@ -1,7 +1,8 @@
 """Issue 50, the Milvus backend on the command line (`--backend milvus --uri U --name N` on `index build`, `search`,
 `serve`): each wrong combination of the flags ends in one line naming the flag (exit 2) before any model loads or
 anything is built, a search never makes a Milvus Lite database, a name that is not served is one line (no pymilvus
-traceback), and an index loaded into an embedded Milvus is searched."""
+traceback), a wrong BM25 granularity is refused before the Milvus Lite file is made, and an index loaded into an
+embedded Milvus (BM25 at both granularities, the default) is searched."""
 
 from __future__ import annotations
 
@@ -45,6 +46,14 @@ def _no(name: str):
     return check
 
 
+def _none_made(*names: str):
+    def check(tmp: Path, _: str) -> str | None:
+        made = [name for name in names if (tmp / name).exists()]
+        return f"{', '.join(made)} made" if made else None
+
+    return check
+
+
 def _blocked(module: str):
     """A setup: `module` made unimportable for the case (a file of its name first on the path, in the cwd)."""
 
@@ -78,6 +87,9 @@ CASES = [
     Case("milvus-build-no-server", "50", ["index", "build", "{tmp}/e", "--out", "{tmp}/i", "--backend", "milvus",
                                           "--uri", "http://127.0.0.1:9"], 2, "--uri 'http://127.0.0.1:9'",
          _encoded, _no("i")),
+    Case("milvus-build-bad-granularity", "50", ["index", "build", "{tmp}/e", "--out", "{tmp}/i", "--backend",
+                                                "milvus", "--uri", "{tmp}/m.db", "--granularity", "sentence"], 2,
+         "--granularity 'sentence': use one of document, window, both", _encoded, _none_made("i", "m.db")),
     Case("milvus-name-not-served", "50", [*SEARCH, "--backend", "milvus", "--uri", "{tmp}/m.db", "--name", "other"],
          2, "no index is served as 'other'", _loaded),
     Case("milvus-serve-workers-on-lite", "50", ["serve", "--backend", "milvus", "--uri", "{tmp}/m.db", "--workers",

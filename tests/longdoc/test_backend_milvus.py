@@ -157,3 +157,38 @@ def test_windows_read_back_by_groups_and_row_ranges_are_the_local_ones(
     some = np.asarray([1, 7, int(np.argmax(counts))])
     rows, docs, _ = engine._windows(np.sort(some))
     assert np.array_equal(np.unique(docs), np.sort(some)) and len(rows) == counts[some].sum()
+
+
+def test_a_load_is_flushed_and_loaded_again_before_it_is_served(
+    local: LongIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A finished load's collections are flushed (sealed segments, which the engine indexes) and loaded again before
+    the name moves to them: left in growing segments, the engine scans them (a SciFact query several times slower,
+    docs/benchmarks.md). The order of the client's calls is the contract: no row store (the engine's own counts and
+    index states do not tell a flushed collection from one that is not, in Milvus Lite)."""
+    calls: list[tuple[str, str]] = []
+    connect = backend.connect
+
+    class Recorded:
+        def __init__(self, client: object) -> None:
+            self.client = client
+
+        def __getattr__(self, name: str) -> object:
+            method = getattr(self.client, name)
+
+            def call(*args: object, **kwargs: object) -> object:
+                calls.append((name, str(args[0]) if args else ""))
+                return method(*args, **kwargs)
+
+            return call
+
+    monkeypatch.setattr(backend, "connect", lambda uri: Recorded(connect(uri)))
+    engine = backend.load_into_milvus(local, str(tmp_path / "milvus.db"), "haystack")
+    served = next(n for n, (name, _) in enumerate(calls) if name in ("create_alias", "alter_alias"))
+    collections = [engine.collection, engine.collection + backend.RECORDS]
+    if local.lexical.settings["granularity"] != "window":
+        collections.append(engine.collection + backend.DOCUMENTS)
+    for collection in collections:
+        steps = [calls.index((step, collection)) for step in ("flush", "release_collection", "load_collection")]
+        assert steps == sorted(steps) and steps[-1] < served, collection
+        assert max(n for n, call in enumerate(calls[:served]) if call == ("upsert", collection)) < steps[0]
