@@ -20,6 +20,7 @@ from lengthwise.core.tokens import SpecialTokens, content_ids, special_tokens
 __all__ = [
     "ForwardBatch",
     "TokenView",
+    "WindowBatches",
     "batch_features",
     "embed_ids",
     "embed_side",
@@ -88,27 +89,63 @@ def window_features(
     """Model features for rows ``prefix + ids[start : start + length] + suffix``, right-padded: (B, T).
 
     One numpy gather for the whole batch (no Python per row or per token), so a block's windows, held as offsets
-    into one id array, become a batch without building lists.
+    into one id array, become a batch without building lists. `WindowBatches` does the same for many batches.
     """
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    head, tail = np.asarray(prefix, dtype=np.int64), np.asarray(suffix, dtype=np.int64)
-    totals = lengths + len(head) + len(tail)  # (B,)
-    width = int(totals.max())
-    columns = np.arange(width, dtype=np.int64)  # (T,)
-    inside = columns[None, :] - len(head)  # (1, T) position in the content
-    content = (inside >= 0) & (inside < lengths[:, None])  # (B, T)
-    source = np.where(content, starts[:, None] + inside, 0)
-    input_ids = np.where(content, ids[source], pad)  # (B, T)
-    if len(head):
-        input_ids[:, : len(head)] = head
-    rows = np.arange(len(lengths))
-    for offset, token in enumerate(tail.tolist()):
-        input_ids[rows, len(head) + lengths + offset] = token
-    attention_mask = (columns[None, :] < totals[:, None]).astype(np.int64)  # (B, T)
-    features = {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(attention_mask)}
-    if "token_type_ids" in getattr(tokenizer, "model_input_names", ()):
-        features["token_type_ids"] = torch.zeros_like(features["input_ids"])
-    return {name: to_device(tensor, device) for name, tensor in features.items()}
+    return WindowBatches(tokenizer, prefix=prefix, suffix=suffix, device=device)(ids, starts, lengths)
+
+
+class WindowBatches:
+    """`window_features` for batch after batch of one encode: what every batch shares is read once.
+
+    The pad id, the rows' wrap (prefix and suffix), whether the model takes token type ids and the device are
+    read when it is made, so a batch costs a handful of numpy calls (a forward's Python leaves numpy's code cold,
+    so each call counts): one template row repeated, one gather of the content, the mask.
+    """
+
+    def __init__(
+        self, tokenizer, *, prefix: Sequence[int] = (), suffix: Sequence[int] = (), device: torch.device | str = "cpu"
+    ) -> None:
+        self.pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self.prefix = np.asarray(prefix, dtype=np.int64)
+        self.suffix = np.asarray(suffix, dtype=np.int64)
+        self.types = "token_type_ids" in getattr(tokenizer, "model_input_names", ())
+        self.device = torch.device(device)
+        self._shapes: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def _shape(self, longest: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For content `longest` tokens wide: the row of a full window, the row of padding, the content columns."""
+        shape = self._shapes.get(longest)
+        if shape is None:
+            pads = np.full(longest, self.pad, dtype=np.int64)
+            full = np.concatenate([self.prefix, pads, self.suffix])  # (T,)
+            empty = np.concatenate([self.prefix, pads, np.full(len(self.suffix), self.pad, dtype=np.int64)])
+            shape = self._shapes[longest] = (full, empty, np.arange(longest, dtype=np.int64))
+        return shape
+
+    def __call__(self, ids: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> dict[str, torch.Tensor]:
+        """Features of rows ``ids[start : start + length]`` wrapped: input_ids, attention_mask (, token_type_ids)."""
+        head, count, longest = len(self.prefix), len(lengths), int(lengths.max())
+        full, empty, columns = self._shape(longest)
+        source = starts[:, None] + columns  # (B, L) each content token's position in ids
+        if int(lengths.min()) == longest:  # every row full (most batches): the full row, the content gathered in
+            input_ids = np.repeat(full[None], count, axis=0)  # (B, T)
+            input_ids[:, head : head + longest] = ids[source]
+            attention_mask = torch.ones((count, len(full)), dtype=torch.int64)
+        else:
+            input_ids = np.repeat(empty[None], count, axis=0)
+            inside = columns < lengths[:, None]  # (B, L)
+            input_ids[:, head : head + longest] = np.where(inside, ids[np.where(inside, source, 0)], self.pad)
+            rows = np.arange(count)
+            for offset, token in enumerate(self.suffix.tolist()):
+                input_ids[rows, head + lengths + offset] = token
+            totals = lengths + head + len(self.suffix)  # (B,)
+            attention_mask = torch.from_numpy((np.arange(len(full)) < totals[:, None]).astype(np.int64))
+        features = {"input_ids": torch.from_numpy(input_ids), "attention_mask": attention_mask}
+        if self.types:
+            features["token_type_ids"] = torch.zeros((count, len(full)), dtype=torch.int64)
+        if self.device.type == "cpu":
+            return features
+        return {name: to_device(tensor, self.device) for name, tensor in features.items()}
 
 
 def to_device(tensor: torch.Tensor, device: torch.device | str) -> torch.Tensor:

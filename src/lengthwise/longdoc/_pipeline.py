@@ -87,10 +87,10 @@ def window_spans(n: int, size: int, stride: int) -> tuple[np.ndarray, np.ndarray
 
 
 class _Buffer:
-    """A growing int64 array (the block's token ids, piece after piece)."""
+    """A growing int64 array (the block's token ids piece after piece; its windows' starts and lengths)."""
 
-    def __init__(self) -> None:
-        self.array = np.empty(1 << 16, dtype=np.int64)
+    def __init__(self, capacity: int = 1 << 16) -> None:
+        self.array = np.empty(capacity, dtype=np.int64)
         self.size = 0
 
     def extend(self, values: np.ndarray) -> int:
@@ -109,7 +109,9 @@ class BlockWindows:
 
     `forward(ids, starts, lengths)` embeds content windows ``ids[start : start + length]`` (the caller wraps them):
     vectors (B, D) or token states per window. `full` is the longest content a window can have: windows of that
-    length sort first, so their batches go as soon as `batch_size` of them wait.
+    length sort first, so their batches go as soon as `batch_size` of them wait. A piece's windows are registered
+    together: numpy gathers their ids, one dict pass finds the new ones, and the cache (when it holds anything) is
+    asked once per new window.
     """
 
     def __init__(
@@ -117,16 +119,16 @@ class BlockWindows:
     ) -> None:
         self.head, self.cache, self.batch_size, self.full = head, cache, batch_size, full
         self.forward, self.tokens = forward, tokens
+        self.caching = cache.max_bytes > 0 or len(cache) > 0
         self.ids = _Buffer()
-        self.keys: list[bytes] = []
-        self.index: dict[bytes, int] = {}
-        self.starts: list[int] = []
-        self.lengths: list[int] = []
+        self.index: dict[bytes, int] = {}  # a window's ids (padded to `full` with -1) -> its row
+        self.starts, self.lengths = _Buffer(1024), _Buffer(1024)  # by row
+        self.keys: list[bytes] = []  # the cache key of each row, when caching
         self.hits: dict[int, np.ndarray] = {}
-        self.pending: list[int] = []  # distinct windows not in the cache, first appearance first
-        self.waiting: list[int] = []  # full-width pending windows not yet forwarded
-        self.early: set[int] = set()  # full-width windows forwarded before the block ended
-        self.results: list[tuple[list[int], np.ndarray | list[np.ndarray]]] = []
+        self.pending: list[np.ndarray] = []  # rows not in the cache, first appearance first
+        self.waiting: list[int] = []  # full-width pending rows not yet forwarded
+        self.early: list[np.ndarray] = []  # full-width rows forwarded before the block ended
+        self.results: list[tuple[np.ndarray, np.ndarray | list[np.ndarray]]] = []
 
     def add_ids(self, flat: np.ndarray) -> int:
         """Append a piece's token ids; returns the offset of its first id."""
@@ -134,63 +136,73 @@ class BlockWindows:
 
     def add(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """The rows of windows ``ids[start:end]`` (offsets into the block's ids), new ones registered: (k,)."""
-        ids, head, index = self.ids.array, self.head, self.index
-        rows = np.empty(len(starts), dtype=np.int64)
-        for position, (start, end) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
-            key = hashlib.blake2b(head + ids[start:end].tobytes(), digest_size=16).digest()
-            row = index.get(key)
-            if row is None:
-                row = self._register(key, start, end - start)
-            rows[position] = row
+        lengths = ends - starts  # (k,)
+        width = max(self.full, int(lengths.max()))
+        inside = np.arange(width, dtype=np.int64) < lengths[:, None]  # (k, W)
+        content = np.where(inside, self.ids.array[np.where(inside, starts[:, None] + np.arange(width), 0)], -1)
+        keys = content.view(np.dtype((np.void, 8 * width))).ravel().tolist()  # each window's ids as bytes
+        index, before = self.index, len(self.index)
+        rows = np.fromiter((index.setdefault(key, len(index)) for key in keys), dtype=np.int64, count=len(keys))
+        if len(index) > before:
+            fresh = np.flatnonzero(rows >= before)
+            first = fresh[np.unique(rows[fresh], return_index=True)[1]]  # each new row's first window
+            self._register(starts[first], lengths[first])
         return rows
 
-    def _register(self, key: bytes, start: int, length: int) -> int:
-        row = len(self.keys)
-        self.index[key] = row
-        self.keys.append(key)
-        self.starts.append(start)
-        self.lengths.append(length)
-        cached = self.cache.get(key)
-        if cached is not None:
-            self.hits[row] = cached
-            return row
-        self.pending.append(row)
-        if length == self.full:
-            self.waiting.append(row)
-            if len(self.waiting) == self.batch_size:
-                self._run(self.waiting)
-                self.early.update(self.waiting)
-                self.waiting = []
-        return row
+    def _register(self, starts: np.ndarray, lengths: np.ndarray) -> None:
+        """New distinct windows, in first-appearance order: looked up in the cache, full-width batches sent."""
+        base = self.starts.extend(starts)
+        self.lengths.extend(lengths)
+        rows = np.arange(base, base + len(starts), dtype=np.int64)
+        if self.caching:
+            ids, head = self.ids.array, self.head
+            keys = [hashlib.blake2b(head + ids[start : start + length].tobytes(), digest_size=16).digest()
+                    for start, length in zip(starts.tolist(), lengths.tolist(), strict=True)]  # fmt: skip
+            self.keys.extend(keys)
+            missing = []
+            for row, key in zip(rows.tolist(), keys, strict=True):
+                cached = self.cache.get(key)
+                if cached is None:
+                    missing.append(row)
+                else:
+                    self.hits[row] = cached
+            rows = np.asarray(missing, dtype=np.int64)
+        self.pending.append(rows)
+        self.waiting.extend(rows[self.lengths.array[rows] == self.full].tolist())
+        while len(self.waiting) >= self.batch_size:
+            batch = np.asarray(self.waiting[: self.batch_size], dtype=np.int64)
+            self._run(batch)
+            self.early.append(batch)
+            del self.waiting[: self.batch_size]
 
-    def _run(self, rows: list[int]) -> None:
-        starts = np.asarray([self.starts[row] for row in rows], dtype=np.int64)
-        lengths = np.asarray([self.lengths[row] for row in rows], dtype=np.int64)
-        self.results.append((rows, self.forward(self.ids.array, starts, lengths)))
+    def _run(self, rows: np.ndarray) -> None:
+        self.results.append((rows, self.forward(self.ids.array, self.starts.array[rows], self.lengths.array[rows])))
 
     def finish(self) -> np.ndarray | list[np.ndarray]:
         """Forward what is left (longest first), store new outputs in the cache; every row's output, by row."""
-        rest = [row for row in self.pending if row not in self.early] if self.early else self.pending
-        order = np.argsort([-self.lengths[row] for row in rest], kind="stable")
+        pending = np.concatenate(self.pending) if self.pending else np.empty(0, dtype=np.int64)
+        rest = pending[~np.isin(pending, np.concatenate(self.early))] if self.early else pending
+        order = np.argsort(-self.lengths.array[rest], kind="stable")
         for first in range(0, len(order), self.batch_size):
-            self._run([rest[i] for i in order[first : first + self.batch_size]])
+            self._run(rest[order[first : first + self.batch_size]])
         table = self._table()
         if self.cache.max_bytes > 0:
-            for row in self.pending:
+            for row in pending.tolist():
                 self.cache.put(self.keys[row], table[row].copy())  # own memory: the cache keeps it
         return table
 
     def _table(self) -> np.ndarray | list[np.ndarray]:
+        count = len(self.index)
         if self.tokens:
-            states: list[np.ndarray] = [np.empty(0)] * len(self.keys)
+            states: list[np.ndarray] = [np.empty(0)] * count
             for rows, outputs in self.results:
-                for row, output in zip(rows, outputs, strict=True):
+                for row, output in zip(rows.tolist(), outputs, strict=True):
                     states[row] = output
             for row, output in self.hits.items():
                 states[row] = output
             return states
         width = next(iter(self.hits.values())).shape[0] if self.hits else self.results[0][1][0].shape[0]
-        table = np.empty((len(self.keys), width), dtype=np.float32)
+        table = np.empty((count, width), dtype=np.float32)
         for rows, outputs in self.results:
             table[rows] = outputs
         for row, output in self.hits.items():

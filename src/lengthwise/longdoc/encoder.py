@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from sentence_transformers import SentenceTransformer
 
-from lengthwise.core.embed import window_features
+from lengthwise.core.embed import WindowBatches
 from lengthwise.core.encoder import MultiVectors
 from lengthwise.core.models import live_patch, position_limit
 from lengthwise.core.scoring import WindowScoring
@@ -170,6 +170,7 @@ class LongEncoder:
         self._sentence_ends()  # the tokenizer's last use on this thread while the reader runs
         pieces = prefetch(self._pieces(iter(texts)))
         self.model.eval()
+        forward = partial(self._forward_windows, role=role, tokens=late, batches=self._window_batches(role))
         with (
             closing(pieces),
             tqdm(total=total, unit="doc", disable=not show_progress, desc=self.config.describe()) as bar,
@@ -177,7 +178,7 @@ class LongEncoder:
             while True:
                 block = BlockWindows(head=self._head(role, late), cache=self.cache, full=full, tokens=late,
                                      batch_size=self._batch_windows(batch_size, full + self._extra(role)),
-                                     forward=partial(self._forward_windows, role=role, tokens=late))  # fmt: skip
+                                     forward=forward)  # fmt: skip
                 docs = self._read_block(pieces, block, role)
                 if not docs:
                     return
@@ -223,7 +224,7 @@ class LongEncoder:
     def _read_block(
         self, pieces: Iterator[tuple[np.ndarray, np.ndarray] | None], block: BlockWindows, role: Role
     ) -> list[_Doc]:
-        """Register the next block's windows piece by piece; per document (offset, tokens, rows, widths)."""
+        """Register the next block's windows a piece at a time; per document (offset, tokens, rows, starts, ends)."""
         late = self.config.strategy is Strategy.late_chunking
         docs: list[_Doc] = []
         for piece in pieces:
@@ -231,13 +232,17 @@ class LongEncoder:
                 break
             flat, lengths = piece
             base = block.add_ids(flat)
-            local = 0
-            for length in lengths.tolist():
-                ids = flat[local : local + length]
-                starts, ends = self._macro_spans(length, role) if late else self._span_arrays(ids, role)
-                offset = base + local
-                docs.append((offset, length, block.add(starts + offset, ends + offset), starts, ends))
-                local += length
+            local = np.zeros(len(lengths), dtype=np.int64)  # each document's first id in the piece
+            np.cumsum(lengths[:-1], out=local[1:])
+            spans = [self._macro_spans(n, role) if late else self._span_arrays(flat[at : at + n], role)
+                     for at, n in zip(local.tolist(), lengths.tolist(), strict=True)]  # fmt: skip
+            counts = np.fromiter((len(starts) for starts, _ in spans), dtype=np.int64, count=len(spans))
+            shift = np.repeat(local + base, counts)  # (windows,) their document's offset in the block
+            starts, ends = (np.concatenate(column) + shift for column in zip(*spans, strict=True))
+            rows = block.add(starts, ends)
+            split = np.split(rows, np.cumsum(counts)[:-1])  # one registration for the piece, rows per document
+            for at, n, (starts, ends), doc_rows in zip(local.tolist(), lengths.tolist(), spans, split, strict=True):
+                docs.append((base + at, n, doc_rows, starts, ends))
         return docs
 
     def _outputs(self, docs: list[_Doc], table: Any) -> Iterator[DocumentWindows]:
@@ -327,16 +332,26 @@ class LongEncoder:
         state = json.dumps(patch.describe(), sort_keys=True, default=str) if patch is not None else ""
         return f"{'tokens' if tokens else 'vector'}|{role}|{state}|".encode()
 
+    def _window_batches(self, role: Role) -> WindowBatches:
+        """The features of this encode's batches: windows wrapped in the special tokens and the role's prompt."""
+        prefix = [*self.specials.prefix, *self._prompt(role)]
+        return WindowBatches(self.tokenizer, prefix=prefix, suffix=self.specials.suffix, device=self.model.device)
+
     def _forward_windows(
-        self, ids: np.ndarray, starts: np.ndarray, lengths: np.ndarray, *, role: Role, tokens: bool
+        self,
+        ids: np.ndarray,
+        starts: np.ndarray,
+        lengths: np.ndarray,
+        *,
+        role: Role,
+        tokens: bool,
+        batches: WindowBatches | None = None,
     ) -> np.ndarray | list[np.ndarray]:
         """Run the model over windows ``ids[start : start + length]`` wrapped in the special tokens and prompt."""
-        prefix = [*self.specials.prefix, *self._prompt(role)]
-        features: dict[str, Any] = window_features(
-            self.tokenizer, ids, starts, lengths, prefix=prefix, suffix=self.specials.suffix, device=self.model.device
-        )
+        batches = batches if batches is not None else self._window_batches(role)
+        features: dict[str, Any] = batches(ids, starts, lengths)
         if self._prompt(role):
-            features["prompt_length"] = len(prefix)
+            features["prompt_length"] = len(self.specials.prefix) + len(self._prompt(role))
         with torch.inference_mode():
             out = self.model(features, **({"task": role} if role is not None else {}))
             self.stats["forwarded_windows"] += len(lengths)
