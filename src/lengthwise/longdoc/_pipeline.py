@@ -16,7 +16,7 @@ import hashlib
 import queue
 import threading
 from collections.abc import Callable, Generator, Iterator
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import numpy as np
 
@@ -140,7 +140,7 @@ class BlockWindows:
         width = max(self.full, int(lengths.max()))
         inside = np.arange(width, dtype=np.int64) < lengths[:, None]  # (k, W)
         content = np.where(inside, self.ids.array[np.where(inside, starts[:, None] + np.arange(width), 0)], -1)
-        keys = content.view(np.dtype((np.void, 8 * width))).ravel().tolist()  # each window's ids as bytes
+        keys = cast(list[bytes], content.view(np.dtype((np.void, 8 * width))).ravel().tolist())  # ids as bytes
         index, before = self.index, len(self.index)
         rows = np.fromiter((index.setdefault(key, len(index)) for key in keys), dtype=np.int64, count=len(keys))
         if len(index) > before:
