@@ -6,8 +6,13 @@ documents (three draws of 100, seeded), with the load average before and after; 
 
     python benchmarks/bench_milvus_sets.py --sets scifact passkey   # the loads this reads (under --out)
     python benchmarks/bench_milvus_read.py --sets scifact passkey
+    python benchmarks/bench_milvus_read.py --settle scifact --queries 8
 
-Written to docs/results/bench_milvus.json, section ``read_path``.
+``--settle SET``: the local index bench_milvus_sets built for SET loaded into a new Milvus Lite database with the
+load's last step skipped (`_backend_milvus._settled`: flush, release, load), p50 of --queries dense and lexical
+queries right after; then that step, its seconds, and the same queries again, in one run.
+
+Written to docs/results/bench_milvus.json, sections ``read_path`` and ``settle``.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -71,15 +77,64 @@ def run_set(name: str, out: Path, draws: int) -> dict[str, Any]:
             "loadavg_before": before, "loadavg_after": os.getloadavg()}  # fmt: skip
 
 
+def settle(name: str, out: Path, queries: int) -> dict[str, Any]:
+    import lengthwise as lw
+    from lengthwise.evaluation.data import read_beir
+    from lengthwise.longdoc.search import _backend_milvus as backend
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_milvus_sets import SETS
+
+    local = lw.LongIndex.open(out / name / "index", load_model=lw.load_model)
+    texts = list(read_beir(SETS[name][1], "test").query_texts)[:queries]
+    vectors = np.asarray(local.embed_queries(texts), dtype=np.float32)
+    folder = out / f"{name}-settle"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    settled, backend._settled = backend._settled, lambda *collections: None
+    try:
+        engine = backend.load_into_milvus(local, str(folder / "milvus.db"), name)
+    finally:
+        backend._settled = settled
+
+    def p50(mode: str) -> float:
+        times = []
+        for n, text in enumerate(texts):
+            start = time.perf_counter()
+            engine.search([text], k=10, mode=mode, vectors=vectors[n : n + 1], search_threads=1)
+            times.append(1000 * (time.perf_counter() - start))
+        return statistics.median(times)
+
+    result: dict[str, Any] = {"queries": len(texts), "loadavg_before": os.getloadavg()}
+    result["unsettled_p50_ms"] = {mode: p50(mode) for mode in ("dense", "lexical")}
+    collections = [engine.collection + suffix for suffix in ("", backend.RECORDS, backend.DOCUMENTS)]
+    start = time.perf_counter()
+    backend._settled(engine.client, *[c for c in collections if engine.client.has_collection(c)])
+    result["settle_s"] = time.perf_counter() - start
+    result["settled_p50_ms"] = {mode: p50(mode) for mode in ("dense", "lexical")}
+    result["loadavg_after"] = os.getloadavg()
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sets", nargs="+", default=["scifact", "passkey"])
     parser.add_argument("--out", type=Path, default=Path("/tmp/bench_milvus_sets"), help="bench_milvus_sets's")
     parser.add_argument("--draws", type=int, default=3)
+    parser.add_argument("--settle", help="measure a load before and after its last step, on this set")
+    parser.add_argument("--queries", type=int, default=8, help="--settle: the first N test queries")
     args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from lengthwise.core.results import write_json_atomic
 
     made = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+    if args.settle:
+        section = settle(args.settle, args.out, args.queries)
+        made["settle"] = {"set": args.settle, **section, "date": time.strftime("%Y-%m-%d"),
+                          "command": "python benchmarks/bench_milvus_read.py " + " ".join(sys.argv[1:])}  # fmt: skip
+        print(json.dumps(made["settle"]), flush=True)
+        write_json_atomic(RESULTS, made)
+        return
     section = {"what": "reading 100 documents' windows back from Milvus Lite: the path before and after, alternating",
                "command": "python benchmarks/bench_milvus_read.py " + " ".join(sys.argv[1:]),
                "machine": "2 CPU cores shared with other jobs (a CPU lock held for this run)",

@@ -24,8 +24,9 @@ its terms; beyond that, documents whose only matching rows fall past the limit s
 Loading is idempotent and resumable: the collection of a load is named by what its rows are made of (`_load_id`:
 the index's settings and shards, its lexical settings, granularity included), rows are upserted by window (then
 document) number in batches, and the records collection notes the last batch written, so a load run again after an
-interruption goes on from there. The records are written last, and the served name (a Milvus alias) moves to the new
-collection only then: a half-loaded collection is never served. An open index reads the collection the
+interruption goes on from there. The records are written last, each collection is flushed and loaded again (served
+from sealed, indexed segments; `_settled`), and the served name (a Milvus alias) moves to the new collection only
+then: a half-loaded collection is never served. An open index reads the collection the
 alias named when it opened; the load that replaces it keeps that one (and drops older ones).
 
 Example:
@@ -239,12 +240,13 @@ def load_into_milvus(
         raise SettingError("batch", batch, "must be ≥ 1")
     windows, sides = f"{name}__{_load_id(index)}", _sides(index.lexical)
     records, documents = windows + RECORDS, windows + DOCUMENTS
-    made = [(windows, _windows_schema(client, index.vectors.shape[1])), (records, _records_schema(client))]
-    for collection, (schema, params) in made + ([(documents, _documents_schema(client))] if "document" in sides
-                                                else []):  # fmt: skip
+    wanted = [(windows, _windows_schema(client, index.vectors.shape[1])), (records, _records_schema(client))]
+    if "document" in sides:  # whole-document BM25: one row per document
+        wanted.append((documents, _documents_schema(client)))
+    for collection, (schema, params) in wanted:
         if not client.has_collection(collection):
             client.create_collection(collection, schema=schema, index_params=params)
-    _loaded(client, *[collection for collection, _ in made], *([documents] if "document" in sides else []))
+    _loaded(client, *[collection for collection, _ in wanted])  # a load resumed by another process finds them released
     done = int(_read_records(client, records, ["progress"]).get("progress", 0))
     total, lexical = len(index.vectors), index.lexical
     weights = _unit_weights(sides["window"], total) if "window" in sides else None
@@ -260,7 +262,7 @@ def load_into_milvus(
     if lexical is not None:
         _write_records(client, records, _texts(lexical, np.asarray(index.offsets)))
     _write_records(client, records, _index_records(index, lexical))
-    _settled(client, windows, records, *([documents] if "document" in sides else []))
+    _settled(client, *[collection for collection, _ in wanted])
     _publish(client, name, windows)
     return MilvusIndex.open(uri, name)
 
@@ -327,9 +329,8 @@ def _publish(client: Any, name: str, windows: str) -> None:
 
 def _settled(client: Any, *collections: str) -> None:
     """Flush `collections` and load them again, so the engine serves them from sealed segments with their indexes
-    (HNSW, the sparse inverted index), not from the growing segments a load leaves, which it scans: on a SciFact load,
-    a dense query 0.93 s → 0.26 s and a lexical one 0.44 s → 0.02 s, for about a second more at the load
-    (docs/benchmarks.md)."""
+    (HNSW, the sparse inverted index), not from the growing segments a load leaves, which it scans: several times
+    faster a query, for seconds more at the load (docs/benchmarks.md, `benchmarks/bench_milvus_read.py`)."""
     for collection in collections:
         client.flush(collection)
         client.release_collection(collection)
