@@ -13,10 +13,13 @@ forward, the goal's "two threads"; 2 torch threads as well, for the record): wit
 (forward almost free) the seconds of the default encode (multi-vector, 32-token windows, stride 16, cache off)
 split into the tokenizer call (the same texts, the same calls), the forward (the same batches, built beforehand)
 and the rest, the pipeline's own work; the encoder before the pipeline (tests/longdoc/_legacy_encoder.py) runs
-beside it. Then, one thread, the real MiniLM: the default encode against sentence-transformers on the same
-window texts. Results in docs/results/longdoc_pipeline.json.
+beside it. On two cores the same forward also runs in two Python threads, half the batches each: its speedup S
+over one thread gives the share of the forward that holds the GIL, 2/S - 1 (Amdahl for two threads). Then, one
+thread and one core, the real MiniLM: the default encode against sentence-transformers on the same window texts
+(`--versus-docs` documents), with the bare forward on the encoder's batches built beforehand beside them (the
+ceiling of any encode). Results in docs/results/longdoc_pipeline.json.
 
-    python benchmarks/bench_longdoc_throughput.py --stage pipeline --docs 24 --doc-tokens 2000
+    python benchmarks/bench_longdoc_throughput.py --stage pipeline --docs 24 --doc-tokens 1500 --repeats 9
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--cores", type=int, default=0, help="pipeline-one: cores to run on (default: --threads)")
+    parser.add_argument("--versus-docs", type=int, default=8, help="documents of the comparison with ST")
     parser.add_argument("--stage", choices=["throughput", "pipeline", "pipeline-one", "versus"], default="throughput")
     args = parser.parse_args()
     if args.stage == "versus":
@@ -155,21 +159,13 @@ def _median_s(action: Callable[[], object], repeats: int) -> float:
     return statistics.median(seconds)
 
 
-def pipeline_one(args: argparse.Namespace) -> None:
-    """One thread count: the default encode's seconds split into tokenizer, forward and the pipeline's own work."""
+def _encoder_batches(encoder: LongEncoder, docs: list[str]) -> tuple[list[dict], int, int]:
+    """The default encode's windows of `docs` as model features, built beforehand: longest first, batches of 32
+    (the batches the encoder sends); with the number of windows and of content tokens."""
     from lengthwise.core.embed import window_features
     from lengthwise.longdoc._pipeline import window_spans
-    from lengthwise.testing import tiny_bert
 
-    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[: args.cores or args.threads])
-    torch.set_num_threads(args.threads)
-    folder = Path(tempfile.mkdtemp(prefix="lw-bench-tiny-"))
-    tiny_bert(folder / "hf", folder / "st", max_positions=512, max_seq_length=256)
-    model = load_plain_model(str(folder / "st"), device="cpu")
-    docs = _documents(args.docs, args.doc_tokens)
-    encoder = LongEncoder(model, cache_bytes=0)  # the default: multi-vector, 32-token windows, stride 16
-    legacy = _legacy_encoder()(model, cache_bytes=0)
-    tokenizer = model.tokenizer
+    tokenizer = encoder.tokenizer
     ids = tokenizer(docs, add_special_tokens=False, verbose=False)["input_ids"]
     budget = encoder.content_budget("document")
     flat = np.fromiter((t for doc in ids for t in doc), dtype=np.int64)
@@ -186,12 +182,39 @@ def pipeline_one(args: argparse.Namespace) -> None:
         window_features(tokenizer, flat, start_all[rows], length_all[rows], **wrap)
         for rows in np.array_split(order, -(-len(order) // 32))
     ]
-    windows = len(start_all)
+    return batches, len(start_all), int(flat.size)
+
+
+def pipeline_one(args: argparse.Namespace) -> None:
+    """One thread count: the default encode's seconds split into tokenizer, forward and the pipeline's own work."""
+    from lengthwise.testing import tiny_bert
+
+    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[: args.cores or args.threads])
+    torch.set_num_threads(args.threads)
+    folder = Path(tempfile.mkdtemp(prefix="lw-bench-tiny-"))
+    tiny_bert(folder / "hf", folder / "st", max_positions=512, max_seq_length=256)
+    model = load_plain_model(str(folder / "st"), device="cpu")
+    docs = _documents(args.docs, args.doc_tokens)
+    encoder = LongEncoder(model, cache_bytes=0)  # the default: multi-vector, 32-token windows, stride 16
+    legacy = _legacy_encoder()(model, cache_bytes=0)
+    tokenizer = model.tokenizer
+    batches, windows, tokens = _encoder_batches(encoder, docs)
 
     def forward() -> None:
         with torch.inference_mode():
             for features in batches:
                 model(dict(features), task="document")
+
+    def forward_two_threads() -> None:  # the same batches, half in each of two Python threads
+        from concurrent.futures import ThreadPoolExecutor
+
+        def run(part: list[dict]) -> None:
+            with torch.inference_mode():
+                for features in part:
+                    model(dict(features), task="document")
+
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(run, [batches[0::2], batches[1::2]]))
 
     piece_calls = _pieces_of(docs)
     arms = {
@@ -201,7 +224,9 @@ def pipeline_one(args: argparse.Namespace) -> None:
         "encode": lambda: encoder.encode_documents_multi(docs),
         "encode_before": lambda: legacy.encode_documents_multi(docs),
     }
-    seconds = {name: [] for name in arms}
+    if (args.cores or args.threads) >= 2 and args.threads == 1:
+        arms["forward_two_threads"] = forward_two_threads
+    seconds: dict[str, list[float]] = {name: [] for name in arms}
     for action in arms.values():
         action()  # warm-up
     for _ in range(args.repeats):  # the arms alternate
@@ -212,9 +237,13 @@ def pipeline_one(args: argparse.Namespace) -> None:
     median = {name: statistics.median(values) for name, values in seconds.items()}
     per_window_us = {name: round(value / windows * 1e6, 2) for name, value in median.items()}
     own = {name: median[name] - median["tokenizer"] - median["forward"] for name in ("encode", "encode_before")}
-    print(json.dumps({
+    extra = {}
+    if "forward_two_threads" in median:  # two threads on half the batches each: 2x if the forward never held the GIL
+        speedup = median["forward"] / median["forward_two_threads"]
+        extra = {"forward_two_threads_speedup": round(speedup, 3), "forward_gil_share": round(2 / speedup - 1, 3)}
+    print(json.dumps(extra | {
         "cores": args.cores or args.threads, "torch_threads": args.threads, "windows": windows,
-        "tokens": int(flat.size), "per_window_us": per_window_us,
+        "tokens": tokens, "per_window_us": per_window_us,
         "own_work_per_window_us": {name: round(value / windows * 1e6, 2) for name, value in own.items()},
         "own_over_tokenizer": {name: round(value / median["tokenizer"], 3) for name, value in own.items()},
         "windows_per_s": {name: round(windows / median[name]) for name in ("encode", "encode_before")},
@@ -238,18 +267,26 @@ def _pieces_of(docs: list[str]) -> list[list[str]]:
 
 def _versus_sentence_transformers(args: argparse.Namespace) -> dict:
     """One thread, the real MiniLM: the default encode against `SentenceTransformer.encode` on its window texts."""
+    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:1])
     torch.set_num_threads(1)
     model = load_plain_model(args.model or _minilm(), device="cpu")
-    docs = _documents(args.docs, args.doc_tokens)
+    docs = _documents(args.versus_docs, args.doc_tokens)
     encoder = LongEncoder(model, cache_bytes=0)
+    batches, _, _ = _encoder_batches(encoder, docs)
+
+    def forward() -> None:  # the bare forward on the same batches, built beforehand: what no encode can beat
+        with torch.inference_mode():
+            for features in batches:
+                model(dict(features), task="document")
+
     legacy = _legacy_encoder()(model, cache_bytes=0)
     tokenizer = model.tokenizer
     texts = [tokenizer.decode(ids[s:e]) for ids in tokenizer(docs, add_special_tokens=False, verbose=False)[
         "input_ids"] for s, e in encoder.spans(ids)]  # fmt: skip
     model.max_seq_length, saved = 32, model.max_seq_length
     try:
-        rates: dict[str, list[float]] = {"encode": [], "encode_before": [], "sentence_transformers": []}
-        arms = {"encode": lambda: encoder.encode_documents_multi(docs),
+        rates: dict[str, list[float]] = {"encode": [], "encode_before": [], "sentence_transformers": [], "forward": []}
+        arms = {"forward": forward, "encode": lambda: encoder.encode_documents_multi(docs),
                 "encode_before": lambda: legacy.encode_documents_multi(docs),
                 "sentence_transformers": lambda: model.encode(texts, batch_size=32, convert_to_numpy=True)}  # fmt: skip
         for action in arms.values():
@@ -262,9 +299,13 @@ def _versus_sentence_transformers(args: argparse.Namespace) -> dict:
     finally:
         model.max_seq_length = saved
     ratio = statistics.median(rates["encode"]) / statistics.median(rates["sentence_transformers"])
-    before = statistics.median(rates["encode_before"]) / statistics.median(rates["sentence_transformers"])
+    median = {name: statistics.median(values) for name, values in rates.items()}
+    of_forward = {name: round(median[name] / median["forward"], 3) for name in rates if name != "forward"}
     return {"windows": len(texts), "windows_per_s": {k: [round(v, 1) for v in r] for k, r in rates.items()},
-            "ratio": round(ratio, 3), "ratio_before": round(before, 3)}  # fmt: skip
+            "ratio": round(ratio, 3),
+            "ratio_before": round(median["encode_before"] / median["sentence_transformers"], 3),
+            "share_of_bare_forward": of_forward,
+            "ratio_ceiling": round(median["forward"] / median["sentence_transformers"], 3)}  # fmt: skip
 
 
 def pipeline(args: argparse.Namespace) -> None:
@@ -274,7 +315,7 @@ def pipeline(args: argparse.Namespace) -> None:
     for cores, threads in ((1, 1), (2, 1), (2, 2)):  # "2 cores, 1 torch thread": the reader beside the forward
         command = [sys.executable, __file__, "--stage", "pipeline-one", "--cores", str(cores), "--threads",
                    str(threads), "--docs", str(args.docs), "--doc-tokens", str(args.doc_tokens),
-                   "--repeats", str(args.repeats)]  # fmt: skip
+                   "--repeats", str(args.repeats if threads == 1 else min(args.repeats, 3))]  # fmt: skip
         done = subprocess.run(command, capture_output=True, text=True, check=True)
         runs[f"{cores}_cores_{threads}_threads"] = json.loads(done.stdout.strip().splitlines()[-1])
         print(cores, threads, runs[f"{cores}_cores_{threads}_threads"], flush=True)
@@ -296,7 +337,7 @@ def pipeline(args: argparse.Namespace) -> None:
             "speedup_1_thread": round(one["windows_per_s"]["encode"] / one["windows_per_s"]["encode_before"], 3),
         },
         "versus_sentence_transformers": versus,
-        "settings": {"docs": args.docs, "doc_tokens": args.doc_tokens, "repeats": args.repeats},
+        "settings": vars(args) | {"out": str(args.out)},
         "load_average": {"before": load_before, "after": os.getloadavg()},
         "environment": environment(),
     }
@@ -312,7 +353,8 @@ def versus(args: argparse.Namespace) -> None:
     load_before = os.getloadavg()
     result = _versus_sentence_transformers(args)
     payload["versus_sentence_transformers"] = result | {
-        "load_average": {"before": load_before, "after": os.getloadavg()}, "repeats": args.repeats}  # fmt: skip
+        "load_average": {"before": load_before, "after": os.getloadavg()}, "repeats": args.repeats,
+        "docs": args.versus_docs}  # fmt: skip
     payload["goals"]["encode_over_sentence_transformers_1_thread"] = result["ratio"]
     payload["before"]["encode_over_sentence_transformers_1_thread"] = result["ratio_before"]
     write_json_atomic(out, payload)

@@ -83,6 +83,43 @@ def test_the_pipeline_equals_todays_encoder_with_a_prompt_and_small_blocks(tiny_
     assert np.array_equal(new.encode_queries(docs), old.encode_queries(docs))
 
 
+@pytest.mark.parametrize("cache_bytes", [0, 2**20], ids=["cache-off", "cache-on"])
+def test_a_block_read_in_many_pieces_equals_todays_encoder(tiny_model, monkeypatch, cache_bytes) -> None:
+    """A window seen in an earlier piece of the same block (a repeated document) keeps its row."""
+    from lengthwise.longdoc import encoder as encoder_module
+
+    monkeypatch.setattr(encoder_module, "_PIECE_CHARS", 150)  # a piece or two per document
+    docs = _corpus()
+    docs += docs[:4]  # repeats in later pieces of the block
+    for settings in ({"strategy": "multi-vector", "window": 32, "stride": 16}, {"strategy": "late-chunking"}):
+        new = LongEncoder(tiny_model, cache_bytes=cache_bytes, **settings)
+        old = LegacyLongEncoder(tiny_model, cache_bytes=cache_bytes, **settings)
+        _assert_identical(_outputs(new, "document", docs, 4), _outputs(old, "document", docs, 4))
+        assert new.stats["forwarded_windows"] == old.stats["forwarded_windows"]
+
+
+def test_window_batches_of_full_and_mixed_rows_equal_the_padded_lists(tiny_model) -> None:
+    import torch
+
+    from lengthwise.core.embed import WindowBatches
+
+    ids = np.random.default_rng(1).integers(1000, 2000, size=300)
+    starts = np.asarray([0, 40, 7, 200])
+    for prefix, suffix, lengths in (([101], [102], [30] * 4), ((), (), [5] * 4), ([101, 9], [102], [30, 2, 30, 1])):
+        rows = [[*prefix, *ids[s : s + n].tolist(), *suffix] for s, n in zip(starts, lengths, strict=True)]
+        width = max(map(len, rows))
+        want_ids = torch.zeros((len(rows), width), dtype=torch.long)  # the pad id of BERT's tokenizer is 0
+        want_mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for index, row in enumerate(rows):
+            want_ids[index, : len(row)] = torch.tensor(row)
+            want_mask[index, : len(row)] = 1
+        batches = WindowBatches(tiny_model.tokenizer, prefix=prefix, suffix=suffix)
+        for _ in range(2):  # the second batch reuses the shapes of the first
+            got = batches(ids, starts, np.asarray(lengths))
+            assert torch.equal(got["input_ids"], want_ids) and torch.equal(got["attention_mask"], want_mask)
+            assert torch.equal(got["token_type_ids"], torch.zeros_like(want_ids))
+
+
 def test_pooled_and_multi_entry_points_equal_todays(tiny_model) -> None:
     docs = _corpus()
     for strategy in Strategy:
