@@ -16,8 +16,13 @@ __all__ = ["app", "main"]
 
 def main() -> None:
     """Entry point of the `lengthwise` script. An optional dependency imported without its extra installed (past
-    the commands' own checks) ends in one line naming the extra, not a traceback."""
+    the commands' own checks) ends in one line naming the extra, not a traceback. glibc's allocator is tuned
+    first, for this process and the workers it spawns (`lengthwise.core.allocator`; `LENGTHWISE_MALLOC_TUNING=0`
+    leaves it alone)."""
+    from lengthwise.core import allocator
     from lengthwise.core._optional import missing_extra
+
+    allocator.tune_allocator()
 
     try:
         app(prog_name="lengthwise")
