@@ -130,12 +130,14 @@ def test_an_import_past_the_checks_ends_the_command_in_one_line(
 ) -> None:
     """`lengthwise.cli.main`: a command that imports an optional module deeper down prints the extra, exit 2."""
     import lengthwise.cli as cli
+    from lengthwise.core import allocator
 
     def command(**_: Any) -> None:
         import usearch_not_here  # noqa: F401  (stands for an optional module imported deep in a command)
 
     monkeypatch.setitem(EXTRAS, "usearch_not_here", ("usearch", "index"))
     monkeypatch.setattr(cli, "app", command)
+    monkeypatch.setattr(allocator, "tune_allocator", lambda: None)  # pytest's own process and environment kept
     with pytest.raises(SystemExit) as stopped:
         cli.main()
     assert stopped.value.code == 2
