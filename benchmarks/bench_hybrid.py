@@ -1404,11 +1404,13 @@ def main() -> None:
     parser.add_argument("--orders", default="same,shuffled", type=lambda v: v.split(","),
                         help="text-side: the corpus file in the index's order (same), shuffled, or both")  # fmt: skip
     parser.add_argument("--sets", default=",".join(SETS), type=lambda v: v.split(","))
+    parser.add_argument("--section", default="quality",
+                        help="table: the results section (quality, or quality_models.all-mpnet-base-v2)")  # fmt: skip
     args = parser.parse_args()
     if args.stage in STAGES:
         STAGES[args.stage](args)
     elif args.stage == "table":
-        print(markdown_table())
+        print(markdown_table(args.section))
     elif args.stage == "scale-model":
         print(record_scale_model(args.windows, args.work))
     elif args.stage == "engine-run":
