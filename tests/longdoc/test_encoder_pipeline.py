@@ -8,6 +8,7 @@ cache on and off, for the query, document and symmetric roles, and with a prompt
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -215,3 +216,39 @@ def test_encode_writes_each_shard_in_a_writer_thread_and_raises_its_error(tiny_m
     monkeypatch.setattr(EmbeddingStore, "write", failing)
     with pytest.raises(OSError, match="disk full"):
         encode_corpus(encoder, corpus, EmbeddingStore(tmp_path / "emb2", settings), shard_docs=4)
+
+
+@pytest.mark.parametrize("strategy", ["multi-vector", "chunk-mean"])
+def test_the_encode_bar_counts_documents_embedded_not_read(tiny_model, tmp_path, monkeypatch, strategy) -> None:
+    """The bar advanced by a whole shard before the shard was embedded: 100 % while the last shard still ran (15
+    minutes of all-mpnet-base-v2 on one thread); now it moves after each document's windows are embedded."""
+    import json
+
+    import tqdm.auto
+
+    from lengthwise.longdoc.storage.store import EmbeddingStore, encode_corpus
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"_id": f"d{i}", "text": text}) + "\n" for i, text in enumerate(_corpus())))
+    encoder = LongEncoder(tiny_model, strategy=strategy, window=32, stride=16)
+    bars: list[Any] = []
+    real_bar = tqdm.auto.tqdm
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        bars.append(real_bar(*args, **kwargs))
+        return bars[-1]
+
+    seen: list[int] = []  # the bar's count as each document's windows come out of the forward
+    real_iter = LongEncoder.iter_windows
+
+    def watched(self: LongEncoder, *args: Any, **kwargs: Any) -> Any:
+        for part in real_iter(self, *args, **kwargs):
+            seen.append(bars[0].n)  # the encode bar (the encoder makes its own, disabled, after it)
+            yield part
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", recorded)
+    monkeypatch.setattr(LongEncoder, "iter_windows", watched)
+    store = EmbeddingStore(tmp_path / "emb", {"model": "tiny", "long": {"strategy": strategy}})
+    assert encode_corpus(encoder, corpus, store, shard_docs=4, show_progress=True) == len(_corpus())
+    assert seen == list(range(len(_corpus())))  # before each document: the documents embedded before it
+    assert bars[0].n == len(_corpus())

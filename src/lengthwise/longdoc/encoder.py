@@ -16,7 +16,7 @@ full-width batches go to the model while later pieces are still being tokenized 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from functools import partial
@@ -124,21 +124,43 @@ class LongEncoder:
         return self._pooled(texts, "query", batch_size, show_progress)
 
     def encode_documents(
-        self, texts: Sequence[str], *, batch_size: int = 32, show_progress: bool = False
+        self,
+        texts: Sequence[str],
+        *,
+        batch_size: int = 32,
+        show_progress: bool = False,
+        on_document: Callable[[], None] | None = None,
     ) -> np.ndarray:
-        return self._pooled(texts, "document", batch_size, show_progress)
+        """One pooled vector per document; `on_document` is called after each document is embedded."""
+        return self._pooled(texts, "document", batch_size, show_progress, on_document)
 
     def encode_documents_multi(
-        self, texts: Sequence[str], *, batch_size: int = 32, show_progress: bool = False
+        self,
+        texts: Sequence[str],
+        *,
+        batch_size: int = 32,
+        show_progress: bool = False,
+        on_document: Callable[[], None] | None = None,
     ) -> MultiVectors:
-        """Every window vector of every document (every chunk vector for late chunking)."""
-        parts = list(self.iter_windows(texts, "document", batch_size=batch_size, show_progress=show_progress))
+        """Every window vector of every document (every chunk vector for late chunking); `on_document` is called
+        after each document is embedded."""
+        parts = list(_counted(self.iter_windows(texts, "document", batch_size=batch_size, show_progress=show_progress),
+                              on_document))  # fmt: skip
         offsets = np.zeros(len(parts) + 1, dtype=np.int64)
         offsets[1:] = np.cumsum([len(part.vectors) for part in parts])
         return MultiVectors(np.concatenate([part.vectors for part in parts]).astype(np.float32), offsets)
 
-    def _pooled(self, texts: Sequence[str], role: Role, batch_size: int, show_progress: bool) -> np.ndarray:
-        parts = self.iter_windows(texts, role, batch_size=batch_size, show_progress=show_progress)
+    def _pooled(
+        self,
+        texts: Sequence[str],
+        role: Role,
+        batch_size: int,
+        show_progress: bool,
+        on_document: Callable[[], None] | None = None,
+    ) -> np.ndarray:
+        parts = _counted(
+            self.iter_windows(texts, role, batch_size=batch_size, show_progress=show_progress), on_document
+        )
         pooled = [pool_windows(p.vectors, p.weights, self.config.strategy, normalize=self.normalizes) for p in parts]
         if not pooled:
             raise LongDocError(None, None, "no texts to encode")
@@ -413,3 +435,11 @@ class LongEncoder:
             for module in list(self.model)[1:]:
                 features = module(features)
         return features["sentence_embedding"].float().cpu().numpy()
+
+
+def _counted(parts: Iterator[DocumentWindows], on_document: Callable[[], None] | None) -> Iterator[DocumentWindows]:
+    """`parts` as they come, `on_document` called after each (a progress bar that moves with the forward)."""
+    for part in parts:
+        yield part
+        if on_document is not None:
+            on_document()

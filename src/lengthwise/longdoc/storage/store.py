@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -507,13 +508,15 @@ def encode_corpus(
     writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lengthwise-shards")  # off the encode's path
     writing: list[Future] = []  # at most one shard being written while the next is embedded
 
-    def flush() -> None:
+    def flush(embedded: Callable[[], None]) -> None:
         ids = [doc_id for doc_id, _ in pending]
         texts = [text for _, text in pending]
         if encoder.is_multi_vector:
-            embeddings: np.ndarray | MultiVectors = encoder.encode_documents_multi(texts, batch_size=batch_size)
+            embeddings: np.ndarray | MultiVectors = encoder.encode_documents_multi(
+                texts, batch_size=batch_size, on_document=embedded
+            )
         else:
-            embeddings = encoder.encode_documents(texts, batch_size=batch_size)
+            embeddings = encoder.encode_documents(texts, batch_size=batch_size, on_document=embedded)
         while writing:
             writing.pop().result()  # the previous shard is on disk (its error raised here) before the next starts
         extra = shard_part(encoder, ids, texts, embeddings) if parquet else None  # tokenizes: on this thread
@@ -532,12 +535,10 @@ def encode_corpus(
             pending.append((doc_id, text))
             if len(pending) >= shard_docs:
                 written += len(pending)
-                bar.update(len(pending))
-                flush()
+                flush(partial(bar.update, 1))  # the bar counts documents embedded, not read
         if pending:
             written += len(pending)
-            bar.update(len(pending))
-            flush()
+            flush(partial(bar.update, 1))
         for future in writing:
             future.result()
     if repair:  # the whole job in this process: record the texts digest
