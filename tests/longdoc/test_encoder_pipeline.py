@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 from lengthwise.longdoc import LongEncoder, Strategy
 
@@ -99,8 +100,18 @@ def test_a_block_read_in_many_pieces_equals_todays_encoder(tiny_model, monkeypat
         assert new.stats["forwarded_windows"] == old.stats["forwarded_windows"]
 
 
+def _padded(rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ids and attention mask of `rows` padded on the right by hand (the pad id of BERT's tokenizer is 0)."""
+    width = max(map(len, rows))
+    ids = torch.zeros((len(rows), width), dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for index, row in enumerate(rows):
+        ids[index, : len(row)] = torch.tensor(row)
+        mask[index, : len(row)] = 1
+    return ids, mask
+
+
 def test_window_batches_of_full_and_mixed_rows_equal_the_padded_lists(tiny_model) -> None:
-    import torch
 
     from lengthwise.core.embed import WindowBatches
 
@@ -108,12 +119,7 @@ def test_window_batches_of_full_and_mixed_rows_equal_the_padded_lists(tiny_model
     starts = np.asarray([0, 40, 7, 200])
     for prefix, suffix, lengths in (([101], [102], [30] * 4), ((), (), [5] * 4), ([101, 9], [102], [30, 2, 30, 1])):
         rows = [[*prefix, *ids[s : s + n].tolist(), *suffix] for s, n in zip(starts, lengths, strict=True)]
-        width = max(map(len, rows))
-        want_ids = torch.zeros((len(rows), width), dtype=torch.long)  # the pad id of BERT's tokenizer is 0
-        want_mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for index, row in enumerate(rows):
-            want_ids[index, : len(row)] = torch.tensor(row)
-            want_mask[index, : len(row)] = 1
+        want_ids, want_mask = _padded(rows)
         batches = WindowBatches(tiny_model.tokenizer, prefix=prefix, suffix=suffix)
         for _ in range(2):  # the second batch reuses the shapes of the first
             got = batches(ids, starts, np.asarray(lengths))
@@ -165,7 +171,6 @@ def test_the_reader_thread_hands_on_items_then_its_error_in_order() -> None:
 
 
 def test_window_features_gather_the_rows_batch_features_builds(tiny_model) -> None:
-    import torch
 
     from lengthwise.core.embed import batch_features, window_features
 
@@ -175,12 +180,7 @@ def test_window_features_gather_the_rows_batch_features_builds(tiny_model) -> No
     prefix, suffix = [101, 7], [102]
     rows = [[*prefix, *ids[s : s + n].tolist(), *suffix] for s, n in zip(starts, lengths, strict=True)]
     got = window_features(tiny_model.tokenizer, ids, starts, lengths, prefix=prefix, suffix=suffix)
-    width = max(map(len, rows))
-    want_ids = torch.zeros((len(rows), width), dtype=torch.long)  # the pad id of BERT's tokenizer is 0
-    want_mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for index, row in enumerate(rows):
-        want_ids[index, : len(row)] = torch.tensor(row)
-        want_mask[index, : len(row)] = 1
+    want_ids, want_mask = _padded(rows)
     assert torch.equal(got["input_ids"], want_ids) and torch.equal(got["attention_mask"], want_mask)
     assert got["input_ids"].dtype == torch.long and torch.equal(got["token_type_ids"], torch.zeros_like(want_ids))
     same = batch_features(tiny_model.tokenizer, rows, torch.device("cpu"))
