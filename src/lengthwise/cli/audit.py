@@ -219,9 +219,9 @@ def audit(
         list[str] | None,
         typer.Option(
             "--retrieval-search",
-            help="Also audit these searches on the same pairs: lexical (BM25, as the hybrid index), hybrid (dense and "
-            "BM25 fused as the index does); comma-separated or repeated. The dense search (the model) is always "
-            "audited.",
+            help="Also audit these searches on the same pairs: lexical (BM25 over each text), hybrid (dense and BM25 "
+            "by convex fusion at the lexical weight, 0.1: the index's default before its z-score fusion of both BM25 "
+            "granularities); comma-separated or repeated. The dense search (the model) is always audited.",
         ),
     ] = None,
     tempscale_t: Annotated[

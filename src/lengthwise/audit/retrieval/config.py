@@ -95,8 +95,9 @@ class RetrievalAuditConfig:
     searches: tuple[str, ...] = field(
         default=("dense",),
         metadata={
-            "help": "What ranks the corpus: dense (the encoder), lexical (BM25), hybrid (both, fused as the index "
-            "does); dense is always audited, the others on the same pairs and perturbed texts."
+            "help": "What ranks the corpus: dense (the encoder), lexical (BM25), hybrid (both, by convex fusion at "
+            "the lexical weight: the index's default before its z-score fusion of both BM25 granularities); dense "
+            "is always audited, the others on the same pairs and perturbed texts."
         },
     )
     lexical_weight: float = field(
