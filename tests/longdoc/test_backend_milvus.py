@@ -192,3 +192,26 @@ def test_a_load_is_flushed_and_loaded_again_before_it_is_served(
         steps = [calls.index((step, collection)) for step in ("flush", "release_collection", "load_collection")]
         assert steps == sorted(steps) and steps[-1] < served, collection
         assert max(n for n, call in enumerate(calls[:served]) if call == ("upsert", collection)) < steps[0]
+
+
+def test_a_milvus_lite_connect_that_fails_once_is_tried_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh Milvus Lite channel throttled by its server (gRPC GOAWAY "too_many_pings") failed `index build`'s
+    first connect on a busy machine (a test of the CLI, once in a full run): one failure ended the command."""
+    import pymilvus
+
+    calls: list[str] = []
+
+    def flaky(uri: str) -> str:
+        calls.append(uri)
+        if len(calls) == 1:
+            raise pymilvus.MilvusException(2, "Fail connecting to server, illegal connection params or unavailable")
+        return "client"
+
+    monkeypatch.setattr(pymilvus, "MilvusClient", flaky)
+    monkeypatch.setattr(backend.time, "sleep", lambda seconds: None)
+    assert backend.connect(str(tmp_path / "m.db")) == "client" and len(calls) == 2
+    calls.clear()
+    monkeypatch.setattr(pymilvus, "MilvusClient", lambda uri: calls.append(uri) or 1 / 0)
+    with pytest.raises(SettingError, match="ZeroDivisionError"):
+        backend.connect("http://127.0.0.1:9")  # a server's URL: tried once, each try waits for its own timeout
+    assert len(calls) == 1

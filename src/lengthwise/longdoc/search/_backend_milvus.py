@@ -40,6 +40,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -58,6 +59,8 @@ if TYPE_CHECKING:
     pass
 
 __all__ = ["MilvusIndex", "connect", "load_into_milvus"]
+
+LITE_ATTEMPTS = 3  # connects to a Milvus Lite database before its error is reported
 
 BATCH = 2_000  # windows per upsert
 SEARCH_LIMIT = 16_384  # Milvus's largest `limit` of one search
@@ -87,14 +90,20 @@ def connect(uri: str) -> Any:
 
     embedded = "://" not in uri
     pymilvus = require("pymilvus", *(["milvus_lite"] if embedded else []), extra="milvus", field="uri", value=uri)
-    try:
-        return pymilvus.MilvusClient(uri)
-    except Exception as error:  # pymilvus raises its own MilvusException, or ConnectionError/OSError
-        problem = f"no Milvus could be opened there ({type(error).__name__}: {error})"
-        if embedded:  # Milvus Lite locks its file: a second process (a server, a search) cannot open it
-            problem += "; another process may have this Milvus Lite database open (one process at a time)"
-        raise SettingError("uri", uri, f"{problem}; give a Milvus Lite database (out/milvus.db) or a running server's "
-                           "http://host:19530") from None  # fmt: skip
+    error: Exception | None = None
+    for attempt in range(LITE_ATTEMPTS if embedded else 1):  # Milvus Lite's channel, throttled (gRPC GOAWAY) on a
+        # busy machine, can fail its first connect; a server's URL is tried once (each try waits for its timeout)
+        if attempt:
+            time.sleep(0.5 * attempt)
+        try:
+            return pymilvus.MilvusClient(uri)
+        except Exception as failed:  # pymilvus raises its own MilvusException, or ConnectionError/OSError
+            error = failed
+    problem = f"no Milvus could be opened there ({type(error).__name__}: {error})"
+    if embedded:  # Milvus Lite locks its file: a second process (a server, a search) cannot open it
+        problem += "; another process may have this Milvus Lite database open (one process at a time)"
+    raise SettingError("uri", uri, f"{problem}; give a Milvus Lite database (out/milvus.db) or a running server's "
+                       "http://host:19530") from None  # fmt: skip
 
 
 def _check_name(name: str) -> str:
