@@ -61,6 +61,7 @@ if TYPE_CHECKING:
 __all__ = ["MilvusIndex", "connect", "load_into_milvus"]
 
 LITE_ATTEMPTS = 3  # connects to a Milvus Lite database before its error is reported
+LOAD_ATTEMPTS = 3  # loads of a collection before its error is reported (`_load`)
 
 BATCH = 2_000  # windows per upsert
 SEARCH_LIMIT = 16_384  # Milvus's largest `limit` of one search
@@ -343,7 +344,7 @@ def _settled(client: Any, *collections: str) -> None:
     for collection in collections:
         client.flush(collection)
         client.release_collection(collection)
-        client.load_collection(collection)
+        _load(client, collection)
 
 
 def _loaded(client: Any, *collections: str) -> None:
@@ -351,7 +352,21 @@ def _loaded(client: Any, *collections: str) -> None:
     process that did not create it (a Milvus Lite database opened again, a server restarted)."""
     for collection in collections:
         if client.get_load_state(collection).get("state") != _loaded_state():
+            _load(client, collection)
+
+
+def _load(client: Any, collection: str) -> None:
+    """Load `collection`, tried `LOAD_ATTEMPTS` times: Milvus Lite (3.2) can read a segment's index file while its own
+    thread is still writing it after a flush ("Failed to read all data for array ... file seems not fully written",
+    seen under load in the tests), and a later try reads it whole. A load is idempotent, on a server too."""
+    for attempt in range(LOAD_ATTEMPTS):
+        try:
             client.load_collection(collection)
+            return
+        except Exception:  # pymilvus's MilvusException carries the engine's error
+            if attempt == LOAD_ATTEMPTS - 1:
+                raise
+            time.sleep(0.5 * (attempt + 1))
 
 
 def _loaded_state() -> Any:
@@ -519,22 +534,14 @@ class MilvusIndex(DocumentSearch):
                 "with the corpus, or search dense")  # fmt: skip
 
     def _windows(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(rows, documents, vectors) of every window of the sorted documents `docs`, by row: one query per group of
-        documents holding at most `SEARCH_LIMIT` windows (each query is a round trip; a query iterator's batches
-        cost several times more, measured)."""
-        found: list[tuple[np.ndarray, np.ndarray]] = []
-        counts = (self.offsets[docs + 1] - self.offsets[docs]).tolist()
-        group: list[int] = []
-        held = 0
-        for doc, count in [*zip(docs.tolist(), counts, strict=True), (-1, SEARCH_LIMIT)]:  # a sentinel: the last
-            if count > SEARCH_LIMIT:  # one document of more windows than a query returns: by row ranges
-                found += self._between(int(self.offsets[doc]), int(self.offsets[doc + 1]))
-                continue
-            if group and held + count > SEARCH_LIMIT - (doc < 0):
-                found.append(self._read(f"doc in {group}", held))
-                group, held = [], 0
-            group.append(doc)
-            held += count
+        """(rows, documents, vectors) of every window of the sorted documents `docs`, by row. A document's windows
+        are the rows ``offsets[d]:offsets[d + 1]``, so they are read by primary key (``id in [...]``), at most
+        `SEARCH_LIMIT` rows a query (each query is a round trip): a filter on the document field, or on row
+        ranges, scans the collection, measured 3.4× slower for 100 documents of 20 windows (docs/benchmarks.md)."""
+        starts = self.offsets[docs]
+        counts = self.offsets[docs + 1] - starts
+        rows = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+        found = [self._read(rows[first : first + SEARCH_LIMIT]) for first in range(0, len(rows), SEARCH_LIMIT)]
         found = [(ids, vectors) for ids, vectors in found if len(ids)] or [
             (np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32))
         ]
@@ -543,20 +550,15 @@ class MilvusIndex(DocumentSearch):
         rows = rows[order]
         return rows, np.searchsorted(self.offsets, rows, side="right") - 1, vectors[order]
 
-    def _between(self, first: int, stop: int) -> list[tuple[np.ndarray, np.ndarray]]:
-        """The windows of rows [first, stop), one query per `SEARCH_LIMIT` rows."""
-        return [self._read(f"id >= {low} and id < {min(stop, low + SEARCH_LIMIT)}", min(stop, low + SEARCH_LIMIT) - low)
-                for low in range(first, stop, SEARCH_LIMIT)]  # fmt: skip
-
-    def _read(self, where: str, limit: int) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, vectors) of the windows `where` selects, at most `limit`. The vectors come back as one float32 array
-        (``strict_float32``: each row a view of it, not a list of Python floats), and a window's document is found
-        from its row number (`offsets`), not read: less Python per row (docs/benchmarks.md, the read path before and
-        after)."""
-        rows = self.client.query(self.collection, filter=where, output_fields=["id", "dense"], limit=limit,
-                                 strict_float32=True)  # fmt: skip
-        ids = np.fromiter((row["id"] for row in rows), dtype=np.int64, count=len(rows))
-        vectors = np.stack([row["dense"] for row in rows]) if len(rows) else np.zeros((0, 0), dtype=np.float32)
+    def _read(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, vectors) of the windows numbered `rows`, in the engine's order. The vectors come back as one
+        float32 array (``strict_float32``: each row a view of it, not a list of Python floats), and a window's
+        document is found from its row number (`offsets`), not read: less Python per row (docs/benchmarks.md, the
+        read path before and after)."""
+        found = self.client.query(self.collection, filter=f"id in {rows.tolist()}", output_fields=["id", "dense"],
+                                  limit=len(rows), strict_float32=True)  # fmt: skip
+        ids = np.fromiter((row["id"] for row in found), dtype=np.int64, count=len(found))
+        vectors = np.stack([row["dense"] for row in found]) if len(found) else np.zeros((0, 0), dtype=np.float32)
         return ids, vectors.astype(np.float32, copy=False)
 
     def document_scores(self, query: torch.Tensor, docs: np.ndarray, scoring: WindowScoring | int) -> np.ndarray:
