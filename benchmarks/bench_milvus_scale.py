@@ -200,9 +200,12 @@ def main() -> None:
                     "granularity": local.lexical.settings["granularity"],
                     "versions": {p: version(p) for p in ("pymilvus", "milvus-lite", "usearch")},
                     "vectors": "bench_hybrid's scale corpus: noisy copies of real all-MiniLM-L6-v2 windows",
-                    "machine": "2 CPU cores, shared with other jobs: the load average is beside each step"})  # fmt: skip
-    runs = {"milvus_load": lambda: step_load(local, args, section.get("milvus_load", {})),
-            "queries": lambda: step_queries(local, args), "local_build": lambda: step_local_build(args)}
+                    "machine": "2 CPU cores, shared with other jobs: the load beside each step"})  # fmt: skip
+    runs = {
+        "milvus_load": lambda: step_load(local, args, section.get("milvus_load", {})),
+        "queries": lambda: step_queries(local, args),
+        "local_build": lambda: step_local_build(args),
+    }
     for step in args.steps:
         if step in section and section[step].get("done") and not args.again:
             print(f"{step}: done before ({RESULTS}); --again runs it again", flush=True)
