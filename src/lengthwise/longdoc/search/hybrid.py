@@ -39,7 +39,7 @@ from lengthwise.core.errors import SettingError, enum_member
 from lengthwise.core.fusion import FUSION, FUSION_WEIGHT, convex_fuse, fuse_normalised
 from lengthwise.core.parallel import each, search_pool
 from lengthwise.core.scoring import WindowScoring
-from lengthwise.longdoc.search.lexical import side_scores
+from lengthwise.longdoc.search.lexical import side_scores, side_scores_at
 
 __all__ = [
     "Fusion",
@@ -283,6 +283,7 @@ class HybridSearch:
             return docs, all_lexical[docs].astype(np.float64), [None] * len(docs), list(all_lexical[docs])
         sides = side_scores(self.lexical, text)  # (s, n): each BM25 granularity the index holds
         proposed = np.union1d(np.asarray(found, dtype=np.int64), np.concatenate([_top(x, depth) for x in sides]))
+        sides = side_scores_at(self.lexical, text, sides, proposed)  # an engine's side: exact on every proposal
         dense = self.dense_scores(query, proposed)
         fused = fuse(dense, sides[:, proposed].astype(np.float64), self.settings)
         best = np.argsort(-fused, kind="stable")[:k]
@@ -338,6 +339,8 @@ class HybridSearch:
             unit = torch.nn.functional.normalize(torch.as_tensor(np.asarray(query, dtype=np.float32)), dim=-1)
             dense = self.dense_scores(unit, everything)
             depth = max(self.settings.depth, 10 * k)
+            if lexical is not None and self.settings.fusion in CANDIDATE_FUSIONS:  # an engine's side: exact there
+                lexical = side_scores_at(self.lexical, text, lexical, exact_candidates(dense, lexical, depth))
             scores = dense if lexical is None else fuse_exact(dense, lexical, self.settings, depth)
             ranked = everything[np.isfinite(scores)]
         best = ranked[np.argsort(-scores[ranked], kind="stable")[:k]]

@@ -73,6 +73,7 @@ __all__ = [
     "open_lexical",
     "require_bm25s",
     "side_scores",
+    "side_scores_at",
 ]
 
 LEXICAL = "lexical"  # the folder inside an index
@@ -399,6 +400,15 @@ def side_scores(lexical: Any, query: str) -> np.ndarray:
     that holds several (`BothGranularities`, or an engine's) says so by its own ``side_scores``."""
     sides = getattr(lexical, "side_scores", None)
     return sides(query) if callable(sides) else lexical.scores(query)[None]
+
+
+def side_scores_at(lexical: Any, query: str, sides: np.ndarray, docs: np.ndarray) -> np.ndarray:
+    """`sides` (`side_scores` of `query`) with the documents numbered `docs` scored exactly on every side. A local
+    side's scores are exact already and come back as they are; an engine's side returns only its best rows (Milvus:
+    its largest search limit), so a document beyond them reads 0 there, and the engine's own ``side_scores_at``
+    scores those of `docs` again (a hybrid search fuses its proposals on their exact BM25 scores)."""
+    exact = getattr(lexical, "side_scores_at", None)
+    return exact(query, sides, docs) if callable(exact) else sides
 
 
 def _granularity(value: Any) -> Granularity:
