@@ -90,6 +90,26 @@ def test_the_engine_gives_the_local_index_top_10_dense_hybrid_and_lexical(local:
     )
 
 
+def test_a_bm25_side_cut_at_the_engine_limit_still_fuses_exact_scores(
+    local: LongIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A BM25 side's search returns its best `BM25_LIMIT` rows: where more rows hold a query term, a document beyond
+    them read 0, and a hybrid query fused it on that 0 (at 1M windows the fused top 10 matched the local index's for
+    0.3 of the queries). Each proposal is now scored exactly, among its own rows, on a side that was cut."""
+    engine = backend.load_into_milvus(local, str(tmp_path / "milvus.db"), "haystack")
+    monkeypatch.setattr(backend, "BM25_LIMIT", 3)
+    held = [(side_scores(local.lexical, query) > 0).sum(axis=1).min() for query in QUERIES]
+    assert min(held) > 3  # every side of every query holds more matching documents than the limit returns
+    vectors = np.asarray(local.embed_queries(QUERIES), dtype=np.float32)
+    expected = _ranked(local.search(QUERIES, k=10, mode="hybrid", vectors=vectors))
+    _same(_ranked(engine.search(QUERIES, k=10, mode="hybrid", vectors=vectors)), expected)
+    # the exact scan through the engine too (its z-score candidates scored among their own rows)
+    _same(engine.ranked_with_exact(QUERIES, 10, engine.search_mode("hybrid"))["exact"],
+          local.ranked_with_exact(QUERIES, 10, local.search_mode("hybrid"))["exact"])  # fmt: skip
+    cut = engine.lexical.side_scores(QUERIES[0])  # as cut: fewer documents than bm25s finds
+    assert (cut > 0).sum() < (side_scores(local.lexical, QUERIES[0]) > 0).sum()
+
+
 def test_an_interrupted_load_resumes_and_is_served_only_when_complete(
     local: LongIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -65,6 +65,8 @@ LOAD_ATTEMPTS = 3  # loads of a collection before its error is reported (`_load`
 
 BATCH = 2_000  # windows per upsert
 SEARCH_LIMIT = 16_384  # Milvus's largest `limit` of one search
+BM25_LIMIT = SEARCH_LIMIT  # rows a BM25 side's search returns (a test lowers it)
+CUTS_KEPT = 1_024  # queries whose cut sides an open index remembers (`_EngineLexical.cut`)
 CANDIDATES = 1_000  # candidate windows per dense query, as the local index's int8 default
 CHUNK = 60_000  # characters of the records per row (a VARCHAR holds at most 65,535 bytes; the JSON is ASCII)
 PARTS_PER_QUERY = 64  # record parts read by one query
@@ -402,19 +404,52 @@ class _EngineBM25:
 
     def scores(self, query: str) -> np.ndarray:
         """Each document's BM25 score (its best window's on the window side; 0: no query term), summed by the
-        engine."""
+        engine: exact for the documents of its best `BM25_LIMIT` rows (`searched`)."""
+        return self.searched(query)[0]
+
+    def searched(self, query: str) -> tuple[np.ndarray, bool]:
+        """`scores`, and whether the engine's search was cut at `BM25_LIMIT` rows: then a document none of whose
+        rows came back reads 0 whatever its score (`scores_among` scores it)."""
         best = np.zeros(self.documents, dtype=np.float32)
-        terms = self.query_tokens(query)
-        if not terms:
-            return best
-        weights = {int(t): float(c) for t, c in zip(*np.unique(terms, return_counts=True), strict=True)}
-        found = self.client.search(self.collection, [weights], anns_field="bm25", limit=SEARCH_LIMIT,
+        weights = self._weights(query)
+        if not weights:
+            return best, False
+        found = self.client.search(self.collection, [weights], anns_field="bm25", limit=BM25_LIMIT,
                                    search_params={"metric_type": "IP"},
                                    output_fields=[] if self.whole else ["doc"])[0]  # fmt: skip
         if len(found):
             docs = np.asarray([hit["id"] if self.whole else hit["entity"]["doc"] for hit in found], dtype=np.int64)
             np.maximum.at(best, docs, np.asarray([hit["distance"] for hit in found], dtype=np.float32))
+        return best, len(found) >= BM25_LIMIT
+
+    def scores_among(self, query: str, docs: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """The exact scores of the sorted documents `docs` (`offsets`: each document's first window row): the
+        engine searches only their own rows, read by primary key (``id in [...]``), `BM25_LIMIT` rows a search."""
+        best = np.zeros(len(docs), dtype=np.float32)
+        weights = self._weights(query)
+        if not weights or not len(docs):
+            return best
+        if self.whole:
+            rows = docs
+        else:
+            counts = offsets[docs + 1] - offsets[docs]
+            rows = np.repeat(offsets[docs] - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+        for first in range(0, len(rows), BM25_LIMIT):
+            part = rows[first : first + BM25_LIMIT]
+            found = self.client.search(self.collection, [weights], anns_field="bm25", limit=len(part),
+                                       filter=f"id in {part.tolist()}",
+                                       search_params={"metric_type": "IP"})[0]  # fmt: skip
+            if len(found):
+                ids = np.asarray([hit["id"] for hit in found], dtype=np.int64)
+                owners = ids if self.whole else np.searchsorted(offsets, ids, side="right") - 1
+                scores = np.asarray([hit["distance"] for hit in found], dtype=np.float32)
+                np.maximum.at(best, np.searchsorted(docs, owners), scores)
         return best
+
+    def _weights(self, query: str) -> dict[int, float]:
+        """The query's sparse vector: each known term with its count (empty: no term the corpus holds)."""
+        terms = self.query_tokens(query)
+        return {int(t): float(c) for t, c in zip(*np.unique(terms, return_counts=True), strict=True)} if terms else {}
 
 
 @dataclass
@@ -429,6 +464,7 @@ class _EngineLexical:
     sides: list[_EngineBM25]
     offsets: np.ndarray  # (n + 1,) each document's first window row
     read: dict[int, dict[str, Any]] = field(default_factory=dict)  # documents' texts and spans read (passages)
+    cut: dict[str, tuple[bool, ...]] = field(default_factory=dict)  # per query: which sides' searches were cut
 
     def query_tokens(self, query: str) -> list[int]:
         """The query's terms known to the corpus (as `LexicalIndex.query_tokens`; the window side's when both)."""
@@ -439,8 +475,28 @@ class _EngineLexical:
         return self.sides[-1].scores(query)
 
     def side_scores(self, query: str) -> np.ndarray:
-        """(s, n): each BM25 side's score of every document (whole documents, then best windows, when both)."""
-        return np.stack([side.scores(query) for side in self.sides])
+        """(s, n): each BM25 side's score of every document (whole documents, then best windows, when both); a side
+        cut at `BM25_LIMIT` rows is noted for `side_scores_at` (the last `CUTS_KEPT` queries)."""
+        searched = [side.searched(query) for side in self.sides]
+        if len(self.cut) >= CUTS_KEPT:
+            self.cut.clear()
+        self.cut[query] = tuple(cut for _, cut in searched)
+        return np.stack([scores for scores, _ in searched])
+
+    def side_scores_at(self, query: str, sides: np.ndarray, docs: np.ndarray) -> np.ndarray:
+        """`sides` (`side_scores` of `query`) with the documents numbered `docs` exact on every side: where a side's
+        search was cut at `BM25_LIMIT` rows, those of `docs` that read 0 there are searched again among their own
+        rows (`_EngineBM25.scores_among`). Without it a hybrid query fused such a document on a 0: at 1M windows its
+        top 10 matched the local index's for 0.3 of the queries (docs/benchmarks.md)."""
+        cuts = self.cut.get(query, (True,) * len(self.sides))
+        out = sides
+        for n, (side, cut) in enumerate(zip(self.sides, cuts, strict=True)):
+            unknown = np.unique(np.asarray(docs, dtype=np.int64))
+            unknown = unknown[out[n, unknown] == 0] if cut else unknown[:0]
+            if len(unknown):
+                out = out.copy() if out is sides else out
+                out[n, unknown] = side.scores_among(query, unknown, self.offsets)
+        return out
 
     def _document(self, doc: int) -> dict[str, Any]:
         """Document `doc`'s text and its windows' spans, read from the records (the last `TEXTS_KEPT` kept)."""
