@@ -37,10 +37,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results" / "bench_milvus.json"
 sys.path.insert(0, str(ROOT / "benchmarks"))
-
-
-def _bytes(folder: Path) -> int:
-    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+from bench_milvus_sets import _bytes, _recall, _timed  # noqa: E402  (the same measures as on whole corpora)
 
 
 def _rss_mb() -> dict[str, float]:
@@ -73,21 +70,6 @@ def _linked_index(source: Path, out: Path) -> Path:
         LexicalIndex.open(side).record(generation=generation)  # its lexical.json replaced, not written into
     staged.rename(copy)
     return copy
-
-
-def _timed(search: Any, vectors: np.ndarray, texts: list[str], mode: str) -> tuple[list[list[str]], list[float]]:
-    """Each query searched alone on one thread: its top-10 ids and its milliseconds."""
-    ids, times = [], []
-    for n, text in enumerate(texts):
-        start = time.perf_counter()
-        hits = search([text], k=10, mode=mode, vectors=vectors[n : n + 1], search_threads=1)[0]
-        times.append(1000 * (time.perf_counter() - start))
-        ids.append([hit.id for hit in hits])
-    return ids, times
-
-
-def _recall(found: list[list[str]], exact: list[list[str]]) -> float:
-    return float(np.mean([len(set(f) & set(e)) / max(1, len(e)) for f, e in zip(found, exact, strict=True)]))
 
 
 def step_load(local: Any, args: argparse.Namespace, before: dict[str, Any]) -> dict[str, Any]:
