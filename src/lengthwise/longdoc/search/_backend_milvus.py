@@ -593,7 +593,8 @@ class MilvusIndex(DocumentSearch):
         """(rows, documents, vectors) of every window of the sorted documents `docs`, by row. A document's windows
         are the rows ``offsets[d]:offsets[d + 1]``, so they are read by primary key (``id in [...]``), at most
         `SEARCH_LIMIT` rows a query (each query is a round trip): a filter on the document field, or on row
-        ranges, scans the collection, measured 3.4× slower for 100 documents of 20 windows (docs/benchmarks.md)."""
+        ranges, scans the collection (a dense query at 1M windows took 4.8 s that way, 1.1 s now: docs/benchmarks.md,
+        "At 1M windows")."""
         starts = self.offsets[docs]
         counts = self.offsets[docs + 1] - starts
         rows = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
