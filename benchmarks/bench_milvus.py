@@ -32,7 +32,7 @@ def _recall(found: list, exact: list) -> float:
 
 def main(docs: int, asked: int) -> dict:
     import lengthwise as lw
-    from lengthwise.longdoc.search._backend_milvus import load_into_milvus
+    from lengthwise.longdoc.search._milvus_load import load_into_milvus
     from lengthwise.longdoc.search.hybrid import Mode
 
     out = Path(os.environ.get("BENCH_OUT", "/tmp/bench_milvus"))

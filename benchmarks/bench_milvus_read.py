@@ -9,7 +9,7 @@ documents (three draws of 100, seeded), with the load average before and after; 
     python benchmarks/bench_milvus_read.py --settle scifact --queries 8
 
 ``--settle SET``: the local index bench_milvus_sets built for SET loaded into a new Milvus Lite database with the
-load's last step skipped (`_backend_milvus._settled`: flush, release, load), p50 of --queries dense and lexical
+load's last step skipped (`_milvus_load._settled`: flush, release, load), p50 of --queries dense and lexical
 queries right after; then that step, its seconds, and the same queries again, in one run.
 
 Written to docs/results/bench_milvus.json, sections ``read_path`` and ``settle``.
@@ -80,7 +80,7 @@ def run_set(name: str, out: Path, draws: int) -> dict[str, Any]:
 def settle(name: str, out: Path, queries: int) -> dict[str, Any]:
     import lengthwise as lw
     from lengthwise.evaluation.data import read_beir
-    from lengthwise.longdoc.search import _backend_milvus as backend
+    from lengthwise.longdoc.search import _milvus_load as backend
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from bench_milvus_sets import SETS

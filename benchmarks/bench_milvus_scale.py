@@ -73,7 +73,7 @@ def _linked_index(source: Path, out: Path) -> Path:
 
 
 def step_load(local: Any, args: argparse.Namespace, before: dict[str, Any]) -> dict[str, Any]:
-    from lengthwise.longdoc.search._backend_milvus import load_into_milvus
+    from lengthwise.longdoc.search._milvus_load import load_into_milvus
 
     attempts = list(before.get("attempts_s", []))
     marks = {"last": time.perf_counter()}

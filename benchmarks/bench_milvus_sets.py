@@ -77,7 +77,7 @@ def _synthetic_queries(name: str, count: int) -> list[str]:
 def run_set(name: str, args: argparse.Namespace) -> dict[str, Any]:
     import lengthwise as lw
     from lengthwise.evaluation.data import read_beir
-    from lengthwise.longdoc.search._backend_milvus import load_into_milvus
+    from lengthwise.longdoc.search._milvus_load import load_into_milvus
     from lengthwise.longdoc.search.hybrid import Mode
 
     corpus, beir = SETS[name]

@@ -18,6 +18,8 @@ from lengthwise.cli import app
 from lengthwise.core.errors import SettingError
 from lengthwise.longdoc.config import LongDocError
 from lengthwise.longdoc.search import _backend_milvus as backend
+from lengthwise.longdoc.search import _milvus_load as milvus_load
+from lengthwise.longdoc.search import _milvus_store as store
 from lengthwise.longdoc.search.index import LongIndex
 from lengthwise.longdoc.search.lexical import side_scores
 
@@ -68,7 +70,7 @@ def _same(found: list[list[tuple[str, float]]], expected: list[list[tuple[str, f
 
 
 def test_the_engine_gives_the_local_index_top_10_dense_hybrid_and_lexical(local: LongIndex, tmp_path: Path) -> None:
-    engine = backend.load_into_milvus(local, str(tmp_path / "milvus.db"), "haystack", batch=50)
+    engine = milvus_load.load_into_milvus(local, str(tmp_path / "milvus.db"), "haystack", batch=50)
     assert engine.doc_ids == local.doc_ids and np.array_equal(engine.offsets, local.offsets)
     vectors = np.asarray(local.embed_queries(QUERIES), dtype=np.float32)
     for mode in ("dense", "hybrid", "lexical"):
@@ -96,7 +98,7 @@ def test_a_bm25_side_cut_at_the_engine_limit_still_fuses_exact_scores(
     """A BM25 side's search returns its best `BM25_LIMIT` rows: where more rows hold a query term, a document beyond
     them read 0, and a hybrid query fused it on that 0 (at 1M windows the fused top 10 matched the local index's for
     0.3 of the queries). Each proposal is now scored exactly, among its own rows, on a side that was cut."""
-    engine = backend.load_into_milvus(local, str(tmp_path / "milvus.db"), "haystack")
+    engine = milvus_load.load_into_milvus(local, str(tmp_path / "milvus.db"), "haystack")
     monkeypatch.setattr(backend, "BM25_LIMIT", 3)
     held = [(side_scores(local.lexical, query) > 0).sum(axis=1).min() for query in QUERIES]
     assert min(held) > 3  # every side of every query holds more matching documents than the limit returns
@@ -122,13 +124,13 @@ def test_an_interrupted_load_resumes_and_is_served_only_when_complete(
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        backend.load_into_milvus(local, uri, "haystack", batch=40, on_progress=interrupted)
+        milvus_load.load_into_milvus(local, uri, "haystack", batch=40, on_progress=interrupted)
     with pytest.raises(LongDocError, match="no index is served as 'haystack'"):
         backend.MilvusIndex.open(uri, "haystack")  # half loaded: not served
     written: list[int] = []
-    upsert = backend._window_row
-    monkeypatch.setattr(backend, "_window_row", lambda *a: written.append(a[-1]) or upsert(*a))
-    engine = backend.load_into_milvus(local, uri, "haystack", batch=40)
+    upsert = milvus_load._window_row
+    monkeypatch.setattr(milvus_load, "_window_row", lambda *a: written.append(a[-1]) or upsert(*a))
+    engine = milvus_load.load_into_milvus(local, uri, "haystack", batch=40)
     windows = int(local.offsets[-1])
     assert written == list(range(80, windows))  # resumed after the two finished batches
     assert engine.client.query(engine.collection, filter="id >= 0", output_fields=["count(*)"])[0]["count(*)"] \
@@ -137,7 +139,7 @@ def test_an_interrupted_load_resumes_and_is_served_only_when_complete(
 
 def test_refusals_name_the_uri_or_name_and_the_fix(local: LongIndex, tmp_path: Path) -> None:
     with pytest.raises(SettingError, match="collection name"):
-        backend.load_into_milvus(local, str(tmp_path / "m.db"), "bad-name")
+        milvus_load.load_into_milvus(local, str(tmp_path / "m.db"), "bad-name")
     with pytest.raises(LongDocError, match=r"m2\.db: no index is served as 'nothing'; load one"):
         backend.MilvusIndex.open(str(tmp_path / "m2.db"), "nothing")
 
@@ -149,11 +151,11 @@ def test_a_load_without_its_whole_document_side_is_refused(local: LongIndex, tmp
     if local.lexical.settings["granularity"] == "window":
         pytest.skip("a window index has no whole-document side")
     uri = str(tmp_path / "milvus.db")
-    engine = backend.load_into_milvus(local, uri, "haystack")
+    engine = milvus_load.load_into_milvus(local, uri, "haystack")
     if lost == "collection":
-        engine.client.drop_collection(engine.collection + backend.DOCUMENTS)
+        engine.client.drop_collection(engine.collection + store.DOCUMENTS)
     elif local.lexical.settings["granularity"] == "both":
-        engine.client.delete(engine.collection + backend.RECORDS, filter='key == "lexical_document"')
+        engine.client.delete(engine.collection + store.RECORDS, filter='key == "lexical_document"')
     else:
         pytest.skip("a document index's vocabulary is its one lexical record")
     with pytest.raises(LongDocError, match=r"milvus\.db: the index served as 'haystack' holds BM25 at granularity "
@@ -166,7 +168,7 @@ def test_windows_read_back_by_row_are_the_local_ones(
 ) -> None:
     """Every window read back (rows, documents, fp32 vectors) is the local index's, whether its document's windows come
     in one query with other documents' or, for a document of more windows than one query returns, over several."""
-    engine = backend.load_into_milvus(local, str(tmp_path / "milvus.db"), "haystack")
+    engine = milvus_load.load_into_milvus(local, str(tmp_path / "milvus.db"), "haystack")
     counts = np.diff(local.offsets)
     monkeypatch.setattr(backend, "SEARCH_LIMIT", int(np.median(counts)))  # the longest over several queries
     assert counts.max() > backend.SEARCH_LIMIT
@@ -187,7 +189,7 @@ def test_a_load_is_flushed_and_loaded_again_before_it_is_served(
     docs/benchmarks.md). The order of the client's calls is the contract: no row store (the engine's own counts and
     index states do not tell a flushed collection from one that is not, in Milvus Lite)."""
     calls: list[tuple[str, str]] = []
-    connect = backend.connect
+    connect = store.connect
 
     class Recorded:
         def __init__(self, client: object) -> None:
@@ -202,12 +204,12 @@ def test_a_load_is_flushed_and_loaded_again_before_it_is_served(
 
             return call
 
-    monkeypatch.setattr(backend, "connect", lambda uri: Recorded(connect(uri)))
-    engine = backend.load_into_milvus(local, str(tmp_path / "milvus.db"), "haystack")
+    monkeypatch.setattr(milvus_load, "connect", lambda uri: Recorded(connect(uri)))
+    engine = milvus_load.load_into_milvus(local, str(tmp_path / "milvus.db"), "haystack")
     served = next(n for n, (name, _) in enumerate(calls) if name in ("create_alias", "alter_alias"))
-    collections = [engine.collection, engine.collection + backend.RECORDS]
+    collections = [engine.collection, engine.collection + store.RECORDS]
     if local.lexical.settings["granularity"] != "window":
-        collections.append(engine.collection + backend.DOCUMENTS)
+        collections.append(engine.collection + store.DOCUMENTS)
     for collection in collections:
         steps = [calls.index((step, collection)) for step in ("flush", "release_collection", "load_collection")]
         assert steps == sorted(steps) and steps[-1] < served, collection
@@ -223,7 +225,7 @@ def test_a_collection_load_that_fails_once_is_tried_again(
     import pymilvus
 
     failed: list[str] = []
-    connect = backend.connect
+    connect = store.connect
 
     class Flaky:
         def __init__(self, client: object) -> None:
@@ -238,9 +240,9 @@ def test_a_collection_load_that_fails_once_is_tried_again(
                 raise pymilvus.MilvusException(1, "Failed to read all data for array (file seems not fully written?)")
             self.client.load_collection(collection)
 
-    monkeypatch.setattr(backend, "connect", lambda uri: Flaky(connect(uri)))
-    monkeypatch.setattr(backend.time, "sleep", lambda seconds: None)
-    engine = backend.load_into_milvus(local, str(tmp_path / "milvus.db"), "haystack")
+    monkeypatch.setattr(milvus_load, "connect", lambda uri: Flaky(connect(uri)))
+    monkeypatch.setattr(store.time, "sleep", lambda seconds: None)
+    engine = milvus_load.load_into_milvus(local, str(tmp_path / "milvus.db"), "haystack")
     assert engine.collection in failed
     vectors = np.asarray(local.embed_queries(["the pass key"]), dtype=np.float32)
     assert [h.id for h in engine.search(["the pass key"], k=3, mode="dense", vectors=vectors)[0]] == [
@@ -249,7 +251,7 @@ def test_a_collection_load_that_fails_once_is_tried_again(
     always = Flaky(connect(str(tmp_path / "other.db")))
     always.load_collection = lambda collection: 1 / 0  # type: ignore[method-assign]
     with pytest.raises(ZeroDivisionError):
-        backend._load(always, "anything")
+        store.load_collection(always, "anything")
 
 
 def test_a_milvus_lite_connect_that_fails_once_is_tried_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -266,10 +268,10 @@ def test_a_milvus_lite_connect_that_fails_once_is_tried_again(tmp_path: Path, mo
         return "client"
 
     monkeypatch.setattr(pymilvus, "MilvusClient", flaky)
-    monkeypatch.setattr(backend.time, "sleep", lambda seconds: None)
-    assert backend.connect(str(tmp_path / "m.db")) == "client" and len(calls) == 2
+    monkeypatch.setattr(store.time, "sleep", lambda seconds: None)
+    assert store.connect(str(tmp_path / "m.db")) == "client" and len(calls) == 2
     calls.clear()
     monkeypatch.setattr(pymilvus, "MilvusClient", lambda uri: calls.append(uri) or 1 / 0)
     with pytest.raises(SettingError, match="ZeroDivisionError"):
-        backend.connect("http://127.0.0.1:9")  # a server's URL: tried once, each try waits for its own timeout
+        store.connect("http://127.0.0.1:9")  # a server's URL: tried once, each try waits for its own timeout
     assert len(calls) == 1

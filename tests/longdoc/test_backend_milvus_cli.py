@@ -73,9 +73,8 @@ def built(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dic
             "local_window": folder / "local_window"}  # fmt: skip
 
 
-def _searched(*where: Any, mode: str) -> list[dict[str, Any]]:
-    run = _invoke("search", *where, "--queries", Path(__file__).parent / "_milvus_queries.jsonl", "--mode", mode,
-                  "--passages", "2", "--json")  # fmt: skip
+def _searched(queries: Path, *where: Any, mode: str) -> list[dict[str, Any]]:
+    run = _invoke("search", *where, "--queries", queries, "--mode", mode, "--passages", "2", "--json")
     assert run.exit_code == 0, run.output
     return [json.loads(line) for line in run.stdout.splitlines()]
 
@@ -95,20 +94,13 @@ def _same_hits(found: list[dict[str, Any]], expected: list[dict[str, Any]]) -> N
     np.testing.assert_allclose(cuts[0], cuts[1], rtol=1e-5, atol=1e-5)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def queries_file() -> Any:
-    path = Path(__file__).parent / "_milvus_queries.jsonl"
-    path.write_text("".join(json.dumps({"_id": f"q{i}", "text": t}) + "\n" for i, t in enumerate(QUERIES)))
-    yield path
-    path.unlink()
-
-
 @pytest.mark.parametrize("suffix", ["", "_window"])
 @pytest.mark.parametrize("mode", ["dense", "hybrid", "lexical"])
 def test_search_on_milvus_gives_the_local_top_10_and_passages(built: dict[str, Path], mode: str, suffix: str) -> None:
     """The default build (BM25 at both granularities, on either backend), and one at --granularity window."""
-    expected = _searched(built[f"local{suffix}"], mode=mode)
-    found = _searched("--backend", "milvus", "--uri", built["uri"], "--name", f"haystack{suffix}", mode=mode)
+    queries = built["beir"] / "queries.jsonl"
+    expected = _searched(queries, built[f"local{suffix}"], mode=mode)
+    found = _searched(queries, "--backend", "milvus", "--uri", built["uri"], "--name", f"haystack{suffix}", mode=mode)
     assert all(len(row["hits"]) == 10 and all(len(h["passages"]) == 2 for h in row["hits"]) for row in expected)
     _same_hits(found, expected)
 
@@ -229,7 +221,7 @@ def test_the_default_build_holds_bm25_at_both_granularities_on_either_backend(bu
 def test_a_rebuild_of_the_same_shards_resumes_the_same_load(built: dict[str, Path]) -> None:
     """`index build --backend milvus` run again after a Ctrl-C in its load builds the local index anew (another
     generation); the load is named by what its rows are made of, so it finds the interrupted one and resumes it."""
-    from lengthwise.longdoc.search._backend_milvus import _load_id
+    from lengthwise.longdoc.search._milvus_load import _load_id
     from lengthwise.longdoc.search.index import LongIndex
 
     first, again = LongIndex.open(built["local"]), LongIndex.open(built["folder"] / "for-milvus")

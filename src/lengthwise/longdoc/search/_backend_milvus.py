@@ -21,13 +21,8 @@ analyzer, its IDF) would score differently, which would break the equivalence. A
 `SEARCH_LIMIT` rows of a side back (Milvus's largest limit): exact whenever fewer windows (documents) hold one of
 its terms; beyond that, documents whose only matching rows fall past the limit score 0 on that side.
 
-Loading is idempotent and resumable: the collection of a load is named by what its rows are made of (`_load_id`:
-the index's settings and shards, its lexical settings, granularity included), rows are upserted by window (then
-document) number in batches, and the records collection notes the last batch written, so a load run again after an
-interruption goes on from there. The records are written last, each collection is flushed and loaded again (served
-from sealed, indexed segments; `_settled`), and the served name (a Milvus alias) moves to the new collection only
-then: a half-loaded collection is never served. An open index reads the collection the
-alias named when it opened; the load that replaces it keeps that one (and drops older ones).
+A load is `lengthwise.longdoc.search._milvus_load`'s; the connection and the records collection are
+`lengthwise.longdoc.search._milvus_store`'s.
 
 Example:
     >>> local = LongIndex.open("out/index")                        # doctest: +SKIP
@@ -37,13 +32,8 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
-import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -54,335 +44,24 @@ from lengthwise.core.parallel import each, search_pool
 from lengthwise.core.scoring import WindowScoring
 from lengthwise.longdoc.config import LongDocError
 from lengthwise.longdoc.search._document_search import RESCORED, RESCORED_AT_LEAST, DocumentSearch
+from lengthwise.longdoc.search._milvus_store import (
+    DOCUMENTS,
+    RECORDS,
+    TEXT,
+    check_name,
+    connect,
+    ensure_loaded,
+    read_records,
+    served_collection,
+)
 
-if TYPE_CHECKING:
-    pass
+__all__ = ["MilvusIndex"]
 
-__all__ = ["MilvusIndex", "connect", "load_into_milvus"]
-
-LITE_ATTEMPTS = 3  # connects to a Milvus Lite database before its error is reported
-LOAD_ATTEMPTS = 3  # loads of a collection before its error is reported (`_load`)
-
-BATCH = 2_000  # windows per upsert
 SEARCH_LIMIT = 16_384  # Milvus's largest `limit` of one search
 BM25_LIMIT = SEARCH_LIMIT  # rows a BM25 side's search returns (a test lowers it)
 CUTS_KEPT = 1_024  # queries whose cut sides an open index remembers (`_EngineLexical.cut`)
 CANDIDATES = 1_000  # candidate windows per dense query, as the local index's int8 default
-CHUNK = 60_000  # characters of the records per row (a VARCHAR holds at most 65,535 bytes; the JSON is ASCII)
-PARTS_PER_QUERY = 64  # record parts read by one query
-BATCH_CHARS = 4_000_000  # characters of records per upsert
-TEXT = "text/"  # the records of the documents' texts: text/0, text/1, …
 TEXTS_KEPT = 1_024  # documents' texts an open index keeps read (passages of the hits at hand)
-NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,180}$")
-NO_TERM = 2**32 - 2  # the one term of a window without any (Milvus's largest sparse index; no query holds it)
-MUTABLE = ("generation", "mode", "fusion", "tuned")  # lexical settings that change no window row (the records say them)
-RECORDS = "_records"  # suffix of the records collection beside each windows collection
-DOCUMENTS = "_documents"  # suffix of the whole-document BM25 collection beside a windows collection (one row a doc)
-Progress = Callable[[int, int], None] | None
-
-
-def connect(uri: str) -> Any:
-    """A `pymilvus.MilvusClient` on `uri`: a local ``.db`` path (an embedded Milvus Lite, created when new) or a
-    server's URL (``http://host:19530``: Milvus standalone or a cluster; the same calls either way).
-
-    Raises:
-        MissingExtra: pymilvus (or milvus-lite, for a path) is not installed: ``pip install 'lengthwise[milvus]'``.
-        SettingError: On ``uri``: nothing answers there.
-    """
-    from lengthwise.core._optional import require
-
-    embedded = "://" not in uri
-    pymilvus = require("pymilvus", *(["milvus_lite"] if embedded else []), extra="milvus", field="uri", value=uri)
-    error: Exception | None = None
-    for attempt in range(LITE_ATTEMPTS if embedded else 1):  # Milvus Lite's channel, throttled (gRPC GOAWAY) on a
-        # busy machine, can fail its first connect; a server's URL is tried once (each try waits for its timeout)
-        if attempt:
-            time.sleep(0.5 * attempt)
-        try:
-            return pymilvus.MilvusClient(uri)
-        except Exception as failed:  # pymilvus raises its own MilvusException, or ConnectionError/OSError
-            error = failed
-    problem = f"no Milvus could be opened there ({type(error).__name__}: {error})"
-    if embedded:  # Milvus Lite locks its file: a second process (a server, a search) cannot open it
-        problem += "; another process may have this Milvus Lite database open (one process at a time)"
-    raise SettingError("uri", uri, f"{problem}; give a Milvus Lite database (out/milvus.db) or a running server's "
-                       "http://host:19530") from None  # fmt: skip
-
-
-def _check_name(name: str) -> str:
-    if not NAME.match(name):
-        raise SettingError("name", name, "a Milvus collection name: letters, digits and _, not starting with a digit")
-    return name
-
-
-def _windows_schema(client: Any, dim: int) -> tuple[Any, Any]:
-    from pymilvus import DataType
-
-    schema = client.create_schema(auto_id=False)
-    schema.add_field("id", DataType.INT64, is_primary=True)  # the window's row (as the local index's vectors)
-    schema.add_field("doc", DataType.INT64)  # its document's number
-    schema.add_field("dense", DataType.FLOAT_VECTOR, dim=dim)
-    schema.add_field("bm25", DataType.SPARSE_FLOAT_VECTOR)  # its row of the bm25s score matrix
-    params = client.prepare_index_params()
-    params.add_index("dense", index_type="HNSW", metric_type="IP", params={"M": 16, "efConstruction": 200})
-    params.add_index("bm25", index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
-    return schema, params
-
-
-def _documents_schema(client: Any) -> tuple[Any, Any]:
-    from pymilvus import DataType
-
-    schema = client.create_schema(auto_id=False)
-    schema.add_field("id", DataType.INT64, is_primary=True)  # the document's number
-    schema.add_field("bm25", DataType.SPARSE_FLOAT_VECTOR)  # its row of the whole-document bm25s score matrix
-    params = client.prepare_index_params()
-    params.add_index("bm25", index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
-    return schema, params
-
-
-def _records_schema(client: Any) -> tuple[Any, Any]:
-    from pymilvus import DataType
-
-    schema = client.create_schema(auto_id=False)
-    schema.add_field("key", DataType.VARCHAR, is_primary=True, max_length=64)
-    schema.add_field("value", DataType.VARCHAR, max_length=65_535)
-    schema.add_field("unused", DataType.FLOAT_VECTOR, dim=2)  # Milvus needs a vector field in every collection
-    params = client.prepare_index_params()
-    params.add_index("unused", index_type="FLAT", metric_type="IP")
-    return schema, params
-
-
-def _write_records(client: Any, collection: str, records: dict[str, Any] | Iterable[tuple[str, Any]]) -> None:
-    """Each record as JSON in rows of at most `CHUNK` characters (``key:000000``, …), then ``key`` with its count,
-    upserted in batches of about `BATCH_CHARS` characters: a batch's parts before their counts, so a key whose count
-    row is there is whole."""
-    parts: list[dict[str, Any]] = []
-    counts: list[dict[str, Any]] = []
-    size = 0
-    for key, value in records.items() if isinstance(records, dict) else records:
-        text = json.dumps(value)
-        chunks = [text[i : i + CHUNK] for i in range(0, len(text), CHUNK)] or [""]
-        parts += [{"key": f"{key}:{n:06d}", "value": part, "unused": [0.0, 0.0]} for n, part in enumerate(chunks)]
-        counts.append({"key": key, "value": str(len(chunks)), "unused": [0.0, 0.0]})
-        size += len(text)
-        if size >= BATCH_CHARS:
-            _upsert_records(client, collection, parts, counts)
-            parts, counts, size = [], [], 0
-    _upsert_records(client, collection, parts, counts)
-
-
-def _upsert_records(client: Any, collection: str, parts: list[dict[str, Any]], counts: list[dict[str, Any]]) -> None:
-    for rows in (parts, counts):
-        if rows:
-            client.upsert(collection, rows)
-
-
-def _texts(lexical: Any, offsets: np.ndarray) -> Iterator[tuple[str, Any]]:
-    """Each document's text and its windows' character spans, as the records ``text/N`` (passages)."""
-    for doc in range(len(offsets) - 1):
-        spans = np.asarray(lexical.spans[int(offsets[doc]) : int(offsets[doc + 1])]).tolist()
-        yield f"{TEXT}{doc}", {"text": lexical.text(doc), "spans": spans}
-
-
-def _read_records(client: Any, collection: str, keys: Sequence[str]) -> dict[str, Any]:
-    """The records `keys` that `_write_records` wrote whole (a key without its count row is absent)."""
-    counts = client.query(collection, filter=f"key in {json.dumps(list(keys))}", output_fields=["key", "value"])
-    found: dict[str, Any] = {}
-    for row in counts:
-        names = [f"{row['key']}:{n:06d}" for n in range(int(row["value"]))]
-        parts: dict[str, str] = {}
-        for first in range(0, len(names), PARTS_PER_QUERY):  # a few MB a query (parts are up to `CHUNK` characters)
-            chunk = names[first : first + PARTS_PER_QUERY]
-            rows = client.query(collection, filter=f"key in {json.dumps(chunk)}", output_fields=["key", "value"],
-                                limit=len(chunk))  # fmt: skip
-            parts.update({part["key"]: part["value"] for part in rows})
-        found[row["key"]] = json.loads("".join(parts[name] for name in names))
-    return found
-
-
-def _load_id(index: Any) -> str:
-    """The name of a load of `index`: what its rows are made of (its settings and shard digests, its lexical
-    settings), not its generation or tuned fusion, so the same load run again resumes it, also from a rebuild of the
-    same shards (`lengthwise index build --backend milvus` run again after a Ctrl-C in the load)."""
-    lexical = {} if index.lexical is None else dict(index.lexical.settings)
-    made = {"settings": {key: value for key, value in index.settings.items() if key != "generation"},
-            "lexical": {key: value for key, value in lexical.items() if key not in MUTABLE}}  # fmt: skip
-    return hashlib.sha256(json.dumps(made, sort_keys=True, default=str).encode()).hexdigest()[:12]
-
-
-def _unit_weights(lexical: Any, units: int) -> Any:
-    """(units, V) each window's (or, at granularity document, each document's) BM25 term scores (CSR), from
-    bm25s's (term-major) score matrix."""
-    from scipy.sparse import csc_matrix
-
-    scores = lexical.retriever.scores
-    vocabulary = len(scores["indptr"]) - 1
-    return csc_matrix((scores["data"], scores["indices"], scores["indptr"]), shape=(units, vocabulary)).tocsr()
-
-
-def _sides(lexical: Any) -> dict[str, Any]:
-    """The local index's BM25 by granularity (``window``, ``document``; both for `BothGranularities`); none without
-    text."""
-    if lexical is None:
-        return {}
-    if lexical.settings.get("granularity") == "both":
-        return {"window": lexical.window, "document": lexical.document}
-    return {str(lexical.settings.get("granularity", "window")): lexical}
-
-
-def load_into_milvus(
-    index: Any, uri: str, name: str = "lengthwise", *, batch: int = BATCH, on_progress: Progress = None
-) -> MilvusIndex:
-    """Load a built local index (`LongIndex.open`) into Milvus at `uri` as collection `name` (see the module
-    docstring): resumable, and served under `name` only once complete.
-
-    Args:
-        index: The local index (its window vectors, document ids, settings, and lexical side when it has one).
-        uri: A path (embedded Milvus Lite) or a server's URL (`connect`).
-        name: The name it is served under (a Milvus alias).
-        batch: Windows per upsert.
-        on_progress: Called with (windows loaded, windows) after each batch of windows (the documents' texts, for
-            passages, are written after the windows).
-
-    Returns:
-        The loaded index, opened (`MilvusIndex.open`).
-    """
-    client, name = connect(uri), _check_name(name)
-    if batch < 1:
-        raise SettingError("batch", batch, "must be ≥ 1")
-    windows, sides = f"{name}__{_load_id(index)}", _sides(index.lexical)
-    records, documents = windows + RECORDS, windows + DOCUMENTS
-    wanted = [(windows, _windows_schema(client, index.vectors.shape[1])), (records, _records_schema(client))]
-    if "document" in sides:  # whole-document BM25: one row per document
-        wanted.append((documents, _documents_schema(client)))
-    for collection, (schema, params) in wanted:
-        if not client.has_collection(collection):
-            client.create_collection(collection, schema=schema, index_params=params)
-    _loaded(client, *[collection for collection, _ in wanted])  # a load resumed by another process finds them released
-    done = int(_read_records(client, records, ["progress"]).get("progress", 0))
-    total, lexical = len(index.vectors), index.lexical
-    weights = _unit_weights(sides["window"], total) if "window" in sides else None
-    owners = np.repeat(np.arange(len(index.doc_ids)), np.diff(index.offsets))
-    for start in range(done, total, batch):
-        stop = min(start + batch, total)
-        client.upsert(windows, [_window_row(index.vectors, owners, weights, row) for row in range(start, stop)])
-        _write_records(client, records, {"progress": stop})
-        if on_progress is not None:
-            on_progress(stop, total)
-    if "document" in sides:
-        _load_documents(client, documents, records, sides["document"], batch)
-    if lexical is not None:
-        _write_records(client, records, _texts(lexical, np.asarray(index.offsets)))
-    _write_records(client, records, _index_records(index, lexical))
-    _settled(client, *[collection for collection, _ in wanted])
-    _publish(client, name, windows)
-    return MilvusIndex.open(uri, name)
-
-
-def _load_documents(client: Any, collection: str, records: str, side: Any, batch: int) -> None:
-    """One row per document with its whole-document BM25 weights, upserted in batches after the last one recorded
-    (``document_progress``), as the windows are."""
-    count = int(side.settings["documents"])
-    weights = _unit_weights(side, count)
-    done = int(_read_records(client, records, ["document_progress"]).get("document_progress", 0))
-    for start in range(done, count, batch):
-        stop = min(start + batch, count)
-        client.upsert(collection, [{"id": doc, "bm25": _terms(weights, doc)} for doc in range(start, stop)])
-        _write_records(client, records, {"document_progress": stop})
-
-
-def _terms(weights: Any, row: int) -> dict[int, float]:
-    """Row `row`'s nonzero BM25 term weights as a sparse vector (`NO_TERM` alone when it has none)."""
-    if weights is None:
-        terms: dict[int, float] = {}
-    else:
-        first, last = weights.indptr[row], weights.indptr[row + 1]
-        terms = dict(zip(weights.indices[first:last].tolist(), weights.data[first:last].tolist(), strict=True))
-    return {key: value for key, value in terms.items() if value} or {NO_TERM: 1.0}  # Milvus refuses an empty one
-
-
-def _window_row(vectors: np.ndarray, owners: np.ndarray, weights: Any, row: int) -> dict[str, Any]:
-    return {"id": row, "doc": int(owners[row]), "dense": np.asarray(vectors[row], dtype=np.float32).tolist(),
-            "bm25": _terms(weights, row)}  # fmt: skip
-
-
-def _index_records(index: Any, lexical: Any) -> dict[str, Any]:
-    records: dict[str, Any] = {"settings": index.settings, "doc_ids": list(index.doc_ids),
-                               "offsets": np.asarray(index.offsets).tolist()}  # fmt: skip
-    if lexical is not None:  # the vocabulary of the side a lexical search ranks by (the windows', when both)
-        records["lexical"] = {"settings": lexical.settings, **_vocabulary(lexical.tokenizer)}
-    if lexical is not None and lexical.settings.get("granularity") == "both":  # whole documents: their own vocabulary
-        records["lexical_document"] = _vocabulary(lexical.document.tokenizer)
-    return records
-
-
-def _vocabulary(tokenizer: Any) -> dict[str, Any]:
-    """What bm25s's tokenizer needs to give a query the term ids of one BM25 side (`_recorded_tokenizer`)."""
-    return {"word_to_stem": tokenizer.word_to_stem, "stem_to_sid": tokenizer.stem_to_sid,
-            "word_to_id": tokenizer.word_to_id}  # fmt: skip
-
-
-def _publish(client: Any, name: str, windows: str) -> None:
-    """Point the alias `name` at `windows` (created, or moved in one call), keeping the collection it named before
-    (an index opened on it still reads it) and dropping any older load of `name`."""
-    aliases = client.list_aliases(windows).get("aliases", []) if client.has_collection(windows) else []
-    if name in aliases:
-        return
-    before = _served(client, name)
-    if before is None:
-        client.create_alias(windows, name)
-    else:
-        client.alter_alias(windows, name)
-    kept = {f"{load}{suffix}" for load in (windows, str(before)) for suffix in ("", RECORDS, DOCUMENTS)}
-    for collection in client.list_collections():  # ours only:
-        if re.fullmatch(rf"{name}__[0-9a-f]{{12}}({RECORDS}|{DOCUMENTS})?", collection) and collection not in kept:
-            client.drop_collection(collection)
-
-
-def _settled(client: Any, *collections: str) -> None:
-    """Flush `collections` and load them again, so the engine serves them from sealed segments with their indexes
-    (HNSW, the sparse inverted index), not from the growing segments a load leaves, which it scans: several times
-    faster a query, for seconds more at the load (docs/benchmarks.md, `benchmarks/bench_milvus_read.py`)."""
-    for collection in collections:
-        client.flush(collection)
-        client.release_collection(collection)
-        _load(client, collection)
-
-
-def _loaded(client: Any, *collections: str) -> None:
-    """Load `collections` into the engine's memory for search and query: Milvus keeps a collection released in a
-    process that did not create it (a Milvus Lite database opened again, a server restarted)."""
-    for collection in collections:
-        if client.get_load_state(collection).get("state") != _loaded_state():
-            _load(client, collection)
-
-
-def _load(client: Any, collection: str) -> None:
-    """Load `collection`, tried `LOAD_ATTEMPTS` times: Milvus Lite (3.2) can read a segment's index file while its own
-    thread is still writing it after a flush ("Failed to read all data for array ... file seems not fully written",
-    seen under load in the tests), and a later try reads it whole. A load is idempotent, on a server too."""
-    for attempt in range(LOAD_ATTEMPTS):
-        try:
-            client.load_collection(collection)
-            return
-        except Exception:  # pymilvus's MilvusException carries the engine's error
-            if attempt == LOAD_ATTEMPTS - 1:
-                raise
-            time.sleep(0.5 * (attempt + 1))
-
-
-def _loaded_state() -> Any:
-    from pymilvus.client.types import LoadState
-
-    return LoadState.Loaded
-
-
-def _served(client: Any, name: str) -> str | None:
-    """The collection the alias `name` names, or None (looked up in the list: pymilvus logs a failed
-    ``describe_alias`` as an error with its traceback)."""
-    if name not in client.list_aliases().get("aliases", []):
-        return None
-    return str(client.describe_alias(name)["collection_name"])
 
 
 @dataclass
@@ -429,11 +108,7 @@ class _EngineBM25:
         weights = self._weights(query)
         if not weights or not len(docs):
             return best
-        if self.whole:
-            rows = docs
-        else:
-            counts = offsets[docs + 1] - offsets[docs]
-            rows = np.repeat(offsets[docs] - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+        rows = docs if self.whole else _window_rows(offsets, docs)
         for first in range(0, len(rows), BM25_LIMIT):
             part = rows[first : first + BM25_LIMIT]
             found = self.client.search(self.collection, [weights], anns_field="bm25", limit=len(part),
@@ -489,10 +164,9 @@ class _EngineLexical:
         rows (`_EngineBM25.scores_among`). Without it a hybrid query fused such a document on a 0: at 1M windows its
         top 10 matched the local index's for 0.3 of the queries (docs/benchmarks.md)."""
         cuts = self.cut.get(query, (True,) * len(self.sides))
-        out = sides
+        asked, out = np.unique(np.asarray(docs, dtype=np.int64)), sides
         for n, (side, cut) in enumerate(zip(self.sides, cuts, strict=True)):
-            unknown = np.unique(np.asarray(docs, dtype=np.int64))
-            unknown = unknown[out[n, unknown] == 0] if cut else unknown[:0]
+            unknown = asked[out[n, asked] == 0] if cut else asked[:0]
             if len(unknown):
                 out = out.copy() if out is sides else out
                 out[n, unknown] = side.scores_among(query, unknown, self.offsets)
@@ -501,7 +175,7 @@ class _EngineLexical:
     def _document(self, doc: int) -> dict[str, Any]:
         """Document `doc`'s text and its windows' spans, read from the records (the last `TEXTS_KEPT` kept)."""
         if doc not in self.read:
-            found = _read_records(self.client, self.collection + RECORDS, [f"{TEXT}{doc}"]).get(f"{TEXT}{doc}")
+            found = read_records(self.client, self.collection + RECORDS, [f"{TEXT}{doc}"]).get(f"{TEXT}{doc}")
             if found is None:
                 raise SettingError("passages", doc, "this load holds no text of the documents (made by an earlier "
                                    "lengthwise); load the index again, or search without passages")  # fmt: skip
@@ -538,7 +212,7 @@ def _engine_sides(client: Any, collection: str, found: dict[str, Any], served: s
     if vocabulary is None or not client.has_collection(whole):
         raise LongDocError(None, None, f"{served} holds BM25 at granularity {granularity} without its whole-document "
                            "side; load it again with lengthwise index build --backend milvus")  # fmt: skip
-    _loaded(client, whole)
+    ensure_loaded(client, whole)
     document = _EngineBM25(client, whole, _recorded_tokenizer({**found["lexical"], **vocabulary}), documents,
                            whole=True)  # fmt: skip
     return [document] if granularity == "document" else [document, _EngineBM25(client, collection, tokenizer,
@@ -568,13 +242,13 @@ class MilvusIndex(DocumentSearch):
             LongDocError: Nothing complete is served under `name` there (the message names the URI and the fix).
         """
         client = connect(uri)
-        collection = _served(client, _check_name(name))
+        collection = served_collection(client, check_name(name))
         if collection is None:
             raise LongDocError(None, None, f"{uri}: no index is served as {name!r}; load one with "
                                "lengthwise index build --backend milvus")  # fmt: skip
-        _loaded(client, collection, collection + RECORDS)
+        ensure_loaded(client, collection, collection + RECORDS)
         keys = ["settings", "doc_ids", "offsets", "lexical", "lexical_document"]
-        found = _read_records(client, collection + RECORDS, keys)
+        found = read_records(client, collection + RECORDS, keys)
         offsets = np.asarray(found["offsets"], dtype=np.int64)
         lexical = None
         if "lexical" in found:
@@ -595,9 +269,7 @@ class MilvusIndex(DocumentSearch):
         `SEARCH_LIMIT` rows a query (each query is a round trip): a filter on the document field, or on row
         ranges, scans the collection (a dense query at 1M windows took 4.8 s that way, 1.1 s now: docs/benchmarks.md,
         "At 1M windows")."""
-        starts = self.offsets[docs]
-        counts = self.offsets[docs + 1] - starts
-        rows = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+        rows = _window_rows(self.offsets, docs)
         found = [self._read(rows[first : first + SEARCH_LIMIT]) for first in range(0, len(rows), SEARCH_LIMIT)]
         found = [(ids, vectors) for ids, vectors in found if len(ids)] or [
             (np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32))
@@ -719,6 +391,12 @@ class _EngineVectors:
         first, last = np.searchsorted(self.index.offsets, [start, stop - 1], side="right") - 1
         found, _, vectors = self.index._windows(np.arange(first, last + 1))
         return vectors[(found >= start) & (found < stop)][::step]
+
+
+def _window_rows(offsets: np.ndarray, docs: np.ndarray) -> np.ndarray:
+    """The window rows of the documents numbered `docs`, in order: ``offsets[d]:offsets[d + 1]`` for each."""
+    counts = offsets[docs + 1] - offsets[docs]
+    return np.repeat(offsets[docs] - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
 
 
 def _grouped_scores(

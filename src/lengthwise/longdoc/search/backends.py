@@ -150,7 +150,8 @@ def build_index(
         build.pop("granularity", None)
     if backend.kind == "local":
         return LongIndex.build(encoded, out, **build)
-    from lengthwise.longdoc.search._backend_milvus import connect, load_into_milvus
+    from lengthwise.longdoc.search._milvus_load import load_into_milvus
+    from lengthwise.longdoc.search._milvus_store import connect
 
     assert backend.uri is not None  # checked by Backend
     if "granularity" in build:  # a wrong one is refused before the Milvus (a Milvus Lite file) is opened

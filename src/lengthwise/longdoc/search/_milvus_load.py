@@ -1,0 +1,241 @@
+"""Loading a built local index into Milvus (`load_into_milvus`; `lengthwise.longdoc.search._backend_milvus` says
+what the rows hold and how they are searched).
+
+Loading is idempotent and resumable: the collection of a load is named by what its rows are made of (`_load_id`:
+the index's settings and shards, its lexical settings, granularity included), rows are upserted by window (then
+document) number in batches, and the records collection notes the last batch written, so a load run again after an
+interruption goes on from there. The records are written last, each collection is flushed and loaded again (served
+from sealed, indexed segments; `_settled`), and the served name (a Milvus alias) moves to the new collection only
+then: a half-loaded collection is never served. An open index reads the collection the
+alias named when it opened; the load that replaces it keeps that one (and drops older ones).
+
+Example:
+    >>> local = LongIndex.open("out/index")                        # doctest: +SKIP
+    >>> engine = load_into_milvus(local, "out/milvus.db", "scifact")  # doctest: +SKIP
+    >>> hits = engine.search(["who wrote the report?"], k=10)     # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from lengthwise.core.errors import SettingError
+from lengthwise.longdoc.search._backend_milvus import MilvusIndex
+from lengthwise.longdoc.search._milvus_store import (
+    DOCUMENTS,
+    RECORDS,
+    TEXT,
+    check_name,
+    connect,
+    ensure_loaded,
+    load_collection,
+    read_records,
+    served_collection,
+    write_records,
+)
+
+__all__ = ["load_into_milvus"]
+
+BATCH = 2_000  # windows per upsert
+NO_TERM = 2**32 - 2  # the one term of a window without any (Milvus's largest sparse index; no query holds it)
+MUTABLE = ("generation", "mode", "fusion", "tuned")  # lexical settings that change no window row (the records say them)
+Progress = Callable[[int, int], None] | None
+
+
+def _windows_schema(client: Any, dim: int) -> tuple[Any, Any]:
+    from pymilvus import DataType
+
+    schema = client.create_schema(auto_id=False)
+    schema.add_field("id", DataType.INT64, is_primary=True)  # the window's row (as the local index's vectors)
+    schema.add_field("doc", DataType.INT64)  # its document's number
+    schema.add_field("dense", DataType.FLOAT_VECTOR, dim=dim)
+    schema.add_field("bm25", DataType.SPARSE_FLOAT_VECTOR)  # its row of the bm25s score matrix
+    params = client.prepare_index_params()
+    params.add_index("dense", index_type="HNSW", metric_type="IP", params={"M": 16, "efConstruction": 200})
+    params.add_index("bm25", index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
+    return schema, params
+
+
+def _documents_schema(client: Any) -> tuple[Any, Any]:
+    from pymilvus import DataType
+
+    schema = client.create_schema(auto_id=False)
+    schema.add_field("id", DataType.INT64, is_primary=True)  # the document's number
+    schema.add_field("bm25", DataType.SPARSE_FLOAT_VECTOR)  # its row of the whole-document bm25s score matrix
+    params = client.prepare_index_params()
+    params.add_index("bm25", index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
+    return schema, params
+
+
+def _records_schema(client: Any) -> tuple[Any, Any]:
+    from pymilvus import DataType
+
+    schema = client.create_schema(auto_id=False)
+    schema.add_field("key", DataType.VARCHAR, is_primary=True, max_length=64)
+    schema.add_field("value", DataType.VARCHAR, max_length=65_535)
+    schema.add_field("unused", DataType.FLOAT_VECTOR, dim=2)  # Milvus needs a vector field in every collection
+    params = client.prepare_index_params()
+    params.add_index("unused", index_type="FLAT", metric_type="IP")
+    return schema, params
+
+
+def _texts(lexical: Any, offsets: np.ndarray) -> Iterator[tuple[str, Any]]:
+    """Each document's text and its windows' character spans, as the records ``text/N`` (passages)."""
+    for doc in range(len(offsets) - 1):
+        spans = np.asarray(lexical.spans[int(offsets[doc]) : int(offsets[doc + 1])]).tolist()
+        yield f"{TEXT}{doc}", {"text": lexical.text(doc), "spans": spans}
+
+
+def _load_id(index: Any) -> str:
+    """The name of a load of `index`: what its rows are made of (its settings and shard digests, its lexical
+    settings), not its generation or tuned fusion, so the same load run again resumes it, also from a rebuild of the
+    same shards (`lengthwise index build --backend milvus` run again after a Ctrl-C in the load)."""
+    lexical = {} if index.lexical is None else dict(index.lexical.settings)
+    made = {"settings": {key: value for key, value in index.settings.items() if key != "generation"},
+            "lexical": {key: value for key, value in lexical.items() if key not in MUTABLE}}  # fmt: skip
+    return hashlib.sha256(json.dumps(made, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def _unit_weights(lexical: Any, units: int) -> Any:
+    """(units, V) each window's (or, at granularity document, each document's) BM25 term scores (CSR), from
+    bm25s's (term-major) score matrix."""
+    from scipy.sparse import csc_matrix
+
+    scores = lexical.retriever.scores
+    vocabulary = len(scores["indptr"]) - 1
+    return csc_matrix((scores["data"], scores["indices"], scores["indptr"]), shape=(units, vocabulary)).tocsr()
+
+
+def _sides(lexical: Any) -> dict[str, Any]:
+    """The local index's BM25 by granularity (``window``, ``document``; both for `BothGranularities`); none without
+    text."""
+    if lexical is None:
+        return {}
+    if lexical.settings.get("granularity") == "both":
+        return {"window": lexical.window, "document": lexical.document}
+    return {str(lexical.settings.get("granularity", "window")): lexical}
+
+
+def load_into_milvus(
+    index: Any, uri: str, name: str = "lengthwise", *, batch: int = BATCH, on_progress: Progress = None
+) -> MilvusIndex:
+    """Load a built local index (`LongIndex.open`) into Milvus at `uri` as collection `name` (see the module
+    docstring): resumable, and served under `name` only once complete.
+
+    Args:
+        index: The local index (its window vectors, document ids, settings, and lexical side when it has one).
+        uri: A path (embedded Milvus Lite) or a server's URL (`connect`).
+        name: The name it is served under (a Milvus alias).
+        batch: Windows per upsert.
+        on_progress: Called with (windows loaded, windows) after each batch of windows (the documents' texts, for
+            passages, are written after the windows).
+
+    Returns:
+        The loaded index, opened (`MilvusIndex.open`).
+    """
+    client, name = connect(uri), check_name(name)
+    if batch < 1:
+        raise SettingError("batch", batch, "must be ≥ 1")
+    windows, sides = f"{name}__{_load_id(index)}", _sides(index.lexical)
+    records, documents = windows + RECORDS, windows + DOCUMENTS
+    wanted = [(windows, _windows_schema(client, index.vectors.shape[1])), (records, _records_schema(client))]
+    if "document" in sides:  # whole-document BM25: one row per document
+        wanted.append((documents, _documents_schema(client)))
+    for collection, (schema, params) in wanted:
+        if not client.has_collection(collection):
+            client.create_collection(collection, schema=schema, index_params=params)
+    ensure_loaded(client, *[collection for collection, _ in wanted])  # released, when another process resumes it
+    done = int(read_records(client, records, ["progress"]).get("progress", 0))
+    total, lexical = len(index.vectors), index.lexical
+    weights = _unit_weights(sides["window"], total) if "window" in sides else None
+    owners = np.repeat(np.arange(len(index.doc_ids)), np.diff(index.offsets))
+    for start in range(done, total, batch):
+        stop = min(start + batch, total)
+        client.upsert(windows, [_window_row(index.vectors, owners, weights, row) for row in range(start, stop)])
+        write_records(client, records, {"progress": stop})
+        if on_progress is not None:
+            on_progress(stop, total)
+    if "document" in sides:
+        _load_documents(client, documents, records, sides["document"], batch)
+    if lexical is not None:
+        write_records(client, records, _texts(lexical, np.asarray(index.offsets)))
+    write_records(client, records, _index_records(index, lexical))
+    _settled(client, *[collection for collection, _ in wanted])
+    _publish(client, name, windows)
+    return MilvusIndex.open(uri, name)
+
+
+def _load_documents(client: Any, collection: str, records: str, side: Any, batch: int) -> None:
+    """One row per document with its whole-document BM25 weights, upserted in batches after the last one recorded
+    (``document_progress``), as the windows are."""
+    count = int(side.settings["documents"])
+    weights = _unit_weights(side, count)
+    done = int(read_records(client, records, ["document_progress"]).get("document_progress", 0))
+    for start in range(done, count, batch):
+        stop = min(start + batch, count)
+        client.upsert(collection, [{"id": doc, "bm25": _terms(weights, doc)} for doc in range(start, stop)])
+        write_records(client, records, {"document_progress": stop})
+
+
+def _terms(weights: Any, row: int) -> dict[int, float]:
+    """Row `row`'s nonzero BM25 term weights as a sparse vector (`NO_TERM` alone when it has none)."""
+    if weights is None:
+        terms: dict[int, float] = {}
+    else:
+        first, last = weights.indptr[row], weights.indptr[row + 1]
+        terms = dict(zip(weights.indices[first:last].tolist(), weights.data[first:last].tolist(), strict=True))
+    return {key: value for key, value in terms.items() if value} or {NO_TERM: 1.0}  # Milvus refuses an empty one
+
+
+def _window_row(vectors: np.ndarray, owners: np.ndarray, weights: Any, row: int) -> dict[str, Any]:
+    return {"id": row, "doc": int(owners[row]), "dense": np.asarray(vectors[row], dtype=np.float32).tolist(),
+            "bm25": _terms(weights, row)}  # fmt: skip
+
+
+def _index_records(index: Any, lexical: Any) -> dict[str, Any]:
+    records: dict[str, Any] = {"settings": index.settings, "doc_ids": list(index.doc_ids),
+                               "offsets": np.asarray(index.offsets).tolist()}  # fmt: skip
+    if lexical is not None:  # the vocabulary of the side a lexical search ranks by (the windows', when both)
+        records["lexical"] = {"settings": lexical.settings, **_vocabulary(lexical.tokenizer)}
+    if lexical is not None and lexical.settings.get("granularity") == "both":  # whole documents: their own vocabulary
+        records["lexical_document"] = _vocabulary(lexical.document.tokenizer)
+    return records
+
+
+def _vocabulary(tokenizer: Any) -> dict[str, Any]:
+    """What bm25s's tokenizer needs to give a query the term ids of one BM25 side (`_recorded_tokenizer`)."""
+    return {"word_to_stem": tokenizer.word_to_stem, "stem_to_sid": tokenizer.stem_to_sid,
+            "word_to_id": tokenizer.word_to_id}  # fmt: skip
+
+
+def _publish(client: Any, name: str, windows: str) -> None:
+    """Point the alias `name` at `windows` (created, or moved in one call), keeping the collection it named before
+    (an index opened on it still reads it) and dropping any older load of `name`."""
+    aliases = client.list_aliases(windows).get("aliases", []) if client.has_collection(windows) else []
+    if name in aliases:
+        return
+    before = served_collection(client, name)
+    if before is None:
+        client.create_alias(windows, name)
+    else:
+        client.alter_alias(windows, name)
+    kept = {f"{load}{suffix}" for load in (windows, str(before)) for suffix in ("", RECORDS, DOCUMENTS)}
+    for collection in client.list_collections():  # ours only:
+        if re.fullmatch(rf"{name}__[0-9a-f]{{12}}({RECORDS}|{DOCUMENTS})?", collection) and collection not in kept:
+            client.drop_collection(collection)
+
+
+def _settled(client: Any, *collections: str) -> None:
+    """Flush `collections` and load them again, so the engine serves them from sealed segments with their indexes
+    (HNSW, the sparse inverted index), not from the growing segments a load leaves, which it scans: several times
+    faster a query, for seconds more at the load (docs/benchmarks.md, `benchmarks/bench_milvus_read.py`)."""
+    for collection in collections:
+        client.flush(collection)
+        client.release_collection(collection)
+        load_collection(client, collection)

@@ -1,0 +1,136 @@
+"""Milvus as lengthwise talks to it, for a load (`lengthwise.longdoc.search._milvus_load`) and for an open index
+(`lengthwise.longdoc.search._backend_milvus`): the connection (embedded Milvus Lite at a path, a server or cluster at a
+URL, the same pymilvus calls), the records collection beside each load (JSON values cut into rows of `CHUNK`
+characters, each key's count row written after its parts, so a key whose count is there is whole), loading a
+collection into the engine's memory, and the collection a served name (a Milvus alias) points at."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from lengthwise.core.errors import SettingError
+
+LITE_ATTEMPTS = 3  # connects to a Milvus Lite database before its error is reported
+LOAD_ATTEMPTS = 3  # loads of a collection before its error is reported (`load_collection`)
+CHUNK = 60_000  # characters of the records per row (a VARCHAR holds at most 65,535 bytes; the JSON is ASCII)
+PARTS_PER_QUERY = 64  # record parts read by one query
+BATCH_CHARS = 4_000_000  # characters of records per upsert
+TEXT = "text/"  # the records of the documents' texts: text/0, text/1, …
+NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,180}$")
+RECORDS = "_records"  # suffix of the records collection beside each windows collection
+DOCUMENTS = "_documents"  # suffix of the whole-document BM25 collection beside a windows collection (one row a doc)
+
+
+def connect(uri: str) -> Any:
+    """A `pymilvus.MilvusClient` on `uri`: a local ``.db`` path (an embedded Milvus Lite, created when new) or a
+    server's URL (``http://host:19530``: Milvus standalone or a cluster; the same calls either way).
+
+    Raises:
+        MissingExtra: pymilvus (or milvus-lite, for a path) is not installed: ``pip install 'lengthwise[milvus]'``.
+        SettingError: On ``uri``: nothing answers there.
+    """
+    from lengthwise.core._optional import require
+
+    embedded = "://" not in uri
+    pymilvus = require("pymilvus", *(["milvus_lite"] if embedded else []), extra="milvus", field="uri", value=uri)
+    error: Exception | None = None
+    for attempt in range(LITE_ATTEMPTS if embedded else 1):  # Milvus Lite's channel, throttled (gRPC GOAWAY) on a
+        # busy machine, can fail its first connect; a server's URL is tried once (each try waits for its timeout)
+        if attempt:
+            time.sleep(0.5 * attempt)
+        try:
+            return pymilvus.MilvusClient(uri)
+        except Exception as failed:  # pymilvus raises its own MilvusException, or ConnectionError/OSError
+            error = failed
+    problem = f"no Milvus could be opened there ({type(error).__name__}: {error})"
+    if embedded:  # Milvus Lite locks its file: a second process (a server, a search) cannot open it
+        problem += "; another process may have this Milvus Lite database open (one process at a time)"
+    raise SettingError("uri", uri, f"{problem}; give a Milvus Lite database (out/milvus.db) or a running server's "
+                       "http://host:19530") from None  # fmt: skip
+
+
+def check_name(name: str) -> str:
+    if not NAME.match(name):
+        raise SettingError("name", name, "a Milvus collection name: letters, digits and _, not starting with a digit")
+    return name
+
+
+def write_records(client: Any, collection: str, records: dict[str, Any] | Iterable[tuple[str, Any]]) -> None:
+    """Each record as JSON in rows of at most `CHUNK` characters (``key:000000``, …), then ``key`` with its count,
+    upserted in batches of about `BATCH_CHARS` characters: a batch's parts before their counts, so a key whose count
+    row is there is whole."""
+    parts: list[dict[str, Any]] = []
+    counts: list[dict[str, Any]] = []
+    size = 0
+    for key, value in records.items() if isinstance(records, dict) else records:
+        text = json.dumps(value)
+        chunks = [text[i : i + CHUNK] for i in range(0, len(text), CHUNK)] or [""]
+        parts += [{"key": f"{key}:{n:06d}", "value": part, "unused": [0.0, 0.0]} for n, part in enumerate(chunks)]
+        counts.append({"key": key, "value": str(len(chunks)), "unused": [0.0, 0.0]})
+        size += len(text)
+        if size >= BATCH_CHARS:
+            _upsert_records(client, collection, parts, counts)
+            parts, counts, size = [], [], 0
+    _upsert_records(client, collection, parts, counts)
+
+
+def _upsert_records(client: Any, collection: str, parts: list[dict[str, Any]], counts: list[dict[str, Any]]) -> None:
+    for rows in (parts, counts):
+        if rows:
+            client.upsert(collection, rows)
+
+
+def read_records(client: Any, collection: str, keys: Sequence[str]) -> dict[str, Any]:
+    """The records `keys` that `write_records` wrote whole (a key without its count row is absent)."""
+    counts = client.query(collection, filter=f"key in {json.dumps(list(keys))}", output_fields=["key", "value"])
+    found: dict[str, Any] = {}
+    for row in counts:
+        names = [f"{row['key']}:{n:06d}" for n in range(int(row["value"]))]
+        parts: dict[str, str] = {}
+        for first in range(0, len(names), PARTS_PER_QUERY):  # a few MB a query (parts are up to `CHUNK` characters)
+            chunk = names[first : first + PARTS_PER_QUERY]
+            rows = client.query(collection, filter=f"key in {json.dumps(chunk)}", output_fields=["key", "value"],
+                                limit=len(chunk))  # fmt: skip
+            parts.update({part["key"]: part["value"] for part in rows})
+        found[row["key"]] = json.loads("".join(parts[name] for name in names))
+    return found
+
+
+def ensure_loaded(client: Any, *collections: str) -> None:
+    """Load `collections` into the engine's memory for search and query: Milvus keeps a collection released in a
+    process that did not create it (a Milvus Lite database opened again, a server restarted)."""
+    for collection in collections:
+        if client.get_load_state(collection).get("state") != _loaded_state():
+            load_collection(client, collection)
+
+
+def load_collection(client: Any, collection: str) -> None:
+    """Load `collection`, tried `LOAD_ATTEMPTS` times: Milvus Lite (3.2) can read a segment's index file while its own
+    thread is still writing it after a flush ("Failed to read all data for array ... file seems not fully written",
+    seen under load in the tests), and a later try reads it whole. A load is idempotent, on a server too."""
+    for attempt in range(LOAD_ATTEMPTS):
+        try:
+            client.load_collection(collection)
+            return
+        except Exception:  # pymilvus's MilvusException carries the engine's error
+            if attempt == LOAD_ATTEMPTS - 1:
+                raise
+            time.sleep(0.5 * (attempt + 1))
+
+
+def _loaded_state() -> Any:
+    from pymilvus.client.types import LoadState
+
+    return LoadState.Loaded
+
+
+def served_collection(client: Any, name: str) -> str | None:
+    """The collection the alias `name` names, or None (looked up in the list: pymilvus logs a failed
+    ``describe_alias`` as an error with its traceback)."""
+    if name not in client.list_aliases().get("aliases", []):
+        return None
+    return str(client.describe_alias(name)["collection_name"])
