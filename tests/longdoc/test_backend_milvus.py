@@ -16,6 +16,7 @@ pytest.importorskip("milvus_lite")
 
 from lengthwise.cli import app
 from lengthwise.core.errors import SettingError
+from lengthwise.core.scoring import WindowScoring
 from lengthwise.longdoc.config import LongDocError
 from lengthwise.longdoc.search import _backend_milvus as backend
 from lengthwise.longdoc.search import _milvus_load as milvus_load
@@ -92,6 +93,23 @@ def test_the_engine_gives_the_local_index_top_10_dense_hybrid_and_lexical(local:
     )
 
 
+def test_the_nearest_windows_come_back_as_similarities_unless_the_scoring_fuses_a_mean(
+    local: LongIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine's similarities rank the candidate documents (no vectors sent back) where the scoring reads only
+    similarities; the vectors where it fuses the mean of a document's windows. The same top 10 either way."""
+    engine = milvus_load.load_into_milvus(local, str(tmp_path / "milvus.db"), "haystack")
+    asked: list[list[str]] = []
+    search = engine.client.search
+    monkeypatch.setattr(engine.client, "search", lambda *a, **kw: asked.append(kw["output_fields"]) or search(*a, **kw))
+    vectors = np.asarray(local.embed_queries(QUERIES), dtype=np.float32)
+    for scoring in (WindowScoring(best_windows=2), WindowScoring(best_windows=1, fuse_mean=0.3)):
+        _same(
+            engine.search_vectors(vectors, k=10, scoring=scoring), local.search_vectors(vectors, k=10, scoring=scoring)
+        )
+    assert asked == [["id"], ["dense"]]
+
+
 def test_a_bm25_side_cut_at_the_engine_limit_still_fuses_exact_scores(
     local: LongIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -100,6 +118,9 @@ def test_a_bm25_side_cut_at_the_engine_limit_still_fuses_exact_scores(
     0.3 of the queries). Each proposal is now scored exactly, among its own rows, on a side that was cut."""
     engine = milvus_load.load_into_milvus(local, str(tmp_path / "milvus.db"), "haystack")
     monkeypatch.setattr(backend, "BM25_LIMIT", 3)
+    asked: list[list[str]] = []
+    search = engine.client.search
+    monkeypatch.setattr(engine.client, "search", lambda *a, **kw: asked.append(kw["output_fields"]) or search(*a, **kw))
     held = [(side_scores(local.lexical, query) > 0).sum(axis=1).min() for query in QUERIES]
     assert min(held) > 3  # every side of every query holds more matching documents than the limit returns
     vectors = np.asarray(local.embed_queries(QUERIES), dtype=np.float32)
@@ -110,6 +131,9 @@ def test_a_bm25_side_cut_at_the_engine_limit_still_fuses_exact_scores(
           local.ranked_with_exact(QUERIES, 10, local.search_mode("hybrid"))["exact"])  # fmt: skip
     cut = engine.lexical.side_scores(QUERIES[0])  # as cut: fewer documents than bm25s finds
     assert (cut > 0).sum() < (side_scores(local.lexical, QUERIES[0]) > 0).sum()
+    # every search, cut or again among a document's rows, asks for the ids alone: asked for no field, the engine
+    # sends every field back (each row's sparse weights and vector), 8x the time of a search at 1M windows
+    assert len(asked) > len(QUERIES) and all(fields == ["id"] for fields in asked)
 
 
 def test_an_interrupted_load_resumes_and_is_served_only_when_complete(

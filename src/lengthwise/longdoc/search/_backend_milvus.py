@@ -67,12 +67,14 @@ TEXTS_KEPT = 1_024  # documents' texts an open index keeps read (passages of the
 @dataclass
 class _EngineBM25:
     """BM25 at one granularity in the engine: the recorded tokenizer here, the rows' weights there (one row per window,
-    each scoring its document by the best, or one per document, `whole`)."""
+    each scoring its document by the best, or one per document, `whole`). A search asks for the rows' ids alone: a
+    window's document is found from its row number (`offsets`). Asked for no field, the engine sends every one back
+    (each row's sparse weights: at 1M windows a search of 16,384 rows took 14 s that way, 1.7 s with the ids)."""
 
     client: Any
     collection: str
     tokenizer: Any
-    documents: int
+    offsets: np.ndarray  # (n + 1,) each document's first window row
     whole: bool  # rows are documents (the whole-document side), not windows
 
     def query_tokens(self, query: str) -> list[int]:
@@ -89,37 +91,38 @@ class _EngineBM25:
     def searched(self, query: str) -> tuple[np.ndarray, bool]:
         """`scores`, and whether the engine's search was cut at `BM25_LIMIT` rows: then a document none of whose
         rows came back reads 0 whatever its score (`scores_among` scores it)."""
-        best = np.zeros(self.documents, dtype=np.float32)
+        best = np.zeros(len(self.offsets) - 1, dtype=np.float32)
         weights = self._weights(query)
         if not weights:
             return best, False
         found = self.client.search(self.collection, [weights], anns_field="bm25", limit=BM25_LIMIT,
-                                   search_params={"metric_type": "IP"},
-                                   output_fields=[] if self.whole else ["doc"])[0]  # fmt: skip
+                                   search_params={"metric_type": "IP"}, output_fields=["id"])[0]  # fmt: skip
         if len(found):
-            docs = np.asarray([hit["id"] if self.whole else hit["entity"]["doc"] for hit in found], dtype=np.int64)
-            np.maximum.at(best, docs, np.asarray([hit["distance"] for hit in found], dtype=np.float32))
+            np.maximum.at(best, self._owners(found), np.asarray([hit["distance"] for hit in found], dtype=np.float32))
         return best, len(found) >= BM25_LIMIT
 
-    def scores_among(self, query: str, docs: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-        """The exact scores of the sorted documents `docs` (`offsets`: each document's first window row): the
-        engine searches only their own rows, read by primary key (``id in [...]``), `BM25_LIMIT` rows a search."""
+    def scores_among(self, query: str, docs: np.ndarray) -> np.ndarray:
+        """The exact scores of the sorted documents `docs`: the engine searches only their own rows, read by primary
+        key (``id in [...]``), `BM25_LIMIT` rows a search."""
         best = np.zeros(len(docs), dtype=np.float32)
         weights = self._weights(query)
         if not weights or not len(docs):
             return best
-        rows = docs if self.whole else _window_rows(offsets, docs)
+        rows = docs if self.whole else _window_rows(self.offsets, docs)
         for first in range(0, len(rows), BM25_LIMIT):
             part = rows[first : first + BM25_LIMIT]
             found = self.client.search(self.collection, [weights], anns_field="bm25", limit=len(part),
-                                       filter=f"id in {part.tolist()}",
-                                       search_params={"metric_type": "IP"})[0]  # fmt: skip
+                                       filter=f"id in {part.tolist()}", search_params={"metric_type": "IP"},
+                                       output_fields=["id"])[0]  # fmt: skip
             if len(found):
-                ids = np.asarray([hit["id"] for hit in found], dtype=np.int64)
-                owners = ids if self.whole else np.searchsorted(offsets, ids, side="right") - 1
                 scores = np.asarray([hit["distance"] for hit in found], dtype=np.float32)
-                np.maximum.at(best, np.searchsorted(docs, owners), scores)
+                np.maximum.at(best, np.searchsorted(docs, self._owners(found)), scores)
         return best
+
+    def _owners(self, found: Any) -> np.ndarray:
+        """The documents of the rows a search found (their ids; a window's document from its row number)."""
+        ids = np.fromiter((hit["id"] for hit in found), dtype=np.int64, count=len(found))
+        return ids if self.whole else np.searchsorted(self.offsets, ids, side="right") - 1
 
     def _weights(self, query: str) -> dict[int, float]:
         """The query's sparse vector: each known term with its count (empty: no term the corpus holds)."""
@@ -169,7 +172,7 @@ class _EngineLexical:
             unknown = asked[out[n, asked] == 0] if cut else asked[:0]
             if len(unknown):
                 out = out.copy() if out is sides else out
-                out[n, unknown] = side.scores_among(query, unknown, self.offsets)
+                out[n, unknown] = side.scores_among(query, unknown)
         return out
 
     def _document(self, doc: int) -> dict[str, Any]:
@@ -204,19 +207,19 @@ def _engine_sides(client: Any, collection: str, found: dict[str, Any], served: s
             differ from the local index's, so `served` is refused with the fix.
     """
     granularity = found["lexical"]["settings"].get("granularity", "window")
-    documents, whole = len(found["doc_ids"]), collection + DOCUMENTS
+    offsets, whole = np.asarray(found["offsets"], dtype=np.int64), collection + DOCUMENTS
     tokenizer = _recorded_tokenizer(found["lexical"])
     if granularity == "window":
-        return [_EngineBM25(client, collection, tokenizer, documents, whole=False)]
+        return [_EngineBM25(client, collection, tokenizer, offsets, whole=False)]
     vocabulary = found.get("lexical_document") if granularity == "both" else found["lexical"]
     if vocabulary is None or not client.has_collection(whole):
         raise LongDocError(None, None, f"{served} holds BM25 at granularity {granularity} without its whole-document "
                            "side; load it again with lengthwise index build --backend milvus")  # fmt: skip
     ensure_loaded(client, whole)
-    document = _EngineBM25(client, whole, _recorded_tokenizer({**found["lexical"], **vocabulary}), documents,
+    document = _EngineBM25(client, whole, _recorded_tokenizer({**found["lexical"], **vocabulary}), offsets,
                            whole=True)  # fmt: skip
     return [document] if granularity == "document" else [document, _EngineBM25(client, collection, tokenizer,
-                                                                                documents, whole=False)]  # fmt: skip
+                                                                                offsets, whole=False)]  # fmt: skip
 
 
 @dataclass(eq=False)
@@ -323,22 +326,37 @@ class MilvusIndex(DocumentSearch):
         `SEARCH_LIMIT` matching windows)."""
         return multi_vector_scores(units, self._every_window(), scoring, unit=True)
 
-    def _candidates(self, units: torch.Tensor, candidates: int, probes: int) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Per query, (documents, vectors) of its `candidates` nearest windows in the engine."""
+    def _candidates(
+        self, units: torch.Tensor, candidates: int, probes: int, scoring: WindowScoring
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per query, (documents, windows) of its `candidates` nearest windows in the engine: each window's document
+        from its row number (`offsets`), the windows as the engine's similarities (a column) where `scoring` needs
+        nothing else, as their vectors only where it fuses a mean of windows (`_proposed`). At 1M windows, 1,000
+        vectors sent back cost a dense query a fifth of its time (docs/benchmarks.md, "At 1M windows")."""
         limit = max(1, min(candidates, SEARCH_LIMIT, int(self.offsets[-1])))
         found = self.client.search(self.collection, units.numpy().tolist(), anns_field="dense", limit=limit,
                                    search_params={"metric_type": "IP", "params": {"ef": max(probes, limit)}},
-                                   output_fields=["doc", "dense"])  # fmt: skip
-        return [(np.asarray([h["entity"]["doc"] for h in hits], dtype=np.int64),
-                 np.asarray([h["entity"]["dense"] for h in hits], dtype=np.float32)) for hits in found]  # fmt: skip
+                                   output_fields=["dense"] if scoring.fuse_mean else ["id"])  # fmt: skip
+        out = []
+        for hits in found:
+            rows = np.fromiter((h["id"] for h in hits), dtype=np.int64, count=len(hits))
+            windows = (
+                np.asarray([h["entity"]["dense"] for h in hits], dtype=np.float32)
+                if scoring.fuse_mean
+                else np.fromiter((h["distance"] for h in hits), dtype=np.float32, count=len(hits))[:, None]
+            )
+            out.append((np.searchsorted(self.offsets, rows, side="right") - 1, windows))  # fmt: skip
+        return out
 
     def _proposed(self, query: torch.Tensor, found: tuple[np.ndarray, np.ndarray], scoring: Any) -> np.ndarray:
-        """The candidate documents, best first, each scored on its candidate windows."""
-        owners, vectors = found
+        """The candidate documents, best first, each scored on its candidate windows (`_candidates`: their vectors,
+        or their similarities as one-wide vectors scored against a query of 1)."""
+        owners, windows = found
         if not len(owners):
             return np.zeros(0, dtype=np.int64)
         docs = np.unique(owners)
-        return docs[np.argsort(-_grouped_scores(query, docs, owners, vectors, scoring), kind="stable")]
+        query = query if WindowScoring.of(scoring).fuse_mean else torch.ones(1)
+        return docs[np.argsort(-_grouped_scores(query, docs, owners, windows, scoring), kind="stable")]
 
     def search_vectors(
         self,
@@ -353,7 +371,7 @@ class MilvusIndex(DocumentSearch):
         """The `k` best documents per query row, as `LongIndex.search_vectors`: the engine's nearest windows rank
         their documents, the best ``max(10·k, 100)`` are scored exactly on all their windows."""
         units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries), dtype=torch.float32), dim=-1)
-        found = self._candidates(units, candidates or CANDIDATES, probes or 64)
+        found = self._candidates(units, candidates or CANDIDATES, probes or 64, WindowScoring.of(scoring))
 
         def rescored(pair: tuple[torch.Tensor, Any]) -> list[tuple[str, float]]:
             docs = np.sort(self._proposed(pair[0], pair[1], scoring)[: max(RESCORED * k, RESCORED_AT_LEAST)])
@@ -374,7 +392,7 @@ class MilvusIndex(DocumentSearch):
     ) -> list[np.ndarray]:
         """Per query row, the numbers of its `count` best candidate documents (as `LongIndex.proposals`)."""
         units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries), dtype=torch.float32), dim=-1)
-        found = self._candidates(units, candidates or CANDIDATES, probes or 64)
+        found = self._candidates(units, candidates or CANDIDATES, probes or 64, WindowScoring.of(scoring))
         pairs = zip(units, found, strict=True)
         return each(search_pool(search_threads, len(found)), lambda p: self._proposed(p[0], p[1], scoring)[:count],
                     pairs)  # fmt: skip
