@@ -270,8 +270,8 @@ class MilvusIndex(DocumentSearch):
         """(rows, documents, vectors) of every window of the sorted documents `docs`, by row. A document's windows
         are the rows ``offsets[d]:offsets[d + 1]``, so they are read by primary key (``id in [...]``), at most
         `SEARCH_LIMIT` rows a query (each query is a round trip): a filter on the document field, or on row
-        ranges, scans the collection (a dense query at 1M windows took 4.8 s that way, 1.1 s now: docs/benchmarks.md,
-        "At 1M windows")."""
+        ranges, scans the collection (a dense query at 1M windows took 4.8 s that way, 1.1 s by primary key:
+        docs/benchmarks.md, "At 1M windows")."""
         rows = _window_rows(self.offsets, docs)
         found = [self._read(rows[first : first + SEARCH_LIMIT]) for first in range(0, len(rows), SEARCH_LIMIT)]
         found = [(ids, vectors) for ids, vectors in found if len(ids)] or [
