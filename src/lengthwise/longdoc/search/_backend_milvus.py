@@ -24,10 +24,9 @@ its terms; beyond that, documents whose only matching rows fall past the limit s
 A load is `lengthwise.longdoc.search._milvus_load`'s; the connection and the records collection are
 `lengthwise.longdoc.search._milvus_store`'s.
 
-Example:
-    >>> local = LongIndex.open("out/index")                        # doctest: +SKIP
-    >>> engine = load_into_milvus(local, "out/milvus.db", "scifact")  # doctest: +SKIP
-    >>> hits = engine.search(["who wrote the report?"], k=10)     # doctest: +SKIP
+Example (an index loaded before, by `load_into_milvus` or ``lengthwise index build --backend milvus``):
+    >>> engine = MilvusIndex.open("out/milvus.db", "scifact")       # doctest: +SKIP
+    >>> hits = engine.search(["who wrote the report?"], k=10, mode="hybrid")  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -345,7 +344,7 @@ class MilvusIndex(DocumentSearch):
                 if scoring.fuse_mean
                 else np.fromiter((h["distance"] for h in hits), dtype=np.float32, count=len(hits))[:, None]
             )
-            out.append((np.searchsorted(self.offsets, rows, side="right") - 1, windows))  # fmt: skip
+            out.append((np.searchsorted(self.offsets, rows, side="right") - 1, windows))
         return out
 
     def _proposed(self, query: torch.Tensor, found: tuple[np.ndarray, np.ndarray], scoring: Any) -> np.ndarray:
