@@ -347,14 +347,16 @@ class MilvusIndex(DocumentSearch):
             out.append((np.searchsorted(self.offsets, rows, side="right") - 1, windows))
         return out
 
-    def _proposed(self, query: torch.Tensor, found: tuple[np.ndarray, np.ndarray], scoring: Any) -> np.ndarray:
+    def _proposed(
+        self, query: torch.Tensor, found: tuple[np.ndarray, np.ndarray], scoring: WindowScoring
+    ) -> np.ndarray:
         """The candidate documents, best first, each scored on its candidate windows (`_candidates`: their vectors,
         or their similarities as one-wide vectors scored against a query of 1)."""
         owners, windows = found
         if not len(owners):
             return np.zeros(0, dtype=np.int64)
         docs = np.unique(owners)
-        query = query if WindowScoring.of(scoring).fuse_mean else torch.ones(1)
+        query = query if scoring.fuse_mean else torch.ones(1)
         return docs[np.argsort(-_grouped_scores(query, docs, owners, windows, scoring), kind="stable")]
 
     def search_vectors(
@@ -370,7 +372,8 @@ class MilvusIndex(DocumentSearch):
         """The `k` best documents per query row, as `LongIndex.search_vectors`: the engine's nearest windows rank
         their documents, the best ``max(10·k, 100)`` are scored exactly on all their windows."""
         units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries), dtype=torch.float32), dim=-1)
-        found = self._candidates(units, candidates or CANDIDATES, probes or 64, WindowScoring.of(scoring))
+        scoring = WindowScoring.of(scoring)
+        found = self._candidates(units, candidates or CANDIDATES, probes or 64, scoring)
 
         def rescored(pair: tuple[torch.Tensor, Any]) -> list[tuple[str, float]]:
             docs = np.sort(self._proposed(pair[0], pair[1], scoring)[: max(RESCORED * k, RESCORED_AT_LEAST)])
@@ -391,7 +394,8 @@ class MilvusIndex(DocumentSearch):
     ) -> list[np.ndarray]:
         """Per query row, the numbers of its `count` best candidate documents (as `LongIndex.proposals`)."""
         units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries), dtype=torch.float32), dim=-1)
-        found = self._candidates(units, candidates or CANDIDATES, probes or 64, WindowScoring.of(scoring))
+        scoring = WindowScoring.of(scoring)
+        found = self._candidates(units, candidates or CANDIDATES, probes or 64, scoring)
         pairs = zip(units, found, strict=True)
         return each(search_pool(search_threads, len(found)), lambda p: self._proposed(p[0], p[1], scoring)[:count],
                     pairs)  # fmt: skip

@@ -54,6 +54,7 @@ def connect(uri: str) -> Any:
 
 
 def check_name(name: str) -> str:
+    """`name`, checked as a Milvus collection (and alias) name."""
     if not NAME.match(name):
         raise SettingError("name", name, "a Milvus collection name: letters, digits and _, not starting with a digit")
     return name
