@@ -3,8 +3,10 @@
 is (no HNSW, no aliases: docs/engines.md), so this times the calls themselves on `--rows` real window vectors of the
 1M scale index (all-MiniLM-L6-v2 windows with noise), 20 windows a document, each with an 8-term sparse vector:
 
-- insert, `--batch` rows a call (the load's upserts);
-- the nearest windows of one query (IVF_FLAT, nlist 1024: what Milvus Lite 2.5.1 allows), limit 10 and 1,000;
+- insert, `--batch` rows a call (the load's upserts), and first a sweep of batch sizes on `--sweep-rows` rows each
+  (an insert's cost a row grows with its batch: session 51 found 0.06 ms a row at 500 and 2.6 ms at 5,000);
+- the nearest windows of one query (IVF_FLAT, nlist 1024: what Milvus Lite 2.5.1 allows), limit 10 and 1,000,
+  and the 10 nearest's recall against an exact scan (numpy) of the same rows;
 - a sparse inner-product search of limit 16,384 (a BM25 side; the rows that hold one of 4 random terms of 5,000);
 - reading windows back by primary key with their vectors (`id in [...]`; the rescoring), in one query and in
   queries of 200.
@@ -61,11 +63,25 @@ def _collection(client: Any, dim: int) -> None:
     client.create_collection("windows", schema=schema, index_params=index)
 
 
+def _insert(client: Any, vectors: Any, first: int, last: int, rng: Any) -> None:
+    part = np.asarray(vectors[first:last], dtype=np.float32).tolist()
+    client.insert("windows", [{"id": first + i, "doc": (first + i) // PER_DOC, "dense": row,
+                               "bm25": {int(t): 1.0 for t in rng.integers(0, 5_000, 8)}}
+                              for i, row in enumerate(part)])  # fmt: skip
+
+
+def _scan(vectors: Any, query: Any, step: int = 100_000) -> Any:
+    return np.concatenate([np.asarray(vectors[at : at + step], dtype=np.float32) @ query
+                           for at in range(0, len(vectors), step)])  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--vectors", type=Path, required=True, help="a (windows, dim) float32 .npy (memory-mapped)")
     parser.add_argument("--rows", type=int, default=50_000)
-    parser.add_argument("--batch", type=int, default=5_000)
+    parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--sweep", default="500,1000,2000,5000", help="batch sizes to time, comma-separated")
+    parser.add_argument("--sweep-rows", type=int, default=10_000)
     parser.add_argument("--out", type=Path, default=None, help="the database folder (default: a temporary one)")
     args = parser.parse_args()
     from pymilvus import MilvusClient
@@ -74,19 +90,30 @@ def main() -> None:
     if len(vectors) < args.rows:
         raise SystemExit(f"error: {args.vectors} holds {len(vectors)} vectors; ask for --rows {len(vectors)} or fewer")
     folder = args.out or Path(tempfile.mkdtemp(prefix="bench-milvus-lite25-"))
+    folder.mkdir(parents=True, exist_ok=True)
     before, rng = os.getloadavg(), np.random.default_rng(0)
     client = MilvusClient(str(folder / "milvus.db"))
+    sweep = {}
+    for size in [int(b) for b in args.sweep.split(",") if b]:
+        _collection(client, vectors.shape[1])
+        start = time.perf_counter()
+        for first in range(0, args.sweep_rows, size):
+            _insert(client, vectors, first, min(args.sweep_rows, first + size), rng)
+        sweep[str(size)] = 1000 * (time.perf_counter() - start) / args.sweep_rows
+        print(f"  insert in batches of {size}: {sweep[str(size)]:.3f} ms a row", flush=True)
+        client.drop_collection("windows")
     _collection(client, vectors.shape[1])
     start = time.perf_counter()
     for first in range(0, args.rows, args.batch):
-        part = np.asarray(vectors[first : first + args.batch], dtype=np.float32).tolist()
-        client.insert("windows", [{"id": first + i, "doc": (first + i) // PER_DOC, "dense": row,
-                                   "bm25": {int(t): 1.0 for t in rng.integers(0, 5_000, 8)}}
-                                  for i, row in enumerate(part)])  # fmt: skip
-        print(f"  {first + len(part):,} rows, {time.perf_counter() - start:.0f} s", flush=True)
+        last = min(args.rows, first + args.batch)
+        _insert(client, vectors, first, last, rng)
+        if last % 50_000 == 0 or last == args.rows:
+            print(f"  {last:,} rows, {time.perf_counter() - start:.0f} s", flush=True)
     insert_s = time.perf_counter() - start
     client.flush("windows")
+    start = time.perf_counter()
     client.load_collection("windows")
+    load_s = time.perf_counter() - start
     queries = np.asarray(vectors[rng.integers(0, args.rows, 20)], dtype=np.float32)
 
     def nearest(limit: int) -> Any:
@@ -94,6 +121,9 @@ def main() -> None:
                                        search_params={"metric_type": "IP", "params": {"nprobe": 32}},
                                        output_fields=["id"])  # fmt: skip
 
+    exact = [set(np.argsort(-_scan(vectors[: args.rows], q))[:10].tolist()) for q in queries]
+    hits = [{int(h["id"]) for h in nearest(10)(n)[0]} for n in range(len(queries))]
+    recall = statistics.mean(len(e & h) / 10 for e, h in zip(exact, hits, strict=True))
     returned: list[int] = []
 
     def sparse(n: int) -> Any:
@@ -111,7 +141,8 @@ def main() -> None:
     result = {
         "rows": args.rows, "dim": int(vectors.shape[1]), "batch": args.batch, "vectors": str(args.vectors),
         "versions": {p: version(p) for p in ("pymilvus", "milvus-lite")},
-        "insert_s": insert_s, "insert_ms_per_row": 1000 * insert_s / args.rows,
+        "insert_s": insert_s, "insert_ms_per_row": 1000 * insert_s / args.rows, "load_s": load_s,
+        "insert_ms_per_row_by_batch": sweep, "sweep_rows": args.sweep_rows, "nearest_10_recall_vs_exact": recall,
         "nearest_10_p50_ms": _p50_ms(nearest(10), 20), "nearest_1000_p50_ms": _p50_ms(nearest(1_000), 20),
         "sparse_16384_p50_ms": _p50_ms(sparse, 10), "sparse_rows_returned_p50": statistics.median(returned),
         "read_2000_by_id_one_query_p50_ms": _p50_ms(read(2_000), 3),

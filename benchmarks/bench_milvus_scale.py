@@ -142,12 +142,13 @@ def _engine_floor(engine: Any, vectors: np.ndarray) -> dict[str, Any]:
     def nearest(unit: np.ndarray) -> float:
         start = time.perf_counter()
         engine.client.search(engine.collection, [unit.tolist()], anns_field="dense", limit=10, output_fields=["id"],
-                             search_params={"metric_type": "IP", "params": {"ef": 64}})  # fmt: skip
+                             search_params={"metric_type": "IP", "params": {"ef": 64, "nprobe": 64}})  # fmt: skip
         return 1000 * (time.perf_counter() - start)
 
     nearest(units[0])
     times = [nearest(unit) for unit in units]
-    return {"what": "client.search, limit 10, ef 64, output_fields ['id'], one query vector a call",
+    return {"what": "client.search, limit 10, ef 64 (HNSW) or nprobe 64 (IVF_FLAT), output_fields ['id'], one query "
+            "vector a call",
             "searches": len(times), "p50_ms": statistics.median(times), "min_ms": min(times)}  # fmt: skip
 
 
@@ -180,7 +181,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/lengthwise-bench-hybrid"), help="bench_hybrid's")
     parser.add_argument("--out", type=Path, default=None, help="default: /tmp/bench_milvus_scale-<windows>")
     parser.add_argument("--queries", type=int, default=50)
-    parser.add_argument("--batch", type=int, default=2_000, help="windows per upsert")
+    parser.add_argument("--batch", type=int, default=None, help="windows per insert (default: the load's own)")
     parser.add_argument("--steps", nargs="+", default=["milvus_load", "queries", "local_build"],
                         choices=["milvus_load", "queries", "local_build"])  # fmt: skip
     parser.add_argument("--again", action="store_true", help="run finished steps again")
@@ -197,7 +198,13 @@ def main() -> None:
                          f"{args.windows} --granularity both --fusion default first")  # fmt: skip
     args.out = args.out or Path(f"/tmp/bench_milvus_scale-{args.windows}")
     args.out.mkdir(parents=True, exist_ok=True)
-    key, command = f"scale-{args.windows}", "python benchmarks/bench_milvus_scale.py " + " ".join(sys.argv[1:])
+    from lengthwise.longdoc.search._milvus_load import BATCH
+    from lengthwise.longdoc.search._milvus_store import engine_kind
+
+    args.batch = args.batch or BATCH
+    kind = engine_kind(str(args.out / "milvus.db"))  # Milvus Lite 3.x's figures keep the section they always had
+    key = f"scale-{args.windows}" + ("" if kind == "lite-python" else f"-{kind}")
+    command = "python benchmarks/bench_milvus_scale.py " + " ".join(sys.argv[1:])
     made = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
     section = made.get(key, {})
     local = lw.LongIndex.open(_linked_index(args.source, args.out), load_model=lw.load_model)
@@ -224,6 +231,10 @@ def main() -> None:
         made[key] = section
         write_json_atomic(RESULTS, made)
         print(step, json.dumps(section[step]), flush=True)
+    if "milvus_load" in section and (args.out / "milvus.db").exists():  # measured again: a file on Milvus Lite 2.x,
+        # which `_bytes` read as 0 before session 51
+        windows = section["windows"]
+        section["milvus_load"]["milvus_bytes_per_window"] = _bytes(args.out / "milvus.db") / windows
     if {"milvus_load", "local_build"} <= section.keys():
         load, local = section["milvus_load"]["milvus_load_s"], section["local_build"]["local_build_s"]
         section["milvus_load_over_local_build"] = load / local

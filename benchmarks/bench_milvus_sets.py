@@ -40,8 +40,11 @@ SETS = {  # name → (the corpus file, the BEIR folder whose test queries are as
 SYNTHETIC_PER_LENGTH, SYNTHETIC_SEED = 10, 0  # bench_hybrid quality's test sets (--per-length, the test seed)
 
 
-def _bytes(folder: Path) -> int:
-    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+def _bytes(path: Path) -> int:
+    """Bytes on disk of a folder (Milvus Lite 3.x's database) or a file (Milvus Lite 2.x's)."""
+    if path.is_file():
+        return path.stat().st_size
+    return sum(part.stat().st_size for part in path.rglob("*") if part.is_file())
 
 
 def _recall(found: list[list[str]], exact: list[list[str]]) -> float:

@@ -45,10 +45,12 @@ from lengthwise.longdoc.config import LongDocError
 from lengthwise.longdoc.search._document_search import RESCORED, RESCORED_AT_LEAST, DocumentSearch
 from lengthwise.longdoc.search._milvus_store import (
     DOCUMENTS,
+    READ_ROWS,
     RECORDS,
     TEXT,
     check_name,
     connect,
+    engine_kind,
     ensure_loaded,
     read_records,
     served_collection,
@@ -228,13 +230,14 @@ class MilvusIndex(DocumentSearch):
 
     client: Any
     uri: str
-    collection: str  # the windows collection the alias named when opened
+    collection: str  # the windows collection the served name named when opened
     settings: dict[str, Any]
     doc_ids: list[str]
     offsets: np.ndarray  # (n + 1,)
     lexical: _EngineLexical | None = None
     model: Any = None
     load_model: Any = field(default=None)
+    kind: str = "server"  # the engine (`engine_kind`): how many rows a read asks for, and who scores a document
 
     @classmethod
     def open(cls, uri: str, name: str = "lengthwise", *, load_model: Any = None) -> MilvusIndex:
@@ -256,7 +259,8 @@ class MilvusIndex(DocumentSearch):
         if "lexical" in found:
             sides = _engine_sides(client, collection, found, f"{uri}: the index served as {name!r}")
             lexical = _EngineLexical(client, collection, found["lexical"]["settings"], sides, offsets)
-        return cls(client, uri, collection, found["settings"], found["doc_ids"], offsets, lexical, None, load_model)
+        return cls(client, uri, collection, found["settings"], found["doc_ids"], offsets, lexical, None, load_model,
+                   engine_kind(uri))  # fmt: skip
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.uri!r}, {self.collection!r})"
@@ -267,12 +271,12 @@ class MilvusIndex(DocumentSearch):
 
     def _windows(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(rows, documents, vectors) of every window of the sorted documents `docs`, by row. A document's windows
-        are the rows ``offsets[d]:offsets[d + 1]``, so they are read by primary key (``id in [...]``), at most
-        `SEARCH_LIMIT` rows a query (each query is a round trip): a filter on the document field, or on row
-        ranges, scans the collection (a dense query at 1M windows took 4.8 s that way, 1.1 s by primary key:
+        are the rows ``offsets[d]:offsets[d + 1]``, so they are read by primary key (``id in [...]``), `read_rows`
+        rows a query (each query is a round trip): a filter on the document field, or on row ranges, makes Milvus
+        Lite 3.x scan the collection (a dense query at 1M windows took 4.8 s that way, 1.1 s by primary key:
         docs/benchmarks.md, "At 1M windows")."""
-        rows = _window_rows(self.offsets, docs)
-        found = [self._read(rows[first : first + SEARCH_LIMIT]) for first in range(0, len(rows), SEARCH_LIMIT)]
+        rows, step = _window_rows(self.offsets, docs), self.read_rows
+        found = [self._read(rows[first : first + step]) for first in range(0, len(rows), step)]
         found = [(ids, vectors) for ids, vectors in found if len(ids)] or [
             (np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32))
         ]
@@ -280,6 +284,39 @@ class MilvusIndex(DocumentSearch):
         order = np.argsort(rows, kind="stable")
         rows = rows[order]
         return rows, np.searchsorted(self.offsets, rows, side="right") - 1, vectors[order]
+
+    @property
+    def read_rows(self) -> int:
+        """Rows one read by primary key asks for (`READ_ROWS`, by the engine)."""
+        return READ_ROWS[self.kind]
+
+    def _similarities(self, query: torch.Tensor, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """(documents, similarities as a column) of every window of the sorted documents `docs`: the engine's inner
+        products with `query`, from dense searches among those documents' rows alone (a filter on their numbers, at
+        most `SEARCH_LIMIT` rows a search). None where a search did not send every one of them back (an engine whose
+        filtered search is approximate, or a document of more windows than one search returns): then the windows
+        are read back (`_windows`)."""
+        counts = self.offsets[docs + 1] - self.offsets[docs]
+        if not len(docs) or counts.max() > SEARCH_LIMIT:
+            return None
+        starts, total = [0], 0
+        for n, count in enumerate(counts.tolist()):
+            if total + count > SEARCH_LIMIT:
+                starts.append(n)
+                total = 0
+            total += count
+        owners, similarities = [], []
+        for first, last in zip(starts, [*starts[1:], len(docs)], strict=True):
+            wanted = int(counts[first:last].sum())
+            found = self.client.search(self.collection, [query.tolist()], anns_field="dense", limit=wanted,
+                                       filter=f"doc in {docs[first:last].tolist()}", output_fields=["id"],
+                                       search_params={"metric_type": "IP", "params": {"ef": wanted}})[0]  # fmt: skip
+            if len(found) != wanted:
+                return None
+            rows = np.fromiter((h["id"] for h in found), dtype=np.int64, count=wanted)
+            owners.append(np.searchsorted(self.offsets, rows, side="right") - 1)
+            similarities.append(np.fromiter((h["distance"] for h in found), dtype=np.float32, count=wanted))
+        return np.concatenate(owners), np.concatenate(similarities)[:, None]
 
     def _read(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(rows, vectors) of the windows numbered `rows`, in the engine's order. The vectors come back as one
@@ -300,6 +337,10 @@ class MilvusIndex(DocumentSearch):
         if len(docs) == len(self.doc_ids) and np.array_equal(docs, np.arange(len(docs))):  # every document
             return multi_vector_scores(query[None], self._every_window(), scoring, unit=True)[0].numpy()
         ordered, back = np.unique(np.asarray(docs, dtype=np.int64), return_inverse=True)
+        scoring = WindowScoring.of(scoring)
+        scored = None if scoring.fuse_mean or self.kind == "lite-python" else self._similarities(query, ordered)
+        if scored is not None:  # the engine's similarities, scored as one-wide windows against a query of 1
+            return _grouped_scores(torch.ones(1), ordered, scored[0], scored[1], scoring)[back]
         _, owners, vectors = self._windows(ordered)
         return _grouped_scores(query, ordered, owners, vectors, scoring)[back]
 
@@ -333,8 +374,9 @@ class MilvusIndex(DocumentSearch):
         nothing else, as their vectors only where it fuses a mean of windows (`_proposed`). At 1M windows, 1,000
         vectors sent back cost a dense query a fifth of its time (docs/benchmarks.md, "At 1M windows")."""
         limit = max(1, min(candidates, SEARCH_LIMIT, int(self.offsets[-1])))
+        params = {"ef": max(probes, limit), "nprobe": probes}  # HNSW reads one, IVF_FLAT the other (`dense_index`)
         found = self.client.search(self.collection, units.numpy().tolist(), anns_field="dense", limit=limit,
-                                   search_params={"metric_type": "IP", "params": {"ef": max(probes, limit)}},
+                                   search_params={"metric_type": "IP", "params": params},
                                    output_fields=["dense"] if scoring.fuse_mean else ["id"])  # fmt: skip
         out = []
         for hits in found:

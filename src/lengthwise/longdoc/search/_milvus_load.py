@@ -2,12 +2,14 @@
 what the rows hold and how they are searched).
 
 Loading is idempotent and resumable: the collection of a load is named by what its rows are made of (`_load_id`:
-the index's settings and shards, its lexical settings, granularity included), rows are upserted by window (then
+the index's settings and shards, its lexical settings, granularity included), rows are inserted by window (then
 document) number in batches, and the records collection notes the last batch written, so a load run again after an
-interruption goes on from there. The records are written last, each collection is flushed and loaded again (served
-from sealed, indexed segments; `_settled`), and the served name (a Milvus alias) moves to the new collection only
-then: a half-loaded collection is never served. An open index reads the collection the
-alias named when it opened; the load that replaces it keeps that one (and drops older ones).
+interruption deletes any row past that batch and goes on from there (an insert, not an upsert: Milvus Lite 2.5's
+upsert slows as the collection grows). The records are written last, each collection is flushed and loaded again
+(served from sealed, indexed segments; `_settled`), and only then does the served name's one record (the collection
+``name + SERVED``) name the new collection: a half-loaded collection is never served. An open index reads the
+collection the name named when it opened; the load that replaces it keeps that one (and drops older ones). A record,
+not a Milvus alias, names it: Milvus Lite 2.5 has no aliases, and a record works on every Milvus.
 
 Example:
     >>> local = LongIndex.open("out/index")                        # doctest: +SKIP
@@ -30,9 +32,12 @@ from lengthwise.longdoc.search._backend_milvus import MilvusIndex
 from lengthwise.longdoc.search._milvus_store import (
     DOCUMENTS,
     RECORDS,
+    SERVED,
     TEXT,
     check_name,
     connect,
+    dense_index,
+    engine_kind,
     ensure_loaded,
     load_collection,
     read_records,
@@ -42,13 +47,16 @@ from lengthwise.longdoc.search._milvus_store import (
 
 __all__ = ["load_into_milvus"]
 
-BATCH = 2_000  # windows per upsert
+BATCH = (
+    500  # windows per insert (Milvus Lite 2.5's insert costs more a row the larger its batch: 0.13 ms at 500, 0.35 at
+)
+# 2,000, 2.6 at 5,000; an upsert more the larger the collection: `benchmarks/bench_milvus_lite25.py`)
 NO_TERM = 2**32 - 2  # the one term of a window without any (Milvus's largest sparse index; no query holds it)
 MUTABLE = ("generation", "mode", "fusion", "tuned")  # lexical settings that change no window row (the records say them)
 Progress = Callable[[int, int], None] | None
 
 
-def _windows_schema(client: Any, dim: int) -> tuple[Any, Any]:
+def _windows_schema(client: Any, dim: int, kind: str) -> tuple[Any, Any]:
     from pymilvus import DataType
 
     schema = client.create_schema(auto_id=False)
@@ -57,7 +65,7 @@ def _windows_schema(client: Any, dim: int) -> tuple[Any, Any]:
     schema.add_field("dense", DataType.FLOAT_VECTOR, dim=dim)
     schema.add_field("bm25", DataType.SPARSE_FLOAT_VECTOR)  # its row of the bm25s score matrix
     params = client.prepare_index_params()
-    params.add_index("dense", index_type="HNSW", metric_type="IP", params={"M": 16, "efConstruction": 200})
+    params.add_index("dense", **dense_index(kind))
     params.add_index("bm25", index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
     return schema, params
 
@@ -131,8 +139,8 @@ def load_into_milvus(
     Args:
         index: The local index (its window vectors, document ids, settings, and lexical side when it has one).
         uri: A path (embedded Milvus Lite) or a server's URL (`connect`).
-        name: The name it is served under (a Milvus alias).
-        batch: Windows per upsert.
+        name: The name it is served under (a record of the collection ``name + SERVED``).
+        batch: Windows per insert.
         on_progress: Called with (windows loaded, windows) after each batch of windows (the documents' texts, for
             passages, are written after the windows).
 
@@ -144,7 +152,10 @@ def load_into_milvus(
         raise SettingError("batch", batch, "must be ≥ 1")
     windows, sides = f"{name}__{_load_id(index)}", _sides(index.lexical)
     records, documents = windows + RECORDS, windows + DOCUMENTS
-    wanted = [(windows, _windows_schema(client, index.vectors.shape[1])), (records, _records_schema(client))]
+    wanted = [
+        (windows, _windows_schema(client, index.vectors.shape[1], engine_kind(uri))),
+        (records, _records_schema(client)),
+    ]
     if "document" in sides:  # whole-document BM25: one row per document
         wanted.append((documents, _documents_schema(client)))
     for collection, (schema, params) in wanted:
@@ -155,9 +166,10 @@ def load_into_milvus(
     total, lexical = len(index.vectors), index.lexical
     weights = _unit_weights(sides["window"], total) if "window" in sides else None
     owners = np.repeat(np.arange(len(index.doc_ids)), np.diff(index.offsets))
+    client.delete(windows, filter=f"id >= {done}")  # a batch written before an interruption recorded it
     for start in range(done, total, batch):
         stop = min(start + batch, total)
-        client.upsert(windows, [_window_row(index.vectors, owners, weights, row) for row in range(start, stop)])
+        client.insert(windows, [_window_row(index.vectors, owners, weights, row) for row in range(start, stop)])
         write_records(client, records, {"progress": stop})
         if on_progress is not None:
             on_progress(stop, total)
@@ -172,14 +184,15 @@ def load_into_milvus(
 
 
 def _load_documents(client: Any, collection: str, records: str, side: Any, batch: int) -> None:
-    """One row per document with its whole-document BM25 weights, upserted in batches after the last one recorded
+    """One row per document with its whole-document BM25 weights, inserted in batches after the last one recorded
     (``document_progress``), as the windows are."""
     count = int(side.settings["documents"])
     weights = _unit_weights(side, count)
     done = int(read_records(client, records, ["document_progress"]).get("document_progress", 0))
+    client.delete(collection, filter=f"id >= {done}")
     for start in range(done, count, batch):
         stop = min(start + batch, count)
-        client.upsert(collection, [{"id": doc, "bm25": _terms(weights, doc)} for doc in range(start, stop)])
+        client.insert(collection, [{"id": doc, "bm25": _terms(weights, doc)} for doc in range(start, stop)])
         write_records(client, records, {"document_progress": stop})
 
 
@@ -215,16 +228,18 @@ def _vocabulary(tokenizer: Any) -> dict[str, Any]:
 
 
 def _publish(client: Any, name: str, windows: str) -> None:
-    """Point the alias `name` at `windows` (created, or moved in one call), keeping the collection it named before
-    (an index opened on it still reads it) and dropping any older load of `name`."""
-    aliases = client.list_aliases(windows).get("aliases", []) if client.has_collection(windows) else []
-    if name in aliases:
-        return
+    """Make `name` serve `windows` (its one record, in the collection ``name + SERVED``, rewritten in one upsert),
+    keeping the collection it named before (an index opened on it still reads it) and dropping any older load of
+    `name`."""
     before = served_collection(client, name)
-    if before is None:
-        client.create_alias(windows, name)
-    else:
-        client.alter_alias(windows, name)
+    if before == windows:
+        return
+    pointer = name + SERVED
+    if not client.has_collection(pointer):
+        schema, params = _records_schema(client)
+        client.create_collection(pointer, schema=schema, index_params=params)
+    ensure_loaded(client, pointer)
+    write_records(client, pointer, {"collection": windows})
     kept = {f"{load}{suffix}" for load in (windows, str(before)) for suffix in ("", RECORDS, DOCUMENTS)}
     for collection in client.list_collections():  # ours only:
         if re.fullmatch(rf"{name}__[0-9a-f]{{12}}({RECORDS}|{DOCUMENTS})?", collection) and collection not in kept:

@@ -2,7 +2,8 @@
 (`lengthwise.longdoc.search._backend_milvus`): the connection (embedded Milvus Lite at a path, a server or cluster at a
 URL, the same pymilvus calls), the records collection beside each load (JSON values cut into rows of `CHUNK`
 characters, each key's count row written after its parts, so a key whose count is there is whole), loading a
-collection into the engine's memory, and the collection a served name (a Milvus alias) points at."""
+collection into the engine's memory, and the collection a served name names (the one record of the collection
+``name + SERVED``)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,11 @@ BATCH_CHARS = 4_000_000  # characters of records per upsert
 TEXT = "text/"  # the records of the documents' texts: text/0, text/1, …
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,180}$")
 RECORDS = "_records"  # suffix of the records collection beside each windows collection
+READ_ROWS = {"lite": 256, "server": 256, "lite-python": 16_384}  # rows one `id in [...]` query reads, by engine: the
+# C++ core's time for it grows faster than the list (2,000 rows: 981 ms in one query, 67 ms in queries of 200, at 1M
+# windows), the Python engine walks the whole collection each query (fewer, larger ones)
 DOCUMENTS = "_documents"  # suffix of the whole-document BM25 collection beside a windows collection (one row a doc)
+SERVED = "__served"  # suffix of the records collection whose one record names the collection a name serves
 
 
 def connect(uri: str) -> Any:
@@ -53,8 +58,30 @@ def connect(uri: str) -> Any:
                        "http://host:19530") from None  # fmt: skip
 
 
+def engine_kind(uri: str) -> str:
+    """Which Milvus serves `uri`: ``"server"`` (a URL: Milvus standalone or a cluster), ``"lite"`` (a path served by
+    Milvus Lite 2.x, which embeds Milvus's C++ core) or ``"lite-python"`` (a path served by Milvus Lite 3.x, a Python
+    engine behind the same API). A load's dense index (`dense_index`) and the rows a read asks for at once
+    (`READ_ROWS`) follow it; the calls are the same (docs/engines.md)."""
+    if "://" in uri:
+        return "server"
+    from importlib.metadata import version
+
+    return "lite-python" if int(version("milvus-lite").split(".")[0]) >= 3 else "lite"
+
+
+def dense_index(kind: str) -> dict[str, Any]:
+    """The window vectors' index on an engine of `kind` (`engine_kind`): HNSW where the engine builds it, IVF_FLAT on
+    Milvus Lite 2.x, which builds no graph ("local mode only support FLAT IVF_FLAT AUTOINDEX"; FLAT, an exact scan,
+    took 150 ms a query at 1M windows, IVF_FLAT 16 ms at 64 of its 1,024 lists: `benchmarks/bench_milvus_lite25.py`).
+    A search asks for ``ef`` (HNSW) and ``nprobe`` (IVF) alike; each index reads its own."""
+    if kind == "lite":
+        return {"index_type": "IVF_FLAT", "metric_type": "IP", "params": {"nlist": 1024}}
+    return {"index_type": "HNSW", "metric_type": "IP", "params": {"M": 16, "efConstruction": 200}}
+
+
 def check_name(name: str) -> str:
-    """`name`, checked as a Milvus collection (and alias) name."""
+    """`name`, checked as a Milvus collection name."""
     if not NAME.match(name):
         raise SettingError("name", name, "a Milvus collection name: letters, digits and _, not starting with a digit")
     return name
@@ -130,8 +157,11 @@ def _loaded_state() -> Any:
 
 
 def served_collection(client: Any, name: str) -> str | None:
-    """The collection the alias `name` names, or None (looked up in the list: pymilvus logs a failed
-    ``describe_alias`` as an error with its traceback)."""
-    if name not in client.list_aliases().get("aliases", []):
+    """The windows collection served as `name` (the record ``collection`` of the collection ``name + SERVED``), or
+    None."""
+    pointer = name + SERVED
+    if not client.has_collection(pointer):
         return None
-    return str(client.describe_alias(name)["collection_name"])
+    ensure_loaded(client, pointer)
+    found = read_records(client, pointer, ["collection"]).get("collection")
+    return None if found is None else str(found)

@@ -24,7 +24,7 @@ from lengthwise.core.errors import SettingError
 __all__ = ["BACKENDS", "DEFAULT_NAME", "Backend", "build_index", "open_index"]
 
 BACKENDS = ("local", "milvus")
-DEFAULT_NAME = "lengthwise"  # the name (a Milvus alias) an index is served under by default
+DEFAULT_NAME = "lengthwise"  # the name an index is served under by default (`_milvus_store.served_collection`)
 URI_HELP = "a Milvus Lite database path (out/milvus.db, made when new) or a Milvus server's URL (http://host:19530)"
 
 
@@ -37,7 +37,7 @@ class Backend:
         kind: ``local`` or ``milvus``.
         uri: Milvus only: a Milvus Lite database path ending in ``.db`` (a folder it makes; embedded: one process
             opens it) or a server's URL (``http://host:19530``: Milvus standalone or a cluster, the same client code).
-        name: Milvus only: the name the index is served under (a Milvus alias).
+        name: Milvus only: the name the index is served under.
 
     Raises:
         SettingError: On ``backend`` (unknown), ``uri`` (missing for milvus, given for local, a path not ending in
