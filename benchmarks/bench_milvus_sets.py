@@ -143,7 +143,7 @@ def main() -> None:
         before = os.getloadavg()
         section = run_set(name, args)
         made[name] = {**section, "command": command, "loadavg_before": before, "loadavg_after": os.getloadavg(),
-                      "date": time.strftime("%Y-%m-%d")}  # fmt: skip
+                      "date": time.strftime("%Y-%m-%d"), "versions": made["versions"]}  # fmt: skip
         write_json_atomic(RESULTS, made)
     print(json.dumps(made, indent=1))
 

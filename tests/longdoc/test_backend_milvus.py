@@ -185,6 +185,46 @@ def test_the_engine_kind_sets_the_dense_index_and_the_read_size(monkeypatch: pyt
     assert store.READ_ROWS["lite"] < store.READ_ROWS["lite-python"]
 
 
+@pytest.mark.parametrize("rows_per_proposal", [1, 3])
+def test_a_hybrid_search_asks_each_bm25_side_for_its_proposals_rows_and_fuses_the_local_scores(
+    local: LongIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows_per_proposal: int
+) -> None:
+    """A hybrid search needs each BM25 side's `depth` best documents: a side first asks for that many rows (windows:
+    `ROWS_PER_PROPOSAL` a document), and again for `BM25_LIMIT` only where fewer documents came back from a cut
+    search; its proposals are then scored exactly. The same hits (ids, fused and side scores) as the local index, at
+    a depth under the corpus's size, whichever way each side went."""
+    from lengthwise.longdoc.search.hybrid import FusionSettings, HybridSearch, Mode
+
+    if local.lexical.settings["granularity"] == "document":
+        pytest.skip("one whole-document side: a document is one row, its first search always enough")
+    engine = milvus_load.load_into_milvus(local, str(tmp_path / "milvus.db"), "haystack")
+    monkeypatch.setattr(backend, "ROWS_PER_PROPOSAL", rows_per_proposal)
+    limits: list[int] = []
+    search = engine.client.search
+
+    def recorded(*args: object, **kwargs: object) -> object:
+        if kwargs.get("anns_field") == "bm25" and "filter" not in kwargs:
+            limits.append(int(kwargs["limit"]))  # type: ignore[call-overload]
+        return search(*args, **kwargs)
+
+    monkeypatch.setattr(engine.client, "search", recorded)
+    fusion = FusionSettings(depth=12)
+    vectors = np.asarray(local.embed_queries(QUERIES), dtype=np.float32)
+    units = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    found = HybridSearch(engine, engine.lexical, local.scoring, fusion).search(units, QUERIES, 1, Mode.HYBRID)
+    expected = HybridSearch(local, local.lexical, local.scoring, fusion).search(units, QUERIES, 1, Mode.HYBRID)
+    assert [[h.id for h in row] for row in found] == [[h.id for h in row] for row in expected]
+    for got, want in zip(found, expected, strict=True):
+        np.testing.assert_allclose([[h.score, h.dense, h.lexical] for h in got],
+                                   [[h.score, h.dense, h.lexical] for h in want], rtol=1e-5, atol=1e-5)  # fmt: skip
+    first, again = [n for n in limits if n < backend.BM25_LIMIT], limits.count(backend.BM25_LIMIT)
+    assert max(first) <= 12 * rows_per_proposal + 1, limits  # each side's first search asked for its proposals' rows
+    if rows_per_proposal == 1:  # 13 windows: too few documents, or a tie at the last row: the window side asks again
+        assert again > 0, limits
+    else:  # 37 windows decide some sides' 12 best documents
+        assert again < len(first), limits
+
+
 def test_a_bm25_side_cut_at_the_engine_limit_still_fuses_exact_scores(
     local: LongIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

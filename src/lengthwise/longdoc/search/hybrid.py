@@ -281,7 +281,7 @@ class HybridSearch:
             docs = _top(all_lexical, k)
             docs = docs[all_lexical[docs] > 0]  # a document without any query term is not found by BM25
             return docs, all_lexical[docs].astype(np.float64), [None] * len(docs), list(all_lexical[docs])
-        sides = side_scores(self.lexical, text)  # (s, n): each BM25 granularity the index holds
+        sides = side_scores(self.lexical, text, depth)  # (s, n): each BM25 granularity the index holds
         proposed = np.union1d(np.asarray(found, dtype=np.int64), np.concatenate([_top(x, depth) for x in sides]))
         sides = side_scores_at(self.lexical, text, sides, proposed)  # an engine's side: exact on every proposal
         dense = self.dense_scores(query, proposed)

@@ -395,10 +395,14 @@ def open_lexical(folder: str | os.PathLike[str], *, generation: str | None = Non
     return BothGranularities(window, LexicalIndex.open(Path(folder) / DOCUMENT_SIDE, generation=generation))
 
 
-def side_scores(lexical: Any, query: str) -> np.ndarray:
+def side_scores(lexical: Any, query: str, depth: int | None = None) -> np.ndarray:
     """(s, n): each lexical side's score of every document for `query` (one row for one granularity). A lexical side
-    that holds several (`BothGranularities`, or an engine's) says so by its own ``side_scores``."""
+    that holds several (`BothGranularities`, or an engine's) says so by its own ``side_scores``. With `depth`, only
+    each side's `depth` best documents need be right (an engine's side then returns fewer rows, and
+    `side_scores_at` makes the proposals exact); a local side's are all exact."""
     sides = getattr(lexical, "side_scores", None)
+    if depth is not None and callable(getattr(lexical, "side_scores_at", None)):
+        return lexical.side_scores(query, depth)
     return sides(query) if callable(sides) else lexical.scores(query)[None]
 
 
