@@ -45,6 +45,7 @@ from lengthwise.longdoc.config import LongDocError
 from lengthwise.longdoc.search._document_search import RESCORED, RESCORED_AT_LEAST, DocumentSearch
 from lengthwise.longdoc.search._milvus_store import (
     DOCUMENTS,
+    LISTS,
     READ_ROWS,
     RECORDS,
     TEXT,
@@ -321,12 +322,16 @@ class MilvusIndex(DocumentSearch):
         """Rows one read by primary key asks for (`READ_ROWS`, by the engine)."""
         return READ_ROWS[self.kind]
 
-    def _similarities(self, query: torch.Tensor, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    def _similarities(
+        self, query: torch.Tensor, docs: np.ndarray, scoring: WindowScoring
+    ) -> tuple[np.ndarray, np.ndarray] | None:
         """(documents, similarities as a column) of every window of the sorted documents `docs`: the engine's inner
         products with `query`, from dense searches among those documents' rows alone (a filter on their numbers, at
         most `SEARCH_LIMIT` rows a search). None where a search did not send every one of them back (an engine whose
         filtered search is approximate, or a document of more windows than one search returns): then the windows
         are read back (`_windows`)."""
+        if self.kind == "lite" and scoring.best_windows == 1 and len(docs) <= SEARCH_LIMIT:
+            return self._best_similarities(query, docs)
         counts = self.offsets[docs + 1] - self.offsets[docs]
         if not len(docs) or counts.max() > SEARCH_LIMIT:
             return None
@@ -360,6 +365,22 @@ class MilvusIndex(DocumentSearch):
         vectors = np.stack([row["dense"] for row in found]) if len(found) else np.zeros((0, 0), dtype=np.float32)
         return ids, vectors.astype(np.float32, copy=False)
 
+    def _best_similarities(self, query: torch.Tensor, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """(documents, similarities as a column) of the best window of each of the sorted documents `docs`: one dense
+        search among their windows grouped by document (``group_by_field``, one window a group), probing every IVF
+        list, so an exact scan of those windows (Milvus Lite 2.x; a document's score where the scoring keeps its best
+        window alone). A passkey query's 200 proposals hold about 80,000 windows: five searches sending back 16,384
+        rows each, or one sending back 200. None where a document did not come back once."""
+        every = {"metric_type": "IP", "params": {"nprobe": LISTS}}  # every list probed: an exact scan
+        found = self.client.search(self.collection, [query.tolist()], anns_field="dense", limit=len(docs),
+                                   filter=f"doc in {docs.tolist()}", group_by_field="doc", group_size=1,
+                                   output_fields=["id"], search_params=every)[0]  # fmt: skip
+        rows = np.fromiter((h["id"] for h in found), dtype=np.int64, count=len(found))
+        owners = np.searchsorted(self.offsets, rows, side="right") - 1
+        if len(owners) != len(docs) or not np.array_equal(np.sort(owners), docs):
+            return None
+        return owners, np.fromiter((h["distance"] for h in found), dtype=np.float32, count=len(found))[:, None]
+
     def document_scores(self, query: torch.Tensor, docs: np.ndarray, scoring: WindowScoring | int) -> np.ndarray:
         """Exact fp32 scores of the documents numbered `docs` for one unit `query`, over every window of each (read
         back from the engine)."""
@@ -369,7 +390,9 @@ class MilvusIndex(DocumentSearch):
             return multi_vector_scores(query[None], self._every_window(), scoring, unit=True)[0].numpy()
         ordered, back = np.unique(np.asarray(docs, dtype=np.int64), return_inverse=True)
         scoring = WindowScoring.of(scoring)
-        scored = None if scoring.fuse_mean or self.kind == "lite-python" else self._similarities(query, ordered)
+        scored = (
+            None if scoring.fuse_mean or self.kind == "lite-python" else self._similarities(query, ordered, scoring)
+        )
         if scored is not None:  # the engine's similarities, scored as one-wide windows against a query of 1
             return _grouped_scores(torch.ones(1), ordered, scored[0], scored[1], scoring)[back]
         _, owners, vectors = self._windows(ordered)
