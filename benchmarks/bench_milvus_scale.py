@@ -152,6 +152,17 @@ def _engine_floor(engine: Any, vectors: np.ndarray) -> dict[str, Any]:
             "searches": len(times), "p50_ms": statistics.median(times), "min_ms": min(times)}  # fmt: skip
 
 
+def _run_summary(queries: dict[str, Any]) -> dict[str, Any]:
+    """One queries run's p50s and ratios, with its time, load and commit (`queries_runs`)."""
+    import subprocess
+
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return {**{f"{mode}_{what}": queries[mode][what] for mode in ("dense", "hybrid")
+               for what in ("milvus_p50_ms", "local_p50_ms", "milvus_over_local_p50")},
+            "engine_floor_p50_ms": queries["engine_floor"]["p50_ms"], "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "loadavg_before": queries["loadavg_before"], "commit": commit.stdout.strip()}  # fmt: skip
+
+
 def step_local_build(args: argparse.Namespace) -> dict[str, Any]:
     from bench_hybrid import PER_DOC, _lexical_build, _scale_model, _scale_settings
 
@@ -227,6 +238,8 @@ def main() -> None:
         figures = runs[step]()
         section[step] = {**figures, "done": True, "loadavg_before": before, "loadavg_after": os.getloadavg(),
                          "date": time.strftime("%Y-%m-%d")}  # fmt: skip
+        if step == "queries":  # each run's p50s kept: on this shared VM the local index's own p50 moves run to run
+            section.setdefault("queries_runs", []).append(_run_summary(section[step]))
         made = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
         made[key] = section
         write_json_atomic(RESULTS, made)

@@ -96,10 +96,10 @@ class _EngineBM25:
         document none of whose rows came back reads 0 whatever its score (`scores_among` scores it). With `wanted`
         (a hybrid search's depth), only the `wanted` best documents must be right: the search first asks for one row
         more than that on the whole-document side (the last row must score below the `wanted`-th: `_decided`),
-        `ROWS_PER_PROPOSAL` times as many (and one) on the window side, and asks again
-        for `BM25_LIMIT` only where fewer than `wanted` documents came back cut. The rows come best first and each
-        document scores by its best, so every document among them has its exact score and none outside scores more:
-        at 1M windows the 16,384 rows of a window search took 37 ms, a search of 1,000 about 10."""
+        `ROWS_PER_PROPOSAL` times as many (and one) on the window side, and asks again for `BM25_LIMIT` rows only
+        where those do not decide the `wanted` best. The rows come best first and each document scores by its best,
+        so every document among them has its exact score and none outside scores more: at 1M windows a window
+        search of 16,384 rows took about 37 ms, one of 2,000 about 9 (docs/engines.md, "How it searches")."""
         best = np.zeros(len(self.offsets) - 1, dtype=np.float32)
         weights = self._weights(query)
         if not weights:
@@ -329,7 +329,8 @@ class MilvusIndex(DocumentSearch):
         products with `query`, from dense searches among those documents' rows alone (a filter on their numbers, at
         most `SEARCH_LIMIT` rows a search). None where a search did not send every one of them back (an engine whose
         filtered search is approximate, or a document of more windows than one search returns): then the windows
-        are read back (`_windows`)."""
+        are read back (`_windows`). On Milvus Lite 2.x, where the scoring keeps each document's best window alone,
+        one search grouped by document instead (`_best_similarities`)."""
         if self.kind == "lite" and scoring.best_windows == 1 and len(docs) <= SEARCH_LIMIT:
             return self._best_similarities(query, docs)
         counts = self.offsets[docs + 1] - self.offsets[docs]
@@ -344,9 +345,10 @@ class MilvusIndex(DocumentSearch):
         owners, similarities = [], []
         for first, last in zip(starts, [*starts[1:], len(docs)], strict=True):
             wanted = int(counts[first:last].sum())
+            every = {"metric_type": "IP", "params": {"ef": wanted, "nprobe": LISTS}}
             found = self.client.search(self.collection, [query.tolist()], anns_field="dense", limit=wanted,
                                        filter=f"doc in {docs[first:last].tolist()}", output_fields=["id"],
-                                       search_params={"metric_type": "IP", "params": {"ef": wanted}})[0]  # fmt: skip
+                                       search_params=every)[0]  # fmt: skip
             if len(found) != wanted:
                 return None
             rows = np.fromiter((h["id"] for h in found), dtype=np.int64, count=wanted)
