@@ -1,7 +1,8 @@
 """Milvus Lite 2.5.1, the last release with Milvus's C++ core, measured on the calls the Milvus backend makes (issue
-50): would it serve the embedded index faster than Milvus Lite 3.x, a Python engine? It cannot run the backend as it
-is (no HNSW, no aliases: docs/engines.md), so this times the calls themselves on `--rows` real window vectors of the
-1M scale index (all-MiniLM-L6-v2 windows with noise), 20 windows a document, each with an 8-term sparse vector:
+50): would it serve the embedded index faster than Milvus Lite 3.x, a Python engine? Session 51 answered yes and moved
+the backend onto it (docs/engines.md, "Session 51"); this times the calls themselves, without lengthwise, on `--rows`
+real window vectors of the 1M scale index (all-MiniLM-L6-v2 windows with noise), 20 windows a document, each with an
+8-term sparse vector:
 
 - insert, `--batch` rows a call (the load's upserts), and first a sweep of batch sizes on `--sweep-rows` rows each
   (an insert's cost a row grows with its batch: session 51 found 0.06 ms a row at 500 and 2.6 ms at 5,000);
