@@ -105,33 +105,23 @@ class _EngineBM25:
         if not weights:
             return best, False
         limit = BM25_LIMIT if wanted is None else min(BM25_LIMIT, 1 + wanted * (1 if self.whole else ROWS_PER_PROPOSAL))
-        found = self._search(weights, limit)
-        if wanted is not None and limit < BM25_LIMIT and not self._decided(found, limit, wanted):
+        owners, scores = self._search(weights, limit)
+        if wanted is not None and limit < BM25_LIMIT and not _decided(owners, scores, limit, wanted):
             limit = BM25_LIMIT
-            found = self._search(weights, limit)
-        if len(found):
-            scores = np.asarray([hit["distance"] for hit in found], dtype=np.float32)
-            np.maximum.at(best, self._owners(found), scores)
-        return best, len(found) >= limit
-
-    def _decided(self, found: Any, limit: int, wanted: int) -> bool:
-        """Whether the best `limit` rows `found` decide this side's `wanted` best documents: fewer came back (every
-        matching row is there), or at least `wanted` documents did and the `wanted`-th best scores above the last
-        row. A tie there could continue past the rows returned, and the local index breaks ties by document number,
-        which the engine's order need not follow (corpora with repeated text: boilerplate, filler)."""
-        if len(found) < limit:
-            return True
-        owners = self._owners(found)
-        scores = np.asarray([hit["distance"] for hit in found], dtype=np.float32)
-        best = np.full(int(owners.max()) + 1, -np.inf, dtype=np.float32)
+            owners, scores = self._search(weights, limit)
         np.maximum.at(best, owners, scores)
-        ranked = np.sort(best[np.isfinite(best)])[::-1]
-        return len(ranked) >= wanted and bool(ranked[wanted - 1] > scores.min())
+        return best, len(owners) >= limit
 
-    def _search(self, weights: dict[int, float], limit: int) -> Any:
-        """The best `limit` rows for the query `weights` (sparse inner product), their ids alone."""
-        return self.client.search(self.collection, [weights], anns_field="bm25", limit=limit,
-                                  search_params={"metric_type": "IP"}, output_fields=["id"])[0]  # fmt: skip
+    def _search(self, weights: dict[int, float], limit: int, among: np.ndarray | None = None) -> tuple[Any, Any]:
+        """(documents, scores) of the best `limit` rows for the query `weights` (sparse inner product; among the rows
+        numbered `among` alone where given), best first; the rows' ids alone come back, a window's document is found
+        from its row number."""
+        among_rows = {} if among is None else {"filter": f"id in {among.tolist()}"}
+        found = self.client.search(self.collection, [weights], anns_field="bm25", limit=limit, **among_rows,
+                                   search_params={"metric_type": "IP"}, output_fields=["id"])[0]  # fmt: skip
+        ids = np.fromiter((hit["id"] for hit in found), dtype=np.int64, count=len(found))
+        owners = ids if self.whole else np.searchsorted(self.offsets, ids, side="right") - 1
+        return owners, np.fromiter((hit["distance"] for hit in found), dtype=np.float32, count=len(found))
 
     def scores_among(self, query: str, docs: np.ndarray) -> np.ndarray:
         """The exact scores of the sorted documents `docs`: the engine searches only their own rows, read by primary
@@ -143,18 +133,9 @@ class _EngineBM25:
         rows = docs if self.whole else _window_rows(self.offsets, docs)
         for first in range(0, len(rows), BM25_LIMIT):
             part = rows[first : first + BM25_LIMIT]
-            found = self.client.search(self.collection, [weights], anns_field="bm25", limit=len(part),
-                                       filter=f"id in {part.tolist()}", search_params={"metric_type": "IP"},
-                                       output_fields=["id"])[0]  # fmt: skip
-            if len(found):
-                scores = np.asarray([hit["distance"] for hit in found], dtype=np.float32)
-                np.maximum.at(best, np.searchsorted(docs, self._owners(found)), scores)
+            owners, scores = self._search(weights, len(part), part)
+            np.maximum.at(best, np.searchsorted(docs, owners), scores)
         return best
-
-    def _owners(self, found: Any) -> np.ndarray:
-        """The documents of the rows a search found (their ids; a window's document from its row number)."""
-        ids = np.fromiter((hit["id"] for hit in found), dtype=np.int64, count=len(found))
-        return ids if self.whole else np.searchsorted(self.offsets, ids, side="right") - 1
 
     def _weights(self, query: str) -> dict[int, float]:
         """The query's sparse vector: each known term with its count (empty: no term the corpus holds)."""
@@ -329,8 +310,11 @@ class MilvusIndex(DocumentSearch):
         products with `query`, from dense searches among those documents' rows alone (a filter on their numbers, at
         most `SEARCH_LIMIT` rows a search). None where a search did not send every one of them back (an engine whose
         filtered search is approximate, or a document of more windows than one search returns): then the windows
-        are read back (`_windows`). On Milvus Lite 2.x, where the scoring keeps each document's best window alone,
-        one search grouped by document instead (`_best_similarities`)."""
+        are read back (`_windows`), as they are where the scoring fuses a mean of windows, and on Milvus Lite 3.x
+        (its filtered search is approximate). On Milvus Lite 2.x, where the scoring keeps each document's best window
+        alone, one search grouped by document instead (`_best_similarities`)."""
+        if scoring.fuse_mean or self.kind == "lite-python":
+            return None
         if self.kind == "lite" and scoring.best_windows == 1 and len(docs) <= SEARCH_LIMIT:
             return self._best_similarities(query, docs)
         counts = self.offsets[docs + 1] - self.offsets[docs]
@@ -342,7 +326,7 @@ class MilvusIndex(DocumentSearch):
                 starts.append(n)
                 total = 0
             total += count
-        owners, similarities = [], []
+        parts = []
         for first, last in zip(starts, [*starts[1:], len(docs)], strict=True):
             wanted = int(counts[first:last].sum())
             every = {"metric_type": "IP", "params": {"ef": wanted, "nprobe": LISTS}}
@@ -351,10 +335,8 @@ class MilvusIndex(DocumentSearch):
                                        search_params=every)[0]  # fmt: skip
             if len(found) != wanted:
                 return None
-            rows = np.fromiter((h["id"] for h in found), dtype=np.int64, count=wanted)
-            owners.append(np.searchsorted(self.offsets, rows, side="right") - 1)
-            similarities.append(np.fromiter((h["distance"] for h in found), dtype=np.float32, count=wanted))
-        return np.concatenate(owners), np.concatenate(similarities)[:, None]
+            parts.append(self._hits(found))
+        return np.concatenate([o for o, _ in parts]), np.concatenate([x for _, x in parts])[:, None]
 
     def _read(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(rows, vectors) of the windows numbered `rows`, in the engine's order. The vectors come back as one
@@ -377,11 +359,10 @@ class MilvusIndex(DocumentSearch):
         found = self.client.search(self.collection, [query.tolist()], anns_field="dense", limit=len(docs),
                                    filter=f"doc in {docs.tolist()}", group_by_field="doc", group_size=1,
                                    output_fields=["id"], search_params=every)[0]  # fmt: skip
-        rows = np.fromiter((h["id"] for h in found), dtype=np.int64, count=len(found))
-        owners = np.searchsorted(self.offsets, rows, side="right") - 1
+        owners, similarities = self._hits(found)
         if len(owners) != len(docs) or not np.array_equal(np.sort(owners), docs):
             return None
-        return owners, np.fromiter((h["distance"] for h in found), dtype=np.float32, count=len(found))[:, None]
+        return owners, similarities[:, None]
 
     def document_scores(self, query: torch.Tensor, docs: np.ndarray, scoring: WindowScoring | int) -> np.ndarray:
         """Exact fp32 scores of the documents numbered `docs` for one unit `query`, over every window of each (read
@@ -392,9 +373,7 @@ class MilvusIndex(DocumentSearch):
             return multi_vector_scores(query[None], self._every_window(), scoring, unit=True)[0].numpy()
         ordered, back = np.unique(np.asarray(docs, dtype=np.int64), return_inverse=True)
         scoring = WindowScoring.of(scoring)
-        scored = (
-            None if scoring.fuse_mean or self.kind == "lite-python" else self._similarities(query, ordered, scoring)
-        )
+        scored = self._similarities(query, ordered, scoring)
         if scored is not None:  # the engine's similarities, scored as one-wide windows against a query of 1
             return _grouped_scores(torch.ones(1), ordered, scored[0], scored[1], scoring)[back]
         _, owners, vectors = self._windows(ordered)
@@ -436,14 +415,21 @@ class MilvusIndex(DocumentSearch):
                                    output_fields=["dense"] if scoring.fuse_mean else ["id"])  # fmt: skip
         out = []
         for hits in found:
-            rows = np.fromiter((h["id"] for h in hits), dtype=np.int64, count=len(hits))
+            owners, similarities = self._hits(hits)
             windows = (
                 np.asarray([h["entity"]["dense"] for h in hits], dtype=np.float32)
                 if scoring.fuse_mean
-                else np.fromiter((h["distance"] for h in hits), dtype=np.float32, count=len(hits))[:, None]
+                else similarities[:, None]
             )
-            out.append((np.searchsorted(self.offsets, rows, side="right") - 1, windows))
+            out.append((owners, windows))
         return out
+
+    def _hits(self, hits: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(documents, similarities) of a dense search's hits, in its order: a window's document from its row
+        number (`offsets`)."""
+        rows = np.fromiter((h["id"] for h in hits), dtype=np.int64, count=len(hits))
+        similarities = np.fromiter((h["distance"] for h in hits), dtype=np.float32, count=len(hits))
+        return np.searchsorted(self.offsets, rows, side="right") - 1, similarities
 
     def _proposed(
         self, query: torch.Tensor, found: tuple[np.ndarray, np.ndarray], scoring: WindowScoring
@@ -510,6 +496,21 @@ class _EngineVectors:
         first, last = np.searchsorted(self.index.offsets, [start, stop - 1], side="right") - 1
         found, _, vectors = self.index._windows(np.arange(first, last + 1))
         return vectors[(found >= start) & (found < stop)][::step]
+
+
+def _decided(owners: np.ndarray, scores: np.ndarray, limit: int, wanted: int) -> bool:
+    """Whether a BM25 side's best `limit` rows (their documents `owners`, their `scores`, best first) decide its
+    `wanted` best documents: fewer came back (every matching row is there), or at least `wanted` documents did and
+    the `wanted`-th best scores above the last row. A tie there could continue past the rows returned, and the local
+    index breaks ties by document number, which the engine's order need not follow (corpora with repeated text:
+    boilerplate, filler)."""
+    if len(owners) < limit:
+        return True
+    docs, inverse = np.unique(owners, return_inverse=True)
+    best = np.full(len(docs), -np.inf, dtype=np.float32)
+    np.maximum.at(best, inverse, scores)
+    ranked = np.sort(best)[::-1]
+    return len(docs) >= wanted and bool(ranked[wanted - 1] > scores.min())
 
 
 def _window_rows(offsets: np.ndarray, docs: np.ndarray) -> np.ndarray:

@@ -47,10 +47,9 @@ from lengthwise.longdoc.search._milvus_store import (
 
 __all__ = ["load_into_milvus"]
 
-BATCH = (
-    500  # windows per insert (Milvus Lite 2.5's insert costs more a row the larger its batch: 0.13 ms at 500, 0.35 at
-)
-# 2,000, 2.6 at 5,000; an upsert more the larger the collection: `benchmarks/bench_milvus_lite25.py`)
+# windows per insert: Milvus Lite 2.5's insert costs more a row the larger its batch (0.13 ms at 500, 0.35 at 2,000,
+# 2.6 at 5,000), an upsert more the larger the collection (`benchmarks/bench_milvus_lite25.py`)
+BATCH = 500
 NO_TERM = 2**32 - 2  # the one term of a window without any (Milvus's largest sparse index; no query holds it)
 MUTABLE = ("generation", "mode", "fusion", "tuned")  # lexical settings that change no window row (the records say them)
 Progress = Callable[[int, int], None] | None

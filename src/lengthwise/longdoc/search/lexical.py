@@ -381,8 +381,9 @@ class BothGranularities:
         """Record further settings (the tuned mode and fusion) in the window side's ``lexical.json``."""
         self.window.record(**settings)
 
-    def side_scores(self, query: str) -> np.ndarray:
-        """(2, n): every document's whole-document BM25 score, then its best window's."""
+    def side_scores(self, query: str, depth: int | None = None) -> np.ndarray:
+        """(2, n): every document's whole-document BM25 score, then its best window's (every one exact, whatever the
+        `depth` a hybrid search asks to be right: `side_scores`)."""
         return np.stack([self.document.scores(query), self.window.scores(query)])
 
 
@@ -401,9 +402,7 @@ def side_scores(lexical: Any, query: str, depth: int | None = None) -> np.ndarra
     each side's `depth` best documents need be right (an engine's side then returns fewer rows, and
     `side_scores_at` makes the proposals exact); a local side's are all exact."""
     sides = getattr(lexical, "side_scores", None)
-    if depth is not None and callable(getattr(lexical, "side_scores_at", None)):
-        return lexical.side_scores(query, depth)
-    return sides(query) if callable(sides) else lexical.scores(query)[None]
+    return sides(query, depth) if callable(sides) else lexical.scores(query)[None]
 
 
 def side_scores_at(lexical: Any, query: str, sides: np.ndarray, docs: np.ndarray) -> np.ndarray:
