@@ -23,7 +23,8 @@ BATCH_CHARS = 4_000_000  # characters of records per upsert
 TEXT = "text/"  # the records of the documents' texts: text/0, text/1, …
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,180}$")
 RECORDS = "_records"  # suffix of the records collection beside each windows collection
-LISTS = 1_024  # IVF_FLAT's lists (Milvus Lite 2.x, `dense_index`); a search that probes them all is an exact scan
+LISTS = 1_024  # IVF_FLAT's lists asked of Milvus Lite 2.x (`dense_index`); 2.5.1 searches an interim index of its
+# own whatever lists and probes are asked (docs/engines.md, "No search grouped by document")
 READ_ROWS = {"lite": 256, "server": 256, "lite-python": 16_384}  # rows one `id in [...]` query reads, by engine: the
 # C++ core's time for it grows faster than the list (2,000 rows: 981 ms in one query, 67 ms in queries of 200, at 1M
 # windows), the Python engine walks the whole collection each query (fewer, larger ones)
@@ -74,8 +75,9 @@ def engine_kind(uri: str) -> str:
 def dense_index(kind: str) -> dict[str, Any]:
     """The window vectors' index on an engine of `kind` (`engine_kind`): HNSW where the engine builds it, IVF_FLAT on
     Milvus Lite 2.x, which builds no graph ("local mode only support FLAT IVF_FLAT AUTOINDEX"; FLAT, an exact scan,
-    took 150 ms a query at 1M windows, IVF_FLAT 16 ms at 64 of its 1,024 lists: `benchmarks/bench_milvus_lite25.py`).
-    A search asks for ``ef`` (HNSW) and ``nprobe`` (IVF) alike; each index reads its own."""
+    took 150 ms a query at 1M windows, IVF_FLAT 16 ms: `benchmarks/bench_milvus_lite25.py`). A search asks for ``ef``
+    (HNSW) and ``nprobe`` (IVF) alike; each index reads its own, except that Milvus Lite 2.5.1 searches its interim
+    index at probes of its own (`benchmarks/bench_milvus_exactness.py`: the same recall at every ``nprobe``)."""
     if kind == "lite":
         return {"index_type": "IVF_FLAT", "metric_type": "IP", "params": {"nlist": LISTS}}
     return {"index_type": "HNSW", "metric_type": "IP", "params": {"M": 16, "efConstruction": 200}}
