@@ -11,7 +11,7 @@ IVF_FLAT (nlist 1,024), the index the backend asks Milvus Lite 2.x for:
   - grouped by document (``group_by_field="doc"``, one window a group): how many documents came back with a lower
     similarity than their best window's (a score lowered unseen), and how many did not come back;
   - every window asked for (``limit`` = their count): how many did not come back (the backend sees that, and reads
-    the vectors instead).
+    the vectors instead), and how far the similarities that came back are from numpy's.
 
 It runs without lengthwise (pymilvus, milvus-lite, numpy):
 
@@ -84,12 +84,14 @@ def _nearest(client: Any, queries: np.ndarray, similarities: np.ndarray) -> dict
 
 def _filtered(client: Any, queries: np.ndarray, similarities: np.ndarray, rng: Any) -> dict[str, Any]:
     """Per share of the documents kept (at most 819, whose 16,384 windows one search returns): the grouped
-    search's lowered and missing documents, the every-window search's missing windows (sums over the queries)."""
+    search's lowered and missing documents, the every-window search's missing windows (sums over the queries) and
+    its largest error in a window's similarity against numpy's."""
     docs_total = similarities.shape[1] // PER_DOC
     out = {}
     for share in SHARES:
         kept_docs = min(max(1, int(share * docs_total)), 16_384 // PER_DOC)  # a search returns 16,384 at most
         lowered = missing = missing_windows = asked_windows = 0
+        error = 0.0
         for query, exact in zip(queries, similarities, strict=True):
             docs = np.sort(rng.choice(docs_total, kept_docs, replace=False))
             best = exact[: docs_total * PER_DOC].reshape(docs_total, PER_DOC).max(axis=1)
@@ -99,11 +101,14 @@ def _filtered(client: Any, queries: np.ndarray, similarities: np.ndarray, rng: A
             missing += len(docs) - len(grouped)
             every = _search(client, query, len(docs) * PER_DOC, 1_024, filter=f"doc in {docs.tolist()}")
             missing_windows += len(docs) * PER_DOC - len(every)
+            errors = [abs(float(h["distance"]) - float(exact[int(h["id"])])) for h in every]
+            error = max([error, *errors])
             asked_windows += len(docs) * PER_DOC
         out["share_" + f"{share:g}".replace(".", "p")] = {  # no dot in a key (docs figures)
             "documents_per_query": kept_docs, "share_of_rows_kept": kept_docs / docs_total,
             "grouped_lowered_documents": int(lowered), "grouped_missing_documents": int(missing),
             "every_window_missing_windows": int(missing_windows), "every_window_asked_windows": int(asked_windows),
+            "every_window_largest_similarity_error": error,
         }  # fmt: skip
     return out
 

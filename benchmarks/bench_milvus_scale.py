@@ -131,8 +131,74 @@ def step_queries(local: Any, args: argparse.Namespace) -> dict[str, Any]:
         }
         print(mode, json.dumps(result[mode]), flush=True)
     result["engine_floor"] = _engine_floor(engine, vectors)
+    result["engine_calls"] = {mode: _engine_calls(engine, vectors, texts, mode) for mode in ("dense", "hybrid")}
+    result["engine_two_at_once"] = _two_at_once(engine, vectors)
     result["rss_after_queries"] = _rss_mb()
     return result
+
+
+def _call_kind(kwargs: dict[str, Any]) -> str:
+    """A name for one search the backend makes: which field, on the windows or the whole-document collection, and
+    whether filtered to given rows (``among``: the exact scoring of proposals)."""
+    from lengthwise.longdoc.search._milvus_store import DOCUMENTS
+
+    side = "documents_" if str(kwargs.get("collection", "")).endswith(DOCUMENTS) else ""
+    return f"{side}{kwargs.get('anns_field')}_{'among' if 'filter' in kwargs else 'top'}"
+
+
+def _engine_calls(engine: Any, vectors: np.ndarray, texts: list[str], mode: str) -> dict[str, Any]:
+    """The engine's searches in one query of `mode`, by kind (`_call_kind`): how many a query makes and the p50 of
+    one, over the queries after the first two, each searched alone (`client.search` wrapped: what the engine and
+    the client's call take, not the Python around them)."""
+    spent: dict[str, list[float]] = {}
+    search = engine.client.search
+
+    def timed(collection: str, *args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        found = search(collection, *args, **kwargs)
+        spent.setdefault(_call_kind({"collection": collection, **kwargs}), []).append(
+            1000 * (time.perf_counter() - start)
+        )
+        return found
+
+    engine.client.search = timed
+    try:
+        for n in range(len(texts)):
+            if n == 2:
+                spent.clear()
+            engine.search([texts[n]], k=10, mode=mode, vectors=vectors[n : n + 1], search_threads=1)
+    finally:
+        engine.client.search = search
+    counted = max(1, len(texts) - 2)
+    return {kind: {"per_query": len(times) / counted, "p50_ms": statistics.median(times)}
+            for kind, times in sorted(spent.items())}  # fmt: skip
+
+
+def _two_at_once(engine: Any, vectors: np.ndarray) -> dict[str, Any]:
+    """The engine's smallest search (as `_engine_floor`) sent by two threads at once, against the same two one after
+    the other: whether the engine answers two searches side by side (then a query's independent searches could be
+    sent together) or one at a time."""
+    import itertools
+    from concurrent.futures import ThreadPoolExecutor
+
+    units = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    def nearest(unit: np.ndarray) -> None:
+        engine.client.search(engine.collection, [unit.tolist()], anns_field="dense", limit=10, output_fields=["id"],
+                             search_params={"metric_type": "IP", "params": {"ef": 64, "nprobe": 64}})  # fmt: skip
+
+    together, apart = [], []
+    with ThreadPoolExecutor(2) as pool:
+        for first, second in itertools.pairwise(units):
+            start = time.perf_counter()
+            list(pool.map(nearest, [first, second]))
+            together.append(1000 * (time.perf_counter() - start))
+            start = time.perf_counter()
+            nearest(first)
+            nearest(second)
+            apart.append(1000 * (time.perf_counter() - start))
+    return {"pairs": len(together), "two_at_once_p50_ms": statistics.median(together),
+            "one_after_the_other_p50_ms": statistics.median(apart)}  # fmt: skip
 
 
 def _engine_floor(engine: Any, vectors: np.ndarray) -> dict[str, Any]:
@@ -159,11 +225,14 @@ def _run_summary(queries: dict[str, Any]) -> dict[str, Any]:
     import subprocess
 
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    changed = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "src"], capture_output=True, text=True)
+    dirty = " with uncommitted changes in src" if changed.stdout.strip() else ""
     return {**{f"{mode}_{what}": queries[mode][what] for mode in ("dense", "hybrid")
                for what in ("milvus_p50_ms", "local_p50_ms", "milvus_over_local_p50")},
             "engine_floor_p50_ms": queries["engine_floor"]["p50_ms"], "open_s": queries["open_s"],
             "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
-            "loadavg_before": queries["loadavg_before"], "commit": commit.stdout.strip()}  # fmt: skip
+            "loadavg_before": queries["loadavg_before"],
+            "commit": commit.stdout.strip() + dirty}  # fmt: skip
 
 
 def step_local_build(args: argparse.Namespace) -> dict[str, Any]:

@@ -148,25 +148,28 @@ def test_documents_scored_by_the_engine_get_the_local_scores(
     assert reads == ([] if complete else [len(docs), len(docs)])
 
 
-@pytest.mark.parametrize("best_windows", [1, 2])
+@pytest.mark.parametrize(("best_windows", "by_document"), [(1, True), (1, False), (2, True)])
 def test_a_filtered_search_that_skips_a_window_never_lowers_a_score(
-    local: LongIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, best_windows: int
+    local: LongIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, best_windows: int, by_document: bool
 ) -> None:
     """An approximate filtered search (Milvus Lite 2.5.1's, where the filter keeps many rows: it searches them through
     its own IVF index) may skip a document's best window. Grouped by document it would still send one window back for
     that document, its score lowered unseen; asked for every window, one fewer comes back and the windows are read
     instead. Simulated here: each filtered search leaves out the best window of one document. The local index's exact
-    scores either way, on every engine kind that scores with its similarities."""
+    scores either way, on every engine kind that scores with its similarities, the windows kept by document number
+    or by row number (`_rows_filter`: by document where they are many)."""
+    monkeypatch.setattr(backend, "ROWS_BY_DOCUMENT", 10**9 if by_document else 0)
     engine = milvus_load.load_into_milvus(local, str(tmp_path / "milvus.db"), "haystack")
     query = torch.nn.functional.normalize(torch.as_tensor(local.embed_queries(QUERIES[:1])[0]), dim=-1)
     docs = np.arange(len(local.doc_ids))[::2]
     longest = int(docs[np.argmax(np.diff(local.offsets)[docs])])
     first, last = int(local.offsets[longest]), int(local.offsets[longest + 1])
     skipped = first + int(np.argmax(local.vectors[first:last] @ query.numpy()))  # its best window
-    search = engine.client.search
+    search, asked = engine.client.search, []
 
     def approximate(*args: object, **kwargs: object) -> object:
         if "filter" in kwargs:
+            asked.append(str(kwargs["filter"]).split(" in ")[0])
             kwargs["filter"] = f"({kwargs['filter']}) and id != {skipped}"
         return search(*args, **kwargs)
 
@@ -176,6 +179,7 @@ def test_a_filtered_search_that_skips_a_window_never_lowers_a_score(
         engine.kind = kind
         np.testing.assert_allclose(engine.document_scores(query, docs, scoring),
                                    local.document_scores(query, docs, scoring), rtol=1e-5, atol=1e-6)  # fmt: skip
+    assert set(asked) == {"doc" if by_document else "id"}
 
 
 def test_a_load_stopped_between_an_insert_and_its_record_resumes_without_duplicates(
