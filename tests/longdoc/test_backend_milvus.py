@@ -302,12 +302,40 @@ def test_an_interrupted_load_resumes_and_is_served_only_when_complete(
         backend.MilvusIndex.open(uri, "haystack")  # half loaded: not served
     written: list[int] = []
     row = milvus_load._window_row
-    monkeypatch.setattr(milvus_load, "_window_row", lambda *a: written.append(a[-1]) or row(*a))
+    monkeypatch.setattr(milvus_load, "_window_row", lambda *a: written.append(a[3]) or row(*a))
     engine = milvus_load.load_into_milvus(local, uri, "haystack", batch=40)
     windows = int(local.offsets[-1])
     assert written == list(range(80, windows))  # resumed after the two finished batches
     assert engine.client.query(engine.collection, filter="id >= 0", output_fields=["count(*)"])[0]["count(*)"] \
         == windows  # fmt: skip
+
+
+@pytest.mark.parametrize("begun_with_weights", [False, True])
+def test_an_index_without_window_bm25_loads_without_a_sparse_field(
+    encoded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, begun_with_weights: bool
+) -> None:
+    """An index without text (or with BM25 over whole documents alone) loads with no BM25 field on its windows: no
+    placeholder weights stored, and a Milvus without sparse vectors (2.3) takes it. A load begun by an earlier
+    lengthwise, whose collection has the field, resumes with it. Dense search gives the local top 10 either way."""
+    local = LongIndex.build_windows(encoded, tmp_path / "dense")
+    uri = str(tmp_path / "milvus.db")
+    if begun_with_weights:  # the first batch written as an earlier lengthwise wrote it, then stopped
+        made, row = milvus_load._windows_schema, milvus_load._window_row
+        monkeypatch.setattr(milvus_load, "_windows_schema", lambda c, d, k, s: made(c, d, k, True))
+        monkeypatch.setattr(milvus_load, "_window_row", lambda v, o, w, r, s: row(v, o, w, r, True))
+
+        def stopped(done: int, total: int) -> None:
+            raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            milvus_load.load_into_milvus(local, uri, "dense", batch=40, on_progress=stopped)
+        monkeypatch.undo()
+    engine = milvus_load.load_into_milvus(local, uri, "dense", batch=40)
+    fields = {field["name"] for field in engine.client.describe_collection(engine.collection)["fields"]}
+    assert fields == {"id", "doc", "dense"} | ({"bm25"} if begun_with_weights else set())
+    assert engine.lexical is None
+    vectors = np.asarray(local.vectors[[0, 50, 100]], dtype=np.float32)
+    _same(engine.search_vectors(vectors, k=10), local.search_vectors(vectors, k=10))
 
 
 def test_refusals_name_the_uri_or_name_and_the_fix(local: LongIndex, tmp_path: Path) -> None:

@@ -55,18 +55,27 @@ MUTABLE = ("generation", "mode", "fusion", "tuned")  # lexical settings that cha
 Progress = Callable[[int, int], None] | None
 
 
-def _windows_schema(client: Any, dim: int, kind: str) -> tuple[Any, Any]:
+def _windows_schema(client: Any, dim: int, kind: str, sparse: bool) -> tuple[Any, Any]:
+    """The windows collection: each window's row, document number and vector, and with `sparse` (an index with BM25
+    over its windows) its BM25 weights. Without it the collection has no sparse field, so a dense index loads into
+    a Milvus without sparse vectors (2.3) and stores no placeholder weights."""
     from pymilvus import DataType
 
     schema = client.create_schema(auto_id=False)
     schema.add_field("id", DataType.INT64, is_primary=True)  # the window's row (as the local index's vectors)
     schema.add_field("doc", DataType.INT64)  # its document's number
     schema.add_field("dense", DataType.FLOAT_VECTOR, dim=dim)
-    schema.add_field("bm25", DataType.SPARSE_FLOAT_VECTOR)  # its row of the bm25s score matrix
     params = client.prepare_index_params()
     params.add_index("dense", **dense_index(kind))
-    params.add_index("bm25", index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
+    if sparse:
+        schema.add_field("bm25", DataType.SPARSE_FLOAT_VECTOR)  # its row of the bm25s score matrix
+        params.add_index("bm25", index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
     return schema, params
+
+
+def _has_sparse(client: Any, collection: str) -> bool:
+    """Whether `collection` has the BM25 field (a load begun by an earlier lengthwise always made one)."""
+    return any(field.get("name") == "bm25" for field in client.describe_collection(collection)["fields"])
 
 
 def _documents_schema(client: Any) -> tuple[Any, Any]:
@@ -152,7 +161,7 @@ def load_into_milvus(
     windows, sides = f"{name}__{_load_id(index)}", _sides(index.lexical)
     records, documents = windows + RECORDS, windows + DOCUMENTS
     wanted = [
-        (windows, _windows_schema(client, index.vectors.shape[1], engine_kind(uri))),
+        (windows, _windows_schema(client, index.vectors.shape[1], engine_kind(uri), "window" in sides)),
         (records, _records_schema(client)),
     ]
     if "document" in sides:  # whole-document BM25: one row per document
@@ -164,11 +173,13 @@ def load_into_milvus(
     done = int(read_records(client, records, ["progress"]).get("progress", 0))
     total, lexical = len(index.vectors), index.lexical
     weights = _unit_weights(sides["window"], total) if "window" in sides else None
+    sparse = _has_sparse(client, windows)  # as the collection was made (a resumed load: by the lengthwise of then)
     owners = np.repeat(np.arange(len(index.doc_ids)), np.diff(index.offsets))
     client.delete(windows, filter=f"id >= {done}")  # a batch written before an interruption recorded it
     for start in range(done, total, batch):
         stop = min(start + batch, total)
-        client.insert(windows, [_window_row(index.vectors, owners, weights, row) for row in range(start, stop)])
+        client.insert(windows, [_window_row(index.vectors, owners, weights, row, sparse)
+                                for row in range(start, stop)])  # fmt: skip
         write_records(client, records, {"progress": stop})
         if on_progress is not None:
             on_progress(stop, total)
@@ -205,9 +216,9 @@ def _terms(weights: Any, row: int) -> dict[int, float]:
     return {key: value for key, value in terms.items() if value} or {NO_TERM: 1.0}  # Milvus refuses an empty one
 
 
-def _window_row(vectors: np.ndarray, owners: np.ndarray, weights: Any, row: int) -> dict[str, Any]:
-    return {"id": row, "doc": int(owners[row]), "dense": np.asarray(vectors[row], dtype=np.float32).tolist(),
-            "bm25": _terms(weights, row)}  # fmt: skip
+def _window_row(vectors: np.ndarray, owners: np.ndarray, weights: Any, row: int, sparse: bool) -> dict[str, Any]:
+    out = {"id": row, "doc": int(owners[row]), "dense": np.asarray(vectors[row], dtype=np.float32).tolist()}
+    return {**out, "bm25": _terms(weights, row)} if sparse else out
 
 
 def _index_records(index: Any, lexical: Any) -> dict[str, Any]:
