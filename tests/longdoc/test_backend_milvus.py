@@ -338,6 +338,29 @@ def test_an_index_without_window_bm25_loads_without_a_sparse_field(
     _same(engine.search_vectors(vectors, k=10), local.search_vectors(vectors, k=10))
 
 
+def test_records_are_read_at_strong_consistency(
+    local: LongIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server reads at bounded staleness unless asked: a load's progress, and the name it has just published, read
+    back at once were not there yet (Milvus 2.3.5 standalone: the load's own `open` found no index served). Every
+    read of the records (the load's, the open's) asks for strong consistency."""
+    engine = milvus_load.load_into_milvus(local, str(tmp_path / "milvus.db"), "haystack")
+    levels: list[tuple[str, object]] = []
+    query = engine.client.query
+
+    def recorded(collection: str, *args: object, **kwargs: object) -> object:
+        levels.append((collection, kwargs.get("consistency_level")))
+        return query(collection, *args, **kwargs)
+
+    monkeypatch.setattr(engine.client, "query", recorded)
+    for module in (milvus_load, backend):  # the same client, its queries recorded
+        monkeypatch.setattr(module, "connect", lambda uri: engine.client)
+    milvus_load.load_into_milvus(local, str(tmp_path / "milvus.db"), "haystack")  # done: reads, publishes again
+    backend.MilvusIndex.open(str(tmp_path / "milvus.db"), "haystack")
+    records = [level for collection, level in levels if collection.endswith((store.RECORDS, store.SERVED))]
+    assert records and set(records) == {"Strong"}
+
+
 def test_refusals_name_the_uri_or_name_and_the_fix(local: LongIndex, tmp_path: Path) -> None:
     with pytest.raises(SettingError, match="collection name"):
         milvus_load.load_into_milvus(local, str(tmp_path / "m.db"), "bad-name")

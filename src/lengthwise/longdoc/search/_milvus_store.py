@@ -29,6 +29,7 @@ READ_ROWS = {"lite": 256, "server": 256, "lite-python": 16_384}  # rows one `id 
 # C++ core's time for it grows faster than the list (2,000 rows: 981 ms in one query, 67 ms in queries of 200, at 1M
 # windows), the Python engine walks the whole collection each query (fewer, larger ones)
 DOCUMENTS = "_documents"  # suffix of the whole-document BM25 collection beside a windows collection (one row a doc)
+STRONG = "Strong"  # the consistency records are read at (`read_records`)
 SERVED = "__served"  # suffix of the records collection whose one record names the collection a name serves
 
 
@@ -116,8 +117,12 @@ def _upsert_records(client: Any, collection: str, parts: list[dict[str, Any]], c
 
 
 def read_records(client: Any, collection: str, keys: Sequence[str]) -> dict[str, Any]:
-    """The records `keys` that `write_records` wrote whole (a key without its count row is absent)."""
-    counts = client.query(collection, filter=f"key in {json.dumps(list(keys))}", output_fields=["key", "value"])
+    """The records `keys` that `write_records` wrote whole (a key without its count row is absent). Read at strong
+    consistency: a server reads at bounded staleness by default, and a load's progress or the name it has just
+    published, read back at once, was not there yet (a Milvus 2.3.5 standalone server: `open` after a load found no
+    index served)."""
+    counts = client.query(collection, filter=f"key in {json.dumps(list(keys))}", output_fields=["key", "value"],
+                          consistency_level=STRONG)  # fmt: skip
     found: dict[str, Any] = {}
     for row in counts:
         names = [f"{row['key']}:{n:06d}" for n in range(int(row["value"]))]
@@ -125,7 +130,7 @@ def read_records(client: Any, collection: str, keys: Sequence[str]) -> dict[str,
         for first in range(0, len(names), PARTS_PER_QUERY):  # a few MB a query (parts are up to `CHUNK` characters)
             chunk = names[first : first + PARTS_PER_QUERY]
             rows = client.query(collection, filter=f"key in {json.dumps(chunk)}", output_fields=["key", "value"],
-                                limit=len(chunk))  # fmt: skip
+                                limit=len(chunk), consistency_level=STRONG)  # fmt: skip
             parts.update({part["key"]: part["value"] for part in rows})
         found[row["key"]] = json.loads("".join(parts[name] for name in names))
     return found
