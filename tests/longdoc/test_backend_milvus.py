@@ -361,6 +361,27 @@ def test_records_are_read_at_strong_consistency(
     assert records and set(records) == {"Strong"}
 
 
+def test_a_server_without_sparse_vectors_is_refused_in_one_line(
+    local: LongIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Milvus older than 2.4 refuses a collection with a sparse field (2.3.5: "create index on 104 field is not
+    supported"). The load says so in one line on the URI, with the fix, where the collection has BM25."""
+    uri = str(tmp_path / "milvus.db")
+    client = store.connect(uri)
+
+    def refused(collection: str, schema: object = None, **kwargs: object) -> None:
+        if any(field.name == "bm25" for field in schema.fields):  # type: ignore[attr-defined]
+            raise RuntimeError("create index on 104 field is not supported")
+        return create(collection, schema=schema, **kwargs)
+
+    create = client.create_collection
+    monkeypatch.setattr(client, "create_collection", refused)
+    monkeypatch.setattr(milvus_load, "connect", lambda uri: client)
+    with pytest.raises(SettingError, match=r"refused the collection .*104.*Milvus 2\.4 or later.*without text") as err:
+        milvus_load.load_into_milvus(local, uri, "haystack")
+    assert "\n" not in str(err.value)
+
+
 def test_refusals_name_the_uri_or_name_and_the_fix(local: LongIndex, tmp_path: Path) -> None:
     with pytest.raises(SettingError, match="collection name"):
         milvus_load.load_into_milvus(local, str(tmp_path / "m.db"), "bad-name")

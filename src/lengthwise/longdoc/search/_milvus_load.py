@@ -168,7 +168,7 @@ def load_into_milvus(
         wanted.append((documents, _documents_schema(client)))
     for collection, (schema, params) in wanted:
         if not client.has_collection(collection):
-            client.create_collection(collection, schema=schema, index_params=params)
+            _create(client, uri, collection, schema, params)
     ensure_loaded(client, *[collection for collection, _ in wanted])  # released, when another process resumes it
     done = int(read_records(client, records, ["progress"]).get("progress", 0))
     total, lexical = len(index.vectors), index.lexical
@@ -191,6 +191,23 @@ def load_into_milvus(
     _settled(client, *[collection for collection, _ in wanted])
     _publish(client, name, windows)
     return MilvusIndex.open(uri, name)
+
+
+def _create(client: Any, uri: str, collection: str, schema: Any, params: Any) -> None:
+    """Create `collection`.
+
+    Raises:
+        SettingError: On ``uri``: the Milvus there refused it (a server older than 2.4 has no sparse vectors, which
+            BM25 needs: the message says so where the collection has one).
+    """
+    try:
+        client.create_collection(collection, schema=schema, index_params=params)
+    except Exception as refused:  # pymilvus's MilvusException, whatever the server said
+        sparse = any(field.name == "bm25" for field in schema.fields)
+        hint = ("BM25 needs sparse vectors, Milvus 2.4 or later: use a newer Milvus, or load an index built without "
+                "text" if sparse else "check the server's version and logs")  # fmt: skip
+        raise SettingError("uri", uri, f"the Milvus there refused the collection {collection} ({refused}); "
+                           f"{hint}") from None  # fmt: skip
 
 
 def _load_documents(client: Any, collection: str, records: str, side: Any, batch: int) -> None:
