@@ -9,12 +9,13 @@ that PyPI's ``milvus`` package starts (Milvus 2.3.5, the whole standalone binary
 
 Milvus 2.3 has no sparse vectors, so only the dense side is loaded (the index opened with its lexical side left
 out: the windows collection then has no BM25 field) and only dense queries are timed; hybrid on a server needs
-Milvus 2.4 or later, not at hand here. The index's windows are loaded (`load_into_milvus`, resumed if stopped),
-then `--queries` seeded query vectors (a window of a random document with small noise, as bench_hybrid's scale
-queries) are searched one at a time on one thread through the server and the local index: recall@10 against the
-exact scan, the same top 10 as the local index (ids and scores), the p50 of each, the engine's smallest search
-alone, and two of them sent at once against one after the other. Written to the section ``server-<name>`` of
-docs/results/bench_milvus.json, with the server's version and the load average before and after each step.
+Milvus 2.4 or later, not at hand here. The index's windows are loaded (`load_into_milvus`, resumed if stopped);
+once the server has built its index over every row, `--queries` seeded query vectors (a window of a random
+document with small noise) are searched one at a time on one thread through the server and the local index:
+recall@10 against the exact scan, the same top 10 as the local index (ids and scores), the p50 of each, the
+engine's smallest search alone, and two of them sent at once against one after the other. Written to the section
+``server-<name>`` of docs/results/bench_milvus.json, with the server's version and the load average before and
+after each step.
 """
 
 from __future__ import annotations
@@ -106,6 +107,21 @@ def step_queries(local: Any, engine: Any, count: int) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _wait_for_index(client: Any, collection: str) -> float:
+    """Seconds until the server has built the dense index over every row and has none pending (it builds after the
+    load returns, and again over the segments its compaction merges; a search meanwhile scans the rows not yet
+    indexed, and the builds take the machine's cores): the queries are timed on the built index, the server idle."""
+    start = time.perf_counter()
+    while True:
+        state = client.describe_index(collection, "dense")
+        keys = ("indexed_rows", "total_rows", "pending_index_rows")
+        indexed, total, pending = (int(state.get(key, 0)) for key in keys)
+        if indexed >= total > 0 and not pending:
+            return time.perf_counter() - start
+        print(f"  index: {indexed} of {total} rows, {pending} pending", flush=True)
+        time.sleep(15)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--index", type=Path, required=True, help="a local index (its dense side is loaded)")
@@ -131,8 +147,16 @@ def main() -> None:
     before, start = os.getloadavg(), time.perf_counter()
     engine = load_into_milvus(_DenseSide(local), args.uri, args.name)
     section["load"] = {"load_s": time.perf_counter() - start, "loadavg_before": before,
-                       "loadavg_after": os.getloadavg()}  # fmt: skip
+                       "loadavg_after": os.getloadavg(), "returned_at": time.strftime("%H:%M:%S")}  # fmt: skip
     print("load", json.dumps(section["load"]), flush=True)
+    section["load"]["index_wait_s"] = _wait_for_index(engine.client, engine.collection)
+    section["load"]["loadavg_after_index"] = os.getloadavg()
+    section["load"]["index_built_by"] = time.strftime("%H:%M:%S")
+    earlier = (json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}).get(f"server-{args.name}", {})
+    # each run's load is kept (one that resumed a finished load took seconds), and each run's queries
+    section["load_runs"] = [*earlier.get("load_runs", [earlier["load"]] if "load" in earlier else []), section["load"]]
+    section["dense_runs"] = earlier.get("dense_runs", [earlier["dense"]] if "dense" in earlier else [])
+    print("index built", json.dumps(section["load"]), flush=True)
     section["server_version"] = engine.client.get_server_version()
     start = time.perf_counter()
     engine = MilvusIndex.open(args.uri, args.name)
@@ -140,6 +164,7 @@ def main() -> None:
     before = os.getloadavg()
     section["dense"] = {**step_queries(local, engine, args.queries), "loadavg_before": before,
                         "loadavg_after": os.getloadavg(), "date": time.strftime("%Y-%m-%d")}  # fmt: skip
+    section["dense_runs"].append(section["dense"])
     print("dense", json.dumps(section["dense"]), flush=True)
     made = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
     made[f"server-{args.name}"] = section
