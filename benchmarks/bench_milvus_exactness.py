@@ -24,10 +24,10 @@ average before and after. The database goes to a temporary folder, removed at th
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from importlib.metadata import version
@@ -35,6 +35,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks folder (run as a script)
+from bench_milvus_lite25 import write_section
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results" / "bench_milvus_exactness.json"
@@ -142,12 +145,7 @@ def main() -> None:
     finally:
         client.close()
         shutil.rmtree(folder, ignore_errors=True)
-    made = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
-    made[f"rows-{args.rows}"] = result
-    staged = RESULTS.with_suffix(".json.tmp")  # atomic: this runs without lengthwise installed
-    staged.write_text(json.dumps(made, indent=2) + "\n", encoding="utf-8")
-    staged.replace(RESULTS)
-    print(json.dumps(result, indent=2))
+    write_section(RESULTS, f"rows-{args.rows}", result)
 
 
 if __name__ == "__main__":

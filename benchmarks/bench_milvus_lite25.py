@@ -153,11 +153,17 @@ def main() -> None:
     }  # fmt: skip
     client.close()
     shutil.rmtree(folder, ignore_errors=True)
-    made = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
-    made[f"rows-{args.rows}"] = result
-    staged = RESULTS.with_suffix(".json.tmp")  # atomic: this runs without lengthwise installed
+    write_section(RESULTS, f"rows-{args.rows}", result)
+
+
+def write_section(results: Path, key: str, result: dict[str, Any]) -> None:
+    """Write `result` as the section `key` of the JSON file `results`, the other sections kept, atomically (a file
+    staged beside it, then moved: these benchmarks run without lengthwise installed), and print it."""
+    made = json.loads(results.read_text()) if results.is_file() else {}
+    made[key] = result
+    staged = results.with_suffix(".json.tmp")
     staged.write_text(json.dumps(made, indent=2) + "\n", encoding="utf-8")
-    staged.replace(RESULTS)
+    staged.replace(results)
     print(json.dumps(result, indent=2))
 
 
