@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -194,20 +195,27 @@ def load_into_milvus(
 
 
 def _create(client: Any, uri: str, collection: str, schema: Any, params: Any) -> None:
-    """Create `collection`.
+    """Create `collection` with its indexes, or nothing (a collection made before its index was refused is dropped).
 
     Raises:
         SettingError: On ``uri``: the Milvus there refused it (a server older than 2.4 has no sparse vectors, which
             BM25 needs: the message says so where the collection has one).
     """
+    quiet = logging.getLogger("pymilvus.decorators")  # it logs each failed call with its traceback: the one line
+    level = quiet.level  # below says it all
+    quiet.setLevel(logging.CRITICAL)
     try:
         client.create_collection(collection, schema=schema, index_params=params)
     except Exception as refused:  # pymilvus's MilvusException, whatever the server said
+        if client.has_collection(collection):  # made, its index refused: nothing half-made is left
+            client.drop_collection(collection)
         sparse = any(field.name == "bm25" for field in schema.fields)
         hint = ("BM25 needs sparse vectors, Milvus 2.4 or later: use a newer Milvus, or load an index built without "
                 "text" if sparse else "check the server's version and logs")  # fmt: skip
         raise SettingError("uri", uri, f"the Milvus there refused the collection {collection} ({refused}); "
                            f"{hint}") from None  # fmt: skip
+    finally:
+        quiet.setLevel(level)
 
 
 def _load_documents(client: Any, collection: str, records: str, side: Any, batch: int) -> None:
