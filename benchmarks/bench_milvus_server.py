@@ -69,41 +69,26 @@ def _p50_ms(call: Any, count: int) -> tuple[float, list[Any]]:
 
 
 def step_queries(local: Any, engine: Any, count: int) -> dict[str, Any]:
-    from concurrent.futures import ThreadPoolExecutor
+    from bench_milvus_scale import _engine_floor, _two_at_once
+    from bench_milvus_sets import _recall
 
     vectors = _queries(local, count)
     exact = [[d for d, _ in row] for row in local.exact_vectors(vectors, 10, scoring=local.scoring)]
     local_p50, near = _p50_ms(lambda n: local.search_vectors(vectors[n : n + 1], k=10)[0], count)
     server_p50, found = _p50_ms(lambda n: engine.search_vectors(vectors[n : n + 1], k=10)[0], count)
-    params = {"metric_type": "IP", "params": {"ef": 64}}
-
-    def nearest(n: int) -> Any:
-        return engine.client.search(engine.collection, [vectors[n].tolist()], anns_field="dense", limit=10,
-                                    output_fields=["id"], search_params=params)  # fmt: skip
-
-    floor_p50, _ = _p50_ms(nearest, count)
-    together, apart = [], []
-    with ThreadPoolExecutor(2) as pool:
-        for n in range(1, count - 1):
-            start = time.perf_counter()
-            list(pool.map(nearest, [n, n + 1]))
-            together.append(1000 * (time.perf_counter() - start))
-            start = time.perf_counter()
-            nearest(n), nearest(n + 1)
-            apart.append(1000 * (time.perf_counter() - start))
-    same = [[d for d, _ in a] == [d for d, _ in b] for a, b in zip(found, near, strict=True)]
-    gaps = [abs(s - t) for a, b in zip(found, near, strict=True) if [d for d, _ in a] == [d for d, _ in b]
+    floor, pairs = _engine_floor(engine, vectors), _two_at_once(engine, vectors)
+    ids = {"server": [[d for d, _ in row] for row in found], "local": [[d for d, _ in row] for row in near]}
+    same = [a == b for a, b in zip(ids["server"], ids["local"], strict=True)]
+    gaps = [abs(s - t) for a, b, one in zip(found, near, same, strict=True) if one
             for (_, s), (_, t) in zip(a, b, strict=True)]  # fmt: skip
     return {
-        "queries": count,
-        "server_recall_at_10_vs_exact": statistics.mean(len({d for d, _ in a} & set(e)) / 10
-                                                        for a, e in zip(found, exact, strict=True)),
-        "local_recall_at_10_vs_exact": statistics.mean(len({d for d, _ in a} & set(e)) / 10
-                                                       for a, e in zip(near, exact, strict=True)),
+        "queries": count, "server_recall_at_10_vs_exact": _recall(ids["server"], exact),
+        "local_recall_at_10_vs_exact": _recall(ids["local"], exact),
         "same_top10_ids_as_local": float(np.mean(same)), "largest_score_gap_same_ids": max(gaps, default=None),
         "server_p50_ms": server_p50, "local_p50_ms": local_p50, "server_over_local_p50": server_p50 / local_p50,
-        "engine_floor_p50_ms": floor_p50, "engine_floor_over_local_p50": floor_p50 / local_p50,
-        "two_at_once_p50_ms": statistics.median(together), "one_after_the_other_p50_ms": statistics.median(apart),
+        "engine_floor_p50_ms": floor["p50_ms"], "engine_floor_over_local_p50": floor["p50_ms"] / local_p50,
+        "two_at_once_p50_ms": pairs["two_at_once_p50_ms"],
+        "one_after_the_other_p50_ms": pairs["one_after_the_other_p50_ms"],
     }  # fmt: skip
 
 

@@ -122,7 +122,7 @@ class _EngineBM25:
         found = self.client.search(self.collection, [weights], anns_field="bm25", limit=limit, **among_rows,
                                    search_params={"metric_type": "IP"}, output_fields=["id"])[0]  # fmt: skip
         ids, scores = _hit_arrays(found)
-        owners = ids if self.whole else np.searchsorted(self.offsets, ids, side="right") - 1
+        owners = ids if self.whole else _documents_of(self.offsets, ids)
         return owners, scores
 
     def scores_among(self, query: str, docs: np.ndarray) -> np.ndarray:
@@ -298,7 +298,7 @@ class MilvusIndex(DocumentSearch):
         rows, vectors = np.concatenate([ids for ids, _ in found]), np.concatenate([v for _, v in found])
         order = np.argsort(rows, kind="stable")
         rows = rows[order]
-        return rows, np.searchsorted(self.offsets, rows, side="right") - 1, vectors[order]
+        return rows, _documents_of(self.offsets, rows), vectors[order]
 
     @property
     def read_rows(self) -> int:
@@ -420,7 +420,7 @@ class MilvusIndex(DocumentSearch):
         """(documents, similarities) of a dense search's hits, in its order: a window's document from its row
         number (`offsets`)."""
         rows, similarities = _hit_arrays(hits)
-        return np.searchsorted(self.offsets, rows, side="right") - 1, similarities
+        return _documents_of(self.offsets, rows), similarities
 
     def _proposed(
         self, query: torch.Tensor, found: tuple[np.ndarray, np.ndarray], scoring: WindowScoring
@@ -525,6 +525,11 @@ def _rows_filter(rows: np.ndarray, docs: np.ndarray, total: int, over: int) -> s
     if over and len(rows) * over <= total:
         return f"id in {rows.tolist()}"
     return f"doc in {docs.tolist()}"
+
+
+def _documents_of(offsets: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The document of each window row `rows` (document d holds the rows ``offsets[d]:offsets[d + 1]``)."""
+    return np.searchsorted(offsets, rows, side="right") - 1
 
 
 def _window_rows(offsets: np.ndarray, docs: np.ndarray) -> np.ndarray:
