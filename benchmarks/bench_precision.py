@@ -29,6 +29,10 @@ Stages (each writes its own section of the JSON, so a stage can be re-run alone;
   Spearman ×100 per precision.
 - ``half_scifact``: SciFact test nDCG@10 (full corpus) for fp32, bf16 and fp16, and the paired per-query interval of
   each half precision − fp32.
+- ``query_precision``: an fp32 SciFact index (``LENGTHWISE_QUERY_INDEX``; default bench_hybrid.py's quality-stage
+  index) searched with its queries embedded at each precision (`LongIndex.set_query_precision`, what ``search`` and
+  ``serve --precision`` do): cosine to the fp32 query vectors, test nDCG@10 dense and hybrid with the paired interval
+  against fp32 queries, the share of fp32's top 10 kept, and ms per query embedded in batches of 1 and 11.
 
 Half precisions this CPU has no native instructions for are left out (they are refused there).
 
@@ -37,6 +41,7 @@ exactly L tokens, embedded through `lengthwise.core.embed.embed_ids`. The load a
 
     python benchmarks/bench_precision.py layers speed quality robustness   # → docs/results/bench_precision.json
     python benchmarks/bench_precision.py half_speed half_quality half_scifact
+    python benchmarks/bench_precision.py query_precision --repeats 5
 """
 
 from __future__ import annotations
@@ -58,6 +63,10 @@ DATA = Path(os.environ.get("LENGTHWISE_DATA", REPO.parent / "shared" / "data"))
 DEFAULT_OUT = REPO / "docs" / "results" / "bench_precision.json"
 STSB = DATA / "stsb" / "original" / "sts-test.csv.gz"
 STS12_16 = DATA / "sts12-16" / "senteval_tokenized"
+# query_precision: an fp32 index of SciFact with its text (`lengthwise encode` + `lengthwise index build`, the
+# defaults; bench_hybrid.py's quality stage builds one), and the BEIR folder its queries and qrels come from
+QUERY_INDEX = Path(os.environ.get("LENGTHWISE_QUERY_INDEX", "/tmp/lengthwise-bench-hybrid/scifact/index"))
+QUERY_DATA = DATA / "scifact"
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -565,10 +574,87 @@ def stage_half_scifact(_: int) -> dict[str, Any]:
     return {"rows": rows, "queries": len(queries)}
 
 
+QUERY_ARMS = ("fp32", "bf16", "fp16", "int8")  # the queries' precisions on an fp32 index (those this CPU runs)
+
+
+def _query_vectors(index: Any, texts: list[str], batch: int, repeats: int) -> tuple[np.ndarray, float]:
+    """The queries' vectors from `index` (its query precision), and the median seconds a query takes to embed in
+    batches of `batch` (the model loaded and warmed first)."""
+    index.embed_queries(texts[:batch], batch_size=batch)  # loads, checks and casts the model; warms it
+    seconds = []
+    for _ in range(repeats):
+        began = time.perf_counter()
+        vectors = np.concatenate([np.asarray(index.embed_queries(texts[i : i + batch], batch_size=batch))
+                                  for i in range(0, len(texts), batch)])  # fmt: skip
+        seconds.append((time.perf_counter() - began) / len(texts))
+    return vectors, statistics.median(seconds)
+
+
+def stage_query_precision(repeats: int) -> dict[str, Any]:
+    """The queries of an fp32 index embedded at each precision this CPU runs (`set_query_precision`, what
+    ``search``/``serve --precision`` do): the query vectors' cosine to fp32's, test nDCG@10 dense and hybrid through
+    the index with the paired per-query interval against fp32 queries, the share of fp32's top 10 kept, and the
+    milliseconds a query takes to embed in batches of 1 and 11 (serve's batch at 32 clients), one torch thread."""
+    from lengthwise.core.precision import cpu_half_support
+    from lengthwise.core.stats import paired_bootstrap
+    from lengthwise.evaluation.config import RetrievalConfig
+    from lengthwise.evaluation.data import read_beir
+    from lengthwise.evaluation.retrieval import trec_scores
+    from lengthwise.longdoc.search.index import LongIndex
+
+    torch.set_num_threads(1)
+    data = read_beir(QUERY_DATA, "test")
+    texts = list(data.query_texts)
+    support = cpu_half_support()
+    arms = [arm for arm in QUERY_ARMS if arm in ("fp32", "int8") or support[arm]]
+    rows: dict[str, Any] = {}
+    per_query: dict[str, dict[str, dict[str, float]]] = {}
+    tops: dict[str, dict[str, list[list[str]]]] = {}
+    reference = None
+    for arm in arms:
+        index = LongIndex.open(QUERY_INDEX)
+        index.set_query_precision(arm)
+        vectors, _ = _query_vectors(index, texts, 11, 1)
+        row: dict[str, Any] = {"ms_per_query": {}}
+        for batch in (1, 11):
+            row["ms_per_query"][str(batch)] = 1e3 * _query_vectors(index, texts[:110], batch, repeats)[1]
+        if reference is None:
+            reference = vectors
+        else:
+            cosines = (
+                (vectors * reference).sum(axis=1) / np.linalg.norm(vectors, axis=1) / np.linalg.norm(reference, axis=1)
+            )
+            row.update(cosine_mean=float(cosines.mean()), cosine_min=float(cosines.min()))
+        per_query[arm], tops[arm] = {}, {}
+        for mode in ("dense", "hybrid"):
+            hits = index.search(texts, 10, mode=mode, vectors=vectors, search_threads=1)
+            run = {q: {h.id: h.score for h in row_hits} for q, row_hits in zip(data.query_ids, hits, strict=True)
+                   if q in data.qrels}  # fmt: skip
+            scores = trec_scores({q: data.qrels[q] for q in run}, run, RetrievalConfig())
+            per_query[arm][mode] = {q: 100 * v["ndcg@10"] for q, v in scores.items()}
+            row[f"{mode}_ndcg@10"] = float(np.mean(list(per_query[arm][mode].values())))
+            tops[arm][mode] = [[h.id for h in row_hits] for row_hits in hits]
+        rows[arm] = row
+        print(arm, row, flush=True)
+    for arm in arms[1:]:
+        for mode in ("dense", "hybrid"):
+            queries = sorted(per_query["fp32"][mode])
+            scores = [[per_query[p][mode][q] for q in queries] for p in ("fp32", arm)]
+            point, low, high = paired_bootstrap(scores, seed=0)
+            kept = [
+                len(set(a) & set(b)) / max(1, len(a)) for a, b in zip(tops["fp32"][mode], tops[arm][mode], strict=True)
+            ]
+            rows[arm][f"{mode}_minus_fp32"] = {"diff": point, "low": low, "high": high}
+            rows[arm][f"{mode}_top10_kept"] = float(np.mean(kept))
+    return {"rows": rows, "queries": len(texts), "index": str(QUERY_INDEX), "threads": 1,
+            "cpu_half_support": support}  # fmt: skip
+
+
 STAGES = {"layers": stage_layers, "speed": stage_speed, "quality": stage_quality, "robustness": stage_robustness,
           "scifact": stage_scifact, "onnx": stage_onnx, "robustness_scifact": stage_robustness_scifact,
           "profile": stage_profile, "row_scaling": stage_row_scaling, "half_speed": stage_half_speed,
-          "half_quality": stage_half_quality, "half_scifact": stage_half_scifact}  # fmt: skip
+          "half_quality": stage_half_quality, "half_scifact": stage_half_scifact,
+          "query_precision": stage_query_precision}  # fmt: skip
 
 
 def main() -> None:

@@ -18,6 +18,13 @@ starts, so the two never share the CPU). The issue's goals (issue 36) are checke
     # started afresh in turn, A B B A …, on the same index and queries
     python benchmarks/bench_serve.py INDEX --clients 32 --search-threads default,1 --rounds 4 \
         --out docs/results/bench_serve_search_threads.json
+    # the queries embedded in bf16 on an fp32 index, against fp32 (the default) and an earlier commit's server
+    python benchmarks/bench_serve.py INDEX --precision bf16 --reference /tmp/before/src --reference-index OLD_INDEX \
+        --rounds 4 --out docs/results/bench_serve_precision.json
+    # this checkout's server against an earlier commit's (a git worktree), in turn on this machine (issue 48.3)
+    git worktree add /tmp/before d3262f9
+    python benchmarks/bench_serve.py INDEX --clients 1,8,32 --requests 1000 --reference /tmp/before/src \
+        --reference-index OLD_INDEX --rounds 4 --out docs/results/bench_serve_versus_before.json
 
 Queries: ``--queries FILE.jsonl`` or ``FILE.jsonl.gz`` (``text`` per line), else sentences cut from the indexed
 documents' own text (the lexical side), else a fixed list. The report records what was measured (windows, model, the
@@ -96,13 +103,15 @@ def in_process(folder: Path, queries: list[str], requests: int, settings: dict[s
 
 
 def start_server(
-    folder: Path, extra: list[str], log: Path, threads: int | None = None
+    folder: Path, extra: list[str], log: Path, threads: int | None = None, source: Path | None = None
 ) -> tuple[subprocess.Popen[str], str]:
-    """`lengthwise serve FOLDER --port 0` (with `threads` torch threads per worker: ``OMP_NUM_THREADS``), and its URL
-    once it answers."""
+    """`lengthwise serve FOLDER --port 0` (with `threads` torch threads per worker: ``OMP_NUM_THREADS``; `source`: the
+    ``src`` folder of another checkout whose lengthwise serves instead of this one), and its URL once it answers."""
     env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}
     if threads is not None:
         env["OMP_NUM_THREADS"] = str(threads)
+    if source is not None:  # first on the path: before this checkout's editable install
+        env["PYTHONPATH"] = os.pathsep.join([str(source), *filter(None, [os.environ.get("PYTHONPATH")])])
     command = [sys.executable, "-m", "lengthwise.cli", "serve", str(folder), "--port", "0", *extra]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log.open("w"), text=True, env=env)
     assert process.stdout is not None
@@ -147,6 +156,7 @@ async def load(url: str, clients: int, queries: list[str], requests: int, settin
     latencies: list[float] = []
     errors: list[str] = []
     sent = iter(range(requests))
+    cpu = time.process_time()
 
     async def client(session: httpx.AsyncClient) -> None:
         for n in sent:
@@ -166,14 +176,16 @@ async def load(url: str, clients: int, queries: list[str], requests: int, settin
         before = info["batches"]
         started = time.perf_counter()
         await asyncio.gather(*(client(session) for _ in range(clients)))
-        wall = time.perf_counter() - started
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu
         after = (await session.get("/info")).json()["batches"]
     batches = after["run"] - before["run"]
     return {"clients": clients, "requests": requests, "errors": len(errors), "first_errors": errors[:3],
             "p50_ms": 1e3 * statistics.median(latencies), "p99_ms": 1e3 * _percentile(latencies, 0.99),
             "throughput_qps": requests / wall,
+            # the benchmark's own CPU (httpx, JSON), on the cores the server has: a share of the wall time
+            "client_cpu_busy": round(cpu / wall, 2),
             "queries_per_batch": round((after["queries"] - before["queries"]) / max(1, batches), 2),
-            "search_threads": info["batching"].get("search_threads", 1),
+            "search_threads": info.get("batching", {}).get("search_threads", 1),
             # the share of the wall time the worker's search threads (the index; summed over them, so above 1 when
             # several search at once) and its model thread (the query encoder, pipelined with it) were busy
             "worker_busy": round((after["busy_s"]["search"] - before["busy_s"]["search"]) / wall, 2),
@@ -247,6 +259,14 @@ def main() -> None:
         help="serve --search-threads N; several, comma-separated "
         "(`default`: the flag left out), compare servers in one run: each started afresh in turn",
     )
+    parser.add_argument("--precision", default=None, help="serve --precision P (the queries' precision); several, "
+                        "comma-separated: more servers compared in the same run, beside --search-threads' (issue 48: "
+                        "bf16 queries on an fp32 index)")  # fmt: skip
+    parser.add_argument("--reference", type=Path, default=None, help="the src folder of another checkout (an "
+                        "earlier commit, in a git worktree): its server is one more arm, `reference`, started in turn "
+                        "with the others, so the two versions are compared in one run")  # fmt: skip
+    parser.add_argument("--reference-index", type=Path, default=None, help="the index folder the reference serves "
+                        "(one of the layout it reads; default: INDEX)")  # fmt: skip
     parser.add_argument("--rounds", type=int, default=1, help="with several --search-threads: rounds of all of "
                         "them, in the order A B, then B A, …")  # fmt: skip
     parser.add_argument("--out", type=Path, default=None, help="write the figures here as JSON")
@@ -298,12 +318,20 @@ def run(folder: Path, args: argparse.Namespace, settings: dict[str, Any], scratc
              "queries": queries, "settings": settings, "headers": headers, "requests": args.requests,
              "clients": [int(c) for c in args.clients.split(",")]}  # fmt: skip
     arms = (args.search_threads or "default").split(",")
+    if args.precision is not None:  # more servers: the default's search threads, each query precision
+        arms += [f"precision={precision}" for precision in args.precision.split(",")]
+    if args.reference is not None:
+        serve["reference"] = {"source": args.reference, "index": args.reference_index or folder}
+        arms.append(REFERENCE)
     report = {"index": str(folder) if not args.tiny else "tiny (random 2-layer BERT, 200 documents)",
               "measured": described, "queries": {"file": str(args.queries) if args.queries else None,
                                                  "distinct": len(queries)},
               "settings": settings, "batching": {"max_batch": args.max_batch, "wait_ms": args.batch_wait_ms},
               "workers": args.workers, "server_threads": args.server_threads or os.environ.get("OMP_NUM_THREADS"),
               "in_process": local}  # fmt: skip
+    if args.reference is not None:
+        report["reference"] = {"source": str(args.reference), "commit": _commit(args.reference),
+                               "index": str(serve["reference"]["index"])}  # fmt: skip
     if len(arms) == 1 and args.rounds == 1:
         levels, code = served(serve, arms[0])
         report |= {"served": levels, "goals": _goals(local, levels), "server_exit": code}
@@ -313,16 +341,33 @@ def run(folder: Path, args: argparse.Namespace, settings: dict[str, Any], scratc
                      "load_average": {"before": load_before, "after": _load()}}  # fmt: skip
 
 
-def _search_threads_flag(arm: str) -> list[str]:
-    """`serve`'s flag for one arm of --search-threads (``default``: none)."""
-    return [] if arm == "default" else ["--search-threads", str(int(arm))]
+REFERENCE = "reference"  # the arm of --reference: another checkout's server
+
+
+def _commit(source: Path) -> str | None:
+    """The commit checked out where `source` is (None outside a git checkout)."""
+    found = subprocess.run(["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True)
+    return found.stdout.strip() or None
+
+
+def _arm_flags(arm: str) -> list[str]:
+    """`serve`'s flags for one arm: ``default`` (none), ``precision=P`` (an arm of --precision) or a number of
+    search threads (an arm of --search-threads)."""
+    if arm == "default":
+        return []
+    if arm.startswith("precision="):
+        return ["--precision", arm.removeprefix("precision=")]
+    return ["--search-threads", str(int(arm))]
 
 
 def served(serve: dict[str, Any], arm: str) -> tuple[list[dict[str, Any]], int]:
     """One server (`serve`'s folder and flags, and the arm's --search-threads) started, loaded at each concurrency
     in turn, and stopped: each level's figures, and the server's exit status."""
-    extra = serve["extra"] + _search_threads_flag(arm)
-    process, url = start_server(serve["folder"], extra, serve["log"], serve["threads"])
+    if arm == REFERENCE:  # another checkout's lengthwise, on its own index folder, with the flags of its day
+        source, folder, extra = serve["reference"]["source"], serve["reference"]["index"], serve["extra"]
+    else:
+        source, folder, extra = None, serve["folder"], serve["extra"] + _arm_flags(arm)
+    process, url = start_server(folder, extra, serve["log"], serve["threads"], source)
     levels = []
     try:
         for clients in serve["clients"]:

@@ -89,3 +89,21 @@ def test_content_names_the_text_in_errors(tiny_model) -> None:
     view = TokenView(tiny_model)
     with pytest.raises(DataFormatError, match=r"pairs\.tsv:3 \(text1\) is empty"):
         view.content(["fine", "  "], names=["pairs.tsv:2 (text1)", "pairs.tsv:3 (text1)"])
+
+
+def test_a_module_left_training_is_put_in_eval_mode_and_an_eval_model_left_alone(tiny_model, monkeypatch) -> None:
+    import torch
+
+    from lengthwise.core.embed import eval_mode
+
+    tiny_model.eval()
+    inner = next(m for m in tiny_model.modules() if isinstance(m, torch.nn.Dropout))
+    inner.train()  # one dropout left training, the model's own flag off: still switched off
+    eval_mode(tiny_model)
+    assert not any(module.training for module in tiny_model.modules())
+    calls = []
+    monkeypatch.setattr(torch.nn.Module, "train", lambda self, mode=True: calls.append(mode) or self)
+    eval_mode(tiny_model)  # all in eval already: no walk over the modules
+    assert calls == []
+    ids = [[101, 2023, 102]]
+    np.testing.assert_array_equal(embed_ids(tiny_model, ids), embed_ids(tiny_model, ids))  # dropout off

@@ -13,7 +13,15 @@ import typer
 from lengthwise.cli.app import command_group
 from lengthwise.cli.console import console, say
 from lengthwise.cli.console import fail as _fail
-from lengthwise.cli.options import BackendOption, NameOption, UriOption, quiet_loading, served, setting_message
+from lengthwise.cli.options import (
+    BackendOption,
+    NameOption,
+    QueryPrecisionOption,
+    UriOption,
+    quiet_loading,
+    served,
+    setting_message,
+)
 from lengthwise.core.fusion import LEXICAL_GRANULARITY, TUNED_WEIGHTS
 from lengthwise.longdoc.search.backends import DEFAULT_NAME
 
@@ -139,6 +147,7 @@ def search(
         str | None,
         typer.Option("--model", "-m", help="Query with this model instead of the recorded one (same weights)."),
     ] = None,
+    precision: QueryPrecisionOption = None,
     backend: BackendOption = "local",
     uri: UriOption = None,
     name: NameOption = DEFAULT_NAME,
@@ -154,6 +163,7 @@ def search(
     try:
         asked = _queries(query, queries)
         opened = open_index(served(backend, uri, name), index, model=model, load_model=load_model)
+        opened.set_query_precision(precision)
         results = opened.search([text for _, text in asked], k, mode=mode, passages=passages, candidates=candidates,
                                 probes=probes, depth=depth)  # fmt: skip
     except LengthwiseError as err:

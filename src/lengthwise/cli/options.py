@@ -90,6 +90,12 @@ PRECISION_HELP = (
     "has it (else fp16) or a CPU with AMX, else fp32. See docs/benchmarks.md."
 )
 PrecisionOption = Annotated[str, typer.Option("--precision", help=PRECISION_HELP)]
+QUERY_PRECISION_HELP = (
+    "The queries' precision: auto, fp32, bf16, fp16 or int8 (as --precision elsewhere). Default: the precision the "
+    "index's documents were embedded at. An index embedded in fp32 may take another (bf16 or fp16: a few times "
+    "faster on a GPU or a CPU with AMX, query vectors within a cosine of about 1e-4 of fp32's)."
+)
+QueryPrecisionOption = Annotated[str | None, typer.Option("--precision", help=QUERY_PRECISION_HELP, show_default=False)]
 BackendOption = Annotated[
     str, typer.Option("--backend", help="Where the index is served: local (the folder) or milvus (at --uri).")
 ]

@@ -9,14 +9,22 @@ import typer
 
 from lengthwise.cli.console import fail as _fail
 from lengthwise.cli.console import say
-from lengthwise.cli.options import BackendOption, NameOption, UriOption, field_option, served, setting_message
+from lengthwise.cli.options import (
+    BackendOption,
+    NameOption,
+    QueryPrecisionOption,
+    UriOption,
+    field_option,
+    served,
+    setting_message,
+)
 from lengthwise.longdoc.search.backends import DEFAULT_NAME
 from lengthwise.service.config import ServeConfig
 
 __all__ = ["serve"]
 
 FLAGGED = ("host", "port", "workers", "api_key_file", "max_batch", "batch_wait_ms", "threads", "search_threads",
-           "backend", "uri", "name")  # fmt: skip
+           "precision", "backend", "uri", "name")  # fmt: skip
 
 
 def _message(error: Exception, index: Path | str | None) -> str:
@@ -52,6 +60,7 @@ def serve(
     batch_wait_ms: Annotated[float, field_option(ServeConfig, "batch_wait_ms")] = 2.0,
     threads: Annotated[int | None, field_option(ServeConfig, "threads")] = None,
     search_threads: Annotated[int | None, field_option(ServeConfig, "search_threads")] = None,
+    precision: QueryPrecisionOption = None,
     backend: BackendOption = "local",
     uri: UriOption = None,
     name: NameOption = DEFAULT_NAME,
@@ -74,7 +83,7 @@ def serve(
 
     try:
         config = ServeConfig(host, port, workers, api_key_file, max_batch, batch_wait_ms, threads=threads,
-                             search_threads=search_threads)  # fmt: skip
+                             search_threads=search_threads, precision=precision)  # fmt: skip
         run_service(index, config, on_ready=ready, backend=served(backend, uri, name))
     except LengthwiseError as err:  # SettingError, LongDocError, ModelLoadError
         _fail(_message(err, shown))

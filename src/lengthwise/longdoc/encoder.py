@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from sentence_transformers import SentenceTransformer
 
-from lengthwise.core.embed import WindowBatches
+from lengthwise.core.embed import WindowBatches, eval_mode
 from lengthwise.core.encoder import MultiVectors
 from lengthwise.core.models import live_patch, position_limit
 from lengthwise.core.scoring import WindowScoring
@@ -191,7 +191,7 @@ class LongEncoder:
         full = self.content_budget(role, self.macro_window) if late else self._full_width(role)
         self._sentence_ends()  # the tokenizer's last use on this thread while the reader runs
         pieces = prefetch(self._pieces(iter(texts)))
-        self.model.eval()
+        eval_mode(self.model)
         forward = partial(self._forward_windows, role=role, tokens=late, batches=self._window_batches(role))
         with (
             closing(pieces),

@@ -66,6 +66,8 @@ class ServeConfig:
         search_threads: Threads each worker searches the index on (batches searched at once, and each batch's
             queries spread over them); None: each worker's share of the available cores less one for its model
             thread (`search_threads_used`; one on two cores).
+        precision: What the queries are embedded at (``auto``, ``fp32``, ``bf16``, ``fp16``, ``int8``); None: the
+            precision the index's documents were embedded at (`DocumentSearch.set_query_precision`).
         shutdown_grace_s: After SIGTERM or Ctrl-C, how long the requests in flight are waited for; a client still
             sending or reading after that has its connection closed (one line in the log).
     """
@@ -87,6 +89,10 @@ class ServeConfig:
     search_threads: int | None = field(
         default=None, metadata={"help": "Threads each worker searches on (default: its share of the cores, less one)."}
     )
+    precision: str | None = field(
+        default=None,
+        metadata={"help": "The queries' precision: auto, fp32, bf16, fp16 or int8 (default: the index's)."},
+    )
     shutdown_grace_s: int = field(
         default=30, metadata={"help": "Seconds the requests in flight are waited for after SIGTERM or Ctrl-C."}
     )
@@ -106,6 +112,10 @@ class ServeConfig:
             raise SettingError("shutdown_grace_s", self.shutdown_grace_s, "use 1–3600 whole seconds")
         if not 0 <= self.batch_wait_ms <= 1000:
             raise SettingError("batch_wait_ms", self.batch_wait_ms, "use 0–1000 milliseconds")
+        if self.precision is not None:
+            from lengthwise.core.precision import Precision
+
+            Precision.parse(self.precision)  # a misspelt name refuses before anything loads
         if not self.host or any(c.isspace() for c in self.host):
             raise SettingError("host", self.host, "give an address such as 127.0.0.1 or 0.0.0.0")
 

@@ -27,10 +27,12 @@ __all__ = ["open_checked", "serve", "worker_app"]
 ENV = "LENGTHWISE_SERVE"  # the index folder and settings, for the worker processes (--workers > 1)
 
 
-def open_checked(folder: str | os.PathLike[str] | None, backend: Backend | None = None) -> Any:
-    """The index at `folder` (or the one `backend` serves in Milvus), its lexical side opened and its model loaded
-    and checked against the index's recorded weights: what the service needs, loaded once, or the reason it cannot
-    be served."""
+def open_checked(
+    folder: str | os.PathLike[str] | None, backend: Backend | None = None, precision: str | None = None
+) -> Any:
+    """The index at `folder` (or the one `backend` serves in Milvus), its lexical side opened and its model loaded,
+    checked against the index's recorded weights and set to the queries' `precision` (None: as recorded): what the
+    service needs, loaded once, or the reason it cannot be served."""
     from lengthwise.facade import load_model
     from lengthwise.longdoc.search.backends import open_index
 
@@ -38,6 +40,7 @@ def open_checked(folder: str | os.PathLike[str] | None, backend: Backend | None 
         what = "a file, not a folder" if Path(folder).exists() else "no such folder"
         raise SettingError(None, folder, f"{folder}: {what}; pass a folder written by `lengthwise index build`")
     index = open_index(backend, folder, load_model=load_model)
+    index.set_query_precision(precision)
     _ = index.lexical  # a damaged lexical side refuses now, not at the first hybrid query
     index.embed_queries(["warm up"])  # loads the recorded model and checks its weights against the index
     return index
@@ -101,7 +104,7 @@ def serve(
         raise SettingError("workers", config.workers, "a Milvus Lite database is opened by one process; serve it with "
                            "--workers 1, or serve from a Milvus server (--uri http://host:19530)")  # fmt: skip
     _set_threads(config)
-    index = open_checked(folder, backend)  # before FastAPI and uvicorn are imported: a refusal comes fast
+    index = open_checked(folder, backend, config.precision)  # before FastAPI and uvicorn: a refusal comes fast
 
     from lengthwise.service.app import create_app
 
@@ -172,4 +175,6 @@ def worker_app() -> Any:
     config = ServeConfig(**{**data, "limits": Limits(**data["limits"]),
                             "api_key_file": Path(data["api_key_file"]) if data["api_key_file"] else None})  # fmt: skip
     _set_threads(config)
-    return create_app(open_index(Backend(**made["backend"]), made["folder"], load_model=load_model), config)
+    index = open_index(Backend(**made["backend"]), made["folder"], load_model=load_model)
+    index.set_query_precision(config.precision)
+    return create_app(index, config)

@@ -53,6 +53,7 @@ class DocumentSearch:
     doc_ids: list[str]
     model: SentenceTransformer | None
     load_model: ModelLoader | None
+    query_precision: str | None = None  # what queries are embedded at when asked otherwise (`set_query_precision`)
 
     # --- where the windows are: each backend's own --------------------------------------------------------------
 
@@ -153,9 +154,65 @@ class DocumentSearch:
         if self.model is None:
             model = self._load(made)
             self._check_model(model)
-            self.model = model
+            self.model = self._at_query_precision(model)
         encoder = LongEncoder(self.model, LongDocConfig.from_dict(made["long"]))
         return encoder.encode_queries(list(queries), batch_size=batch_size)
+
+    @property
+    def recorded_precision(self) -> str:
+        """The precision the index's documents were embedded at, as `lengthwise encode` recorded it (fp32 for an
+        index built before it was recorded)."""
+        return str(self.settings["encode_settings"].get("precision", "fp32"))
+
+    def set_query_precision(self, precision: str | None) -> None:
+        """Embed the queries at `precision` (``auto``, ``fp32``, ``bf16``, ``fp16`` or ``int8``;
+        `lengthwise.core.precision`) rather than at the precision the documents were embedded at (None: as
+        recorded, the default).
+
+        The query model is loaded as recorded and checked against the index's weights, then cast (bf16, fp16) or
+        quantized (int8), as `lengthwise.load_model(precision=)` would load it: a query vector then differs from the
+        recorded precision's by what the precision changes (bf16 on all-MiniLM-L6-v2: mean cosine 0.99995 to fp32's,
+        docs/benchmarks.md "Half precision"), and the query encoder runs several times faster on a CPU with AMX or
+        on a GPU. Only an index embedded in fp32 can change: half or int8 weights do not give back the fp32 ones.
+        A model already loaded is copied before it changes, so a model given to `open` is left as it was.
+
+        Raises:
+            SettingError: on ``precision``: an unknown name, a precision the query model's device runs slowly or
+                not at all (`resolve_precision`), or another precision than recorded for an index not embedded in
+                fp32.
+        """
+        import copy
+
+        from lengthwise.core.precision import Precision, resolve_precision
+
+        if precision is None:
+            self.query_precision = None
+            return
+        recorded = Precision.parse(self.recorded_precision)
+        device = self.model.device if self.model is not None else None
+        wanted = resolve_precision(precision, device)
+        if wanted is recorded:
+            self.query_precision = None
+            return
+        if recorded is not Precision.FP32:
+            raise SettingError("precision", precision, f"the index's documents were embedded in {recorded.value} and "
+                               f"its queries can be only so; leave it out or give {recorded.value}")  # fmt: skip
+        self.query_precision = wanted.value
+        if self.model is not None:  # loaded (and checked) already: a copy changes, not the model given
+            self.model = self._at_query_precision(copy.deepcopy(self.model))
+
+    def _at_query_precision(self, model: SentenceTransformer) -> SentenceTransformer:
+        """`model`, loaded as recorded and checked, at the query precision asked for (`set_query_precision`)."""
+        from lengthwise.core.precision import HALF_DTYPES, Precision, cast_half
+        from lengthwise.core.quantize import quantize_int8
+
+        if self.query_precision is None:
+            return model
+        wanted = Precision.parse(self.query_precision)
+        if wanted in HALF_DTYPES:
+            return cast_half(model, wanted)
+        quantize_int8(model)  # set_query_precision let through nothing else
+        return model
 
     def search(
         self,
