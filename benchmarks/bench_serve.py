@@ -19,8 +19,8 @@ starts, so the two never share the CPU). The issue's goals (issue 36) are checke
     python benchmarks/bench_serve.py INDEX --clients 32 --search-threads default,1 --rounds 4 \
         --out docs/results/bench_serve_search_threads.json
     # the queries embedded in bf16 on an fp32 index, against fp32 (the default) and an earlier commit's server
-    python benchmarks/bench_serve.py INDEX --precision bf16 --reference /tmp/before/src --reference-index OLD_INDEX \
-        --rounds 4 --out docs/results/bench_serve_precision.json
+    python benchmarks/bench_serve.py INDEX --precision default,bf16 --reference /tmp/before/src \
+        --reference-index OLD_INDEX --rounds 4 --out docs/results/bench_serve_precision.json
     # this checkout's server against an earlier commit's (a git worktree), in turn on this machine (issue 48.3)
     git worktree add /tmp/before d3262f9
     python benchmarks/bench_serve.py INDEX --clients 1,8,32 --requests 1000 --reference /tmp/before/src \
@@ -186,6 +186,7 @@ async def load(url: str, clients: int, queries: list[str], requests: int, settin
             "client_cpu_busy": round(cpu / wall, 2),
             "queries_per_batch": round((after["queries"] - before["queries"]) / max(1, batches), 2),
             "search_threads": info.get("batching", {}).get("search_threads", 1),
+            "query_precision": info.get("query_precision"),  # what the server embeds queries at (None: before it said)
             # the share of the wall time the worker's search threads (the index; summed over them, so above 1 when
             # several search at once) and its model thread (the query encoder, pipelined with it) were busy
             "worker_busy": round((after["busy_s"]["search"] - before["busy_s"]["search"]) / wall, 2),
@@ -260,8 +261,8 @@ def main() -> None:
         "(`default`: the flag left out), compare servers in one run: each started afresh in turn",
     )
     parser.add_argument("--precision", default=None, help="serve --precision P (the queries' precision); several, "
-                        "comma-separated: more servers compared in the same run, beside --search-threads' (issue 48: "
-                        "bf16 queries on an fp32 index)")  # fmt: skip
+                        "comma-separated (`default`: the flag left out), compare servers in one run, after any of "
+                        "--search-threads (issue 48: bf16 queries on an fp32 index)")  # fmt: skip
     parser.add_argument("--reference", type=Path, default=None, help="the src folder of another checkout (an "
                         "earlier commit, in a git worktree): its server is one more arm, `reference`, started in turn "
                         "with the others, so the two versions are compared in one run")  # fmt: skip
@@ -318,8 +319,9 @@ def run(folder: Path, args: argparse.Namespace, settings: dict[str, Any], scratc
              "queries": queries, "settings": settings, "headers": headers, "requests": args.requests,
              "clients": [int(c) for c in args.clients.split(",")]}  # fmt: skip
     arms = (args.search_threads or "default").split(",")
-    if args.precision is not None:  # more servers: the default's search threads, each query precision
-        arms += [f"precision={precision}" for precision in args.precision.split(",")]
+    if args.precision is not None:  # servers with each query precision (`default`: the flag left out), after any
+        chosen = [p if p == "default" else f"precision={p}" for p in args.precision.split(",")]  # search threads'
+        arms = list(dict.fromkeys([*(args.search_threads.split(",") if args.search_threads else []), *chosen]))
     if args.reference is not None:
         serve["reference"] = {"source": args.reference, "index": args.reference_index or folder}
         arms.append(REFERENCE)

@@ -4,7 +4,8 @@ Arms, each on the same windows of the same corpus (multi-vector, 32-token window
 the bare BertModel forward on pre-tokenized windows (fp32, bf16 autocast), `LongEncoder.encode_documents_multi`
 in-process (fp32, fp16, bf16 through `lengthwise.load_model(precision=)`), `lengthwise encode` as a user runs it
 (whole process, fp32 and bf16), sentence-transformers' `encode` on the window texts (fp32, fp16), and
-`benchmarks/bench_serve.py` at 1/8/32 clients on an index built here from the CLI's vectors. Results are written
+`benchmarks/bench_serve.py` at 1/8/32 clients on an index built here from the CLI's vectors (its queries in fp32, as
+recorded, then in bf16: `serve --precision bf16`). Results are written
 to OUT/results.json after every arm, so a run cut short keeps what it measured. Speed and code paths only: the
 weights are random, no quality figure comes from them.
 
@@ -196,25 +197,29 @@ def sentence_transformers(model_dir: Path, texts: list[str], device: str, half: 
     }
 
 
-def serve(run: Run, encoded: Path, clients: str, requests: int) -> dict:
-    """An index built from the CLI's vectors, then bench_serve at each concurrency (its own JSON read back)."""
+def serve(run: Run, encoded: Path, clients: str, requests: int, precision: str | None = None) -> dict:
+    """An index built from the CLI's vectors (once), then bench_serve at each concurrency (its own JSON read back);
+    `precision`: the queries' (`serve --precision`; None: the index's, fp32)."""
     index = run.out / "index"
-    shutil.rmtree(index, ignore_errors=True)
-    build = [sys.executable, "-m", "lengthwise.cli", "index", "build", str(encoded), "-o", str(index)]
-    began = time.perf_counter()
-    done = subprocess.run(build, capture_output=True, text=True, timeout=max(run.left() - 5, 10))
-    if done.returncode:
-        raise RuntimeError(f"index build exit {done.returncode}: {done.stderr[-1500:]}")
-    built = time.perf_counter() - began
-    figures = run.out / "serve.json"
+    built = None
+    if not (index / "index.json").is_file():
+        shutil.rmtree(index, ignore_errors=True)
+        build = [sys.executable, "-m", "lengthwise.cli", "index", "build", str(encoded), "-o", str(index)]
+        began = time.perf_counter()
+        done = subprocess.run(build, capture_output=True, text=True, timeout=max(run.left() - 5, 10))
+        if done.returncode:
+            raise RuntimeError(f"index build exit {done.returncode}: {done.stderr[-1500:]}")
+        built = round(time.perf_counter() - began, 2)
+    figures = run.out / f"serve-{precision or 'index'}.json"
     queries = str(ROOT / "data/qmsum/queries.jsonl.gz")
     bench = [sys.executable, str(ROOT / "benchmarks/bench_serve.py"), str(index), "--queries", queries,
              "--mode", "hybrid", "--clients", clients, "--requests", str(requests),
-             "--local-requests", str(max(requests // 5, 10)), "--out", str(figures)]  # fmt: skip
+             "--local-requests", str(max(requests // 5, 10)), "--out", str(figures),
+             *(["--precision", precision] if precision else [])]  # fmt: skip
     done = subprocess.run(bench, capture_output=True, text=True, timeout=max(run.left() - 5, 10))
     if done.returncode:
         raise RuntimeError(f"bench_serve exit {done.returncode}: {done.stderr[-1500:]}")
-    return {"index_build_s": round(built, 2), "bench_serve": json.loads(figures.read_text(encoding="utf-8"))}
+    return {"index_build_s": built, "bench_serve": json.loads(figures.read_text(encoding="utf-8"))}
 
 
 def summary(results: dict[str, Any]) -> dict[str, Any]:
@@ -271,6 +276,8 @@ def main() -> None:
     run.save()
     encoded = Path(run.results["arms"].get("cli_encode_fp32", {}).get("out", args.out / "encoded-fp32"))
     run.arm("serve", lambda: serve(run, encoded, args.clients, args.serve_requests), need_s=60)
+    # the same index served with its queries embedded in bf16 on the GPU (`serve --precision bf16`)
+    run.arm("serve_bf16_queries", lambda: serve(run, encoded, args.clients, args.serve_requests, "bf16"), need_s=60)
     print(json.dumps(run.results["table"], indent=1))
 
 
