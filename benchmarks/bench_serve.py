@@ -261,8 +261,8 @@ def main() -> None:
         "(`default`: the flag left out), compare servers in one run: each started afresh in turn",
     )
     parser.add_argument("--precision", default=None, help="serve --precision P (the queries' precision); several, "
-                        "comma-separated (`default`: the flag left out), compare servers in one run, after any of "
-                        "--search-threads (issue 48: bf16 queries on an fp32 index)")  # fmt: skip
+                        "comma-separated (`default`: the flag left out), compare servers in one run; with "
+                        "--search-threads, a server for each pair (issue 48: bf16 queries)")  # fmt: skip
     parser.add_argument("--reference", type=Path, default=None, help="the src folder of another checkout (an "
                         "earlier commit, in a git worktree): its server is one more arm, `reference`, started in turn "
                         "with the others, so the two versions are compared in one run")  # fmt: skip
@@ -319,9 +319,9 @@ def run(folder: Path, args: argparse.Namespace, settings: dict[str, Any], scratc
              "queries": queries, "settings": settings, "headers": headers, "requests": args.requests,
              "clients": [int(c) for c in args.clients.split(",")]}  # fmt: skip
     arms = (args.search_threads or "default").split(",")
-    if args.precision is not None:  # servers with each query precision (`default`: the flag left out), after any
-        chosen = [p if p == "default" else f"precision={p}" for p in args.precision.split(",")]  # search threads'
-        arms = list(dict.fromkeys([*(args.search_threads.split(",") if args.search_threads else []), *chosen]))
+    if args.precision is not None:  # each query precision (`default`: the flag left out), with each search threads
+        chosen = [p if p == "default" else f"precision={p}" for p in args.precision.split(",")]
+        arms = chosen if args.search_threads is None else [f"{t}+{p}" for t in arms for p in chosen]
     if args.reference is not None:
         serve["reference"] = {"source": args.reference, "index": args.reference_index or folder}
         arms.append(REFERENCE)
@@ -353,8 +353,10 @@ def _commit(source: Path) -> str | None:
 
 
 def _arm_flags(arm: str) -> list[str]:
-    """`serve`'s flags for one arm: ``default`` (none), ``precision=P`` (an arm of --precision) or a number of
-    search threads (an arm of --search-threads)."""
+    """`serve`'s flags for one arm: ``default`` (none), ``precision=P`` (an arm of --precision), a number of
+    search threads (an arm of --search-threads), or one of each joined by ``+`` (both given)."""
+    if "+" in arm:
+        return [flag for part in arm.split("+") for flag in _arm_flags(part)]
     if arm == "default":
         return []
     if arm.startswith("precision="):

@@ -104,7 +104,8 @@ def evaluate(
         device, max_length, trust_remote_code, precision: As for `lengthwise.load_model` (precision None: fp32).
         tempscale, long, window, stride: As for `build_encoder`.
         index, mode: Rank through this index (`evaluate_through_index`) in this mode; the model and how it embeds
-            are then the index's, and the settings above that set them are refused (`SettingError`).
+            are then the index's, and the settings above that set them are refused (`SettingError`), but for
+            `precision`: the queries' (an index embedded in fp32 may take another; None: as recorded).
         backend: Where the index is (`lengthwise.longdoc.search.backends.Backend`): a Milvus backend ranks through
             the index served there (no `index` folder then).
         show_progress: Show progress bars while encoding.
@@ -116,8 +117,8 @@ def evaluate(
 
     started = time.perf_counter()
     searched = index is not None or (backend is not None and backend.kind != "local")
-    given = {"model": model, "max_length": max_length, "precision": precision, "tempscale": tempscale,
-             "long": long, "window": window, "stride": stride}  # fmt: skip
+    given = {"model": model, "max_length": max_length, "tempscale": tempscale, "long": long, "window": window,
+             "stride": stride}  # fmt: skip
     for name, value in given.items() if searched else ():
         if value is not None:  # the index fixes the model and how it embeds
             raise SettingError(name, value if isinstance(value, (str, int, float)) else str(value), "the index fixes "
@@ -126,7 +127,7 @@ def evaluate(
     if out is not None:
         check_output(Path(out))  # a folder holding other files is refused now, not after the compute
     if searched:
-        return evaluate_through_index(config, index, out=out, mode=mode, backend=backend)
+        return evaluate_through_index(config, index, out=out, mode=mode, backend=backend, precision=precision)
     if mode is not None:
         raise SettingError("mode", mode, "ranks through an index; give the index to search")
     config, model = resolve(config), DEFAULT_MODEL if model is None else model
@@ -148,6 +149,7 @@ def evaluate_through_index(
     out: str | os.PathLike[str] | None = None,
     mode: str | None = None,
     backend: Backend | None = None,
+    precision: str | None = None,
 ) -> EvalRecord:
     """`lengthwise eval --task retrieval --index INDEX`: the BEIR task ranked through the index (candidates from
     its ANN engine, rescored exactly) and, on the same query vectors, by the exact scan of every window.
@@ -156,7 +158,9 @@ def evaluate_through_index(
     the exact top-k (k = ``config.retrieval.top_k``) the index also returns. `config.data` must be the indexed corpus
     (same ids and texts, by encode's digest); only the queries are encoded. `mode` (default: the index's recorded
     one) searches dense, lexical or hybrid, and the exact scan is that mode's over every document. `backend`: the
-    index served in Milvus instead (`index` None), recorded as ``milvus:URI#NAME``.
+    index served in Milvus instead (`index` None), recorded as ``milvus:URI#NAME``. `precision`: the queries'
+    (`DocumentSearch.set_query_precision`; None: the precision the documents were embedded at), recorded as
+    ``query_precision``.
     """
     from lengthwise.evaluation.rankings import index_record, index_task
 
@@ -164,12 +168,14 @@ def evaluate_through_index(
     milvus = backend is not None and backend.kind == "milvus"
     where = backend.where if milvus else str(index)  # type: ignore[union-attr]  # milvus: a backend
     opened = _opened(index, backend)
+    opened.set_query_precision(precision)
     config, data = index_task(config, where)
     opened.check_corpus(config.data)
     chosen, k = opened.search_mode(mode), config.retrieval.top_k + (1 if config.retrieval.drop_self_hits else 0)
     runs = opened.ranked_with_exact(list(data.query_texts), k, chosen)  # k: room for the self-hit that is dropped
     described = {"engine": "milvus" if milvus else opened.settings["engine"],
                  "quantize": opened.settings["quantize"], "mode": chosen.value,
+                 "query_precision": opened.query_precision or opened.recorded_precision,
                  **({"fusion": opened.fusion.to_dict()} if chosen.value == "hybrid" else {})}  # fmt: skip
     return index_record(config, data, runs, index=where, described=described, model=opened.settings["model"],
                         out=out, started=started)  # fmt: skip

@@ -135,9 +135,29 @@ def test_eval_through_an_index_of_other_texts_with_the_same_ids_is_refused(
     assert code == 0, output
 
 
+def test_eval_index_embeds_the_queries_at_the_precision_asked_and_records_it(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    # --precision was refused with --index; it now sets the queries' precision (issue 48), and the record says so
+    a = _beir(tmp_path / "a", TEXTS)
+    _encode(a / "corpus.jsonl", tmp_path / "e", tiny_model_dir)
+    assert _run(["index", "build", tmp_path / "e", "-o", tmp_path / "i"])[0] == 0
+    records = {}
+    for name, extra in (("index", []), ("int8", ["--precision", "int8"])):
+        code, output = _run(["eval", "-t", "retrieval", "-d", a, "--index", tmp_path / "i", "-o", tmp_path / name,
+                             *extra])  # fmt: skip
+        assert code == 0, output
+        records[name] = json.loads((tmp_path / name / "results.json").read_text(encoding="utf-8"))
+    assert records["index"]["index"]["query_precision"] == "fp32"
+    assert records["int8"]["index"]["query_precision"] == "int8"
+    line = _error(["eval", "-t", "retrieval", "-d", a, "--index", tmp_path / "i", "-o", tmp_path / "bad",
+                   "--precision", "half"])  # fmt: skip
+    assert line.startswith("error: --precision") and not (tmp_path / "bad").exists()
+
+
 @pytest.mark.parametrize(
     "flag",
-    [["-m", "x"], ["--tempscale", "0.8"], ["--long", "chunk-mean"], ["--precision", "int8"], ["--max-length", "64"]],
+    [["-m", "x"], ["--tempscale", "0.8"], ["--long", "chunk-mean"], ["--max-length", "64"]],
 )
 def test_eval_index_refuses_the_settings_the_index_fixes(tmp_path: Path, flag: list[str]) -> None:
     # before: each was silently ignored (the index's model and settings were used)

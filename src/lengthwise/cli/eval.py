@@ -115,7 +115,12 @@ def evaluate(
     seed: Annotated[int, field_option(EvalConfig, "seed")] = field_default(EvalConfig, "seed"),
     device: DeviceOption = None,
     precision: Annotated[
-        str | None, typer.Option("--precision", help=f"{PRECISION_HELP} Default: fp32.", show_default=False)
+        str | None,
+        typer.Option(
+            "--precision",
+            help=f"{PRECISION_HELP} Default: fp32. With --index: the queries' (default: the index's).",
+            show_default=False,
+        ),
     ] = None,
     trust_remote_code: TrustOption = False,
     tempscale: Annotated[
