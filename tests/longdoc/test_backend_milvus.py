@@ -92,6 +92,13 @@ def test_the_engine_gives_the_local_index_top_10_dense_hybrid_and_lexical(local:
     _same(
         _ranked(again.search(QUERIES[:2], k=10, mode="dense")), _ranked(local.search(QUERIES[:2], k=10, mode="dense"))
     )
+    # the queries at another precision than the documents' (issue 48): embedded on either backend alike
+    again.set_query_precision("int8")
+    local_int8 = LongIndex.open(local.folder)
+    local_int8.set_query_precision("int8")
+    found = _ranked(again.search(QUERIES[:2], k=10, mode="dense"))
+    assert again.query_precision == "int8" and found
+    _same(found, _ranked(local_int8.search(QUERIES[:2], k=10, mode="dense")))
 
 
 def test_the_nearest_windows_come_back_as_similarities_unless_the_scoring_fuses_a_mean(
