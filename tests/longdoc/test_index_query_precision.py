@@ -85,6 +85,28 @@ def test_a_model_given_to_open_is_left_as_it_was(index_dir: Path, tiny_model_dir
     np.testing.assert_array_equal(np.asarray(given.encode(QUERIES)), before)
 
 
+def test_the_query_precision_can_be_changed_again_and_back(index_dir: Path, tiny_model_dir: Path) -> None:
+    from lengthwise.core.models import load_plain_model
+    from lengthwise.core.precision import model_precision
+    from lengthwise.longdoc.search.index import LongIndex
+
+    fp32 = np.asarray(LongIndex.open(index_dir).embed_queries(QUERIES))
+    int8 = LongIndex.open(index_dir)
+    int8.set_query_precision("int8")
+    expected = np.asarray(int8.embed_queries(QUERIES))
+    given = load_plain_model(str(tiny_model_dir), device="cpu")
+    loaded_first = LongIndex.open(index_dir)  # the model loaded, then changed in place at the first query
+    loaded_first.set_query_precision("int8")
+    loaded_first.embed_queries(QUERIES)
+    for index in (LongIndex.open(index_dir, model=given), LongIndex.open(index_dir), loaded_first):
+        for asked in ("int8", "int8", None, "fp32", "int8", None):
+            index.set_query_precision(asked)
+            found = np.asarray(index.embed_queries(QUERIES))
+            np.testing.assert_array_equal(found, expected if asked == "int8" else fp32)
+            assert model_precision(index.model) == (asked or "fp32")
+    assert model_precision(given) == "fp32"
+
+
 def test_the_recorded_precision_or_auto_meaning_it_changes_nothing(index_dir: Path) -> None:
     from lengthwise.core.precision import resolve_precision
     from lengthwise.longdoc.search.index import LongIndex

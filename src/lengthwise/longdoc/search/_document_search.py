@@ -185,21 +185,23 @@ class DocumentSearch:
 
         from lengthwise.core.precision import Precision, resolve_precision
 
-        if precision is None:
-            self.query_precision = None
+        wanted: str | None = None
+        if precision is not None:
+            recorded = Precision.parse(self.recorded_precision)
+            concrete = resolve_precision(precision, self.model.device if self.model is not None else None)
+            if concrete is not recorded and recorded is not Precision.FP32:
+                problem = f"the index's documents were embedded in {recorded.value} and its queries can be only so"
+                raise SettingError("precision", precision, f"{problem}; leave it out or give {recorded.value}")
+            wanted = None if concrete is recorded else concrete.value
+        # the checked model as recorded: the one loaded, or the one kept when a copy of it was changed (None: a
+        # model loaded and changed in place, loaded again at the next query)
+        as_recorded = self.model if self.query_precision is None else self.__dict__.get("_as_recorded")
+        self.query_precision = wanted
+        if as_recorded is None or wanted is None:
+            self.model = as_recorded
             return
-        recorded = Precision.parse(self.recorded_precision)
-        device = self.model.device if self.model is not None else None
-        wanted = resolve_precision(precision, device)
-        if wanted is recorded:
-            self.query_precision = None
-            return
-        if recorded is not Precision.FP32:
-            raise SettingError("precision", precision, f"the index's documents were embedded in {recorded.value} and "
-                               f"its queries can be only so; leave it out or give {recorded.value}")  # fmt: skip
-        self.query_precision = wanted.value
-        if self.model is not None:  # loaded (and checked) already: a copy changes, not the model given
-            self.model = self._at_query_precision(copy.deepcopy(self.model))
+        self.__dict__["_as_recorded"] = as_recorded
+        self.model = self._at_query_precision(copy.deepcopy(as_recorded))  # a copy changes, not the model given
 
     def _at_query_precision(self, model: SentenceTransformer) -> SentenceTransformer:
         """`model`, loaded as recorded and checked, at the query precision asked for (`set_query_precision`)."""
