@@ -163,7 +163,8 @@ def search(
     try:
         asked = _queries(query, queries)
         opened = open_index(served(backend, uri, name), index, model=model, load_model=load_model)
-        opened.set_query_precision(precision)
+        if precision is not None:  # the queries at another precision than the documents'
+            opened.set_query_precision(precision)
         results = opened.search([text for _, text in asked], k, mode=mode, passages=passages, candidates=candidates,
                                 probes=probes, depth=depth)  # fmt: skip
     except LengthwiseError as err:
