@@ -175,7 +175,7 @@ def evaluate_through_index(
     runs = opened.ranked_with_exact(list(data.query_texts), k, chosen)  # k: room for the self-hit that is dropped
     described = {"engine": "milvus" if milvus else opened.settings["engine"],
                  "quantize": opened.settings["quantize"], "mode": chosen.value,
-                 "query_precision": opened.query_precision or opened.recorded_precision,
+                 "query_precision": opened.queries_embedded_at,
                  **({"fusion": opened.fusion.to_dict()} if chosen.value == "hybrid" else {})}  # fmt: skip
     return index_record(config, data, runs, index=where, described=described, model=opened.settings["model"],
                         out=out, started=started)  # fmt: skip

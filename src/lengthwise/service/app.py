@@ -311,7 +311,7 @@ def describe(index: Any, config: ServeConfig) -> dict[str, Any]:
         "lexical": _names_only(lexical.settings) if lexical is not None else None,
         "mode": (lexical.settings.get("mode") or "hybrid") if lexical is not None else "dense",
         "fusion": index.fusion.to_dict(),
-        "query_precision": index.query_precision or index.recorded_precision,  # what the queries are embedded at
+        "query_precision": index.queries_embedded_at,  # what the queries are embedded at
         "limits": json.loads(json.dumps(config.limits.__dict__)),
         "batching": {
             "max_batch": config.max_batch,

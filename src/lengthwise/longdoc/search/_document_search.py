@@ -164,6 +164,11 @@ class DocumentSearch:
         index built before it was recorded)."""
         return str(self.settings["encode_settings"].get("precision", "fp32"))
 
+    @property
+    def queries_embedded_at(self) -> str:
+        """The precision queries are embedded at: the one `set_query_precision` asked for, else the recorded one."""
+        return self.query_precision or self.recorded_precision
+
     def set_query_precision(self, precision: str | None) -> None:
         """Embed the queries at `precision` (``auto``, ``fp32``, ``bf16``, ``fp16`` or ``int8``;
         `lengthwise.core.precision`) rather than at the precision the documents were embedded at (None: as
