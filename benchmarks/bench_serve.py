@@ -135,6 +135,18 @@ def _tree(pid: int) -> list[int]:
     return out
 
 
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user and system, every thread) the server's process tree has used so far."""
+    ticks = 0
+    for member in _tree(pid):
+        try:
+            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # a process that just ended
+            continue
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc(5))
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def _rss_mb(pid: int) -> dict[str, float]:
     """Resident memory of the server's process tree, now and at its peak (the sum of each process's peak)."""
     total = {"VmRSS": 0.0, "VmHWM": 0.0}
@@ -375,14 +387,20 @@ def served(serve: dict[str, Any], arm: str) -> tuple[list[dict[str, Any]], int]:
     levels = []
     try:
         for clients in serve["clients"]:
-            level_started = time.perf_counter()
+            level_started, cpu = time.perf_counter(), _cpu_s(process.pid)
             level = asyncio.run(load(url, clients, serve["queries"], serve["requests"], serve["settings"],
                                      serve["headers"])) | _rss_mb(process.pid)  # fmt: skip
-            level["seconds"], level["load"] = round(time.perf_counter() - level_started), _load()
+            wall, cpu = time.perf_counter() - level_started, _cpu_s(process.pid) - cpu
+            # the server's CPU over the level (its warm-up request and two /info calls too): cores kept busy, and
+            # CPU milliseconds a query (beside the client's own share, client_cpu_busy)
+            level["server_cpu_busy"] = round(cpu / wall, 2)
+            level["server_cpu_ms_per_query"] = round(1e3 * cpu / serve["requests"], 2)
+            level["seconds"], level["load"] = round(wall), _load()
             print(f"{clients:>3} clients ({arm} search threads: {level['search_threads']}): p50 "
                   f"{level['p50_ms']:.2f} ms, p99 {level['p99_ms']:.2f} ms, {level['throughput_qps']:.1f} q/s, "
                   f"{level['queries_per_batch']} queries/batch, search threads busy {level['worker_busy']:.0%}, "
-                  f"model thread {level['model_busy']:.0%}, {level['errors']} errors, RSS {level['rss_mb']} MB, "
+                  f"model thread {level['model_busy']:.0%}, server CPU {level['server_cpu_busy']:.2f} cores, "
+                  f"{level['errors']} errors, RSS {level['rss_mb']} MB, "
                   f"load {level['load'][0]}", file=sys.stderr)  # fmt: skip
             levels.append(level)
     finally:
