@@ -1,8 +1,10 @@
 r"""`lengthwise serve` under concurrent load: 1, 8 and 32 clients against a served index, beside the in-process
 `LongIndex.search` on the same queries, so the HTTP overhead is a ratio.
 
-For each concurrency: p50/p99 latency of one-query requests, throughput, errors (must be 0) and the server's RSS
-(current and peak). The in-process figure is one query per call, sequential, measured first (before the server
+For each concurrency: p50/p99 latency of one-query requests, throughput, errors (must be 0), the server's RSS
+(current and peak), the CPU its process tree used (``server_cpu_busy``: cores kept busy; ``server_cpu_ms_per_query``)
+and the benchmark client's own share (``client_cpu_busy``): on a machine the two share, they say whether the cores
+were full. The in-process figure is one query per call, sequential, measured first (before the server
 starts, so the two never share the CPU). The issue's goals (issue 36) are checked and printed:
 
 - p50 at 8 clients ≤ 2 × the in-process p50;
