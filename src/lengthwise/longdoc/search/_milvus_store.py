@@ -7,10 +7,16 @@ collection into the engine's memory, and the collection a served name names (the
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
+import os
 import re
+import shutil
+import tempfile
+import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from lengthwise.core.errors import SettingError
@@ -31,6 +37,8 @@ READ_ROWS = {"lite": 256, "server": 256, "lite-python": 16_384}  # rows one `id 
 DOCUMENTS = "_documents"  # suffix of the whole-document BM25 collection beside a windows collection (one row a doc)
 STRONG = "Strong"  # the consistency records are read at (`read_records`)
 SERVED = "__served"  # suffix of the records collection whose one record names the collection a name serves
+_HOMES: list[str] = []  # the HOME folders given to the Milvus Lite servers this process started (removed at exit)
+_HOME_LOCK = threading.Lock()
 
 
 def connect(uri: str) -> Any:
@@ -51,7 +59,8 @@ def connect(uri: str) -> Any:
         if attempt:
             time.sleep(0.5 * attempt)
         try:
-            return pymilvus.MilvusClient(uri)
+            with _own_home() if embedded else contextlib.nullcontext():
+                return pymilvus.MilvusClient(uri)
         except Exception as failed:  # pymilvus raises its own MilvusException, or ConnectionError/OSError
             error = failed
     problem = f"no Milvus could be opened there ({type(error).__name__}: {error})"
@@ -59,6 +68,34 @@ def connect(uri: str) -> Any:
         problem += "; another process may have this Milvus Lite database open (one process at a time)"
     raise SettingError("uri", uri, f"{problem}; give a Milvus Lite database (out/milvus.db) or a running server's "
                        "http://host:19530") from None  # fmt: skip
+
+
+@contextlib.contextmanager
+def _own_home() -> Iterator[None]:
+    """HOME set to a new folder of its own while an embedded Milvus Lite server starts (it copies the environment
+    then). Milvus Lite 2.5.1 makes ``~/.cache/milvus`` when it starts and removes it when it stops, so two servers
+    started about together under one HOME break each other: one then refuses every collection ("Mmap manager has not
+    been init"; two processes, each a Milvus Lite of its own, failed four times in five by hand). The folder stays
+    empty (the engine maps no segment there by default) and is removed when this process exits."""
+    with _HOME_LOCK:
+        home = tempfile.mkdtemp(prefix="lengthwise-milvus-home-")
+        if not _HOMES:
+            atexit.register(_remove_homes)
+        _HOMES.append(home)
+        before = os.environ.get("HOME")
+        os.environ["HOME"] = home
+        try:
+            yield
+        finally:
+            if before is None:
+                os.environ.pop("HOME", None)
+            else:
+                os.environ["HOME"] = before
+
+
+def _remove_homes() -> None:
+    for home in _HOMES:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def engine_kind(uri: str) -> str:
