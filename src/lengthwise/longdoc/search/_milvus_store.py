@@ -76,7 +76,8 @@ def _own_home() -> Iterator[None]:
     then). Milvus Lite 2.5.1 makes ``~/.cache/milvus`` when it starts and removes it when it stops, so two servers
     started about together under one HOME break each other: one then refuses every collection ("Mmap manager has not
     been init"; two processes, each a Milvus Lite of its own, failed four times in five by hand). The folder stays
-    empty (the engine maps no segment there by default) and is removed when this process exits."""
+    empty (the engine maps no segment there by default) and is removed when this process exits. Another thread
+    reading HOME in that half second would see the folder: `connect` runs where an index opens, not while searching."""
     with _HOME_LOCK:
         home = tempfile.mkdtemp(prefix="lengthwise-milvus-home-")
         if not _HOMES:
