@@ -38,6 +38,7 @@ from typing import Any
 
 import torch
 import torch._inductor.config
+from bench_longdoc_throughput import _median_s
 
 from lengthwise.core.results import environment, write_json_atomic
 
@@ -145,7 +146,9 @@ def _measure(model: Any, variant: str, repeats: int) -> dict[str, Any]:
             out = forward(*timed).clone()  # kept apart from any buffer the variant reuses
             made_s = time.perf_counter() - started
             out_other = forward(*other).clone()
-            one = _median_ms(lambda: forward(*timed), repeats)
+            for _ in range(2):  # warm-ups beside _median_s's own
+                forward(*timed)
+            one = 1000 * _median_s(lambda: forward(*timed), repeats)
             two = _two_threads_ms(forward, timed, repeats, per_round=max(4, round(ROUND_MS / one)))
     except Exception as error:  # a compiler missing, a graph inductor cannot take: said, not fatal
         return {"error": f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"}
@@ -160,17 +163,6 @@ def _measure(model: Any, variant: str, repeats: int) -> dict[str, Any]:
         "two_threads_speedup": speedup,
         "gil_share": min(1.0, max(0.0, 2.0 / speedup - 1.0)),
     }
-
-
-def _median_ms(action: Callable[[], Any], repeats: int) -> float:
-    for _ in range(3):
-        action()
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        action()
-        times.append(time.perf_counter() - started)
-    return 1000 * statistics.median(times)
 
 
 def _two_threads_ms(

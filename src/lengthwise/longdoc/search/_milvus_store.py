@@ -37,8 +37,7 @@ READ_ROWS = {"lite": 256, "server": 256, "lite-python": 16_384}  # rows one `id 
 DOCUMENTS = "_documents"  # suffix of the whole-document BM25 collection beside a windows collection (one row a doc)
 STRONG = "Strong"  # the consistency records are read at (`read_records`)
 SERVED = "__served"  # suffix of the records collection whose one record names the collection a name serves
-_HOMES: list[str] = []  # the HOME folders given to the Milvus Lite servers this process started (removed at exit)
-_HOME_LOCK = threading.Lock()
+_HOME_LOCK = threading.Lock()  # one embedded server starts at a time under its own HOME (`_own_home`)
 
 
 def connect(uri: str) -> Any:
@@ -80,9 +79,7 @@ def _own_home() -> Iterator[None]:
     reading HOME in that half second would see the folder: `connect` runs where an index opens, not while searching."""
     with _HOME_LOCK:
         home = tempfile.mkdtemp(prefix="lengthwise-milvus-home-")
-        if not _HOMES:
-            atexit.register(_remove_homes)
-        _HOMES.append(home)
+        atexit.register(shutil.rmtree, home, ignore_errors=True)
         before = os.environ.get("HOME")
         os.environ["HOME"] = home
         try:
@@ -92,11 +89,6 @@ def _own_home() -> Iterator[None]:
                 os.environ.pop("HOME", None)
             else:
                 os.environ["HOME"] = before
-
-
-def _remove_homes() -> None:
-    for home in _HOMES:
-        shutil.rmtree(home, ignore_errors=True)
 
 
 def engine_kind(uri: str) -> str:
