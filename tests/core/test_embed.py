@@ -107,3 +107,22 @@ def test_a_module_left_training_is_put_in_eval_mode_and_an_eval_model_left_alone
     assert calls == []
     ids = [[101, 2023, 102]]
     np.testing.assert_array_equal(embed_ids(tiny_model, ids), embed_ids(tiny_model, ids))  # dropout off
+
+
+def test_embed_ids_reads_the_vectors_only_after_the_last_forward(tiny_model, monkeypatch) -> None:
+    """Each batch's vectors stay on their way to the host until every batch has gone to the model (a GPU runs
+    ahead); the result is the same as reading each batch at once."""
+    from lengthwise.core import embed
+
+    view = TokenView(tiny_model)
+    sequences = [view.wrap(ids) for ids in view.content(TEXTS * 3)]
+    at_once = np.concatenate([embed_ids(tiny_model, [s]) for s in sequences])
+    events: list[str] = []
+    read, forward = embed.HostCopy.numpy, type(tiny_model).forward
+    monkeypatch.setattr(embed.HostCopy, "numpy", lambda self: events.append("read") or read(self))
+    monkeypatch.setattr(
+        type(tiny_model), "forward", lambda self, *a, **k: events.append("forward") or forward(self, *a, **k)
+    )
+    together = embed_ids(tiny_model, sequences, batch_size=2)
+    assert events.count("forward") == 6 and events.index("read") == 6  # no read before the last forward
+    np.testing.assert_allclose(together, at_once, atol=1e-6)

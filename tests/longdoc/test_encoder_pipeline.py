@@ -100,6 +100,54 @@ def test_a_block_read_in_many_pieces_equals_todays_encoder(tiny_model, monkeypat
         assert new.stats["forwarded_windows"] == old.stats["forwarded_windows"]
 
 
+def test_a_blocks_vectors_are_read_from_the_forward_only_when_the_block_ends(tiny_model, monkeypatch) -> None:
+    """The forward's vectors stay on their way to the host (`HostCopy`) until the block ends, so a GPU is not
+    waited for between batches; what the encoder yields is still byte-identical to today's."""
+    from lengthwise.core import embed
+
+    reads: list[int] = []  # batches read, at each read
+    forwards = {"count": 0}
+    read = embed.HostCopy.numpy
+
+    def counted_read(self) -> np.ndarray:
+        reads.append(forwards["count"])
+        return read(self)
+
+    monkeypatch.setattr(embed.HostCopy, "numpy", counted_read)
+    new = LongEncoder(tiny_model, cache_bytes=0, strategy="multi-vector", window=32, stride=16)
+    run = new._forward_windows
+
+    def counted_run(*args, **kwargs):
+        forwards["count"] += 1
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(new, "_forward_windows", counted_run)
+    docs = _corpus()
+    got = _outputs(new, "document", docs, 4)
+    old = LegacyLongEncoder(tiny_model, cache_bytes=0, strategy="multi-vector", window=32, stride=16)
+    _assert_identical(got, _outputs(old, "document", docs, 4))
+    assert forwards["count"] > 2 and len(reads) == forwards["count"]
+    assert set(reads) == {forwards["count"]}  # every batch read after the last forward of the (one) block
+
+
+def test_a_host_copy_on_the_cpu_is_the_tensor_itself() -> None:
+    from lengthwise.core.embed import HostCopy
+
+    tensor = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    array = HostCopy(tensor).numpy()
+    assert np.shares_memory(array, tensor.numpy()) and array.tolist() == tensor.tolist()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (the copy into pinned memory)")
+def test_a_host_copy_from_a_gpu_lands_in_pinned_memory_equal_to_the_tensor() -> None:
+    from lengthwise.core.embed import HostCopy
+
+    tensor = torch.randn(64, 384, device="cuda", dtype=torch.bfloat16).float()
+    copy = HostCopy(tensor)
+    assert copy.tensor.is_pinned()
+    assert np.array_equal(copy.numpy(), tensor.cpu().numpy())
+
+
 def _padded(rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
     """The ids and attention mask of `rows` padded on the right by hand (the pad id of BERT's tokenizer is 0)."""
     width = max(map(len, rows))

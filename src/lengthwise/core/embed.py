@@ -19,6 +19,7 @@ from lengthwise.core.tokens import SpecialTokens, content_ids, special_tokens
 
 __all__ = [
     "ForwardBatch",
+    "HostCopy",
     "TokenView",
     "WindowBatches",
     "batch_features",
@@ -157,17 +158,48 @@ def to_device(tensor: torch.Tensor, device: torch.device | str) -> torch.Tensor:
     return tensor.to(target)
 
 
+class HostCopy:
+    """A forward's output on its way to the host, read with `numpy()`.
+
+    On a GPU the copy goes into pinned memory without blocking, queued behind the forward that made the tensor, so
+    the host prepares the next batch while the device still computes this one; `numpy()` waits for that copy alone.
+    On the CPU it is the tensor itself (no copy); on another device, a plain copy.
+    """
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        self.event: Any = None
+        if tensor.device.type == "cuda":
+            self.tensor = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
+            self.tensor.copy_(tensor, non_blocking=True)
+            self.event = torch.cuda.Event()
+            self.event.record()  # on the current stream, after the copy
+        else:
+            self.tensor = tensor.cpu()
+
+    def numpy(self) -> np.ndarray:
+        if self.event is not None:
+            self.event.synchronize()
+            self.event = None
+        return self.tensor.numpy()
+
+
 @dataclass
 class ForwardBatch:
     """One forward pass of `forward_batches`: which inputs, their lengths, pooled embeddings and (if asked) the
-    per-layer tensors of the Hugging Face model."""
+    per-layer tensors of the Hugging Face model. `pooled` is read from the device when first asked for, so a
+    caller that keeps the batches and reads them at the end lets a GPU run ahead (`embed_ids`)."""
 
     index: np.ndarray  # (B,) positions in the input list
     lengths: list[int]  # (B,) real tokens per row
     mask: torch.Tensor  # (B, T) attention mask
-    pooled: np.ndarray  # (B, D) float32, the model's own pooling and normalisation
+    vectors: HostCopy  # (B, D) float32, the model's own pooling and normalisation
     hidden: tuple[torch.Tensor, ...] = ()  # L + 1 tensors (B, T, D) when asked; layer 0 is the embedding layer
     attentions: tuple[torch.Tensor, ...] = ()  # L tensors (B, H, T, T) when asked
+
+    @property
+    def pooled(self) -> np.ndarray:
+        """The pooled embeddings on the host: (B, D) float32."""
+        return self.vectors.numpy()
 
 
 def text_transformer(model: SentenceTransformer) -> Any:
@@ -238,7 +270,7 @@ def forward_batches(
                 for module in tail:  # the model's own pooling / dense / normalize modules
                     out = module(out)
                 hidden, maps = tuple(raw.hidden_states or ()), tuple(raw.attentions or ())
-            pooled = out["sentence_embedding"].float().cpu().numpy()  # (B, D)
+            pooled = HostCopy(out["sentence_embedding"].float())  # (B, D)
         yield ForwardBatch(index, [len(ids) for ids in batch], features["attention_mask"], pooled, hidden, maps)
 
 
@@ -254,14 +286,14 @@ def embed_ids(
     Sequences are batched longest-first to keep padding small (`forward_batches`). Returns float32 of shape
     (len(sequences), D). Raises ValueError for an empty sequence or one longer than the model's max length.
     """
-    embeddings: np.ndarray | None = None
+    batches = []
     for batch in forward_batches(model, sequences, batch_size=batch_size):
-        if embeddings is None:
-            embeddings = np.empty((len(sequences), batch.pooled.shape[1]), dtype=np.float32)
-        embeddings[batch.index] = batch.pooled
+        batches.append(batch)  # read at the end: a GPU is not waited for between batches
         if on_batch is not None:
             on_batch(len(batch.index))
-    assert embeddings is not None  # forward_batches refuses an empty input
+    embeddings = np.empty((len(sequences), batches[0].pooled.shape[1]), dtype=np.float32)  # forward_batches
+    for batch in batches:  # refuses an empty input
+        embeddings[batch.index] = batch.pooled
     return embeddings
 
 

@@ -20,12 +20,13 @@ from typing import TypeVar, cast
 
 import numpy as np
 
+from lengthwise.core.embed import HostCopy
 from lengthwise.longdoc._cache import WindowCache
 
 __all__ = ["BlockWindows", "Forward", "prefetch", "window_spans"]
 
 T = TypeVar("T")
-Forward = Callable[[np.ndarray, np.ndarray, np.ndarray], "np.ndarray | list[np.ndarray]"]
+Forward = Callable[[np.ndarray, np.ndarray, np.ndarray], "HostCopy | list[np.ndarray]"]
 _END = object()
 
 
@@ -108,10 +109,11 @@ class BlockWindows:
     """The distinct windows of one block, their cached or forwarded outputs, in the encoder's order.
 
     `forward(ids, starts, lengths)` embeds content windows ``ids[start : start + length]`` (the caller wraps them):
-    vectors (B, D) or token states per window. `full` is the longest content a window can have: windows of that
-    length sort first, so their batches go as soon as `batch_size` of them wait. A piece's windows are registered
-    together: numpy gathers their ids, one dict pass finds the new ones, and the cache (when it holds anything) is
-    asked once per new window.
+    vectors (B, D) as a `HostCopy`, read only when the block ends (so a GPU is never waited for between batches),
+    or token states per window. `full` is the longest content a window can have: windows of that length sort
+    first, so their batches go as soon as `batch_size` of them wait. A piece's windows are registered together:
+    numpy gathers their ids, one dict pass finds the new ones, and the cache (when it holds anything) is asked once
+    per new window.
     """
 
     def __init__(
@@ -128,7 +130,7 @@ class BlockWindows:
         self.pending: list[np.ndarray] = []  # rows not in the cache, first appearance first
         self.waiting: list[int] = []  # full-width pending rows not yet forwarded
         self.early: list[np.ndarray] = []  # full-width rows forwarded before the block ended
-        self.results: list[tuple[np.ndarray, np.ndarray | list[np.ndarray]]] = []
+        self.results: list[tuple[np.ndarray, HostCopy | list[np.ndarray]]] = []
 
     def add_ids(self, flat: np.ndarray) -> int:
         """Append a piece's token ids; returns the offset of its first id."""
@@ -196,15 +198,16 @@ class BlockWindows:
         if self.tokens:
             states: list[np.ndarray] = [np.empty(0)] * count
             for rows, outputs in self.results:
-                for row, output in zip(rows.tolist(), outputs, strict=True):
+                for row, output in zip(rows.tolist(), cast(list[np.ndarray], outputs), strict=True):
                     states[row] = output
             for row, output in self.hits.items():
                 states[row] = output
             return states
-        width = next(iter(self.hits.values())).shape[0] if self.hits else self.results[0][1][0].shape[0]
+        vectors = [(rows, cast(HostCopy, outputs).numpy()) for rows, outputs in self.results]  # (B, D) each
+        width = next(iter(self.hits.values())).shape[0] if self.hits else vectors[0][1].shape[1]
         table = np.empty((count, width), dtype=np.float32)
-        for rows, outputs in self.results:
-            table[rows] = outputs
+        for rows, batch in vectors:
+            table[rows] = batch
         for row, output in self.hits.items():
             table[row] = output
         return table

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from sentence_transformers import SentenceTransformer
 
-from lengthwise.core.embed import WindowBatches, eval_mode
+from lengthwise.core.embed import HostCopy, WindowBatches, eval_mode
 from lengthwise.core.encoder import MultiVectors
 from lengthwise.core.models import live_patch, position_limit
 from lengthwise.core.scoring import WindowScoring
@@ -368,8 +368,10 @@ class LongEncoder:
         role: Role,
         tokens: bool,
         batches: WindowBatches | None = None,
-    ) -> np.ndarray | list[np.ndarray]:
-        """Run the model over windows ``ids[start : start + length]`` wrapped in the special tokens and prompt."""
+    ) -> HostCopy | list[np.ndarray]:
+        """Run the model over windows ``ids[start : start + length]`` wrapped in the special tokens and prompt: the
+        vectors (B, D) on their way to the host (read when the block ends, so a GPU is not waited for between
+        batches), or each window's token states."""
         batches = batches if batches is not None else self._window_batches(role)
         features: dict[str, Any] = batches(ids, starts, lengths)
         if self._prompt(role):
@@ -379,7 +381,7 @@ class LongEncoder:
             self.stats["forwarded_windows"] += len(lengths)
             self.stats["forwarded_tokens"] += int(lengths.sum()) + len(lengths) * self._extra(role)
             if not tokens:
-                return out["sentence_embedding"].float().cpu().numpy()  # (B, D)
+                return HostCopy(out["sentence_embedding"].float())  # (B, D)
             states = out["token_embeddings"].float().cpu().numpy()  # (B, T, D)
         sizes = (lengths + self._extra(role)).tolist()
         return [states[row, :size].copy() for row, size in enumerate(sizes)]  # own memory: cached
