@@ -23,7 +23,7 @@ import numpy as np
 from lengthwise.core.embed import HostCopy
 from lengthwise.longdoc._cache import WindowCache
 
-__all__ = ["BlockWindows", "Forward", "prefetch", "window_spans"]
+__all__ = ["BlockWindows", "Forward", "padded_batches", "prefetch", "window_spans"]
 
 T = TypeVar("T")
 Forward = Callable[[np.ndarray, np.ndarray, np.ndarray], "HostCopy | list[np.ndarray]"]
@@ -87,6 +87,28 @@ def window_spans(n: int, size: int, stride: int) -> tuple[np.ndarray, np.ndarray
     return starts, starts + size
 
 
+def padded_batches(lengths: np.ndarray, batch_size: int, padding: float | None = None) -> list[slice]:
+    """Batches of windows of `lengths` tokens, sorted longest first: runs of at most `batch_size`; with `padding`,
+    a batch also ends before the tokens it pads to (its first length times its size) would pass `padding` times
+    the tokens it holds.
+
+    Without `padding` every batch but the last holds `batch_size` windows. With it, a batch of short texts of
+    mixed lengths (a service's queries: 7 to 42 tokens in QMSum's) is cut where lengths drop, so the forward
+    computes little padding; each row's vector then moves in the last bits, as it does with its neighbours.
+    """
+    count = len(lengths)
+    if padding is None:
+        return [slice(first, min(first + batch_size, count)) for first in range(0, count, batch_size)]
+    batches, first, real = [], 0, 0
+    for at, length in enumerate(lengths.tolist()):
+        size = at - first + 1
+        if at > first and (size > batch_size or int(lengths[first]) * size > padding * (real + length)):
+            batches.append(slice(first, at))
+            first, real = at, 0
+        real += length
+    return [*batches, slice(first, count)] if count else batches
+
+
 class _Buffer:
     """A growing int64 array (the block's token ids piece after piece; its windows' starts and lengths)."""
 
@@ -117,10 +139,20 @@ class BlockWindows:
     """
 
     def __init__(
-        self, *, head: bytes, cache: WindowCache, batch_size: int, full: int, forward: Forward, tokens: bool
+        self,
+        *,
+        head: bytes,
+        cache: WindowCache,
+        batch_size: int,
+        full: int,
+        forward: Forward,
+        tokens: bool,
+        padding: float | None = None,
+        extra: int = 0,
     ) -> None:
         self.head, self.cache, self.batch_size, self.full = head, cache, batch_size, full
         self.forward, self.tokens = forward, tokens
+        self.padding, self.extra = padding, extra  # `padded_batches` of the windows left at the end
         self.caching = cache.max_bytes > 0 or len(cache) > 0
         self.ids = _Buffer()
         self.index: dict[bytes, int] = {}  # a window's ids (padded to `full` with -1) -> its row
@@ -185,8 +217,8 @@ class BlockWindows:
         pending = np.concatenate(self.pending) if self.pending else np.empty(0, dtype=np.int64)
         rest = pending[~np.isin(pending, np.concatenate(self.early))] if self.early else pending
         order = np.argsort(-self.lengths.array[rest], kind="stable")
-        for first in range(0, len(order), self.batch_size):
-            self._run(rest[order[first : first + self.batch_size]])
+        for batch in padded_batches(self.lengths.array[rest[order]] + self.extra, self.batch_size, self.padding):
+            self._run(rest[order[batch]])
         table = self._table()
         if self.cache.max_bytes > 0:
             for row in pending.tolist():

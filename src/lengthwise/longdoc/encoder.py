@@ -43,6 +43,7 @@ Role = str | None  # "query", "document" or None (symmetric)
 _SENTENCE_END = {".", "!", "?", ";"}
 _Doc = tuple[int, int, np.ndarray, np.ndarray, np.ndarray]  # a document of a block: offset, tokens, rows, starts, ends
 _PIECE_CHARS = 32_000  # characters tokenized per call by the reader thread: small enough to overlap the forward
+_QUERY_PADDING = 1.25  # queries' batches end before they pad to 1.25× their tokens (`padded_batches`)
 _GPU_TOKENS_PER_BATCH = 131_072  # tokens per forward on a GPU unless set: 4,096 windows of 32 tokens
 
 
@@ -200,7 +201,8 @@ class LongEncoder:
             while True:
                 block = BlockWindows(head=self._head(role, late), cache=self.cache, full=full, tokens=late,
                                      batch_size=self._batch_windows(batch_size, full + self._extra(role)),
-                                     forward=forward)  # fmt: skip
+                                     forward=forward, extra=self._extra(role),
+                                     padding=_QUERY_PADDING if role == "query" else None)  # fmt: skip
                 docs = self._read_block(pieces, block, role)
                 if not docs:
                     return
