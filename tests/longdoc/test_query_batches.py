@@ -7,6 +7,7 @@ import itertools
 
 import numpy as np
 import pytest
+import torch
 
 from lengthwise.longdoc import LongEncoder
 from lengthwise.longdoc._pipeline import padded_batches
@@ -86,3 +87,11 @@ def test_real_model_queries_in_padded_batches_equal_one_by_one(minilm) -> None:
     together = encoder.encode_queries(QUERIES[:8], batch_size=32)
     alone = np.concatenate([encoder.encode_queries([query]) for query in QUERIES[:8]])
     np.testing.assert_allclose(together, alone, atol=1e-6)
+
+
+def test_queries_on_a_gpu_keep_runs_of_the_batch_size(tiny_model, monkeypatch) -> None:
+    """On a GPU a few more rows of padding cost less than another forward: no cut where lengths drop."""
+    encoder = LongEncoder(tiny_model, cache_bytes=0)
+    assert encoder._padding("query") == 1.25 and encoder._padding("document") is None
+    monkeypatch.setattr(type(tiny_model), "device", property(lambda self: torch.device("cuda")))
+    assert encoder._padding("query") is None

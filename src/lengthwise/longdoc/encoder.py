@@ -43,7 +43,7 @@ Role = str | None  # "query", "document" or None (symmetric)
 _SENTENCE_END = {".", "!", "?", ";"}
 _Doc = tuple[int, int, np.ndarray, np.ndarray, np.ndarray]  # a document of a block: offset, tokens, rows, starts, ends
 _PIECE_CHARS = 32_000  # characters tokenized per call by the reader thread: small enough to overlap the forward
-_QUERY_PADDING = 1.25  # queries' batches end before they pad to 1.25× their tokens (`padded_batches`)
+_QUERY_PADDING = 1.25  # on a CPU, queries' batches end before they pad to 1.25× their tokens (`padded_batches`)
 _GPU_TOKENS_PER_BATCH = 131_072  # tokens per forward on a GPU unless set: 4,096 windows of 32 tokens
 
 
@@ -202,7 +202,7 @@ class LongEncoder:
                 block = BlockWindows(head=self._head(role, late), cache=self.cache, full=full, tokens=late,
                                      batch_size=self._batch_windows(batch_size, full + self._extra(role)),
                                      forward=forward, extra=self._extra(role),
-                                     padding=_QUERY_PADDING if role == "query" else None)  # fmt: skip
+                                     padding=self._padding(role))  # fmt: skip
                 docs = self._read_block(pieces, block, role)
                 if not docs:
                     return
@@ -308,6 +308,12 @@ class LongEncoder:
         if budget is None:
             budget = _GPU_TOKENS_PER_BATCH if self.model.device.type == "cuda" else 0
         return max(batch_size, budget // max(width, 1))
+
+    def _padding(self, role: Role) -> float | None:
+        """How much padding a batch of the windows left at a block's end may carry (`padded_batches`): queries' on a
+        CPU, where the forward's cost follows the padded tokens, end before 1.25× their tokens; on a GPU a few more
+        rows of padding cost less than another forward, and documents keep their batches (their bytes unchanged)."""
+        return _QUERY_PADDING if role == "query" and self.model.device.type == "cpu" else None
 
     def _stride(self, budget: int) -> int:
         stride = self.config.stride or budget
