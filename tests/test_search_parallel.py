@@ -40,6 +40,19 @@ def _rows() -> list[dict[str, str]]:
     return rows
 
 
+def _same_hits(got: list[Any], want: list[Any]) -> bool:
+    """Hits (dicts) equal but for scores within 1e-5: a query embedded in a batch of others comes out a few units of
+    the last place away from the same query embedded alone (which of the CPU's kernels the batch's shapes meet
+    decides the bits), and a fused score rounded to six places can round the other way."""
+    if isinstance(got, dict) and isinstance(want, dict):
+        return got.keys() == want.keys() and all(_same_hits(got[key], want[key]) for key in got)
+    if isinstance(got, list) and isinstance(want, list):
+        return len(got) == len(want) and all(_same_hits(a, b) for a, b in zip(got, want, strict=True))
+    if isinstance(got, float) and isinstance(want, float):
+        return abs(got - want) <= 1e-5
+    return bool(got == want)
+
+
 def _queries() -> list[str]:
     """Sixteen queries: words cut from the haystack's lines, and one only a single document holds."""
     words = [line.split() for line in _lines()]
@@ -199,8 +212,8 @@ def test_the_batcher_answers_many_concurrent_requests_as_serial_ones(index: Any)
     served = asyncio.run(main(4))
     for (key, texts), answer in zip(asked, served, strict=True):
         hits = index.search(texts, key[1], mode=key[2], passages=key[3], search_threads=1)
-        assert answer == [[hit.to_dict() for hit in row] for row in hits]
-    assert asyncio.run(main(1)) == served
+        assert _same_hits(answer, [[hit.to_dict() for hit in row] for row in hits]), (answer, hits)
+    assert _same_hits(asyncio.run(main(1)), served)
 
 
 @pytest.fixture(scope="module")
@@ -246,7 +259,7 @@ def test_a_server_on_three_search_threads_answers_concurrent_clients_as_the_libr
     for n, answer in enumerate(answers):
         assert answer.status_code == 200, answer.text
         alone = index.search([queries[n % len(queries)]], 4, mode=MODES[n % 3], passages=1, search_threads=1)
-        assert answer.json()["results"][0]["hits"] == [hit.to_dict() for hit in alone[0]]
+        assert _same_hits(answer.json()["results"][0]["hits"], [hit.to_dict() for hit in alone[0]]), answer.json()
     info = httpx.get(f"{server}/info", timeout=60).json()
     assert info["batching"]["search_threads"] == 3
 
