@@ -87,14 +87,15 @@ def window_spans(n: int, size: int, stride: int) -> tuple[np.ndarray, np.ndarray
     return starts, starts + size
 
 
-def padded_batches(lengths: np.ndarray, batch_size: int, padding: float | None = None) -> list[slice]:
+def padded_batches(lengths: np.ndarray, batch_size: int, padding: float | None = None, least: int = 8) -> list[slice]:
     """Batches of windows of `lengths` tokens, sorted longest first: runs of at most `batch_size`; with `padding`,
-    a batch also ends before the tokens it pads to (its first length times its size) would pass `padding` times
-    the tokens it holds.
+    a batch of at least `least` windows also ends before the tokens it pads to (its first length times its size)
+    would pass `padding` times the tokens it holds.
 
     Without `padding` every batch but the last holds `batch_size` windows. With it, a batch of short texts of
     mixed lengths (a service's queries: 7 to 42 tokens in QMSum's) is cut where lengths drop, so the forward
-    computes little padding; each row's vector then moves in the last bits, as it does with its neighbours.
+    computes little padding, but not into batches of a few rows, whose matrix products run less efficiently than
+    the padding they save. Each row's vector moves in the last bits, as it does with its neighbours.
     """
     count = len(lengths)
     if padding is None:
@@ -102,7 +103,8 @@ def padded_batches(lengths: np.ndarray, batch_size: int, padding: float | None =
     batches, first, real = [], 0, 0
     for at, length in enumerate(lengths.tolist()):
         size = at - first + 1
-        if at > first and (size > batch_size or int(lengths[first]) * size > padding * (real + length)):
+        padded = size > least and int(lengths[first]) * size > padding * (real + length)
+        if at > first and (size > batch_size or padded):
             batches.append(slice(first, at))
             first, real = at, 0
         real += length
