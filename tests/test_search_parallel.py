@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from lengthwise.core.errors import SettingError
@@ -129,6 +130,59 @@ def test_search_vectors_and_proposals_on_threads_equal_one_at_a_time(index: Any)
         proposed = index.proposals(vectors, 10, candidates=candidates, search_threads=3)
         for n, docs in enumerate(proposed):
             assert docs.tolist() == index.proposals(vectors[n : n + 1], 10, candidates=candidates)[0].tolist()
+
+
+def test_row_products_give_each_query_the_same_bits_in_a_batch_of_any_size() -> None:
+    import torch
+
+    from lengthwise.core.encoder import ROW_BLOCK, row_products
+
+    generator = torch.Generator().manual_seed(0)
+    matrix = torch.randn(2 * ROW_BLOCK + 37, 48, generator=generator)  # three blocks, the last one short
+    queries = torch.randn(7, 48, generator=generator)
+    together = row_products(queries, matrix)
+    for n in range(len(queries)):
+        assert torch.equal(together[n], row_products(queries[n : n + 1], matrix)[0])
+    torch.testing.assert_close(together, queries @ matrix.T, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["dense", "hybrid"])
+def test_a_few_documents_are_scored_for_the_whole_batch_in_one_read(index: Any, monkeypatch, mode: str) -> None:
+    """An index of no more documents than a query's rescoring reaches (40 here) reads every window once for the
+    batch, not once a query; the hits equal those of scoring each query's documents on their own."""
+    from lengthwise.core import encoder
+    from lengthwise.longdoc.search import _dense
+
+    queries = _queries()
+    vectors = index.embed_queries(queries)
+    whole_reads = []
+    scores = encoder.multi_vector_scores
+
+    def counted(units, documents, *args, **kwargs):
+        if kwargs.get("rowwise") and len(documents.vectors) == len(index.vectors):  # every window, rescoring
+            whole_reads.append(len(units))
+        return scores(units, documents, *args, **kwargs)
+
+    monkeypatch.setattr(_dense, "multi_vector_scores", counted)
+    found = index.search(queries, 5, mode=mode, vectors=vectors, search_threads=2)
+    assert whole_reads == [len(queries)]  # one read of the windows for all 16 queries
+    monkeypatch.setattr(_dense.LocalWindows, "whole_scans", lambda self, units, scoring, count: [None] * len(units))
+    each_alone = index.search(queries, 5, mode=mode, vectors=vectors, search_threads=2)
+    assert [[hit.id for hit in row] for row in found] == [[hit.id for hit in row] for row in each_alone]
+    assert _same_hits([[hit.to_dict() for hit in row] for row in found],
+                      [[hit.to_dict() for hit in row] for row in each_alone])  # fmt: skip
+
+
+def test_whole_scans_stop_where_the_index_holds_more_documents_than_a_query_reaches(index: Any) -> None:
+    import torch
+
+    units = torch.nn.functional.normalize(torch.as_tensor(index.embed_queries(_queries()[:3])), dim=-1)
+    documents = len(index.doc_ids)
+    assert index.whole_scans(units, index.scoring, documents - 1) == [None] * 3
+    wholes = index.whole_scans(units, index.scoring, documents)
+    for unit, whole in zip(units, wholes, strict=True):
+        every = index.document_scores(unit, np.arange(documents), index.scoring)
+        np.testing.assert_allclose(whole.numpy(), every, rtol=0, atol=1e-6)
 
 
 def test_search_threads_below_one_are_refused_naming_the_field(index: Any) -> None:

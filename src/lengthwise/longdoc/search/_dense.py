@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["EXPANDED_AT_MOST", "LocalWindows"]
 
 EXPANDED_AT_MOST = 1_000_000  # windows a query's candidate vectors may stand for (see `LocalWindows._expanded`)
+WHOLE_SCAN_FLOATS = 1 << 24  # query-window products `LocalWindows.whole_scans` holds at once (64 MiB of fp32)
 _Windows = TypeVar("_Windows", bound="LocalWindows")
 
 
@@ -157,6 +158,19 @@ class LocalWindows(DocumentSearch):
         subset = MultiVectors(np.asarray(self.vectors[rows]), offsets)
         return multi_vector_scores(query[None], subset, scoring, unit=True)[0].numpy()
 
+    def whole_scans(self, units: torch.Tensor, scoring: WindowScoring | int, count: int) -> list[torch.Tensor | None]:
+        """Per unit query row, every document's exact scores (n,), when a query's rescoring may reach `count`
+        documents and the index holds no more (a few long documents: each query would read every window), else None
+        each. The windows are read once for the whole batch, in blocks (`row_products`: a query's scores are the
+        same bits alone and in a batch of any size; a query alone takes this path too, so its hits are the same)."""
+        if len(self.doc_ids) > count or not len(units):
+            return [None] * len(units)
+        documents = MultiVectors(self.vectors, self.offsets)  # the memory map as it is
+        step = max(1, WHOLE_SCAN_FLOATS // len(self.vectors))  # queries a pass: their products fit the bound
+        return [row for first in range(0, len(units), step)
+                for row in multi_vector_scores(units[first : first + step], documents, scoring, unit=True,
+                                               rowwise=True)]  # fmt: skip
+
     def _scan(self, units: torch.Tensor, scoring: WindowScoring | int) -> torch.Tensor:
         """(Q, n) exact scores of every document for unit queries, read from the memory map as it is (no copy)."""
         return multi_vector_scores(units, MultiVectors(self.vectors, self.offsets), scoring, unit=True)
@@ -174,13 +188,15 @@ class LocalWindows(DocumentSearch):
         subset = MultiVectors(vectors[np.searchsorted(read, pairs % distinct)], np.append(first, len(pairs)))
         return docs, multi_vector_scores(query[None], subset, scoring, unit=True)[0].numpy()
 
-    def _rescored(self, query: torch.Tensor, keys: np.ndarray, k: int, scoring: WindowScoring | int) -> list[Any]:
+    def _rescored(
+        self, query: torch.Tensor, keys: np.ndarray, k: int, scoring: WindowScoring | int, whole: torch.Tensor | None
+    ) -> list[Any]:
         """The `k` best documents for one query from its candidate vectors `keys` (nearest first): every document
         holding one scored on its candidate vectors (`_provisional`), then the best `RESCORED` · k (at least 100)
-        scored on all their windows (exact fp32)."""
+        scored on all their windows (exact fp32; read from `whole`, every document's scores, when given)."""
         docs, provisional = self._provisional(query, keys, scoring)
-        docs = np.sort(docs[np.argsort(-provisional, kind="stable")[: max(core.RESCORED * k, core.RESCORED_AT_LEAST)]])
-        scores = self.document_scores(query, docs, scoring)
+        docs = np.sort(docs[np.argsort(-provisional, kind="stable")[: _rescored_count(k)]])
+        scores = self.document_scores(query, docs, scoring) if whole is None else whole.numpy()[docs]
         best = np.argsort(-scores, kind="stable")[:k]
         return [(self.doc_ids[docs[j]], float(scores[j])) for j in best]
 
@@ -213,11 +229,12 @@ class LocalWindows(DocumentSearch):
         candidates = candidates if candidates is not None else self.default_candidates()
         units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries), dtype=torch.float32), dim=-1)
         found = self._candidate_vectors(units.numpy(), candidates, probes)
+        wholes = self.whole_scans(units, scoring, _rescored_count(k))
 
-        def rescored(query: tuple[torch.Tensor, np.ndarray]) -> list[tuple[str, float]]:
-            return self._rescored(query[0], query[1], k, scoring) if len(query[1]) else []
+        def rescored(query: tuple[torch.Tensor, np.ndarray, torch.Tensor | None]) -> list[tuple[str, float]]:
+            return self._rescored(query[0], query[1], k, scoring, query[2]) if len(query[1]) else []
 
-        return each(search_pool(search_threads, len(found)), rescored, zip(units, found, strict=True))
+        return each(search_pool(search_threads, len(found)), rescored, zip(units, found, wholes, strict=True))
 
     def proposals(
         self,
@@ -262,3 +279,9 @@ class LocalWindows(DocumentSearch):
 
     def _without_text(self) -> str:
         return f"{self.folder} was built without its documents' text; build it again with the corpus, or search dense"
+
+
+def _rescored_count(k: int) -> int:
+    """Documents a dense query's `k` best are chosen from, scored on all their windows: `RESCORED` · k, at least
+    `RESCORED_AT_LEAST`."""
+    return max(core.RESCORED * k, core.RESCORED_AT_LEAST)

@@ -30,7 +30,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -256,22 +256,33 @@ class HybridSearch:
             dense_lists = self.windows.proposals(vectors, depth, scoring=self.scoring, candidates=candidates,
                                                  probes=probes, search_threads=search_threads)  # fmt: skip
 
+        units = [None if vectors is None else torch.nn.functional.normalize(
+            torch.as_tensor(np.asarray(vectors[n], dtype=np.float32)), dim=-1) for n in range(len(texts))]  # fmt: skip
+        wholes: list[torch.Tensor | None] = [None] * len(texts)
+        if mode is Mode.HYBRID and len(texts):  # every document proposed: scored for the whole batch at once
+            wholes = self.windows.whole_scans(torch.stack(cast(list[torch.Tensor], units)), self.scoring, depth)
+
         def one(n: int) -> list[Hit]:  # BM25's tokenizer (PyStemmer) holds the GIL: its calls never overlap
-            text = texts[n]
-            query = None if vectors is None else torch.as_tensor(np.asarray(vectors[n], dtype=np.float32))
-            if query is not None:
-                query = torch.nn.functional.normalize(query, dim=-1)
-            docs, fused, dense, lexical = self._ranked(mode, text, query, dense_lists[n], depth, k)
+            text, query = texts[n], units[n]
+            docs, fused, dense, lexical = self._ranked(mode, text, query, dense_lists[n], depth, k, wholes[n])
             return [self._hit(d, f, dn, lx, query, text, passages)
                     for d, f, dn, lx in zip(docs, fused, dense, lexical, strict=True)]  # fmt: skip
 
         return each(search_pool(search_threads, len(texts)), one, range(len(texts)))
 
     def _ranked(
-        self, mode: Mode, text: str, query: torch.Tensor | None, found: Any, depth: int, k: int
+        self,
+        mode: Mode,
+        text: str,
+        query: torch.Tensor | None,
+        found: Any,
+        depth: int,
+        k: int,
+        whole: torch.Tensor | None = None,
     ) -> tuple[np.ndarray, np.ndarray, list[float | None], list[float | None]]:
         """Document numbers, fused scores and each side's score of the `k` best, best first (`found`: the dense
-        hits in dense mode, the dense side's proposed document numbers in hybrid mode)."""
+        hits in dense mode, the dense side's proposed document numbers in hybrid mode; `whole`: every document's
+        dense scores when the batch read them at once)."""
         if mode is Mode.DENSE:
             docs = np.asarray([self.windows.numbers[i] for i, _ in found], dtype=np.int64)
             scores = np.asarray([s for _, s in found], dtype=np.float64)
@@ -284,7 +295,7 @@ class HybridSearch:
         sides = side_scores(self.lexical, text, depth)  # (s, n): each BM25 granularity the index holds
         proposed = np.union1d(np.asarray(found, dtype=np.int64), np.concatenate([_top(x, depth) for x in sides]))
         sides = side_scores_at(self.lexical, text, sides, proposed)  # an engine's side: exact on every proposal
-        dense = self.dense_scores(query, proposed)
+        dense = self.dense_scores(query, proposed) if whole is None else whole.numpy()[proposed].astype(np.float64)
         fused = fuse(dense, sides[:, proposed].astype(np.float64), self.settings)
         best = np.argsort(-fused, kind="stable")[:k]
         return proposed[best], fused[best], list(dense[best]), list(sides[-1, proposed[best]])
