@@ -59,7 +59,7 @@ def main() -> None:
     vectors = np.asarray(index.embed_queries(texts), dtype=np.float32)
     batches = [(texts[s : s + args.batch], vectors[s : s + args.batch]) for s in range(0, len(texts), args.batch)]
     whole = _dense.LocalWindows.whole_scans
-    switch = {"whole": whole, "each": lambda self, units, scoring, count: [None] * len(units)}
+    switch = {"whole": whole, "each": lambda self, units, *args: [None] * len(units)}
     results: dict[str, Any] = {}
     for mode in ("dense", "hybrid"):
         ms: dict[str, list[float]] = {arm: [] for arm in ARMS}

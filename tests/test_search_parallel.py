@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +145,8 @@ def test_row_products_give_each_query_the_same_bits_in_a_batch_of_any_size() -> 
     for n in range(len(queries)):
         assert torch.equal(together[n], row_products(queries[n : n + 1], matrix)[0])
     torch.testing.assert_close(together, queries @ matrix.T, rtol=0, atol=1e-5)
+    with ThreadPoolExecutor(3) as pool:  # the blocks spread over threads: the same bits
+        assert torch.equal(row_products(queries, matrix, pool=pool), together)
 
 
 @pytest.mark.parametrize("mode", ["dense", "hybrid"])
@@ -159,14 +162,14 @@ def test_a_few_documents_are_scored_for_the_whole_batch_in_one_read(index: Any, 
     scores = encoder.multi_vector_scores
 
     def counted(units, documents, *args, **kwargs):
-        if kwargs.get("rowwise") and len(documents.vectors) == len(index.vectors):  # every window, rescoring
+        if kwargs.get("products") and len(documents.vectors) == len(index.vectors):  # every window, rescoring
             whole_reads.append(len(units))
         return scores(units, documents, *args, **kwargs)
 
     monkeypatch.setattr(_dense, "multi_vector_scores", counted)
     found = index.search(queries, 5, mode=mode, vectors=vectors, search_threads=2)
     assert whole_reads == [len(queries)]  # one read of the windows for all 16 queries
-    monkeypatch.setattr(_dense.LocalWindows, "whole_scans", lambda self, units, scoring, count: [None] * len(units))
+    monkeypatch.setattr(_dense.LocalWindows, "whole_scans", lambda self, units, *args: [None] * len(units))
     each_alone = index.search(queries, 5, mode=mode, vectors=vectors, search_threads=2)
     assert [[hit.id for hit in row] for row in found] == [[hit.id for hit in row] for row in each_alone]
     assert _same_hits([[hit.to_dict() for hit in row] for row in found],

@@ -7,7 +7,8 @@ document temperatures) or an mteb-style wrapper plugs in without the evaluators 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -16,6 +17,7 @@ import torch
 from sentence_transformers import SentenceTransformer
 
 from lengthwise.core.errors import SettingError
+from lengthwise.core.parallel import each
 from lengthwise.core.scoring import WindowScoring
 
 __all__ = [
@@ -73,15 +75,18 @@ class MultiVectors:
 ROW_BLOCK = 2048  # rows of the matrix `row_products` reads at a time: a block stays in cache for every query
 
 
-def row_products(queries: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:
+def row_products(queries: torch.Tensor, matrix: torch.Tensor, pool: Executor | None = None) -> torch.Tensor:
     """``queries @ matrix.T`` (Q, D) × (W, D) → (Q, W), each query row its own product over blocks of `ROW_BLOCK`
     rows of `matrix`: a row's bits never depend on the other queries (those of one (Q, D) × (D, W) product do), and
-    each block is read from memory once for all of them."""
+    each block is read from memory once for all of them. With `pool`, the blocks are spread over its threads."""
     out = torch.empty((queries.shape[0], matrix.shape[0]), dtype=torch.float32)
-    for start in range(0, matrix.shape[0], ROW_BLOCK):
-        block = matrix[start : start + ROW_BLOCK].T  # (D, B)
+
+    def block(start: int) -> None:
+        part = matrix[start : start + ROW_BLOCK].T  # (D, B)
         for row in range(queries.shape[0]):
-            torch.mm(queries[row : row + 1], block, out=out[row : row + 1, start : start + ROW_BLOCK])
+            torch.mm(queries[row : row + 1], part, out=out[row : row + 1, start : start + ROW_BLOCK])
+
+    each(pool, block, range(0, matrix.shape[0], ROW_BLOCK))
     return out
 
 
@@ -91,16 +96,17 @@ def multi_vector_scores(
     scoring: WindowScoring | int = 1,
     *,
     unit: bool = False,
-    rowwise: bool = False,
+    products: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """Exact late-interaction scores: (Q, D) unit queries × multi-vector documents → (Q, n).
 
     A document scores the max cosine over its vectors, the mean of its `best_windows` best, and/or that fused with
     its mean-of-windows cosine, as `scoring` says (an int is a `best_windows`). Vectors are L2-normalised here, unless
     `unit` says they are already (an index's stored vectors: normalising them again costs a search a fifth of its time).
-    `rowwise`: each query's products are its own (`row_products`), so a query's scores are the same bits in a batch
-    of any size, at the cost of one matrix product a query.
+    `products(queries, vectors)` makes the (Q, W) cosines (default ``queries @ vectors.T``, one matrix product;
+    `row_products` gives each query its own, so its scores are the same bits in a batch of any size).
     """
+    products = products or _one_product
     scoring = WindowScoring.of(scoring)
     if isinstance(documents.vectors, np.ndarray) and not documents.vectors.flags.writeable:
         with warnings.catch_warnings():  # an index's memory map (exact scans): read here, never written
@@ -110,7 +116,7 @@ def multi_vector_scores(
         vectors = torch.as_tensor(documents.vectors, dtype=torch.float32)
     if not unit:
         vectors = torch.nn.functional.normalize(vectors, dim=-1)
-    sims = row_products(queries, vectors) if rowwise else queries @ vectors.T  # (Q, W)
+    sims = products(queries, vectors)  # (Q, W)
     owner = torch.as_tensor(documents.owner())
     n = len(documents)
     if scoring.best_windows == 1:
@@ -130,8 +136,12 @@ def multi_vector_scores(
         return window
     means = torch.zeros((n, vectors.shape[1])).index_add_(0, owner, vectors)  # (n, D) sums of unit windows
     pooled = torch.nn.functional.normalize(means, dim=-1)  # the chunk-mean document vectors
-    mean = row_products(queries, pooled) if rowwise else queries @ pooled.T  # (Q, n)
+    mean = products(queries, pooled)  # (Q, n)
     return (1.0 - scoring.fuse_mean) * window + scoring.fuse_mean * mean
+
+
+def _one_product(queries: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
+    return queries @ vectors.T
 
 
 @runtime_checkable

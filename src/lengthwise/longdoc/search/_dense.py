@@ -11,13 +11,14 @@ The text-query core (the query model, modes, fusion, `search`) is the shared `Do
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import torch
 
-from lengthwise.core.encoder import MultiVectors, multi_vector_scores
+from lengthwise.core.encoder import ROW_BLOCK, MultiVectors, multi_vector_scores, row_products
 from lengthwise.core.parallel import each, search_pool
 from lengthwise.core.scoring import WindowScoring
 from lengthwise.longdoc.config import LongDocError
@@ -158,18 +159,23 @@ class LocalWindows(DocumentSearch):
         subset = MultiVectors(np.asarray(self.vectors[rows]), offsets)
         return multi_vector_scores(query[None], subset, scoring, unit=True)[0].numpy()
 
-    def whole_scans(self, units: torch.Tensor, scoring: WindowScoring | int, count: int) -> list[torch.Tensor | None]:
+    def whole_scans(
+        self, units: torch.Tensor, scoring: WindowScoring | int, count: int, search_threads: int | None = None
+    ) -> list[torch.Tensor | None]:
         """Per unit query row, every document's exact scores (n,), when a query's rescoring may reach `count`
         documents and the index holds no more (a few long documents: each query would read every window), else None
-        each. The windows are read once for the whole batch, in blocks (`row_products`: a query's scores are the
-        same bits alone and in a batch of any size; a query alone takes this path too, so its hits are the same)."""
-        if len(self.doc_ids) > count or not len(units):
+        each. The windows are read once for the whole batch, in blocks spread over `search_threads` (`row_products`:
+        a query's scores are the same bits alone and in a batch of any size; a query alone takes this path too, so
+        its hits are the same)."""
+        if len(self.doc_ids) > count or not len(units) or not len(self.vectors):
             return [None] * len(units)
         documents = MultiVectors(self.vectors, self.offsets)  # the memory map as it is
+        blocks = -(-len(self.vectors) // ROW_BLOCK)
+        products = partial(row_products, pool=search_pool(search_threads, blocks))
         step = max(1, WHOLE_SCAN_FLOATS // len(self.vectors))  # queries a pass: their products fit the bound
         return [row for first in range(0, len(units), step)
                 for row in multi_vector_scores(units[first : first + step], documents, scoring, unit=True,
-                                               rowwise=True)]  # fmt: skip
+                                               products=products)]  # fmt: skip
 
     def _scan(self, units: torch.Tensor, scoring: WindowScoring | int) -> torch.Tensor:
         """(Q, n) exact scores of every document for unit queries, read from the memory map as it is (no copy)."""
@@ -229,7 +235,7 @@ class LocalWindows(DocumentSearch):
         candidates = candidates if candidates is not None else self.default_candidates()
         units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries), dtype=torch.float32), dim=-1)
         found = self._candidate_vectors(units.numpy(), candidates, probes)
-        wholes = self.whole_scans(units, scoring, _rescored_count(k))
+        wholes = self.whole_scans(units, scoring, _rescored_count(k), search_threads)
 
         def rescored(query: tuple[torch.Tensor, np.ndarray, torch.Tensor | None]) -> list[tuple[str, float]]:
             return self._rescored(query[0], query[1], k, scoring, query[2]) if len(query[1]) else []

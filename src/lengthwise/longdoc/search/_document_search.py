@@ -87,7 +87,9 @@ class DocumentSearch:
         """Exact fp32 scores of the documents numbered `docs` for one unit `query`, over every window of each."""
         raise NotImplementedError
 
-    def whole_scans(self, units: torch.Tensor, scoring: WindowScoring | int, count: int) -> list[torch.Tensor | None]:
+    def whole_scans(
+        self, units: torch.Tensor, scoring: WindowScoring | int, count: int, search_threads: int | None = None
+    ) -> list[torch.Tensor | None]:
         """Per unit query row, every document's exact scores (n,) when read for the whole batch at once, or None (a
         backend that scores each query's documents on their own: this default)."""
         return [None] * len(units)

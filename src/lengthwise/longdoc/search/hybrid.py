@@ -260,7 +260,8 @@ class HybridSearch:
             torch.as_tensor(np.asarray(vectors[n], dtype=np.float32)), dim=-1) for n in range(len(texts))]  # fmt: skip
         wholes: list[torch.Tensor | None] = [None] * len(texts)
         if mode is Mode.HYBRID and len(texts):  # every document proposed: scored for the whole batch at once
-            wholes = self.windows.whole_scans(torch.stack(cast(list[torch.Tensor], units)), self.scoring, depth)
+            stacked = torch.stack(cast(list[torch.Tensor], units))
+            wholes = self.windows.whole_scans(stacked, self.scoring, depth, search_threads)
 
         def one(n: int) -> list[Hit]:  # BM25's tokenizer (PyStemmer) holds the GIL: its calls never overlap
             text, query = texts[n], units[n]
