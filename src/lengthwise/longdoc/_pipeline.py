@@ -6,7 +6,9 @@
 - `BlockWindows` holds the distinct windows of one block in first-appearance order (the cache looked up once per
   distinct window) and forwards them longest first in batches: batches of full-width windows as soon as they fill,
   the rest when the block ends. That is exactly the order and the batches of the encoder before the pipeline (one
-  stable sort of the block's distinct windows by length), so in fp32 the vectors are byte-identical to it.
+  stable sort of the block's distinct windows by length), so in fp32 the vectors are byte-identical to it; only
+  queries on a CPU are cut where their lengths drop (`padded_batches`). Each batch's vectors stay on their way to
+  the host (`lengthwise.core.embed.HostCopy`) until the block ends, so a GPU is not waited for between batches.
 - `window_spans` cuts a document into windows with numpy (the plain strided case of `lengthwise.core.tokens.windows`).
 """
 
