@@ -331,3 +331,22 @@ def test_serve_search_threads_out_of_range_is_refused_in_one_line_naming_the_fla
     assert run.exit_code == 2
     lines = run.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and "--search-threads" in lines[0], run.output
+
+
+@pytest.mark.parametrize("scoring", [(1, 0.0), (3, 0.0), (2, 0.25)], ids=["max", "best-3", "best-2-fused"])
+def test_whole_scans_in_passes_of_one_query_equal_one_pass(index: Any, monkeypatch, scoring) -> None:
+    """The bound on what a pass holds (the products, or every document's padded windows when a document scores by
+    its best few) splits the queries into passes without changing a bit."""
+    import torch
+
+    from lengthwise.core.scoring import WindowScoring
+    from lengthwise.longdoc.search import _dense
+
+    units = torch.nn.functional.normalize(torch.as_tensor(index.embed_queries(_queries()[:5])), dim=-1)
+    rule = WindowScoring(best_windows=scoring[0], fuse_mean=scoring[1])
+    one_pass = index.whole_scans(units, rule, len(index.doc_ids))
+    monkeypatch.setattr(_dense, "WHOLE_SCAN_FLOATS", 1)  # one query a pass
+    for together, alone in zip(one_pass, index.whole_scans(units, rule, len(index.doc_ids)), strict=True):
+        assert torch.equal(together, alone)
+    every = index.document_scores(units[0], np.arange(len(index.doc_ids)), rule)
+    np.testing.assert_allclose(one_pass[0].numpy(), every, rtol=0, atol=1e-6)

@@ -286,14 +286,14 @@ def embed_ids(
     Sequences are batched longest-first to keep padding small (`forward_batches`). Returns float32 of shape
     (len(sequences), D). Raises ValueError for an empty sequence or one longer than the model's max length.
     """
-    batches = []
+    batches: list[tuple[np.ndarray, HostCopy]] = []
     for batch in forward_batches(model, sequences, batch_size=batch_size):
-        batches.append(batch)  # read at the end: a GPU is not waited for between batches
+        batches.append((batch.index, batch.vectors))  # read at the end: a GPU is not waited for between batches
         if on_batch is not None:
             on_batch(len(batch.index))
-    embeddings = np.empty((len(sequences), batches[0].pooled.shape[1]), dtype=np.float32)  # forward_batches
-    for batch in batches:  # refuses an empty input
-        embeddings[batch.index] = batch.pooled
+    embeddings = np.empty((len(sequences), batches[0][1].numpy().shape[1]), dtype=np.float32)  # forward_batches
+    for index, vectors in batches:  # refuses an empty input
+        embeddings[index] = vectors.numpy()
     return embeddings
 
 

@@ -172,7 +172,10 @@ class LocalWindows(DocumentSearch):
         documents = MultiVectors(self.vectors, self.offsets)  # the memory map as it is
         blocks = -(-len(self.vectors) // ROW_BLOCK)
         products = partial(row_products, pool=search_pool(search_threads, blocks))
-        step = max(1, WHOLE_SCAN_FLOATS // len(self.vectors))  # queries a pass: their products fit the bound
+        held = len(self.vectors)  # floats a query's scoring holds: its products, or every document's padded windows
+        if WindowScoring.of(scoring).best_windows > 1:
+            held = max(held, len(self.doc_ids) * int(np.diff(self.offsets).max()))
+        step = max(1, WHOLE_SCAN_FLOATS // held)  # queries a pass: what they hold fits the bound
         return [row for first in range(0, len(units), step)
                 for row in multi_vector_scores(units[first : first + step], documents, scoring, unit=True,
                                                products=products)]  # fmt: skip
