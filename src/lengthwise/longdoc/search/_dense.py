@@ -169,20 +169,20 @@ class LocalWindows(DocumentSearch):
         its hits are the same)."""
         if len(self.doc_ids) > count or not len(units) or not len(self.vectors):
             return [None] * len(units)
-        documents = MultiVectors(self.vectors, self.offsets)  # the memory map as it is
         blocks = -(-len(self.vectors) // ROW_BLOCK)
         products = partial(row_products, pool=search_pool(search_threads, blocks))
         held = len(self.vectors)  # floats a query's scoring holds: its products, or every document's padded windows
         if WindowScoring.of(scoring).best_windows > 1:
             held = max(held, len(self.doc_ids) * int(np.diff(self.offsets).max()))
         step = max(1, WHOLE_SCAN_FLOATS // held)  # queries a pass: what they hold fits the bound
-        return [row for first in range(0, len(units), step)
-                for row in multi_vector_scores(units[first : first + step], documents, scoring, unit=True,
-                                               products=products)]  # fmt: skip
+        passes = (self._scan(units[first : first + step], scoring, products) for first in range(0, len(units), step))
+        return [row for scores in passes for row in scores]
 
-    def _scan(self, units: torch.Tensor, scoring: WindowScoring | int) -> torch.Tensor:
-        """(Q, n) exact scores of every document for unit queries, read from the memory map as it is (no copy)."""
-        return multi_vector_scores(units, MultiVectors(self.vectors, self.offsets), scoring, unit=True)
+    def _scan(self, units: torch.Tensor, scoring: WindowScoring | int, products: Any = None) -> torch.Tensor:
+        """(Q, n) exact scores of every document for unit queries, read from the memory map as it is (no copy);
+        `products` as `multi_vector_scores` takes it."""
+        return multi_vector_scores(units, MultiVectors(self.vectors, self.offsets), scoring, unit=True,
+                                   products=products)  # fmt: skip
 
     def _provisional(self, query: torch.Tensor, keys: np.ndarray, scoring: WindowScoring | int) -> Any:
         """(documents, scores): each document holding a candidate vector, scored on its candidate vectors (each
