@@ -43,15 +43,13 @@ def _rows() -> list[dict[str, str]]:
 
 
 def _same_hits(got: list[Any], want: list[Any]) -> bool:
-    """Hits (dicts) equal but for scores within 1e-5: a query embedded in a batch of others comes out a few units of
-    the last place away from the same query embedded alone (which of the CPU's kernels the batch's shapes meet
-    decides the bits), and a fused score rounded to six places can round the other way."""
+    """Hits (dicts) equal, scores to the bit: a query's vector does not depend on its batch (issue 62.1)."""
     if isinstance(got, dict) and isinstance(want, dict):
         return got.keys() == want.keys() and all(_same_hits(got[key], want[key]) for key in got)
     if isinstance(got, list) and isinstance(want, list):
         return len(got) == len(want) and all(_same_hits(a, b) for a, b in zip(got, want, strict=True))
     if isinstance(got, float) and isinstance(want, float):
-        return abs(got - want) <= 1e-5
+        return got == want
     return bool(got == want)
 
 

@@ -24,11 +24,11 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 @pytest.fixture(autouse=True)
 def todays_query_batches(monkeypatch) -> None:
     """Queries in the batches of the encoder before the pipeline (runs of `batch_size`): the byte-for-byte
-    comparisons here need the same batches. Queries' batches cut where lengths drop are tested in
+    comparisons here need the same batches. Queries batched by padded width are tested in
     test_query_batches.py."""
     from lengthwise.longdoc import encoder as encoder_module
 
-    monkeypatch.setattr(encoder_module, "_QUERY_PADDING", None)
+    monkeypatch.setattr(encoder_module, "_QUERY_BUCKET", None)
 
 
 HERE = Path(__file__).parent

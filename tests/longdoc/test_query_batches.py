@@ -1,5 +1,5 @@
-"""Queries' batches end where lengths drop (`padded_batches`, issue 48.3): a service's batch of mixed-length queries
-pads little, and each query's vector stays what it was to within float rounding."""
+"""Queries' batches hold one padded width each (`padded_batches`): a query's vector depends on its own text alone,
+not on its batch-mates, in every precision (issue 62.1), and a service's batch of mixed-length queries pads little."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from lengthwise.longdoc import LongEncoder
-from lengthwise.longdoc._pipeline import padded_batches
+from lengthwise.longdoc._pipeline import padded_batches, padded_widths
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -30,18 +30,25 @@ def test_plain_batches_are_runs_of_the_batch_size() -> None:
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_padded_batches_cover_every_window_in_order_within_the_size_and_the_padding(seed) -> None:
+def test_bucketed_batches_cover_every_window_in_order_one_padded_width_each(seed) -> None:
     lengths = np.sort(np.random.default_rng(seed).integers(3, 60, size=97))[::-1]
-    batches = padded_batches(lengths, 16, 1.25, least=4)
+    batches = padded_batches(lengths, 16, bucket=8, most=56)
+    widths = padded_widths(lengths, 8, 56)
     assert [s.start for s in batches[1:]] == [s.stop for s in batches[:-1]]  # contiguous, in order
     assert batches[0].start == 0 and batches[-1].stop == len(lengths)
     for cut in batches:
-        part = lengths[cut]
-        assert 1 <= len(part) <= 16
-        assert len(part) <= 4 or part[0] * len(part) <= 1.25 * part.sum()  # few rows, or little padding
-    for before, after in itertools.pairwise(batches):  # each cut was needed: the next window did not fit
-        grown = lengths[before.start : after.start + 1]
-        assert len(grown) > 16 or (len(grown) > 4 and grown[0] * len(grown) > 1.25 * grown.sum())
+        assert 1 <= cut.stop - cut.start <= 16
+        assert len(set(widths[cut].tolist())) == 1  # one padded width a batch
+        assert widths[cut][0] - lengths[cut].min() < 8 or widths[cut][0] == max(56, lengths.max())
+    for before, after in itertools.pairwise(batches):  # each cut was needed: full, or the width changes
+        assert before.stop - before.start == 16 or widths[before.stop - 1] != widths[after.start]
+
+
+def test_a_windows_padded_width_depends_on_its_own_length_alone() -> None:
+    lengths = np.array([1, 7, 8, 9, 16, 17, 250, 255, 256])
+    assert padded_widths(lengths, 8, 256).tolist() == [8, 8, 8, 16, 16, 24, 256, 256, 256]
+    for length in lengths.tolist():
+        assert padded_widths(np.array([length]), 8, 256)[0] == padded_widths(lengths, 8, 256)[lengths == length][0]
 
 
 def _forwards(model, monkeypatch) -> list[tuple[int, int]]:
@@ -64,7 +71,7 @@ def test_a_batch_of_mixed_queries_pads_less_and_keeps_its_vectors(tiny_model, mo
     padded = LongEncoder(tiny_model, cache_bytes=0).encode_queries(QUERIES, batch_size=32)
     cut = list(seen)
     seen.clear()
-    monkeypatch.setattr(encoder_module, "_QUERY_PADDING", None)  # one run of 32, padded to the longest
+    monkeypatch.setattr(encoder_module, "_QUERY_BUCKET", None)  # one run of 32, padded to the longest
     plain = LongEncoder(tiny_model, cache_bytes=0).encode_queries(QUERIES, batch_size=32)
     assert len(seen) == 1 and len(cut) > 1
     assert sum(rows * width for rows, width in cut) < 0.8 * seen[0][0] * seen[0][1]
@@ -78,16 +85,35 @@ def test_documents_keep_runs_of_the_batch_size(tiny_model, monkeypatch) -> None:
     assert [rows for rows, _ in seen] == [len(set(QUERIES))]  # one run of the distinct texts
 
 
-def test_real_model_queries_in_padded_batches_equal_one_by_one(minilm) -> None:
+def test_real_model_queries_in_batches_equal_one_by_one_to_the_bit(minilm) -> None:
     encoder = LongEncoder(minilm, cache_bytes=0)
     together = encoder.encode_queries(QUERIES[:8], batch_size=32)
     alone = np.concatenate([encoder.encode_queries([query]) for query in QUERIES[:8]])
-    np.testing.assert_allclose(together, alone, atol=1e-6)
+    np.testing.assert_array_equal(together, alone)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "int8"])
+def test_a_query_vector_does_not_depend_on_its_batch_mates(minilm_path, precision) -> None:
+    # before (issue 62.1): a batch was padded to its longest query, and the kernels change with the padded width:
+    # in bf16 a query alone and in a batch of 8 differed in 39 of 64 queries (up to 1.2e-3), enough to reorder a
+    # top 10; the service batches requests, so an answer depended on who else asked
+    from lengthwise.core.models import load_plain_model
+    from lengthwise.core.precision import cpu_half_support
+
+    if precision == "bf16" and not cpu_half_support()["bf16"]:
+        pytest.skip("bf16 is refused on a CPU without native bf16 (AMX or AVX512-BF16)")
+    encoder = LongEncoder(load_plain_model(minilm_path, device="cpu", precision=precision), cache_bytes=0)
+    queries = [*QUERIES, " ".join(_WORDS * 2)]  # 2 to 84 words: several padded widths
+    alone = np.concatenate([encoder.encode_queries([query]) for query in queries])
+    rng = np.random.default_rng(0)
+    for _ in range(6):
+        drawn = rng.choice(len(queries), 8, replace=False)
+        np.testing.assert_array_equal(encoder.encode_queries([queries[i] for i in drawn]), alone[drawn])
 
 
 def test_queries_on_a_gpu_keep_runs_of_the_batch_size(tiny_model, monkeypatch) -> None:
     """On a GPU a few more rows of padding cost less than another forward: no cut where lengths drop."""
     encoder = LongEncoder(tiny_model, cache_bytes=0)
-    assert encoder._padding("query") == 1.25 and encoder._padding("document") is None
+    assert encoder._bucket("query") == 8 and encoder._bucket("document") is None
     monkeypatch.setattr(type(tiny_model), "device", property(lambda self: torch.device("cuda")))
-    assert encoder._padding("query") is None
+    assert encoder._bucket("query") is None

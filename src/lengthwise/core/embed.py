@@ -124,9 +124,12 @@ class WindowBatches:
             shape = self._shapes[longest] = (full, empty, np.arange(longest, dtype=np.int64))
         return shape
 
-    def __call__(self, ids: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> dict[str, torch.Tensor]:
-        """Features of rows ``ids[start : start + length]`` wrapped: input_ids, attention_mask (, token_type_ids)."""
-        head, count, longest = len(self.prefix), len(lengths), int(lengths.max())
+    def __call__(
+        self, ids: np.ndarray, starts: np.ndarray, lengths: np.ndarray, width: int | None = None
+    ) -> dict[str, torch.Tensor]:
+        """Features of rows ``ids[start : start + length]`` wrapped: input_ids, attention_mask (, token_type_ids);
+        the content padded to the longest row, or to `width` columns when that is wider."""
+        head, count, longest = len(self.prefix), len(lengths), max(int(lengths.max()), width or 0)
         full, empty, columns = self._shape(longest)
         source = starts[:, None] + columns  # (B, L) each content token's position in ids
         if int(lengths.min()) == longest:  # every row full (most batches): the full row, the content gathered in

@@ -7,7 +7,7 @@
   distinct window) and forwards them longest first in batches: batches of full-width windows as soon as they fill,
   the rest when the block ends. That is exactly the order and the batches of the encoder before the pipeline (one
   stable sort of the block's distinct windows by length), so in fp32 the vectors are byte-identical to it; only
-  queries on a CPU are cut where their lengths drop (`padded_batches`). Each batch's vectors stay on their way to
+  queries on a CPU are batched by padded width (`padded_batches`). Each batch's vectors stay on their way to
   the host (`lengthwise.core.embed.HostCopy`) until the block ends, so a GPU is not waited for between batches.
 - `window_spans` cuts a document into windows with numpy (the plain strided case of `lengthwise.core.tokens.windows`).
 """
@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import queue
 import threading
 from collections.abc import Callable, Generator, Iterator
@@ -25,7 +26,7 @@ import numpy as np
 from lengthwise.core.embed import HostCopy
 from lengthwise.longdoc._cache import WindowCache
 
-__all__ = ["BlockWindows", "Forward", "padded_batches", "prefetch", "window_spans"]
+__all__ = ["BlockWindows", "Forward", "padded_batches", "padded_widths", "prefetch", "window_spans"]
 
 T = TypeVar("T")
 Forward = Callable[[np.ndarray, np.ndarray, np.ndarray], "HostCopy | list[np.ndarray]"]
@@ -89,28 +90,31 @@ def window_spans(n: int, size: int, stride: int) -> tuple[np.ndarray, np.ndarray
     return starts, starts + size
 
 
-def padded_batches(lengths: np.ndarray, batch_size: int, padding: float | None = None, least: int = 8) -> list[slice]:
-    """Batches of windows of `lengths` tokens, sorted longest first: runs of at most `batch_size`; with `padding`,
-    a batch of at least `least` windows also ends before the tokens it pads to (its first length times its size)
-    would pass `padding` times the tokens it holds.
+def padded_widths(lengths: np.ndarray, bucket: int, most: int) -> np.ndarray:
+    """The width each window of `lengths` tokens is padded to when batches are bucketed: the next multiple of
+    `bucket`, but at most `most` (the widest window there can be). A function of the window's own length alone."""
+    return np.minimum(-(-lengths // bucket) * bucket, max(most, int(lengths.max(initial=0))))
 
-    Without `padding` every batch but the last holds `batch_size` windows. With it, a batch of short texts of
-    mixed lengths (a service's queries: 7 to 42 tokens in QMSum's) is cut where lengths drop, so the forward
-    computes little padding, but not into batches of a few rows, whose matrix products run less efficiently than
-    the padding they save. Each row's vector moves in the last bits, as it does with its neighbours.
+
+def padded_batches(lengths: np.ndarray, batch_size: int, bucket: int | None = None, most: int = 0) -> list[slice]:
+    """Batches of windows of `lengths` tokens, sorted longest first: runs of at most `batch_size`; with `bucket`,
+    a batch also holds windows of one padded width only (`padded_widths`, at most `most`).
+
+    Without `bucket` every batch but the last holds `batch_size` windows. With it, every window is padded to a
+    width set by its own length, and a batch holds windows of that one width: on a CPU a row's vector then does not
+    depend on what else is in its batch, in any precision. It did before: the kernels (attention's blocking over the
+    padded length, a half GEMM's) change with the padded width, so a query alone and the same query beside a longer
+    one came out apart in the last bits (fp32) or in the third decimal (bf16: 39 of 64 queries moved, up to 1.2e-3;
+    issue 62.1). The row count does not matter (checked on 804 rows, one and two threads). A batch of mixed-length
+    queries also pads little: at most ``bucket - 1`` tokens a row.
     """
     count = len(lengths)
-    if padding is None:
+    if bucket is None:
         return [slice(first, min(first + batch_size, count)) for first in range(0, count, batch_size)]
-    batches, first, real = [], 0, 0
-    for at, length in enumerate(lengths.tolist()):
-        size = at - first + 1
-        padded = size > least and int(lengths[first]) * size > padding * (real + length)
-        if at > first and (size > batch_size or padded):
-            batches.append(slice(first, at))
-            first, real = at, 0
-        real += length
-    return [*batches, slice(first, count)] if count else batches
+    widths = padded_widths(lengths, bucket, most)
+    edges = [0, *(np.flatnonzero(np.diff(widths)) + 1).tolist(), count]
+    return [slice(first, min(first + batch_size, stop))
+            for start, stop in itertools.pairwise(edges) for first in range(start, stop, batch_size)]  # fmt: skip
 
 
 class _Buffer:
@@ -151,12 +155,12 @@ class BlockWindows:
         full: int,
         forward: Forward,
         tokens: bool,
-        padding: float | None = None,
+        bucket: int | None = None,
         extra: int = 0,
     ) -> None:
         self.head, self.cache, self.batch_size, self.full = head, cache, batch_size, full
         self.forward, self.tokens = forward, tokens
-        self.padding, self.extra = padding, extra  # `padded_batches` of the windows left at the end
+        self.bucket, self.extra = bucket, extra  # `padded_batches` of the windows left at the end
         self.caching = cache.max_bytes > 0 or len(cache) > 0
         self.ids = _Buffer()
         self.index: dict[bytes, int] = {}  # a window's ids (padded to `full` with -1) -> its row
@@ -221,7 +225,8 @@ class BlockWindows:
         pending = np.concatenate(self.pending) if self.pending else np.empty(0, dtype=np.int64)
         rest = pending[~np.isin(pending, np.concatenate(self.early))] if self.early else pending
         order = np.argsort(-self.lengths.array[rest], kind="stable")
-        for batch in padded_batches(self.lengths.array[rest[order]] + self.extra, self.batch_size, self.padding):
+        lengths = self.lengths.array[rest[order]] + self.extra
+        for batch in padded_batches(lengths, self.batch_size, self.bucket, self.full + self.extra):
             self._run(rest[order[batch]])
         table = self._table()
         if self.cache.max_bytes > 0:

@@ -33,7 +33,7 @@ from lengthwise.core.models import live_patch, position_limit
 from lengthwise.core.scoring import WindowScoring
 from lengthwise.core.tokens import special_tokens, windows
 from lengthwise.longdoc._cache import WindowCache
-from lengthwise.longdoc._pipeline import BlockWindows, prefetch, window_spans
+from lengthwise.longdoc._pipeline import BlockWindows, padded_widths, prefetch, window_spans
 from lengthwise.longdoc.config import RECOMMENDED, LongDocConfig, LongDocError, Strategy, saved_longdoc
 from lengthwise.longdoc.pooling import macro_assignment, pool_windows
 
@@ -43,7 +43,7 @@ Role = str | None  # "query", "document" or None (symmetric)
 _SENTENCE_END = {".", "!", "?", ";"}
 _Doc = tuple[int, int, np.ndarray, np.ndarray, np.ndarray]  # a document of a block: offset, tokens, rows, starts, ends
 _PIECE_CHARS = 32_000  # characters tokenized per call by the reader thread: small enough to overlap the forward
-_QUERY_PADDING = 1.25  # on a CPU, queries' batches end before they pad to 1.25× their tokens (`padded_batches`)
+_QUERY_BUCKET = 8  # on a CPU, a query window is padded to the next multiple of 8 tokens (`padded_batches`)
 _GPU_TOKENS_PER_BATCH = 131_072  # tokens per forward on a GPU unless set: 4,096 windows of 32 tokens
 
 
@@ -193,7 +193,9 @@ class LongEncoder:
         self._sentence_ends()  # the tokenizer's last use on this thread while the reader runs
         pieces = prefetch(self._pieces(iter(texts)))
         eval_mode(self.model)
-        forward = partial(self._forward_windows, role=role, tokens=late, batches=self._window_batches(role))
+        bucket = self._bucket(role)
+        forward = partial(self._forward_windows, role=role, tokens=late, batches=self._window_batches(role),
+                          bucket=None if bucket is None else (bucket, full))  # fmt: skip
         with (
             closing(pieces),
             tqdm(total=total, unit="doc", disable=not show_progress, desc=self.config.describe()) as bar,
@@ -202,7 +204,7 @@ class LongEncoder:
                 block = BlockWindows(head=self._head(role, late), cache=self.cache, full=full, tokens=late,
                                      batch_size=self._batch_windows(batch_size, full + self._extra(role)),
                                      forward=forward, extra=self._extra(role),
-                                     padding=self._padding(role))  # fmt: skip
+                                     bucket=bucket)  # fmt: skip
                 docs = self._read_block(pieces, block, role)
                 if not docs:
                     return
@@ -309,11 +311,12 @@ class LongEncoder:
             budget = _GPU_TOKENS_PER_BATCH if self.model.device.type == "cuda" else 0
         return max(batch_size, budget // max(width, 1))
 
-    def _padding(self, role: Role) -> float | None:
-        """How much padding a batch of the windows left at a block's end may carry (`padded_batches`): queries' on a
-        CPU, where the forward's cost follows the padded tokens, end before 1.25× their tokens; on a GPU a few more
-        rows of padding cost less than another forward, and documents keep their batches (their bytes unchanged)."""
-        return _QUERY_PADDING if role == "query" and self.model.device.type == "cpu" else None
+    def _bucket(self, role: Role) -> int | None:
+        """The padding bucket of `role`'s windows (`padded_batches`): queries' on a CPU, so that a query's vector
+        depends on its own text alone, not on what else is in its batch (a service batches its requests), in every
+        precision; and a batch of mixed-length queries pads little. On a GPU batches are not cut (its kernels may
+        also change with the row count: not measured), and documents keep their batches (their bytes unchanged)."""
+        return _QUERY_BUCKET if role == "query" and self.model.device.type == "cpu" else None
 
     def _stride(self, budget: int) -> int:
         stride = self.config.stride or budget
@@ -376,12 +379,18 @@ class LongEncoder:
         role: Role,
         tokens: bool,
         batches: WindowBatches | None = None,
+        bucket: tuple[int, int] | None = None,
     ) -> HostCopy | list[np.ndarray]:
         """Run the model over windows ``ids[start : start + length]`` wrapped in the special tokens and prompt: the
         vectors (B, D) on their way to the host (read when the block ends, so a GPU is not waited for between
-        batches), or each window's token states."""
+        batches), or each window's token states. With `bucket` (a multiple and the widest content) the windows,
+        all of one padded width (`padded_batches`), are padded to that width."""
         batches = batches if batches is not None else self._window_batches(role)
-        features: dict[str, Any] = batches(ids, starts, lengths)
+        width = None
+        if bucket is not None:
+            extra = self._extra(role)
+            width = int(padded_widths(lengths.max(keepdims=True) + extra, bucket[0], bucket[1] + extra)[0]) - extra
+        features: dict[str, Any] = batches(ids, starts, lengths, width=width)
         if self._prompt(role):
             features["prompt_length"] = len(self.specials.prefix) + len(self._prompt(role))
         with torch.inference_mode():
