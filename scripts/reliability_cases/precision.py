@@ -1,5 +1,6 @@
 """Issue 62, precision used as a careless user would: a query searched alone and the same query among others in one
-call must get the same hits to the bit (a service batches its requests), in bf16 where the CPU has it."""
+call must get the same hits to the bit (a service batches its requests), in bf16 where the CPU has it; a model saved
+with TempScale encodes at int8."""
 
 from __future__ import annotations
 
@@ -51,6 +52,16 @@ def _same_as_alone(tmp: Path, output: str) -> str | None:
     return f"{moved} got other hits than alone" if moved else None
 
 
+def _tempscaled(tmp: Path, context: Context) -> None:
+    _corpus(tmp, [(f"d{i}", " ".join(_WORDS[i:])) for i in range(4)])
+    _run(tmp, ["tempscale", "save", "-m", "{tiny}", "--t", "0.7", "-o", "ts", "--device", "cpu"], context)
+
+
+def _int8_recorded(tmp: Path, output: str) -> str | None:
+    settings = json.loads((tmp / "e" / "manifest.json").read_text(encoding="utf-8"))["settings"]
+    return None if settings.get("precision") == "int8" else f"the folder records {settings.get('precision')!r}"
+
+
 CASES = [
     Case(
         "search-a-query-among-others-answers-as-alone",
@@ -60,5 +71,14 @@ CASES = [
         None,
         _alone,
         _same_as_alone,
+    ),
+    Case(
+        "encode-int8-with-a-saved-tempscale",
+        "62.5",
+        ["encode", "-d", "c.jsonl", "-o", "e", "-m", "ts", "--precision", "int8", "--long", "truncate"],
+        0,
+        "embedded 4 new documents",
+        _tempscaled,
+        _int8_recorded,
     ),
 ]

@@ -335,3 +335,20 @@ def test_minilm_length_collapse_and_what_lower_t_does(minilm, data_dir: Path) ->
 
     assert mean_cosine(long_texts, 1.0) > mean_cosine(short_texts, 1.0) + 0.02
     assert mean_cosine(long_texts, 0.6) > mean_cosine(long_texts, 1.0) + 0.02
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_saved_tempscale_loads_at_int8_and_matches_fp32s(families, family: str, tmp_path: Path) -> None:
+    # before (issue 62.5): int8's own quantized layer (RowScaledLinear) was refused as "not a plain Linear (a PEFT
+    # adapter?)", so any TempScale at int8 failed on encode, eval, audit and load_model
+    model = families[family]
+    with tempscale(model, TempScaleConfig(t=0.5, t_query=0.7)):
+        patched, queries = _encode(model), model.encode_query(TEXTS)
+        save_tempscale(model, tmp_path / "saved")
+    plain = _encode(model)
+    int8 = load_model(tmp_path / "saved", device="cpu", precision="int8")
+    assert current_tempscale(int8) is not None
+    got, got_queries = _encode(int8), int8.encode_query(TEXTS)
+    near, far = (got * patched).sum(axis=1), (got * plain).sum(axis=1)  # unit vectors (Normalize)
+    assert near.min() > 0.98 and (near > far).all(), (near, far)
+    assert ((got_queries * queries).sum(axis=1) > 0.98).all()

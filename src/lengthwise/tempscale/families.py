@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from sentence_transformers import SentenceTransformer
 from torch import nn
 
+from lengthwise.core.quantize import RowScaledLinear
 from lengthwise.tempscale.config import TempScaleError
 
 __all__ = ["FAMILIES", "Family", "detect_family", "query_rows"]
@@ -99,7 +100,7 @@ def detect_family(model: SentenceTransformer) -> tuple[Family, nn.Module, list[n
         raise TempScaleError(field=None, value=None, problem=problem)
     for attention in attentions:
         projection = getattr(attention, family.query, None)
-        if type(projection) is not nn.Linear:
+        if type(projection) is not nn.Linear and not isinstance(projection, RowScaledLinear):
             raise TempScaleError(
                 field=None,
                 value=None,
