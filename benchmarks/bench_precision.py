@@ -496,7 +496,7 @@ class _Autocast:
 
 
 def stage_half_speed(repeats: int) -> dict[str, Any]:
-    """Windows/s of fp32, each native half precision and bf16 autocast, 32 and 128 tokens, one thread, batch 32."""
+    """Windows/s of fp32, each native half precision and bf16 autocast, 32, 128 and 256 tokens, one thread, batch 32."""
     from lengthwise.core.embed import embed_ids
     from lengthwise.core.precision import cpu_half_support
 
@@ -510,7 +510,7 @@ def stage_half_speed(repeats: int) -> dict[str, Any]:
     if "bf16" in runners:
         runners["bf16 autocast"] = _Autocast(fp32)
     table = []
-    for length, count in ((32, 512), (128, 128)):
+    for length, count in ((32, 512), (128, 128), (256, 64)):
         sequences = _sequences(fp32, length, count)
         for run in runners.values():
             run(sequences[:32], 32)  # warm-up

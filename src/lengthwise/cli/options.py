@@ -87,13 +87,13 @@ TrustOption = Annotated[bool, typer.Option("--trust-remote-code", help="Allow th
 PRECISION_HELP = (
     "Inference precision: fp32; bf16 or fp16 (the transformer in half precision, vectors still fp32; on a CPU only "
     "where it has native bf16/fp16); int8 (Linear layers quantized at load, CPU only); or auto: bf16 on a GPU that "
-    "has it (else fp16) or a CPU with AMX, else fp32. See docs/benchmarks.md."
+    "has it (else fp16) or a CPU with native bf16 (AMX or AVX512-BF16), else fp32. See docs/benchmarks.md."
 )
 PrecisionOption = Annotated[str, typer.Option("--precision", help=PRECISION_HELP)]
 QUERY_PRECISION_HELP = (
     "The queries' precision: auto, fp32, bf16, fp16 or int8 (as --precision elsewhere). Default: the precision the "
     "index's documents were embedded at. An index embedded in fp32 may take another (bf16 or fp16: a few times "
-    "faster on a GPU or a CPU with AMX, query vectors within a cosine of about 1e-4 of fp32's)."
+    "faster on a GPU or a CPU with native bf16, query vectors within a cosine of about 1e-4 of fp32's)."
 )
 QueryPrecisionOption = Annotated[str | None, typer.Option("--precision", help=QUERY_PRECISION_HELP, show_default=False)]
 BackendOption = Annotated[

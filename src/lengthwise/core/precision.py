@@ -19,8 +19,8 @@ model, applied before the cast or after it.
 On a CPU, bf16 is allowed where the CPU has native bf16 instructions (AMX or AVX512-BF16) and fp16 where oneDNN has
 native fp16 (AVX512-FP16, AMX-FP16); elsewhere torch emulates them several times slower than fp32 (bf16 0.15–0.21×
 fp32 on an AVX2 host, docs/benchmarks.md), so they are refused, naming what to use. ``auto`` is bf16 on a CUDA GPU
-that has it (else fp16), bf16 on a CPU with AMX (several times fp32's speed: docs/benchmarks.md "Half
-precision"), else fp32.
+that has it (else fp16), bf16 on a CPU with native bf16 (AMX or AVX512-BF16: several times fp32's speed on both,
+measured at 32 to 256 tokens; docs/benchmarks.md "Half precision"), else fp32.
 """
 
 from __future__ import annotations
@@ -75,8 +75,8 @@ def _cpu_flag(name: str) -> bool:
 
 
 def cpu_half_support() -> dict[str, bool]:
-    """Which half precisions this CPU runs natively: ``bf16`` (AMX or AVX512-BF16), ``fp16`` (oneDNN's native fp16:
-    AVX512-FP16 or AMX-FP16), and ``amx`` (AMX tiles: where ``auto`` picks bf16 on a CPU)."""
+    """Which half precisions this CPU runs natively: ``bf16`` (AMX or AVX512-BF16: where ``auto`` picks bf16 on a
+    CPU), ``fp16`` (oneDNN's native fp16: AVX512-FP16 or AMX-FP16), and ``amx`` (AMX tiles)."""
     amx = _cpu_flag("_is_amx_tile_supported")
     fp16 = _cpu_flag("_is_amx_fp16_supported")
     if not fp16 and torch.backends.mkldnn.is_available():
@@ -94,7 +94,7 @@ def _device_type(device: str | torch.device | None) -> str:
 def _auto(kind: str, device: str | torch.device | None) -> Precision:
     if kind == "cuda":
         return Precision.BF16 if torch.cuda.is_bf16_supported() else Precision.FP16
-    if kind == "cpu" and cpu_half_support()["amx"]:
+    if kind == "cpu" and cpu_half_support()["bf16"]:  # AMX or AVX512-BF16: both run bf16 several times fp32's speed
         return Precision.BF16
     return Precision.FP32
 
