@@ -13,8 +13,8 @@ from typing import Annotated
 
 import typer
 
-from lengthwise.cli.console import console, say
 from lengthwise.cli.console import fail as _fail
+from lengthwise.cli.console import say
 from lengthwise.cli.longdoc import long_options
 from lengthwise.cli.options import ModelOption, PrecisionOption, check_device, check_out_dir, setting_message
 from lengthwise.core.defaults import DEFAULT_MODEL
@@ -66,7 +66,8 @@ def encode(
     without text stops the run with its file and line (no vector is invented for an empty document).
     `--format parquet` also writes one Parquet row per window (doc_id, window, start, end, vector) under
     OUT/parquet, readable by pyarrow, DuckDB and polars. `--runner ray` runs the same encoder on a Ray cluster
-    (`pip install 'lengthwise[ray]'`), with Parquet by default.
+    (`pip install 'lengthwise[ray]'`), with Parquet by default. Progress: a bar on a terminal; in a log (nohup, a
+    pipe) a line every 30 s (LENGTHWISE_PROGRESS_INTERVAL) with documents, windows, rate and time left.
     """
     from lengthwise.core.errors import LengthwiseError, SettingError
     from lengthwise.facade import load_model
@@ -87,7 +88,7 @@ def encode(
                                 shard_docs=shard_docs,
                                 batch_size=batch_size, threads=threads, precision=precision, runner=runner,
                                 address=address, workers=workers, format=format,
-                                show_progress=console.is_terminal,
+                                show_progress=True,  # a bar on a terminal, else a line every 30 s
                                 on_note=note)  # fmt: skip
     except LengthwiseError as err:  # SettingError, LongDocError, DataFormatError, ModelLoadError
         _fail(setting_message(err))

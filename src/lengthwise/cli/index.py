@@ -5,6 +5,8 @@ USearch, and searched by document with exact rescoring (`lengthwise.LongIndex`).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -55,31 +57,63 @@ def build(
     """Index every window of ENCODED, and the documents' text beside them (BM25, passages): documents are then found
     by their windows (rescored exactly in fp32), by BM25, or by both fused. With --backend milvus, the index built
     at OUT is then loaded into Milvus at --uri and served there as --name."""
-    from rich.progress import Progress
-
     from lengthwise.core.errors import LengthwiseError
     from lengthwise.facade import load_model
     from lengthwise.longdoc.search.backends import build_index
 
     try:
         where = served(backend, uri, name)
-        with Progress(console=console, transient=True) as progress:
-            tasks = {"index": progress.add_task("indexing windows", total=None)}
-
-            def advance(done: int, total: int, stage: str = "index") -> None:
-                if stage not in tasks:
-                    tasks[stage] = progress.add_task(f"loading windows into Milvus ({uri})", total=total)
-                progress.update(tasks[stage], completed=done, total=total)
-
+        with _progress(uri) as (advance, loaded):
             index = build_index(encoded, out, where, quantize=quantize, engine=engine, text=text,
                                 granularity=granularity, on_progress=advance, on_note=say, load_model=load_model,
-                                on_load=lambda done, total: advance(done, total, "load"))  # fmt: skip
+                                on_load=loaded)  # fmt: skip
     except LengthwiseError as err:  # SettingError, LongDocError, DataFormatError, ModelLoadError
         _fail(setting_message(err))
     except KeyboardInterrupt:
         say("interrupted: run the same command again to resume the build where it was last saved")
         raise typer.Exit(code=130) from None
     _print_built(index.settings, out, where)
+
+
+@contextmanager
+def _progress(uri: Path | str | None) -> Iterator[tuple[Callable[[int, int], None], Callable[[int, int], None]]]:
+    """A build's two callbacks (its own stages; the Milvus load): rich's bars on a terminal, else lines
+    (`lengthwise.core.progress`): one every 30 s (LENGTHWISE_PROGRESS_INTERVAL) a stage, and its last."""
+    if not console.is_terminal:
+        yield from _progress_lines()
+        return
+    from rich.progress import Progress
+
+    with Progress(console=console, transient=True) as progress:
+        tasks = {"index": progress.add_task("indexing windows", total=None)}
+
+        def advance(done: int, total: int, stage: str = "index") -> None:
+            if stage not in tasks:
+                tasks[stage] = progress.add_task(f"loading windows into Milvus ({uri})", total=total)
+            progress.update(tasks[stage], completed=done, total=total)
+
+        yield advance, lambda done, total: advance(done, total, "load")
+
+
+def _progress_lines() -> Iterator[tuple[Callable[[int, int], None], Callable[[int, int], None]]]:
+    """`_progress` off a terminal: each stage's lines, the last one ``done`` (``stopped`` when the build raised)."""
+    from lengthwise.core.progress import ProgressStages
+
+    build = ProgressStages("indexing windows", "distinct windows")
+    load = ProgressStages("loading windows into Milvus", "windows")
+
+    def loaded(done: int, total: int) -> None:
+        build.close()  # the build is over when the load starts
+        load(done, total)
+
+    try:
+        yield build, loaded
+    except BaseException:
+        build.close(stopped=True)
+        load.close(stopped=True)
+        raise
+    build.close()
+    load.close()
 
 
 def _print_built(made: dict[str, Any], out: Path, where: Any) -> None:

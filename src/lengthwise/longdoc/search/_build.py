@@ -182,6 +182,9 @@ def stage_windows(
         members, starts = np.load(staging / MEMBERS, mmap_mode="r"), np.load(staging / STARTS)
         if not (staging / INDEX_FILE).is_file():  # the engine is not complete yet
             engine_file = staging / f"engine.{engine.value}"
+            from lengthwise.core.progress import begin_stage  # tqdm: imported by a build only
+
+            begin_stage(on_progress, "indexing windows", "distinct windows")
             fill_engine(engine_file, engine, quantize, vectors, members[starts[:-1]], on_progress)
         del vectors, members  # the memory maps, closed before the rename
         nlist = ivf_lists(len(starts) - 1) if engine is Engine.FAISS else None

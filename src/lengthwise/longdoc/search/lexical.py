@@ -218,6 +218,9 @@ class LexicalIndex:
                 source.write(staging / "texts.npy")
                 _bm25_build._record(staging, plan, 0)
             whole = granularity is Granularity.DOCUMENT  # BM25 indexes each text whole, else each window's text
+            from lengthwise.core.progress import begin_stage  # tqdm: imported by a build only
+
+            begin_stage(on_progress, f"indexing the text by {granularity.value}", "documents")
             _bm25_build._tokenize_shards(staging, tokenizer, source, whole, bounds, done or 0, plan, on_progress)
             _bm25_build._write_bm25(staging, len(bounds) - 1, tokenizer, k1, b)
             tokenizer.reset_vocab()  # saved with the index: freed before the index is opened

@@ -20,13 +20,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from lengthwise.core.errors import SettingError
 from lengthwise.longdoc.config import LongDocConfig, LongDocError
-from lengthwise.longdoc.storage.store import EmbeddingStore, corpus_rows, text_digest
+from lengthwise.longdoc.storage.store import EmbeddingStore, _counter, corpus_rows, text_digest
+
+if TYPE_CHECKING:
+    from lengthwise.core.progress import ProgressMode
 
 __all__ = ["check_address", "encode_on_ray", "require_ray"]
 
@@ -140,16 +143,25 @@ class ShardWriter:
         for i, text in zip(order, texts, strict=True):
             if digest(text) != int(batch[_DIGEST][i]):
                 raise LongDocError(None, None, f"{self.job['data']}: document {batch[_ID][i]!r}: {MISALIGNED}")
-        size = self.job["batch_size"]
-        if self.encoder.is_multi_vector:
-            embeddings: Any = self.encoder.encode_documents_multi(texts, batch_size=size)
-        else:
-            embeddings = self.encoder.encode_documents(texts, batch_size=size)
-        part = shard_part(self.encoder, ids, texts, embeddings) if self.job["parquet"] else None
         shard = int(batch[_SHARD][0])
+        embeddings = self._embed(texts, f"{PREFIX}{self.job['base'] + shard:05d}")
+        part = shard_part(self.encoder, ids, texts, embeddings) if self.job["parquet"] else None
         self.store.write(PREFIX, ids, embeddings, number=self.job["base"] + shard, extra=part,
                          digests=[int(batch[_DIGEST][i]) for i in order])  # fmt: skip
         return {"shard": np.asarray([shard]), "docs": np.asarray([len(ids)])}
+
+    def _embed(self, texts: list[str], name: str) -> Any:
+        """The shard's vectors; off a terminal, its progress as lines on this actor's stderr (Ray shows them on the
+        driver's, after the actor's name)."""
+        from lengthwise.core.progress import progress_bar
+
+        size, lines = self.job["batch_size"], self.job.get("progress") == "lines"
+        with progress_bar(f"encode shard {name}", len(texts), "lines" if lines else None,
+                          interval=self.job.get("interval")) as bar:  # fmt: skip
+            embedded = _counter(bar, self.encoder)
+            if self.encoder.is_multi_vector:
+                return self.encoder.encode_documents_multi(texts, batch_size=size, on_document=embedded)
+            return self.encoder.encode_documents(texts, batch_size=size, on_document=embedded)
 
 
 @contextmanager
@@ -247,7 +259,7 @@ def encode_on_ray(
     *,
     address: str | None = None,
     workers: int | None = None,
-    show_progress: bool = False,
+    progress: ProgressMode | None = None,
     on_note: Callable[[str], None] | None = None,
     corpus: dict[str, int] | None = None,
 ) -> int:
@@ -256,7 +268,9 @@ def encode_on_ray(
     `loader(model, device=, precision=)` loads the model in each actor; `job` holds ``model``, ``precision``,
     ``threads``, ``shard_docs``, ``batch_size`` and ``parquet`` (write the window rows). The corpus has been
     checked (`corpus_digests`: `corpus`, id → text digest; a shard holding a document whose text changed is
-    embedded again). Returns the number of documents embedded now.
+    embedded again). `progress`: Ray Data's own bars (``"bar"``), or each actor's lines for its shard
+    (``"lines"``, `lengthwise.core.progress.ProgressLines`, every ``job["interval"]`` seconds). Returns the number
+    of documents embedded now.
     """
     ray = require_ray()
     done, removed = store.repair(corpus)
@@ -271,8 +285,8 @@ def encode_on_ray(
         pool = _pool(ray, workers, job["threads"], shards)
         actor_job = {**job, "loader": loader, "config": config, "out": str(store.folder.resolve()),
                      "settings": store.settings, "data": str(data), "base": store.next_index(PREFIX),
-                     "device": pool["device"], "threads": pool["threads"]}  # fmt: skip
-        with _data_context(show_progress):
+                     "device": pool["device"], "threads": pool["threads"], "progress": progress}  # fmt: skip
+        with _data_context(progress == "bar"):
             rows = _read(ray, data).zip(ray.data.from_arrow(plan)).map_batches(_texts, batch_format="pyarrow")
             written = rows.groupby(_SHARD).map_groups(
                 ShardWriter,

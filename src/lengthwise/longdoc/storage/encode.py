@@ -41,8 +41,8 @@ def _encode_worker(
     encoder = LongEncoder(load_model(model, device=device, precision=job["precision"]), config)
     store = EmbeddingStore(out, job["settings"])
     return encode_corpus(encoder, data, store, shard_docs=job["shard_docs"], batch_size=job["batch_size"],
-                         worker=(job["index"], job["count"]), show_progress=job["progress"],
-                         repair=False, parquet=job["parquet"])  # fmt: skip
+                         worker=(job["index"], job["count"]), show_progress=job["progress"] or False,
+                         repair=False, parquet=job["parquet"], progress_interval=job["interval"])  # fmt: skip
 
 
 def encode(
@@ -91,13 +91,18 @@ def encode(
             ``out/parquet``: doc_id, window, start, end, vector; `lengthwise.longdoc.storage._parquet`). None: npy
             locally, parquet on Ray. The shards are always written: resuming and `LongIndex.build` read them. A
             folder keeps its format.
-        show_progress: A progress bar (one process only).
+        show_progress: Show the progress on stderr: tqdm's bar on a terminal (one process); elsewhere (a log
+            file, ``nohup``; and from each of several processes) a line at most every 30 s
+            (``LENGTHWISE_PROGRESS_INTERVAL`` seconds when set) with the documents done, the windows embedded, the
+            rate and the time left, and a last line (`lengthwise.core.progress`). On Ray, each actor writes the
+            lines of the shard it embeds, which Ray shows on the driver's stderr.
 
     Returns:
         The number of documents embedded by this call.
     """
     from lengthwise.core.models import load_plain_model
     from lengthwise.core.precision import resolve_precision
+    from lengthwise.core.progress import progress_interval, progress_mode
     from lengthwise.longdoc.config import LongDocConfig, LongDocError
     from lengthwise.longdoc.storage.store import EmbeddingStore, corpus_digests
 
@@ -111,6 +116,7 @@ def encode(
     if not devices:
         raise SettingError("devices", list(devices), "name at least one device, e.g. cpu or cuda:0,cuda:1")
     load_model = load_model or load_plain_model
+    progress, interval = progress_mode(show_progress, processes=len(devices)), progress_interval()
     data, out = corpus_file(Path(data)), Path(out)
     digests = corpus_digests(data)  # every text and id before any compute
     if not digests:
@@ -126,10 +132,10 @@ def encode(
 
         settings = {**{k: v for k, v in settings.items() if k != "workers"}, "runner": "ray"}
         job = {"model": str(model), "precision": precision, "threads": threads, "shard_docs": shard_docs,
-               "batch_size": batch_size, "parquet": parquet}  # fmt: skip
+               "batch_size": batch_size, "parquet": parquet, "interval": interval}  # fmt: skip
         store = EmbeddingStore(out, settings)
         written = encode_on_ray(load_model, data, store, config, job, address=address, workers=workers,
-                                show_progress=show_progress, on_note=on_note, corpus=digests)  # fmt: skip
+                                progress=progress, on_note=on_note, corpus=digests)  # fmt: skip
         store.finish()
         return written
     store = EmbeddingStore(out, settings)  # checks the folder; the manifest is written with the first shard
@@ -138,7 +144,7 @@ def encode(
             on_note(line)
     jobs = [
         {"index": k, "count": len(devices), "settings": settings, "shard_docs": shard_docs, "batch_size": batch_size,
-         "threads": threads, "progress": show_progress and len(devices) == 1, "precision": precision,
+         "threads": threads, "progress": progress, "interval": interval, "precision": precision,
          "parquet": parquet}
         for k in range(len(devices))
     ]  # fmt: skip

@@ -20,7 +20,6 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +31,7 @@ from lengthwise.longdoc.storage._parquet import PARQUET, parquet_part, shard_par
 
 if TYPE_CHECKING:  # imported where used: Ray Data's read tasks import this module and need no torch
     from lengthwise.core.encoder import MultiVectors
+    from lengthwise.core.progress import ProgressMode
 
 __all__ = [
     "EmbeddingStore",
@@ -478,10 +478,11 @@ def encode_corpus(
     shard_docs: int = 1000,
     batch_size: int = 32,
     worker: tuple[int, int] = (0, 1),
-    show_progress: bool = False,
+    show_progress: bool | ProgressMode = False,
     repair: bool = True,
     parquet: bool = False,
     on_note: Callable[[str], None] | None = None,
+    progress_interval: float | None = None,
 ) -> int:
     """Embed the documents of `path` not yet in `store` with a `LongEncoder`, `shard_docs` per shard.
 
@@ -490,11 +491,14 @@ def encode_corpus(
     are embedded again (`on_note` is told which); workers sharing a folder pass False after one `store.repair()`.
     With `parquet`, each shard's window rows are written too (`lengthwise.longdoc.storage._parquet`) and named in its
     record. The corpus is checked first (`check_corpus`). Returns the number of documents embedded now.
+
+    `show_progress`: True or ``"bar"``, tqdm's bar; ``"lines"``, a plain line on stderr at most every
+    `progress_interval` seconds (`lengthwise.core.progress.ProgressLines`; None: ``LENGTHWISE_PROGRESS_INTERVAL``, else
+    30): the documents done of this worker's, the windows embedded, the rate and the time left.
     """
-    from tqdm.auto import tqdm
+    from lengthwise.core.progress import progress_bar
 
     corpus = corpus_digests(path)
-    total = len(corpus)
     if repair:
         done, removed = store.repair(corpus)
         for line in removed:
@@ -524,23 +528,39 @@ def encode_corpus(
                                      digests=[corpus[doc_id] for doc_id in ids]))  # fmt: skip
         pending.clear()
 
-    mine = len(range(worker[0], total, worker[1]))
-    with writer, tqdm(total=mine, unit="doc", disable=not show_progress, desc="encode") as bar:
+    mine = [doc_id for position, doc_id in enumerate(corpus) if position % worker[1] == worker[0]]
+    mode = "bar" if show_progress is True else show_progress or None
+    desc = "encode" if worker[1] == 1 else f"encode (worker {worker[0] + 1} of {worker[1]})"
+    with writer, progress_bar(desc, len(mine), mode, initial=sum(doc_id in done for doc_id in mine),
+                              interval=progress_interval) as bar:  # fmt: skip
+        embedded = _counter(bar, encoder)  # the bar counts documents embedded, not read
         for position, (doc_id, text) in enumerate(corpus_rows(path)):
-            if position % worker[1] != worker[0]:
-                continue
-            if doc_id in done:
-                bar.update(1)
+            if position % worker[1] != worker[0] or doc_id in done:
                 continue
             pending.append((doc_id, text))
             if len(pending) >= shard_docs:
                 written += len(pending)
-                flush(partial(bar.update, 1))  # the bar counts documents embedded, not read
+                flush(embedded)
         if pending:
             written += len(pending)
-            flush(partial(bar.update, 1))
+            flush(embedded)
         for future in writing:
             future.result()
     if repair:  # the whole job in this process: record the texts digest
         store.finish()
     return written
+
+
+def _counter(bar: Any, encoder: Any) -> Callable[[], None]:
+    """The `on_document` of an encode: one more document on `bar`, with the windows `encoder` has embedded since
+    (its ``stats``, when it keeps them)."""
+    stats = getattr(encoder, "stats", None)
+    stats = stats if isinstance(stats, dict) and "windows" in stats else None
+    first = stats["windows"] if stats is not None else 0
+
+    def embedded() -> None:
+        if stats is not None:
+            bar.set_postfix_str(f"{stats['windows'] - first:,} windows", refresh=False)
+        bar.update(1)
+
+    return embedded
