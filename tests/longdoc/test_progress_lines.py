@@ -116,3 +116,13 @@ def test_stopped_job_says_stopped(capsys) -> None:
     log = capsys.readouterr().err
     assert log.splitlines() == [log.splitlines()[0], log.splitlines()[-1]] and "encode: 0/10 documents" in log
     assert log.splitlines()[-1].startswith("encode stopped: 3/10 documents (30%)"), log
+
+
+def test_ray_encode_writes_progress_lines_off_a_terminal(tiny_model_dir: Path, corpus: Path, tmp_path: Path) -> None:
+    pytest.importorskip("ray.data")
+    log = _logged(tmp_path, "encode", "-d", corpus, "-o", tmp_path / "emb", "-m", tiny_model_dir, "--runner", "ray",
+                  "--workers", "1", "--shard-docs", "5")  # fmt: skip
+    # the driver counts the shards as they come back (each actor's lines for its shard follow, when Ray forwards them
+    # before it shuts down: `(MapWorker(…) pid=…) encode shard w0-00000: 3/5 documents …`)
+    assert re.search(r"^encode: 5/12 documents \(42%\), .* documents/s$", log, flags=re.MULTILINE), log
+    assert re.search(r"^encode done: 12/12 documents \(100%\)", log, flags=re.MULTILINE), log

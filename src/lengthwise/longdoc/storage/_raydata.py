@@ -191,13 +191,14 @@ def _data_context(show_progress: bool) -> Iterator[None]:
         logger.setLevel(level)
 
 
-def _connect(ray: Any, address: str | None) -> bool:
+def _connect(ray: Any, address: str | None, *, logs: bool = False) -> bool:
     """Join the Ray cluster at `address` (None: the running one, else a new local one); True when this call
-    started Ray (and so shuts it down)."""
+    started Ray (and so shuts it down). `logs`: the actors' stderr is shown on this process's (their progress
+    lines)."""
     if ray.is_initialized():
         return False
     try:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+        ray.init(address=address, include_dashboard=False, log_to_driver=logs, logging_level="ERROR")
     except (ConnectionError, RuntimeError, ValueError) as err:
         problem = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise SettingError(
@@ -226,6 +227,20 @@ def _pool(ray: Any, workers: int | None, threads: int | None, shards: int) -> di
     per_actor = threads or max(1, cpus // size)
     reserved = min(per_actor, (cpus - 1) / size)
     return {"size": size, "num_gpus": 0, "num_cpus": reserved, "device": "cpu", "threads": per_actor}
+
+
+def _count(written: Any, plan: Any, progress: ProgressMode | None, interval: float | None) -> int:
+    """The documents the actors embedded, summed as their shards come back; with ``"lines"``, a line for the
+    whole corpus at most every `interval` seconds (the documents embedded before this run at the start)."""
+    from lengthwise.core.progress import progress_bar
+
+    total = plan.num_rows
+    before = total - int(np.count_nonzero(plan.column(_SHARD).to_numpy() >= 0))
+    mode: ProgressMode | None = "lines" if progress == "lines" else None  # a terminal: Ray Data draws its bars
+    with progress_bar("encode", total, mode, initial=before, interval=interval) as bar:
+        for row in written.iter_rows():
+            bar.update(int(row["docs"]))
+        return int(bar.n) - before
 
 
 def _cause(err: BaseException) -> BaseException | None:
@@ -280,7 +295,7 @@ def encode_on_ray(
     plan, shards = _plan(data, done, job["shard_docs"])
     if shards == 0:
         return 0
-    started = _connect(ray, address)
+    started = _connect(ray, address, logs=progress == "lines")
     try:
         pool = _pool(ray, workers, job["threads"], shards)
         actor_job = {**job, "loader": loader, "config": config, "out": str(store.folder.resolve()),
@@ -296,7 +311,7 @@ def encode_on_ray(
                 num_gpus=pool["num_gpus"] or None,
                 num_cpus=pool["num_cpus"],
             )
-            return int(sum(int(row["docs"]) for row in written.iter_rows()))
+            return _count(written, plan, progress, job["interval"])
     except Exception as err:
         cause = _cause(err)
         if cause is not None:
