@@ -6,8 +6,8 @@ lengthwise is laid out as one hall (`core/`) with rooms off it (`audit/`, `temps
 
 - the hall imports only itself;
 - a room imports only the hall and itself, never another room, the facade or the CLI;
-- the facade (`__init__.py`, `facade.py`, `pipelines.py`, `service/`) may join rooms, through their public modules
-  only (a room's private `_name` module is that room's own work), and never imports the CLI;
+- the facade (`__init__.py`, `facade.py`, `pipelines.py`, `service/`, `integrations/`) may join rooms, through their
+  public modules only (a room's private `_name` module is that room's own work), and never imports the CLI;
 - nothing outside `cli/` imports `cli/`;
 - no cycle between modules.
 
@@ -40,8 +40,9 @@ CLI = "cli"
 FACADE = "facade"
 # top-level modules/packages that belong to the facade or the hall without living under core/
 # (`facade.py`: a model loaded as saved, the loader bound into the longdoc room's `encode` and `LongIndex`;
-# `pipelines.py`: the jobs that join two rooms; `service/`: a `LongIndex` behind HTTP, with the loader bound)
-FACADE_MODULES = ("__init__", "facade", "pipelines", "_version", "service")
+# `pipelines.py`: the jobs that join two rooms; `service/`: a `LongIndex` behind HTTP, with the loader bound;
+# `integrations/`: a `LongIndex` or a service as a RAG framework's retriever)
+FACADE_MODULES = ("__init__", "facade", "pipelines", "_version", "service", "integrations")
 HALL_EXTRAS = ("probes", "testing")  # data files read through importlib.resources; test models for users
 GROUP_ORDER = (HALL, *ROOMS, FACADE, CLI)
 

@@ -36,6 +36,9 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "mteb": ("mteb", "mteb"),
     "pymilvus": ("pymilvus", "milvus"),
     "milvus_lite": ("milvus-lite", "milvus"),
+    "langchain_core": ("langchain-core", "langchain"),
+    "llama_index": ("llama-index-core", "llamaindex"),
+    "haystack": ("haystack-ai", "haystack"),
 }
 
 
