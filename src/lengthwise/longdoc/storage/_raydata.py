@@ -237,10 +237,12 @@ def _count(written: Any, plan: Any, progress: ProgressMode | None, interval: flo
     total = plan.num_rows
     before = total - int(np.count_nonzero(plan.column(_SHARD).to_numpy() >= 0))
     mode: ProgressMode | None = "lines" if progress == "lines" else None  # a terminal: Ray Data draws its bars
+    embedded = 0
     with progress_bar("encode", total, mode, initial=before, interval=interval) as bar:
         for row in written.iter_rows():
-            bar.update(int(row["docs"]))
-        return int(bar.n) - before
+            embedded += int(row["docs"])
+            bar.update(int(row["docs"]))  # a disabled bar counts nothing
+    return embedded
 
 
 def _cause(err: BaseException) -> BaseException | None:
