@@ -7,21 +7,15 @@ collection into the engine's memory, and the collection a served name names (the
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import json
-import os
 import re
-import shutil
-import tempfile
-import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+import warnings
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from lengthwise.core.errors import SettingError
 
-LITE_ATTEMPTS = 3  # connects to a Milvus Lite database before its error is reported
 LOAD_ATTEMPTS = 3  # loads of a collection before its error is reported (`load_collection`)
 CHUNK = 60_000  # characters of the records per row (a VARCHAR holds at most 65,535 bytes; the JSON is ASCII)
 PARTS_PER_QUERY = 64  # record parts read by one query
@@ -37,58 +31,33 @@ READ_ROWS = {"lite": 256, "server": 256, "lite-python": 16_384}  # rows one `id 
 DOCUMENTS = "_documents"  # suffix of the whole-document BM25 collection beside a windows collection (one row a doc)
 STRONG = "Strong"  # the consistency records are read at (`read_records`)
 SERVED = "__served"  # suffix of the records collection whose one record names the collection a name serves
-_HOME_LOCK = threading.Lock()  # one embedded server starts at a time under its own HOME (`_own_home`)
 
 
 def connect(uri: str) -> Any:
-    """A `pymilvus.MilvusClient` on `uri`: a local ``.db`` path (an embedded Milvus Lite, created when new) or a
-    server's URL (``http://host:19530``: Milvus standalone or a cluster; the same calls either way).
+    """A `pymilvus.MilvusClient` on `uri`: a local ``.db`` path (an embedded Milvus Lite, created when new; opened by
+    one process at a time, `lengthwise.longdoc.search._milvus_lite.open_client`) or a server's URL
+    (``http://host:19530``: Milvus standalone or a cluster; the same calls either way).
 
     Raises:
         MissingExtra: pymilvus (or milvus-lite, for a path) is not installed: ``pip install 'lengthwise[milvus]'``.
-        SettingError: On ``uri``: nothing answers there.
+        SettingError: On ``uri``: nothing answers there; a path that is not a Milvus Lite database or cannot be one,
+            or that another process has open.
     """
     from lengthwise.core._optional import require
+    from lengthwise.longdoc.search._milvus_lite import open_client
 
     embedded = "://" not in uri
-    pymilvus = require("pymilvus", *(["milvus_lite"] if embedded else []), extra="milvus", field="uri", value=uri)
-    error: Exception | None = None
-    for attempt in range(LITE_ATTEMPTS if embedded else 1):  # Milvus Lite's channel, throttled (gRPC GOAWAY) on a
-        # busy machine, can fail its first connect; a server's URL is tried once (each try waits for its timeout)
-        if attempt:
-            time.sleep(0.5 * attempt)
-        try:
-            with _own_home() if embedded else contextlib.nullcontext():
-                return pymilvus.MilvusClient(uri)
-        except Exception as failed:  # pymilvus raises its own MilvusException, or ConnectionError/OSError
-            error = failed
-    problem = f"no Milvus could be opened there ({type(error).__name__}: {error})"
-    if embedded:  # Milvus Lite locks its file: a second process (a server, a search) cannot open it
-        problem += "; another process may have this Milvus Lite database open (one process at a time)"
-    raise SettingError("uri", uri, f"{problem}; give a Milvus Lite database (out/milvus.db) or a running server's "
-                       "http://host:19530") from None  # fmt: skip
-
-
-@contextlib.contextmanager
-def _own_home() -> Iterator[None]:
-    """HOME set to a new folder of its own while an embedded Milvus Lite server starts (it copies the environment
-    then). Milvus Lite 2.5.1 makes ``~/.cache/milvus`` when it starts and removes it when it stops, so two servers
-    started about together under one HOME break each other: one then refuses every collection ("Mmap manager has not
-    been init"; two processes, each a Milvus Lite of its own, failed four times in five by hand). The folder stays
-    empty (the engine maps no segment there by default) and is removed when this process exits. Another thread
-    reading HOME in that half second would see the folder: `connect` runs where an index opens, not while searching."""
-    with _HOME_LOCK:
-        home = tempfile.mkdtemp(prefix="lengthwise-milvus-home-")
-        atexit.register(shutil.rmtree, home, ignore_errors=True)
-        before = os.environ.get("HOME")
-        os.environ["HOME"] = home
-        try:
-            yield
-        finally:
-            if before is None:
-                os.environ.pop("HOME", None)
-            else:
-                os.environ["HOME"] = before
+    with warnings.catch_warnings():  # milvus-lite 2.5's __init__ imports pkg_resources, which warns of its removal
+        warnings.filterwarnings("ignore", message="pkg_resources is deprecated", category=UserWarning)
+        pymilvus = require("pymilvus", *(["milvus_lite"] if embedded else []), extra="milvus", field="uri", value=uri)
+    if embedded:
+        return open_client(pymilvus, uri, engine_kind(uri))
+    try:  # tried once: each try waits for its timeout
+        return pymilvus.MilvusClient(uri)
+    except Exception as failed:  # pymilvus raises its own MilvusException, or ConnectionError/OSError
+        problem = f"no Milvus could be opened there ({type(failed).__name__}: {failed})"
+        raise SettingError("uri", uri, f"{problem}; give a Milvus Lite database (out/milvus.db) or a running "
+                           "server's http://host:19530") from None  # fmt: skip
 
 
 def engine_kind(uri: str) -> str:

@@ -35,8 +35,8 @@ class Backend:
 
     Args:
         kind: ``local`` or ``milvus``.
-        uri: Milvus only: a Milvus Lite database path ending in ``.db`` (a folder it makes; embedded: one process
-            opens it) or a server's URL (``http://host:19530``: Milvus standalone or a cluster, the same client code).
+        uri: Milvus only: a Milvus Lite database path ending in ``.db`` (made when new; one process at a time opens
+            it) or a server's URL (``http://host:19530``: Milvus standalone or a cluster, the same client code).
         name: Milvus only: the name the index is served under.
 
     Raises:
