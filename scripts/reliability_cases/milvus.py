@@ -2,12 +2,18 @@
 `serve`): each wrong combination of the flags ends in one line naming the flag (exit 2) before any model loads or
 anything is built, a search never makes a Milvus Lite database, a name that is not served is one line (no pymilvus
 traceback), a wrong BM25 granularity is refused before the Milvus Lite file is made, and an index loaded into an
-embedded Milvus (BM25 at both granularities, the default) is searched."""
+embedded Milvus (BM25 at both granularities, the default) is searched.
+
+Issue 62: an existing file at ``--uri`` that is not a Milvus Lite database (a user's SQLite database, a text file) is
+refused before anything is written, and left as it was; a folder, a missing folder or one where no file can be made
+is named as what it is, with none of the engine's log lines; a second process is refused while one holds the
+database; a Milvus command prints nothing but its answer (no pkg_resources warning)."""
 
 from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -71,6 +77,75 @@ def _hits(_: Path, output: str) -> str | None:
     return None
 
 
+HOLD = """
+import sys, time
+from pathlib import Path
+from lengthwise.longdoc.search._milvus_store import connect
+client = connect(sys.argv[1])
+print("held", flush=True)
+stop = time.monotonic() + 300
+while Path(sys.argv[1]).exists() and time.monotonic() < stop:  # until the case's folder is removed
+    time.sleep(0.2)
+"""
+NOISE = ("pkg_resources", "Init milvus failed", "Open ", "Start milvus-lite")  # the engine's lines, its warning
+
+
+def _users_sqlite(tmp: Path, context: Context) -> None:
+    """A user's own SQLite database at app.db (a copy kept to compare), and an encoded corpus."""
+    _encoded(tmp, context)
+    with sqlite3.connect(tmp / "app.db") as db:
+        db.execute("CREATE TABLE users (id INTEGER, name TEXT)")
+        db.execute("INSERT INTO users VALUES (1, 'ann')")
+    (tmp / "app.copy").write_bytes((tmp / "app.db").read_bytes())
+
+
+def _notes(tmp: Path, _: Context) -> None:
+    (tmp / "notes.db").write_text("my notes\n", encoding="utf-8")
+    (tmp / "notes.copy").write_text("my notes\n", encoding="utf-8")
+
+
+def _folder(tmp: Path, _: Context) -> None:
+    (tmp / "f.db").mkdir()
+
+
+def _as_it_was(name: str, *absent: str):
+    """A check: `name` unchanged (its copy beside it), and nothing else made (`absent`, no lock file)."""
+
+    def check(tmp: Path, _: str) -> str | None:
+        if (tmp / name).read_bytes() != (tmp / name).with_suffix(".copy").read_bytes():
+            return f"{name} was written to"
+        made = [n for n in (*absent, f"{name}.lengthwise.lock", f".{name}.lock") if (tmp / n).exists()]
+        return f"{', '.join(made)} made" if made else None
+
+    return check
+
+
+def _held(tmp: Path, context: Context) -> None:
+    """An index loaded into m.db as docs, then m.db held by another process until the case's folder is removed."""
+    _loaded(tmp, context)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp / "m.db")], cwd=tmp, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+    if holder.stdout is None or holder.stdout.readline().strip() != "held":
+        raise RuntimeError("setup: the holding process did not open m.db")
+
+
+def _quiet(*absent: str):
+    """A check: nothing in `absent` made, and none of the engine's own lines (its log, milvus-lite's warning)."""
+
+    def check(tmp: Path, output: str) -> str | None:
+        made = [name for name in absent if (tmp / name).exists()]
+        noise = [words for words in NOISE if words in output]
+        return f"{', '.join(made)} made" if made else f"printed {noise}" if noise else None
+
+    return check
+
+
+def _only_json(tmp: Path, output: str) -> str | None:
+    other = [line for line in output.splitlines() if line.strip() and not line.startswith("{")]
+    return f"printed {other[:2]}" if other else _hits(tmp, output)
+
+
 CASES = [
     Case("milvus-search-without-uri", "50", [*SEARCH, "--backend", "milvus"], 2,
          "--uri: --backend milvus needs the Milvus to use", timeout=60),
@@ -96,4 +171,23 @@ CASES = [
                                                 "2"], 2, "a Milvus Lite database is opened by one process", _loaded),
     Case("milvus-search-json", "50", [*SEARCH, "--backend", "milvus", "--uri", "{tmp}/m.db", "--name", "docs",
                                       "--top-k", "3", "--json"], 0, "hits", _loaded, _hits),
+    Case("milvus-uri-users-sqlite-database", "62.3", ["index", "build", "{tmp}/e", "--out", "{tmp}/i",
+                                                     "--backend", "milvus", "--uri", "{tmp}/app.db"], 2,
+         "a SQLite database without Milvus Lite's tables (users)", _users_sqlite, _as_it_was("app.db", "i")),
+    Case("milvus-uri-text-file", "62.3", [*SEARCH, "--backend", "milvus", "--uri", "{tmp}/notes.db"], 2,
+         "not a SQLite database", _notes, _as_it_was("notes.db"), timeout=60),
+    Case("milvus-uri-folder", "62.6", [*SEARCH, "--backend", "milvus", "--uri", "{tmp}/f.db"], 2,
+         "a folder, not a Milvus Lite database file", _folder, _quiet("f.db.lengthwise.lock"), timeout=60),
+    Case("milvus-uri-missing-folder", "62.6", ["index", "build", "{tmp}/e", "--out", "{tmp}/i", "--backend", "milvus",
+                                               "--uri", "{tmp}/none/m.db"], 2, "; make it first",
+         _encoded, _quiet("i", "none")),
+    Case("milvus-uri-in-proc", "62.6", ["index", "build", "{tmp}/e", "--out", "{tmp}/i", "--backend", "milvus",
+                                        "--uri", "/proc/m.db"], 2,
+         "cannot make its lock file /proc/m.db.lengthwise.lock", _encoded, _quiet("i")),
+    Case("milvus-lite-second-process", "62.4", ["index", "build", "{tmp}/e", "--out", "{tmp}/i2", "--backend",
+                                                "milvus", "--uri", "{tmp}/m.db", "--name", "docs"], 2,
+         "open in another process (pid", _held, _quiet("i2")),
+    Case("milvus-search-prints-only-its-answer", "62.10", [*SEARCH, "--backend", "milvus", "--uri", "{tmp}/m.db",
+                                                           "--name", "docs", "--top-k", "3", "--json"], 0, "hits",
+         _loaded, _only_json),
 ]  # fmt: skip
