@@ -126,3 +126,4 @@ def test_ray_encode_writes_progress_lines_off_a_terminal(tiny_model_dir: Path, c
     # before it shuts down: `(MapWorker(…) pid=…) encode shard w0-00000: 3/5 documents …`)
     assert re.search(r"^encode: 5/12 documents \(42%\), .* documents/s$", log, flags=re.MULTILINE), log
     assert re.search(r"^encode done: 12/12 documents \(100%\)", log, flags=re.MULTILINE), log
+    assert "embedded 12 new documents" in log, log  # the count the actors sent back
