@@ -206,7 +206,7 @@ class ServiceSource:
 
     Args:
         url: The service's address (``http://127.0.0.1:8000``).
-        api_key: The key it was started with (``--api-key-file``), sent as ``Authorization: Bearer KEY``.
+        api_key: The key it was started with (its `api_key_file`), sent as ``Authorization: Bearer KEY``.
         timeout: Seconds a request may take.
     """
 
@@ -275,7 +275,8 @@ def _answer(response: Any, body: dict[str, Any], settings: RetrievalSettings) ->
         value = body.get(field)
         raise SettingError(settings.top_k_name if field in ("k", "top_k") else field, value, problem)
     if response.status_code == 401:
-        raise SettingError("api_key", None, "the service refused the key; give the one its --api-key-file holds")
+        raise SettingError("api_key", "…", "the service refused the key (or none was given); give the key it was "
+                           "started with")  # fmt: skip
     response.raise_for_status()
     answer: dict[str, Any] = response.json()
     return answer
