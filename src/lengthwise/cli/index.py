@@ -238,6 +238,8 @@ def tune(
         chosen = [float(w) for w in weights.split(",") if w.strip()]
     except ValueError:
         _fail(f"--weights {weights}: give numbers in [0, 1], comma-separated, e.g. 0.3,0.5")
+    if not chosen:  # the library refuses it too, but an empty list reads as no value after the flag
+        _fail(f"--weights {weights!r}: no lexical weight to try; give one or more in [0, 1], e.g. 0.3,0.5")
     try:
         result = tune_hybrid(index, data, split=split, weights=chosen,
                              on_eval=lambda arm, score: say(f"{arm:>12}  nDCG@10 {score:.2f}"))  # fmt: skip

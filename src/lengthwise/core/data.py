@@ -254,26 +254,39 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
     """BEIR or TREC relevance judgements as ``{query_id: {doc_id: relevance}}`` (the one qrels reader).
 
     Rows are ``query-id<TAB>corpus-id<TAB>score`` (BEIR, optional header) or ``qid<TAB>iteration<TAB>docid<TAB>rel``
-    (TREC). A malformed row raises `DataFormatError` naming file and line.
+    (TREC). A score of 0 or below judges the document not relevant, as trec_eval and pytrec_eval count it (no gain in
+    nDCG, not relevant for recall or MAP); it is kept as given. A malformed row, or a (query, document) pair judged
+    again with another score, raises `DataFormatError` naming file and line (the same pair with the same score is
+    read once).
     """
     path = Path(path)
     qrels: dict[str, dict[str, int]] = defaultdict(dict)
+    lines: dict[tuple[str, str], int] = {}  # where each pair was first judged
     for line_no, cells in delimited_rows(path):
         if not any(cell.strip() for cell in cells):
             continue
         if line_no == 1 and (cells[0].strip().lower() in _QRELS_HEADS or cells[-1].strip().lower() in _QRELS_HEADS):
             continue  # header
-        if len(cells) == 4:  # TREC qrels: qid, iteration, docid, rel
-            cells = [cells[0], cells[2], cells[3]]
-        try:
-            if len(cells) != 3:
-                raise ValueError
-            qrels[cells[0].strip()][cells[1].strip()] = int(float(cells[2]))
-        except ValueError:
-            raise DataFormatError(
-                None, None, f"{path}:{line_no}: expected `query-id<TAB>corpus-id<TAB>score`"
-            ) from None
+        query, doc, score = _qrels_row(path, line_no, cells)
+        first = qrels[query].get(doc)
+        if first is not None and first != score:
+            problem = f"judged {score} here and {first} at line {lines[query, doc]}; keep one line per pair"
+            raise DataFormatError(None, None, f"{path}:{line_no}: query {query!r} and document {doc!r} {problem}")
+        lines.setdefault((query, doc), line_no)
+        qrels[query][doc] = score
     return dict(qrels)
+
+
+def _qrels_row(path: Path, line_no: int, cells: list[str]) -> tuple[str, str, int]:
+    """(query id, document id, score) of one qrels row, BEIR's three cells or TREC's four."""
+    if len(cells) == 4:  # TREC qrels: qid, iteration, docid, rel
+        cells = [cells[0], cells[2], cells[3]]
+    try:
+        if len(cells) != 3:
+            raise ValueError
+        return cells[0].strip(), cells[1].strip(), int(float(cells[2]))
+    except ValueError:
+        raise DataFormatError(None, None, f"{path}:{line_no}: expected `query-id<TAB>corpus-id<TAB>score`") from None
 
 
 def _qrels_groups(folder: Path, documents: dict[str, str]) -> list[list[str]]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from lengthwise.core.encoder import TextEncoder
     from lengthwise.evaluation.config import RetrievalConfig, Task
+    from lengthwise.evaluation.data import RetrievalData
 
 __all__ = ["dev_objective", "qrels_objective"]
 
@@ -53,7 +54,7 @@ def dev_objective(
 
         return sts, {"source": pairs.source, "n_pairs": len(pairs), "sha256": pairs.sha256}
     if task is Task.retrieval:
-        beir = ev.read_beir(data, split)
+        beir = _judging_some_relevant(ev.read_beir(data, split), data, split)
         settings = retrieval or ev.RetrievalConfig(drop_self_hits=drops_self_hits("auto", Path(data)))
 
         def ndcg(encoder: TextEncoder) -> float:
@@ -88,14 +89,14 @@ def qrels_objective(
     data: str | os.PathLike[str], split: str, doc_ids: Sequence[str]
 ) -> tuple[list[str], Callable[[Sequence[Ranking]], float]]:
     """(the judged queries of a BEIR `split`, the mean nDCG@10 ×100 of one ranking per query against its qrels), for
-    a ranker over the same corpus: `doc_ids` must be `data`'s documents (`SettingError` on ``data`` otherwise). A
-    query with nothing found scores 0."""
+    a ranker over the same corpus: `doc_ids` must be `data`'s documents (`SettingError` on ``data`` otherwise), and
+    the qrels must judge some document relevant (`DataFormatError` otherwise). A query with nothing found scores 0."""
     from lengthwise.core.errors import SettingError
     from lengthwise.evaluation.config import RetrievalConfig
     from lengthwise.evaluation.data import read_beir
     from lengthwise.evaluation.retrieval import trec_scores
 
-    corpus = read_beir(Path(data), split)
+    corpus = _judging_some_relevant(read_beir(Path(data), split), data, split)
     if set(corpus.doc_ids) != set(doc_ids):
         raise SettingError("data", str(data), "holds other documents than the index; tune on the indexed corpus")
     asked = [(q, t) for q, t in zip(corpus.query_ids, corpus.query_texts, strict=True) if q in corpus.qrels]
@@ -106,3 +107,16 @@ def qrels_objective(
         return round(100 * sum(row["ndcg@10"] for row in per_query.values()) / len(asked), 4)
 
     return [t for _, t in asked], ndcg
+
+
+def _judging_some_relevant(beir: RetrievalData, data: str | os.PathLike[str], split: str) -> RetrievalData:
+    """`beir`, unless its qrels judge no document relevant (every score 0 or below): then every choice a tuner
+    compares would score 0 and the first would be chosen in silence, so a `DataFormatError` naming the qrels file."""
+    from lengthwise.core.errors import DataFormatError
+    from lengthwise.evaluation.data import _existing
+
+    if any(score > 0 for judged in beir.qrels.values() for score in judged.values()):
+        return beir
+    qrels = _existing(Path(data) / "qrels", f"{split}.tsv") or Path(data) / "qrels" / f"{split}.tsv"
+    raise DataFormatError(None, None, f"{qrels}: judges no document relevant; nothing to tune on (every score is 0 "
+                          "or below); give the relevant documents a score of 1 or more")  # fmt: skip

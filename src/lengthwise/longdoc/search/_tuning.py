@@ -33,6 +33,7 @@ def tune_fusion(
     if index.lexical is None:
         raise SettingError("index", str(index.folder), "holds no text to tune a fusion on; build it again with "
                            "the corpus")  # fmt: skip
+    _check_weights(weights)
     vectors = index.embed_queries(texts)
     arms = _arms(weights)
     scores = {}
@@ -48,6 +49,16 @@ def tune_fusion(
     if record is not None:
         index.lexical.record(mode=mode.value, fusion=fusion.to_dict(), tuned=record)
     return {"scores": scores, "mode": mode.value, "fusion": fusion.to_dict()}
+
+
+def _check_weights(weights: Sequence[float]) -> None:
+    """A `SettingError` on ``weights`` unless it holds one or more lexical weights, each in [0, 1]."""
+    if not weights:
+        raise SettingError("weights", list(weights), "no lexical weight to try; give one or more in [0, 1], e.g. "
+                           "0.3,0.5")  # fmt: skip
+    for weight in weights:
+        if not 0 <= weight <= 1:  # NaN too
+            raise SettingError("weights", list(weights), f"{weight:g} is not a lexical weight; give weights in [0, 1]")
 
 
 def _arms(weights: Sequence[float]) -> dict[str, tuple[Mode, FusionSettings]]:
