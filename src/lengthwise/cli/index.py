@@ -97,10 +97,11 @@ def _progress(uri: Path | str | None) -> Iterator[tuple[Callable[[int, int], Non
 
 def _progress_lines() -> Iterator[tuple[Callable[[int, int], None], Callable[[int, int], None]]]:
     """`_progress` off a terminal: each stage's lines, the last one ``done`` (``stopped`` when the build raised)."""
-    from lengthwise.core.progress import ProgressStages
+    from lengthwise.core.progress import ProgressStages, progress_interval
 
-    build = ProgressStages("indexing windows", "distinct windows")
-    load = ProgressStages("loading windows into Milvus", "windows")
+    interval = progress_interval()  # a wrong LENGTHWISE_PROGRESS_INTERVAL is refused before the build starts
+    build = ProgressStages("indexing windows", "distinct windows", interval=interval)
+    load = ProgressStages("loading windows into Milvus", "windows", interval=interval)
 
     def loaded(done: int, total: int) -> None:
         build.close()  # the build is over when the load starts
