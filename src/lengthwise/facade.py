@@ -48,8 +48,9 @@ def load_model(
     `precision` is ``"fp32"`` (the default), ``"bf16"`` or ``"fp16"`` (the transformer in half precision, the vectors
     fp32; `lengthwise.core.precision`), ``"int8"`` (Linear layers quantized at load, CPU only;
     `lengthwise.core.quantize`) or ``"auto"`` (the device's best: bf16 on a GPU that has it, else fp16; bf16 on a CPU
-    with native bf16, AMX or AVX512-BF16; else fp32); what the device runs slowly or not at all is refused naming what to use. A baked or saved
-    TempScale and a saved long-document choice work the same way at every precision, and the fingerprint of the
+    with native bf16, AMX or AVX512-BF16; else fp32); what the device runs slowly or not at all is refused naming
+    what to use. A baked or saved TempScale and a saved long-document choice work the same way at every precision
+    (int8 included), and the fingerprint of the
     model (`lengthwise.core.models.model_fingerprint`, in every result) records the precision it computed with.
     This function is a `lengthwise.core.models.ModelLoader`: the rooms' entry points take it as their
     ``load_model``.
