@@ -19,9 +19,10 @@ MODES = ["dense", "lexical", "hybrid"]
 
 
 def rows() -> list[dict[str, str]]:
-    """24 haystack documents, doc7 with a word no other holds."""
+    """24 haystack documents, doc7 with a word no other holds, doc3 with the report docs/integrations.md asks about."""
     found = haystack_rows(24)
     found[7]["text"] += f" The mineral {RARE} was found under the old mill."
+    found[3]["text"] += " The village council wrote the report on the harvest."
     return found
 
 
@@ -57,15 +58,15 @@ def library(index_dir: Path) -> Any:
 
 @pytest.fixture(scope="session")
 def milvus(encoded: Path) -> tuple[str, str]:
-    """(uri, name): the documents indexed again and loaded into a Milvus Lite database (`build_index`)."""
+    """(uri, name): the documents indexed again and loaded into a Milvus Lite database (`build_index`), under the
+    default name (``milvus.db`` beside ``idx/``, as docs/integrations.md's examples name them)."""
     pytest.importorskip("pymilvus")
     pytest.importorskip("milvus_lite")
     from lengthwise.longdoc.search.backends import Backend, build_index
 
     uri = str(encoded.parent / "milvus.db")
-    build_index(encoded, encoded.parent / "idx-milvus", Backend("milvus", uri, "haystack"), quantize="none",
-                engine="faiss")  # fmt: skip
-    return uri, "haystack"
+    build_index(encoded, encoded.parent / "idx-milvus", Backend("milvus", uri), quantize="none", engine="faiss")
+    return uri, "lengthwise"
 
 
 @pytest.fixture(scope="session")

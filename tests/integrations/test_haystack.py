@@ -44,8 +44,10 @@ def test_a_pipeline_runs_it_and_loads_it_again(index_dir: Any) -> None:
     answer = pipeline.run({"retriever": {"query": f"where was {RARE} found"}})
     (document,) = answer["retriever"]["documents"]
     assert document.id == "doc7" and RARE in document.content
-    again = Pipeline.from_dict(pipeline.to_dict(), allowed_modules=["lengthwise.integrations.haystack"])
+    again = Pipeline.loads(pipeline.dumps(), allowed_modules=["lengthwise.integrations.haystack"])
     assert again.run({"retriever": {"query": f"where was {RARE} found"}})["retriever"]["documents"] == [document]
+    answer = asyncio.run(again.run_async({"retriever": {"query": f"where was {RARE} found"}}))
+    assert answer["retriever"]["documents"] == [document]
 
 
 def test_the_whole_document_on_request(index_dir: Any, library: Any) -> None:
