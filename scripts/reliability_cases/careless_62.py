@@ -1,6 +1,7 @@
 """Issue 62's careless-user sweep, the input and message items: `index tune` on qrels that judge nothing relevant or a
-pair twice, and on weights that are none or outside [0, 1]. Each must end in one line naming the file or the flag and
-the fix (exit 2), and leave the index untuned."""
+pair twice, and on weights that are none or outside [0, 1] (the index left untuned); `search --model` with the base
+model of a TempScale index (the model given named, advice a command-line user can follow). Each must end in one line
+naming the file or the flag and the fix (exit 2)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 from reliability_cases import Case, Context
 from reliability_cases.index_corpus import _beir, _rows, _untuned
-from reliability_cases.longdoc import _indexed
+from reliability_cases.longdoc import _cli, _corpus, _indexed
 
 
 def _judged(qrels: str):
@@ -27,6 +28,21 @@ def _tunable(tmp: Path, context: Context) -> None:
     _judged("".join(f"q{n}\td{n}\t1\n" for n in range(6)))(tmp, context)
 
 
+def _tempscaled_index(tmp: Path, context: Context) -> None:
+    """An index of a corpus encoded by the tiny BERT saved with a TempScale (t = 0.7) at ``{tmp}/ts``."""
+    from lengthwise.tempscale import save_tempscaled
+
+    save_tempscaled(context.tiny_model, 0.7, tmp / "ts")
+    _corpus(tmp)
+    _cli(tmp, context, ["encode", "-d", "{tmp}/c.jsonl", "-o", "{tmp}/e", "-m", "{tmp}/ts", "--long", "multi-vector",
+                        "--window", "16"])  # fmt: skip
+    _cli(tmp, context, ["index", "build", "{tmp}/e", "--out", "{tmp}/i"])
+
+
+def _no_python_advice(_: Path, output: str) -> str | None:
+    return "it told a command-line user to pass load_model=" if "load_model" in output else None
+
+
 _TUNE = ["index", "tune", "{tmp}/i", "--data", "{tmp}/beir", "--split", "dev"]
 CASES: list[Case] = [
     Case("index-tune-qrels-judge-nothing-relevant", "62.2", _TUNE, 2,
@@ -39,4 +55,6 @@ CASES: list[Case] = [
          "--weights 0.3, 1.5: 1.5 is not a lexical weight; give weights in [0, 1]", _tunable, _untuned),
     Case("index-tune-no-weights", "62.9", [*_TUNE, "--weights", ""], 2,
          "--weights '': no lexical weight to try", _tunable, _untuned),
+    Case("search-base-model-of-a-tempscale-index", "62.8", ["search", "{tmp}/i", "-q", "river", "-m", "{tiny}"], 2,
+         "this model has TempScale none, the index was built with", _tempscaled_index, _no_python_advice),
 ]  # fmt: skip

@@ -67,3 +67,60 @@ def test_the_model_loaded_as_saved_embeds_queries_as_the_build_did(tempscaled_in
     rebuilt = LongIndex.open(tempscaled_index, model=lw.load_model(folder)).embed_queries(QUERIES)
     np.testing.assert_allclose(np.asarray(found), np.asarray(rebuilt), atol=1e-6)
     assert opened.search(QUERIES, k=3, mode="dense")[0]  # it answers
+
+
+# --- issue 62.7, 62.8: the refusal names the model given, the precision, and advice the caller can follow --------------
+
+
+def test_search_with_another_model_names_that_model_and_gives_cli_advice(
+    tempscaled_index: Path, tiny_model_dir: Path
+) -> None:
+    """`search IDX -m PLAIN` (the base model, without the TempScale saved beside the indexed one) named the recorded
+    model instead of PLAIN and told a command-line user to "open the index with load_model=lengthwise.load_model"."""
+    from typer.testing import CliRunner
+
+    from lengthwise.cli import app
+
+    run = CliRunner().invoke(app, ["search", str(tempscaled_index), "-q", "river", "-m", str(tiny_model_dir)])
+    said = " ".join(run.output.split())
+    assert run.exit_code == 2 and "Traceback" not in run.output
+    assert f"--model {tiny_model_dir}" in said or f"--model '{tiny_model_dir}'" in said, said
+    assert "load_model" not in said and "this model has TempScale none" in said
+    assert str(tempscaled_index.parent / "model") in said and "leave the model out" in said
+
+
+def test_a_model_passed_in_is_named_in_the_refusal(tempscaled_index: Path, tiny_model_dir: Path) -> None:
+    from lengthwise.core.models import load_plain_model
+    from lengthwise.longdoc.search.index import LongIndex
+
+    with pytest.raises(SettingError, match=rf"^model='{tiny_model_dir}': this model has TempScale none"):
+        LongIndex.open(tempscaled_index, model=str(tiny_model_dir))
+    with pytest.raises(SettingError, match=rf"^model='{tiny_model_dir}': this model has TempScale none"):
+        LongIndex.open(tempscaled_index, model=load_plain_model(tiny_model_dir))
+
+
+@pytest.fixture(scope="module")
+def plain_index(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An index of documents encoded in fp32 by the tiny BERT (no TempScale)."""
+    from lengthwise.longdoc.search.index import LongIndex
+
+    folder = tmp_path_factory.mktemp("plain")
+    LongIndex.build(encode_windows(folder, haystack_rows(6), tiny_model_dir), folder / "idx", quantize="none",
+                    engine="faiss")  # fmt: skip
+    return folder / "idx"
+
+
+def test_the_same_model_at_another_precision_is_refused_as_such(plain_index: Path, tiny_model_dir: Path) -> None:
+    """It read "built with weights 80bc…, this model has 231e…": the precision, and how to query at the index's."""
+    import lengthwise as lw
+    from lengthwise.longdoc.search.index import LongIndex
+
+    with pytest.raises(SettingError) as refused:
+        LongIndex.open(plain_index, model=lw.load_model(tiny_model_dir, precision="int8"))
+    said = str(refused.value)
+    assert "\n" not in said and said.startswith(f"model='{tiny_model_dir}': ")
+    assert "this model computes in int8 and the index's documents were embedded in fp32" in said
+    assert "load it at fp32, or leave the model out" in said and "set_query_precision" in said
+    opened = LongIndex.open(plain_index, model=lw.load_model(tiny_model_dir))  # as the message says
+    opened.set_query_precision("int8")
+    assert opened.search(QUERIES, k=2, mode="dense")[0]

@@ -34,7 +34,14 @@ if TYPE_CHECKING:
     from lengthwise.core.models import ModelLoader
     from lengthwise.longdoc.search.hybrid import FusionSettings, Hit, Mode
 
-__all__ = ["QUERY_MODEL_KEYS", "RESCORED", "RESCORED_AT_LEAST", "DocumentSearch", "check_query_model"]
+__all__ = [
+    "QUERY_MODEL_KEYS",
+    "RESCORED",
+    "RESCORED_AT_LEAST",
+    "DocumentSearch",
+    "check_query_model",
+    "given_name",
+]
 
 # what of the query model's fingerprint an index records and checks: the weights (their hash covers the precision's
 # cast) and a TempScale set by hooks, which leaves the weights alone but changes every vector
@@ -148,8 +155,10 @@ class DocumentSearch:
         loader = self.load_model or load_plain_model
         return loader(made["model"], precision=made.get("precision", "fp32"))
 
-    def _check_model(self, model: SentenceTransformer) -> None:
-        check_query_model(self.settings["model"], model)
+    def _check_model(self, model: SentenceTransformer, given: str | None = None) -> None:
+        """`check_query_model` on `model`: the recorded one loaded by this index, or one `given` in its place."""
+        check_query_model(self.settings["model"], model, given=given, precision=self.recorded_precision,
+                          as_saved=self.load_model is not None)  # fmt: skip
 
     def embed_queries(self, queries: Sequence[str], batch_size: int = 32) -> Any:
         """The queries as the index's documents were made: the recorded model (checked by its weights and
@@ -352,26 +361,72 @@ class DocumentSearch:
                                "version of the corpus); build the index from this corpus")  # fmt: skip
 
 
-def check_query_model(recorded: dict[str, Any], model: SentenceTransformer) -> None:
+def check_query_model(
+    recorded: dict[str, Any],
+    model: SentenceTransformer,
+    *,
+    given: str | None = None,
+    precision: str = "fp32",
+    as_saved: bool = False,
+) -> None:
     """Refuse a query model that would embed queries otherwise than an index's documents (`SettingError` naming the
     model): other weights than `recorded` (an index's ``model`` settings; the hash covers the precision's cast), or
     another TempScale than the build recorded (one set by hooks leaves the weights alone). An index built before the
-    TempScale was recorded is checked by its weights only."""
+    TempScale was recorded is checked by its weights only.
+
+    Args:
+        recorded: The index's ``model`` settings.
+        model: The query model loaded.
+        given: The model's name when it was given in place of the recorded one (named in the refusal); None: the
+            recorded model, loaded by the index.
+        precision: What the index's documents were embedded at (a model computing in another is refused as such).
+        as_saved: Whether the index loaded the recorded model as saved (`lengthwise.load_model`).
+    """
     from lengthwise.core.models import model_fingerprint
 
     fingerprint = model_fingerprint(model, recorded["name"])
-    found = fingerprint["weights_sha256_16"]
-    if found != recorded["weights_sha256_16"]:
-        raise SettingError(
-            "model", recorded["name"], f"the index was built with weights {recorded['weights_sha256_16']}, "
-            f"this model has {found}; query with the model the corpus was encoded with, or build the index again"
-        )  # fmt: skip
+    name = given or recorded["name"]
+    if fingerprint["weights_sha256_16"] != recorded["weights_sha256_16"]:
+        raise SettingError("model", name, _other_weights(recorded, fingerprint, precision))
     if "tempscale" in recorded and fingerprint["tempscale"] != recorded["tempscale"]:
-        raise SettingError(
-            "model", recorded["name"], f"the index was built with TempScale {_tempscale(recorded['tempscale'])}, "
-            f"this model has {_tempscale(fingerprint['tempscale'])}; load it as saved (open the index with "
-            "load_model=lengthwise.load_model), or build the index again"
-        )  # fmt: skip
+        raise SettingError("model", name, _other_tempscale(recorded, fingerprint, given, as_saved))
+
+
+def given_name(model: SentenceTransformer) -> str:
+    """A loaded model as a refusal names it: the folder or hub id its transformer was loaded from, when it says."""
+    config = getattr(getattr(model[0], "auto_model", None), "config", None)
+    return str(getattr(config, "_name_or_path", "") or "the model given")
+
+
+def _other_tempscale(recorded: dict[str, Any], fingerprint: dict[str, Any], given: str | None, as_saved: bool) -> str:
+    """Why another TempScale is refused, with the advice that fits how the model came: given in place of the
+    recorded one, the recorded one loaded as saved, or loaded plain."""
+    built, found = _tempscale(recorded["tempscale"]), _tempscale(fingerprint["tempscale"])
+    if given is not None:  # the advice is about which model to give
+        return (f"this model has TempScale {found}, the index was built with {built}; give the model the index was "
+                f"built with ({recorded['name']}, with its TempScale), or leave the model out to query with it, or "
+                "build the index again with this one")  # fmt: skip
+    if as_saved:  # the recorded model has another TempScale saved beside it now
+        return (f"the index was built with TempScale {built}, and the model now loads with {found} (its saved "
+                "TempScale changed since the build); save it back as it was, or build the index again")  # fmt: skip
+    return (f"the index was built with TempScale {built}, this model has {found}; load it as saved (open the index "
+            "with load_model=lengthwise.load_model), or build the index again")  # fmt: skip
+
+
+def _other_weights(recorded: dict[str, Any], fingerprint: dict[str, Any], precision: str) -> str:
+    """Why other weights are refused: the same model at another precision (say so, and how to query at the index's),
+    or other weights."""
+    hashes = f"weights {fingerprint['weights_sha256_16']}, the index's {recorded['weights_sha256_16']}"
+    found = fingerprint["precision"]
+    if found == precision:
+        return (f"the index was built with weights {recorded['weights_sha256_16']}, this model has "
+                f"{fingerprint['weights_sha256_16']}; query with the model the corpus was encoded with, or build the "
+                "index again")  # fmt: skip
+    other = (f"; to embed the queries in {found} instead, leave the model out and set the queries' precision "
+             f"(set_query_precision('{found}'))" if precision == "fp32" else "")  # fmt: skip
+    return (f"this model computes in {found} and the index's documents were embedded in {precision} ({hashes}: the "
+            f"hash covers the precision); load it at {precision}, or leave the model out: the index loads its own "
+            f"at {precision}{other}")  # fmt: skip
 
 
 def _tempscale(patch: object) -> str:

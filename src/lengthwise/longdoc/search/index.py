@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 from lengthwise.core.fusion import LEXICAL_GRANULARITY, TUNED_WEIGHTS
 from lengthwise.longdoc.search import _build, _tuning
 from lengthwise.longdoc.search._dense import LocalWindows
-from lengthwise.longdoc.search._document_search import check_query_model
+from lengthwise.longdoc.search._document_search import check_query_model, given_name
 from lengthwise.longdoc.search._engines import Engine, Quantize
 from lengthwise.longdoc.search._generations import hold
 from lengthwise.longdoc.search._index_files import Progress, read_settings
@@ -187,9 +187,12 @@ class LongIndex(LocalWindows):
         index = cls._open_files(folder, files, settings, load_model)
         index.hold = held
         if isinstance(model, (str, os.PathLike)):
+            given: str | None = str(model)
             model = index._load({**settings["encode_settings"], "model": str(model)})
+        else:
+            given = None if model is None else given_name(model)
         if model is not None:
-            index._check_model(model)
+            index._check_model(model, given=given)
             index.model = model
         return index
 
