@@ -5,6 +5,7 @@ retriever read back as plain rows, so every test compares them with `LongIndex.s
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,9 @@ import pytest
 from tests.longdoc.conftest import haystack_rows
 
 RARE = "zanzibarite"  # a word only doc7 holds
+# Haystack reads this when it is first imported (before any test module here imports it): no telemetry from tests
+os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
+
 QUERIES = ["the river and the old bridge", f"where was {RARE} found", "apples and honey at the autumn market"]
 MODES = ["dense", "lexical", "hybrid"]
 

@@ -43,7 +43,6 @@ def test_each_example_runs(number: int, index_dir: Path, monkeypatch: pytest.Mon
         assert Path(request.getfixturevalue("milvus")[0]).parent == index_dir.parent
     if DOCUMENTED_URL in code:
         code = code.replace(DOCUMENTED_URL, request.getfixturevalue("server").url)
-    monkeypatch.setenv("HAYSTACK_TELEMETRY_ENABLED", "False")
     monkeypatch.chdir(index_dir.parent)  # idx/ and milvus.db
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):

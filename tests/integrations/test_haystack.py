@@ -5,13 +5,11 @@ component, serialized and loaded again."""
 from __future__ import annotations
 
 import asyncio
-import os
 from typing import Any
 
 import pytest
 
 pytest.importorskip("haystack")
-os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")  # no telemetry from the pipelines of these tests
 
 from haystack import Document, Pipeline
 from haystack.core.errors import SerializationError
