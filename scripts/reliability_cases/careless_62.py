@@ -1,14 +1,16 @@
 """Issue 62's careless-user sweep, the input and message items: `index tune` on qrels that judge nothing relevant or a
 pair twice, and on weights that are none or outside [0, 1] (the index left untuned); `search --model` with the base
-model of a TempScale index (the model given named, advice a command-line user can follow). Each must end in one line
-naming the file or the flag and the fix (exit 2)."""
+model of a TempScale index (the model given named, advice a command-line user can follow); a corpus whose text is a
+number and a queries file whose id is null. Each must end in one line naming the file or the flag and the fix
+(exit 2)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from reliability_cases import Case, Context
-from reliability_cases.index_corpus import _beir, _rows, _untuned
+from reliability_cases.index_corpus import NO_MODEL, _beir, _rows, _untuned
 from reliability_cases.longdoc import _cli, _corpus, _indexed
 
 
@@ -43,6 +45,15 @@ def _no_python_advice(_: Path, output: str) -> str | None:
     return "it told a command-line user to pass load_model=" if "load_model" in output else None
 
 
+def _rows_file(name: str, *rows: dict, index: bool = False):
+    def setup(tmp: Path, context: Context) -> None:
+        if index:
+            _indexed(tmp, context)
+        (tmp / name).write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+
+    return setup
+
+
 _TUNE = ["index", "tune", "{tmp}/i", "--data", "{tmp}/beir", "--split", "dev"]
 CASES: list[Case] = [
     Case("index-tune-qrels-judge-nothing-relevant", "62.2", _TUNE, 2,
@@ -57,4 +68,11 @@ CASES: list[Case] = [
          "--weights '': no lexical weight to try", _tunable, _untuned),
     Case("search-base-model-of-a-tempscale-index", "62.8", ["search", "{tmp}/i", "-q", "river", "-m", "{tiny}"], 2,
          "this model has TempScale none, the index was built with", _tempscaled_index, _no_python_advice),
+    Case("encode-text-a-number", "62.9", ["encode", "-d", "{tmp}/n.jsonl", "-o", "{tmp}/e", "-m", NO_MODEL], 2,
+         "n.jsonl:2: 'text' is a number, not a string; give the text as a JSON string",
+         _rows_file("n.jsonl", {"_id": "a", "text": "the river"}, {"_id": "b", "text": 123}),
+         lambda tmp, _: "wrote an encode folder" if (tmp / "e").exists() else None),
+    Case("search-queries-null-id", "62.9", ["search", "{tmp}/i", "--queries", "{tmp}/q.jsonl"], 2,
+         "q.jsonl:2: _id is null; give every query its own id",
+         _rows_file("q.jsonl", {"_id": "a", "text": "river"}, {"_id": None, "text": "bridge"}, index=True)),
 ]  # fmt: skip

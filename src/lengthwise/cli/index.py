@@ -135,14 +135,14 @@ def _queries(query: str | None, queries: Path | None) -> list[tuple[str, str]]:
     if query is not None:
         return [("q", query)]
     assert queries is not None
-    from lengthwise.core._textio import checked_text, jsonl_objects
+    from lengthwise.core._textio import checked_text, jsonl_objects, row_id
 
     if not queries.is_file():
         problem = "not a regular file" if queries.exists() else "no such file"
         raise SettingError("queries", queries, f"{problem}; pass a JSONL file with _id and text")
     asked, lines = [], dict[str, int]()
     for n, row in jsonl_objects(queries, "a JSON object with _id and text"):
-        query_id = str(row.get("_id", row.get("id", n)))
+        query_id = row_id(queries, n, row, n, "query")
         if query_id in lines:  # two answers under one id could not be told apart
             raise SettingError("queries", queries, f"line {n}: duplicate _id {query_id!r} (first at line "
                                f"{lines[query_id]}); give every query its own id")  # fmt: skip

@@ -27,8 +27,10 @@ __all__ = [
     "TextFile",
     "checked_text",
     "delimited_rows",
+    "json_type",
     "jsonl_objects",
     "open_text",
+    "row_id",
 ]
 
 _CR_ONLY = re.compile(r"(?<=\r)(?!\n|$)")  # a lone carriage return ends a line too, as universal newlines do
@@ -136,9 +138,16 @@ def _visible(text: str) -> bool:
 
 
 def checked_text(path: str | Path, line: int, text: object, which: str) -> str:
-    """`text` stripped, or a `DataFormatError` naming file and line when it is empty, holds no visible
-    character (only whitespace, zero-width or control characters) or is over the size limit."""
-    if not isinstance(text, str) or not text.strip():
+    """`text` stripped, or a `DataFormatError` naming file and line when it is missing, not a string (a JSON number,
+    list…), empty, holds no visible character (only whitespace, zero-width or control characters) or is over the
+    size limit."""
+    if text is None:
+        raise DataFormatError(None, None, f"{path}:{line}: {which} is missing or null; remove the row or fill it in")
+    if not isinstance(text, str):
+        raise DataFormatError(
+            None, None, f"{path}:{line}: {which} is {json_type(text)}, not a string; give the text as a JSON string"
+        )
+    if not text.strip():
         raise DataFormatError(
             None, None, f"{path}:{line}: {which} is empty or whitespace-only; remove the row or fill it in"
         )
@@ -156,6 +165,30 @@ def checked_text(path: str | Path, line: int, text: object, which: str) -> str:
             "remove the row or fill it in",
         )
     return text.strip()
+
+
+def json_type(value: object) -> str:
+    """What a value read from JSON is, as a message names it: ``null``, ``a boolean``, ``a number``, ``a list``…"""
+    if value is None:
+        return "null"
+    kinds = ((bool, "a boolean"), ((int, float), "a number"), (str, "a string"), (list, "a list"), (dict, "an object"))
+    return next((name for kind, name in kinds if isinstance(value, kind)), type(value).__name__)
+
+
+def row_id(path: str | Path, line: int, row: dict[str, Any], default: int | None, what: str = "document") -> str:
+    """A JSONL row's id: its ``_id``, else its ``id``, else `default` (the line number, where a reader allows it).
+
+    A string, or an integer read as its digits; anything else (``null``, a boolean, a float, a list…) is a
+    `DataFormatError` naming file, line and key: ``"_id": null`` would otherwise be the id ``"None"``.
+    """
+    key = "_id" if "_id" in row else "id" if "id" in row else None
+    value = default if key is None else row[key]
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        kind = "a float" if isinstance(value, float) else json_type(value)
+        raise DataFormatError(
+            None, None, f"{path}:{line}: {key or '_id'} is {kind}; give every {what} its own id (a string)"
+        )
+    return str(value)
 
 
 def jsonl_objects(path: str | Path, what: str = "a JSON object") -> Iterator[tuple[int, dict[str, Any]]]:

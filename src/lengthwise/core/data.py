@@ -15,7 +15,7 @@ from importlib import resources
 from itertools import combinations
 from pathlib import Path
 
-from lengthwise.core._textio import checked_text, delimited_rows, jsonl_objects
+from lengthwise.core._textio import checked_text, delimited_rows, jsonl_objects, row_id
 from lengthwise.core.errors import DataFormatError, SettingError
 
 __all__ = [
@@ -242,7 +242,7 @@ def _corpus_rows(folder: Path) -> Iterator[tuple[Path, int, str, str, str | None
         if full:
             full = checked_text(corpus, line_no, full, "document")
             group = next((str(row[k]) for k in GROUP_KEYS if row.get(k) not in (None, "")), None)
-            yield corpus, line_no, str(row["_id"]), full, group
+            yield corpus, line_no, row_id(corpus, line_no, row, None), full, group
 
 
 def beir_documents(folder: Path) -> dict[str, str]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lengthwise.core._textio import jsonl_objects, open_text
+from lengthwise.core._textio import jsonl_objects, open_text, row_id
 from lengthwise.core.data import PairSet, TextPair, read_pairs, read_qrels
 from lengthwise.core.errors import DataFormatError, SettingError
 
@@ -181,16 +181,17 @@ def read_beir(folder: str | Path, split: str = "test") -> RetrievalData:
     assert corpus_path and queries_path and qrels_path
     documents: dict[str, str] = {}
     for line_no, row in _read_jsonl_objects(corpus_path, ("_id",)):
-        if not str(row["_id"]).strip():
+        doc_id = row_id(corpus_path, line_no, row, None)
+        if not doc_id.strip():
             raise DataFormatError(None, None, f"{corpus_path}:{line_no}: an empty _id; give every document its own id")
-        documents[str(row["_id"])] = document_text(row.get("title"), row.get("text"))
-        if not documents[str(row["_id"])]:
+        documents[doc_id] = document_text(row.get("title"), row.get("text"))
+        if not documents[doc_id]:
             raise DataFormatError(
-                None, None, f"{corpus_path}:{line_no}: document {row['_id']!r} has neither title nor text"
+                None, None, f"{corpus_path}:{line_no}: document {doc_id!r} has neither title nor text"
             )
     queries = {
-        str(row["_id"]): str(row.get("text", "")).strip()
-        for _, row in _read_jsonl_objects(queries_path, ("_id", "text"))
+        row_id(queries_path, line_no, row, None, "query"): str(row.get("text", "")).strip()
+        for line_no, row in _read_jsonl_objects(queries_path, ("_id", "text"))
     }
     qrels = read_qrels(qrels_path)  # the one qrels reader, shared with the audit's BEIR pairs
     missing = [qid for qid in qrels if qid not in queries]

@@ -420,7 +420,7 @@ def read_embeddings(folder: str | Path) -> tuple[list[str], np.ndarray | MultiVe
 
 def _corpus_lines(path: str | Path) -> Iterator[tuple[int, str, str]]:
     """(line, id, text) of each document of a JSONL corpus or a text file (see `corpus_rows`)."""
-    from lengthwise.core._textio import checked_text, jsonl_objects, open_text
+    from lengthwise.core._textio import checked_text, jsonl_objects, open_text, row_id
 
     path = Path(path)
     if not path.is_file():
@@ -428,7 +428,7 @@ def _corpus_lines(path: str | Path) -> Iterator[tuple[int, str, str]]:
     if path.name.endswith((".jsonl", ".jsonl.gz")):
         for line_no, row in jsonl_objects(path, "a JSON object with a 'text' field"):
             text = checked_text(path, line_no, row.get("text"), "'text'")
-            title, doc_id = str(row.get("title") or "").strip(), str(row.get("_id", row.get("id", line_no)))
+            title, doc_id = str(row.get("title") or "").strip(), row_id(path, line_no, row, line_no)
             if not doc_id.strip():  # a hit under "" (or spaces) cannot be told from no id at all
                 raise LongDocError(None, None, f"{path}:{line_no}: an empty _id; give every document its own id")
             yield line_no, doc_id, f"{title} {text}" if title else text
