@@ -212,6 +212,9 @@ BAD = {
     "candidates huge": ({"queries": ["a"], "windows": 10**6}, "windows"),  # the old name, checked as the new one
     "candidates twice": ({"queries": ["a"], "candidates": 5, "windows": 5}, "windows"),
     "unknown field": ({"queries": ["a"], "passage": 2}, "passage"),
+    "top_k zero": ({"queries": ["a"], "top_k": 0}, "top_k"),
+    "top_k and k": ({"queries": ["a"], "top_k": 3, "k": 3}, "k"),  # the deprecated name beside the new one
+    "duplicate ids": ({"queries": [{"id": "a", "text": "river"}, "bridge", {"id": "a", "text": "mill"}]}, "queries"),
     "stop words only": ({"queries": ["the of and"], "mode": "lexical"}, "queries[0]"),
     "second query stop words": ({"queries": ["the old bridge", "the of and"], "mode": "lexical"}, "queries[1]"),
 }
@@ -279,6 +282,30 @@ def test_candidates_and_their_old_name_windows_answer_as_the_library(client: Any
     assert "candidates" in client.get("/openapi.json").text
 
 
+def test_top_k_and_its_deprecated_name_k_answer_alike(client: Any, library: Any) -> None:
+    """Every flag and the Python API say `top_k` / `--top-k`; the HTTP field was `k` (issue 62.9): `top_k` now, `k`
+    still answered (deprecated, said in the schema)."""
+    expected = [hit.id for hit in library.search(QUERIES[:1], 3, mode="dense")[0]]
+    for name in ("top_k", "k"):
+        response = client.post("/search", json={"queries": QUERIES[:1], name: 3, "mode": "dense"})
+        assert response.status_code == 200, response.text
+        assert [hit["id"] for hit in response.json()["results"][0]["hits"]] == expected
+    schema = client.get("/openapi.json").json()["components"]["schemas"]["SearchRequest"]["properties"]
+    assert "top_k" in schema and "k" not in schema and "deprecated" in schema["top_k"]["description"].lower()
+
+
+def test_duplicate_query_ids_are_refused_as_the_cli_refuses_them(client: Any) -> None:
+    """`search --queries` refuses two queries under one id (their answers could not be told apart); POST /search
+    answered both under it."""
+    body = {"queries": [{"id": "a", "text": "the river"}, {"id": "a", "text": "the old mill"}], "top_k": 1}
+    response = client.post("/search", json=body)
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert "queries[1].id 'a' is queries[0]'s too; give every query its own id" in detail, detail
+    alike = {"queries": [{"id": "a", "text": "the river"}, "the river", "the river"], "top_k": 1}
+    assert client.post("/search", json=alike).status_code == 200  # ids absent more than once are no ids
+
+
 def test_depth_reaches_the_hybrid_search_and_a_depth_of_0_is_refused(
     client: Any, library: Any, hybrid_settings: list
 ) -> None:
@@ -287,7 +314,7 @@ def test_depth_reaches_the_hybrid_search_and_a_depth_of_0_is_refused(
     search can be watched); the server answers it as the library does, and refuses 0 on the field."""
     from lengthwise.service.app import SEARCH_FIELDS, Searcher
 
-    asked = {"k": 3, "mode": "hybrid", "passages": 0, "context": 0, "candidates": None, "probes": None, "depth": 37}
+    asked = {"top_k": 3, "mode": "hybrid", "passages": 0, "context": 0, "candidates": None, "probes": None, "depth": 37}
     key = ("search", *(asked[name] for name in SEARCH_FIELDS))
     searcher = Searcher(library)
     handled = searcher.finish(key, QUERIES[:1], searcher.prepare(key, QUERIES[:1]))

@@ -2,7 +2,8 @@
 pair twice, and on weights that are none or outside [0, 1] (the index left untuned); `search --model` with the base
 model of a TempScale index (the model given named, advice a command-line user can follow); a corpus whose text is a
 number and a queries file whose id is null. Each must end in one line naming the file or the flag and the fix
-(exit 2)."""
+(exit 2). Over HTTP (the driver of `reliability_cases.serve`): two queries with one id refused with a 422 as the CLI
+refuses them, and `top_k` answered as its deprecated name `k`."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 from reliability_cases import Case, Context
 from reliability_cases.index_corpus import NO_MODEL, _beir, _rows, _untuned
 from reliability_cases.longdoc import _cli, _corpus, _indexed
+from reliability_cases.serve import _answers, _driven
 
 
 def _judged(qrels: str):
@@ -54,6 +56,16 @@ def _rows_file(name: str, *rows: dict, index: bool = False):
     return setup
 
 
+def _ids_and_top_k(tmp: Path, _: str) -> str | None:
+    got = _answers(tmp)
+    duplicate = got.get("duplicate-ids") or [None, None, ""]
+    if duplicate[:2] != [422, "queries"] or "give every query its own id" not in duplicate[2]:
+        return f"two queries with one id: {duplicate}"
+    if got.get("top_k") != [200, [2]] or got.get("k") != [200, [2]]:
+        return f"top_k {got.get('top_k')}, k {got.get('k')}"
+    return None if (got.get("both") or [None])[:2] == [422, "k"] else f"top_k and k: {got.get('both')}"
+
+
 _TUNE = ["index", "tune", "{tmp}/i", "--data", "{tmp}/beir", "--split", "dev"]
 CASES: list[Case] = [
     Case("index-tune-qrels-judge-nothing-relevant", "62.2", _TUNE, 2,
@@ -75,4 +87,6 @@ CASES: list[Case] = [
     Case("search-queries-null-id", "62.9", ["search", "{tmp}/i", "--queries", "{tmp}/q.jsonl"], 2,
          "q.jsonl:2: _id is null; give every query its own id",
          _rows_file("q.jsonl", {"_id": "a", "text": "river"}, {"_id": None, "text": "bridge"}, index=True)),
+    Case("serve-duplicate-ids-and-top-k", "62.9", ["serve", "{tmp}/i", "--port", "0"], 0, "stopped",
+         _driven("ids-and-top-k"), _ids_and_top_k),
 ]  # fmt: skip

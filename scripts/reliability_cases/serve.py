@@ -78,6 +78,15 @@ try:
         for path in ("/info", "/docs", "/redoc", "/openapi.json"):
             status, text = ask(port, "GET", path)
             answers[path] = [status, text]
+    elif mode == "ids-and-top-k":  # issue 62.9
+        bodies = {"duplicate-ids": {"queries": [{"id": "a", "text": "river"}, {"id": "a", "text": "bridge"}]},
+                  "top_k": {"queries": ["river"], "top_k": 2}, "k": {"queries": ["river"], "k": 2},
+                  "both": {"queries": ["river"], "top_k": 2, "k": 2}}
+        for name, body in bodies.items():
+            status, text = ask(port, "POST", "/search", json.dumps(body).encode())
+            got = json.loads(text)
+            answers[name] = [status, got.get("field"), got.get("detail")] if status != 200 else [
+                status, [len(result["hits"]) for result in got["results"]]]
     elif mode == "stalled":
         with socket.create_connection(("127.0.0.1", port), timeout=120) as sock:
             sock.sendall(b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"

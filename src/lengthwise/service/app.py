@@ -32,7 +32,7 @@ from lengthwise.service.schema import request_models
 
 __all__ = ["BodyLimit", "Searcher", "ShutdownGuard", "create_app", "describe"]
 
-SEARCH_FIELDS = ("k", "mode", "passages", "context", "candidates", "probes", "depth")
+SEARCH_FIELDS = ("top_k", "mode", "passages", "context", "candidates", "probes", "depth")
 
 
 class Searcher:
@@ -61,7 +61,7 @@ class Searcher:
             return [[float(x) for x in row] for row in prepared]
         settings = dict(zip(SEARCH_FIELDS, key[1:], strict=True))
         context = settings.pop("context")
-        results = self.index.search(texts, settings.pop("k"), vectors=prepared, search_threads=self.search_threads,
+        results = self.index.search(texts, settings.pop("top_k"), vectors=prepared, search_threads=self.search_threads,
                                     **settings)  # fmt: skip
         return [[self._hit(hit, context) for hit in hits] for hits in results]
 
@@ -239,7 +239,7 @@ def create_app(index: Any, config: ServeConfig | None = None) -> FastAPI:
 
     @app.post("/search", dependencies=guarded)
     async def search(request: SearchRequest) -> dict[str, Any]:  # type: ignore[valid-type]
-        """The `k` best documents per query, best first: the same JSON as `lengthwise search --json`."""
+        """The `top_k` best documents per query, best first: the same JSON as `lengthwise search --json`."""
         asked = request.queries  # type: ignore[attr-defined]
         settings = tuple(getattr(request, name) for name in SEARCH_FIELDS)
         texts = [query.text for query in asked]

@@ -24,6 +24,17 @@ def _not_blank(text: str) -> str:
     return text
 
 
+def _distinct_ids(queries: list[Any]) -> list[Any]:
+    """`queries` unless two share an id (their answers could not be told apart, as `lengthwise search --queries`
+    refuses them); queries without an id may repeat."""
+    seen: dict[str, int] = {}
+    for n, query in enumerate(queries):
+        if query.id is not None and seen.setdefault(query.id, n) != n:
+            raise SettingError(None, None, f"queries[{n}].id {query.id!r} is queries[{seen[query.id]}]'s too; give "
+                               "every query its own id")  # fmt: skip
+    return queries
+
+
 def _as_query(item: Any) -> Any:
     """A bare string is a query without an id."""
     return {"text": item} if isinstance(item, str) else item
@@ -45,8 +56,10 @@ def request_models(limits: Limits) -> tuple[type[BaseModel], type[BaseModel]]:
 
     Queries = Annotated[
         list[Annotated[Query, BeforeValidator(_as_query, json_schema_input_type=str | Query)]],
-        Field(min_length=1, max_length=limits.max_queries, description="Query texts, or {id, text} objects."),
-    ]
+        Field(min_length=1, max_length=limits.max_queries, description="Query texts, or {id, text} objects (each id "
+              "once)."),
+        AfterValidator(_distinct_ids),
+    ]  # fmt: skip
     Count = Annotated[int | None, Field(ge=1, le=limits.max_candidates)]
 
     class SearchRequest(BaseModel):
@@ -54,7 +67,12 @@ def request_models(limits: Limits) -> tuple[type[BaseModel], type[BaseModel]]:
 
         model_config = strict
         queries: Queries
-        k: Annotated[int, Field(ge=1, le=limits.max_k, description="Documents per query.")] = 10
+        top_k: Annotated[int, Field(ge=1, le=limits.max_k)] = Field(
+            10,
+            # `k` is the spelling before 0.2, deprecated and accepted until 0.4 (docs/serving.md); both are refused
+            validation_alias=AliasChoices("top_k", "k"),
+            description="Documents per query (`--top-k`). Deprecated: `k`, its name before 0.2, is accepted until 0.4.",
+        )
         mode: Literal["dense", "lexical", "hybrid"] | None = Field(
             None, description="dense, lexical (BM25) or hybrid; default: the index's recorded mode."
         )
