@@ -66,6 +66,14 @@ def _ids_and_top_k(tmp: Path, _: str) -> str | None:
     return None if (got.get("both") or [None])[:2] == [422, "k"] else f"top_k and k: {got.get('both')}"
 
 
+def _int8_index(tmp: Path, context: Context) -> None:
+    """An index of a corpus encoded in int8 (which `auto` never means)."""
+    _corpus(tmp)
+    _cli(tmp, context, ["encode", "-d", "{tmp}/c.jsonl", "-o", "{tmp}/e", "-m", "{tiny}", "--long", "multi-vector",
+                        "--window", "16", "--precision", "int8"])  # fmt: skip
+    _cli(tmp, context, ["index", "build", "{tmp}/e", "--out", "{tmp}/i"])
+
+
 _TUNE = ["index", "tune", "{tmp}/i", "--data", "{tmp}/beir", "--split", "dev"]
 CASES: list[Case] = [
     Case("index-tune-qrels-judge-nothing-relevant", "62.2", _TUNE, 2,
@@ -89,4 +97,6 @@ CASES: list[Case] = [
          _rows_file("q.jsonl", {"_id": "a", "text": "river"}, {"_id": None, "text": "bridge"}, index=True)),
     Case("serve-duplicate-ids-and-top-k", "62.9", ["serve", "{tmp}/i", "--port", "0"], 0, "stopped",
          _driven("ids-and-top-k"), _ids_and_top_k),
+    Case("search-auto-precision-on-an-int8-index", "62.9", ["search", "{tmp}/i", "-q", "river", "--precision", "auto"],
+         2, "--precision 'auto': auto means", _int8_index),
 ]  # fmt: skip

@@ -124,3 +124,20 @@ def test_the_same_model_at_another_precision_is_refused_as_such(plain_index: Pat
     opened = LongIndex.open(plain_index, model=lw.load_model(tiny_model_dir))  # as the message says
     opened.set_query_precision("int8")
     assert opened.search(QUERIES, k=2, mode="dense")[0]
+
+
+def test_auto_refused_on_a_half_or_int8_index_says_what_auto_means_here(plain_index: Path) -> None:
+    """`--precision auto` on a bf16 index was refused without saying what auto resolves to on this device (fp32 on
+    a CPU without native bf16): the refusal names it. The index's record says int8 here, which auto never means."""
+    from lengthwise.core.precision import resolve_precision
+    from lengthwise.longdoc.search.index import LongIndex
+
+    opened = LongIndex.open(plain_index)
+    opened.settings["encode_settings"]["precision"] = "int8"
+    means = resolve_precision("auto", "cpu").value
+    with pytest.raises(SettingError) as refused:
+        opened.set_query_precision("auto")
+    assert str(refused.value) == (
+        f"precision='auto': auto means {means} on this device (cpu); the index's documents were embedded in int8 "
+        "and its queries can be only so; leave it out or give int8"
+    )
