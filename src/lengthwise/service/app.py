@@ -1,15 +1,18 @@
-"""The FastAPI application: `POST /search`, `POST /embed`, `GET /health`, `GET /info`, `GET /` (the search page)
-and `GET /openapi.json` (the schema; no `/docs`, whose Swagger UI loads from a CDN), over one opened `LongIndex`, fed
-by the dynamic batcher: its model used by the model thread, its index by the search thread.
+"""The FastAPI application: `POST /search`, `POST /embed`, `POST /v1/embeddings` (OpenAI's schema), `GET /health`,
+`GET /info`, `GET /` (the search page) and `GET /openapi.json` (the schema; no `/docs`, whose Swagger UI loads from a
+CDN), over one opened `LongIndex`, fed by the dynamic batcher: its model used by the model thread, its index by the
+search thread.
 
 Errors are JSON with a one-line ``detail`` and the ``field`` at fault: 422 for a request the schema refuses, a body
 that cannot be parsed (``body``) or a query the index cannot answer (a `SettingError`), 413 for a body over the cap,
-401 for a missing or wrong API key.
+401 for a missing or wrong API key. Under ``/v1/`` they also carry OpenAI's ``error`` object (message, type, param),
+which OpenAI's clients read.
 """
 
 # no `from __future__ import annotations`: FastAPI reads the route's body model (a class made inside create_app)
 # from the live annotation
 import asyncio
+import base64
 import contextlib
 import hmac
 import json
@@ -19,6 +22,7 @@ from importlib import resources
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
 
+import numpy as np
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
@@ -50,15 +54,19 @@ class Searcher:
     def prepare(self, key: Hashable, texts: list[str]) -> Any:
         """The query vectors (None for a lexical search: no model needed)."""
         assert isinstance(key, tuple)
-        if key[0] != "embed" and self.index.search_mode(key[1 + SEARCH_FIELDS.index("mode")]).value == "lexical":
+        if key[0] == "search" and self.index.search_mode(key[1 + SEARCH_FIELDS.index("mode")]).value == "lexical":
             return None
         return self.index.embed_queries(texts)
 
     def finish(self, key: Hashable, texts: list[str], prepared: Any) -> list[Any]:
-        """The hits of each query (or its vector as a list, for ``/embed``)."""
+        """The hits of each query (its vector as a list, for ``/embed``; its vector and its tokens, for
+        ``/v1/embeddings``)."""
         assert isinstance(key, tuple)
         if key[0] == "embed":
             return [[float(x) for x in row] for row in prepared]
+        if key[0] == "v1":
+            counts = self.index.model.tokenizer(texts, add_special_tokens=False)["input_ids"]
+            return [(row, len(ids)) for row, ids in zip(prepared, counts, strict=True)]
         settings = dict(zip(SEARCH_FIELDS, key[1:], strict=True))
         context = settings.pop("context")
         results = self.index.search(texts, settings.pop("top_k"), vectors=prepared, search_threads=self.search_threads,
@@ -87,16 +95,27 @@ def _field(loc: tuple[Any, ...] | list[Any]) -> str:
     return name or "body"
 
 
-def error(status: int, field: str, detail: str, headers: dict[str, str] | None = None, **extra: Any) -> JSONResponse:
-    """The one error shape: ``{"detail": one line, "field": the field at fault}``."""
+def error(
+    status: int,
+    field: str,
+    detail: str,
+    headers: dict[str, str] | None = None,
+    request: Request | None = None,
+    **extra: Any,
+) -> JSONResponse:
+    """The one error shape: ``{"detail": one line, "field": the field at fault}``; under ``/v1/`` also OpenAI's
+    ``{"error": {"message", "type", "param", "code"}}``."""
+    if request is not None and request.url.path.startswith("/v1/"):
+        kind = {401: "authentication_error", 413: "invalid_request_error"}.get(status, "invalid_request_error")
+        extra["error"] = {"message": detail, "type": kind, "param": field, "code": None}
     return JSONResponse({"detail": detail, "field": field, **extra}, status_code=status, headers=headers)
 
 
-def _invalid(_: Request, exc: Exception) -> JSONResponse:
+def _invalid(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     errors = [_described(e) for e in exc.errors()]
     first = errors[0] if errors else {"field": "body", "msg": "invalid request"}
-    return error(422, str(first["field"]), f"{first['field']}: {first['msg']}", errors=errors)
+    return error(422, str(first["field"]), f"{first['field']}: {first['msg']}", request=request, errors=errors)
 
 
 def _described(found: dict[str, Any]) -> dict[str, Any]:
@@ -123,20 +142,20 @@ def _unparsed(cause: BaseException | None) -> str:
     return "the body cannot be parsed as JSON; send a JSON object encoded as UTF-8"
 
 
-def _http(_: Request, exc: Exception) -> JSONResponse:
+def _http(request: Request, exc: Exception) -> JSONResponse:
     """FastAPI's HTTP errors (401, 404, 405) in the one error shape."""
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code == 400 and exc.detail == BODY_UNREADABLE:  # invalid UTF-8, deep nesting, a huge number
-        return error(422, "body", f"body: {_unparsed(exc.__cause__)}")
+        return error(422, "body", f"body: {_unparsed(exc.__cause__)}", request=request)
     field = {401: "authorization", 405: "method"}.get(exc.status_code, "path")
     detail = exc.detail if exc.status_code == 401 else f"{field}: {exc.detail}"
-    return JSONResponse({"detail": detail, "field": field}, status_code=exc.status_code, headers=exc.headers)
+    return error(exc.status_code, field, detail, headers=dict(exc.headers or {}) or None, request=request)
 
 
-def _refused(_: Request, exc: Exception) -> JSONResponse:
+def _refused(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, SettingError)
     field = "queries" if exc.field in (None, "query") else exc.field  # the library's one query is one of `queries`
-    return error(422, field, f"{field}: {exc.problem}")
+    return error(422, field, f"{field}: {exc.problem}", request=request)
 
 
 class BodyLimit:
@@ -217,7 +236,7 @@ def create_app(index: Any, config: ServeConfig | None = None) -> FastAPI:
     threads = config.search_threads_used
     batcher = Batcher(Searcher(index, threads), max_batch=config.max_batch, wait_s=config.batch_wait_ms / 1000,
                       search_threads=threads)  # fmt: skip
-    SearchRequest, EmbedRequest = request_models(limits)
+    SearchRequest, EmbedRequest, EmbeddingsRequest = request_models(limits)
     key = config.api_key()
 
     @asynccontextmanager
@@ -256,6 +275,14 @@ def create_app(index: Any, config: ServeConfig | None = None) -> FastAPI:
         vectors = await batcher.submit(("embed",), [query.text for query in request.queries])  # type: ignore[attr-defined]
         return {"model": index.settings["model"]["name"], "dim": len(vectors[0]), "vectors": vectors}
 
+    @app.post("/v1/embeddings", dependencies=guarded)
+    async def embeddings(request: EmbeddingsRequest) -> dict[str, Any]:  # type: ignore[valid-type]
+        """OpenAI's embeddings API: each text embedded as the index's queries are (the recorded model, precision
+        and long-document settings: a text longer than the model's window is read whole, one vector for it — the
+        mean of its windows for a multi-vector index, as `LongEncoder.encode_queries` pools it)."""
+        found = await batcher.submit(("v1",), request.input)  # type: ignore[attr-defined]
+        return openai_embeddings(found, request, index.settings["model"]["name"])
+
     @app.get("/health")
     async def health() -> dict[str, Any]:
         """Ready to answer: the model and the index are loaded."""
@@ -274,6 +301,24 @@ def create_app(index: Any, config: ServeConfig | None = None) -> FastAPI:
         return HTMLResponse(html)
 
     return app
+
+
+def openai_embeddings(found: list[tuple[Any, int]], request: Any, model: str) -> dict[str, Any]:
+    """The answer of ``/v1/embeddings`` in OpenAI's shape, from each text's (vector, tokens); a ``dimensions`` other
+    than the vectors' own is refused (they are not cut)."""
+    width = len(found[0][0])
+    if request.dimensions is not None and request.dimensions != width:
+        problem = f"this index's model gives {width}-dimensional vectors, which are not cut; leave dimensions out"
+        raise SettingError("dimensions", request.dimensions, f"{problem} or give {width}")
+
+    def encoded(vector: Any) -> Any:
+        if request.encoding_format == "base64":
+            return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
+        return [float(x) for x in vector]
+
+    data = [{"object": "embedding", "index": n, "embedding": encoded(vector)} for n, (vector, _) in enumerate(found)]
+    tokens = sum(count for _, count in found)
+    return {"object": "list", "data": data, "model": model, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
 
 
 def _of_query(refused: SettingError, texts: list[str]) -> SettingError:

@@ -32,6 +32,8 @@ class Limits:
         max_passages: Passages per hit.
         max_context: Characters of the document shown either side of a passage.
         max_candidates: The dense side's candidate windows and probes per query.
+        max_inputs: Texts in one ``/v1/embeddings`` request (OpenAI's own cap is 2,048).
+        max_input_chars: One ``/v1/embeddings`` text, in characters: a long document is read whole.
     """
 
     max_body_bytes: int = 1_000_000
@@ -41,6 +43,8 @@ class Limits:
     max_passages: int = 20
     max_context: int = 2_000
     max_candidates: int = 100_000
+    max_inputs: int = 2_048
+    max_input_chars: int = 1_000_000
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():

@@ -1,4 +1,5 @@
-"""The request bodies of `POST /search` and `POST /embed` as pydantic models, built from the service's `Limits`.
+"""The request bodies of `POST /search`, `POST /embed` and `POST /v1/embeddings` (OpenAI's schema) as pydantic models,
+built from the service's `Limits`.
 
 Every cap is a constraint on a field, so a request beyond it is refused with a 422 whose error names the field. The
 models are strict (``"10"`` is not a number) and refuse unknown fields (a misspelt ``passage`` is an error, not a
@@ -40,8 +41,17 @@ def _as_query(item: Any) -> Any:
     return {"text": item} if isinstance(item, str) else item
 
 
-def request_models(limits: Limits) -> tuple[type[BaseModel], type[BaseModel]]:
-    """(SearchRequest, EmbedRequest) with `limits` as field constraints."""
+def _texts_only(value: Any) -> Any:
+    """OpenAI's ``input``: a string is one text; token ids (a list of ints, or of lists) are refused in words."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and any(isinstance(item, int | list) for item in value):
+        raise SettingError(None, None, "token ids are not taken: the index's own tokenizer reads text; send strings")
+    return value
+
+
+def request_models(limits: Limits) -> tuple[type[BaseModel], type[BaseModel], type[BaseModel]]:
+    """(SearchRequest, EmbedRequest, EmbeddingsRequest) with `limits` as field constraints."""
     Text = Annotated[
         str, StringConstraints(min_length=1, max_length=limits.max_query_chars), AfterValidator(_not_blank)
     ]
@@ -95,4 +105,28 @@ def request_models(limits: Limits) -> tuple[type[BaseModel], type[BaseModel]]:
         model_config = strict
         queries: Queries
 
-    return SearchRequest, EmbedRequest
+    Input = Annotated[
+        str, StringConstraints(min_length=1, max_length=limits.max_input_chars), AfterValidator(_not_blank)
+    ]
+
+    class EmbeddingsRequest(BaseModel):
+        """OpenAI's embeddings request: texts embedded as the index's queries are (the recorded model, long-document
+        settings and precision; a long text read whole). ``model`` is taken as given (the answer names the index's
+        model); ``dimensions``, if given, must be the model's own."""
+
+        model_config = ConfigDict(extra="forbid", strict=True)
+        input: Annotated[
+            list[Input],
+            BeforeValidator(_texts_only, json_schema_input_type=str | list[str]),
+            Field(min_length=1, max_length=limits.max_inputs, description="A text, or a list of texts."),
+        ]
+        model: str = Field(description="Any name: the index's model answers (its name is in the reply).")
+        encoding_format: Literal["float", "base64"] = Field(
+            "float", description="float: lists of numbers; base64: little-endian float32 bytes, as OpenAI's."
+        )
+        dimensions: Annotated[int, Field(ge=1)] | None = Field(
+            None, description="The vectors' length: only the model's own (they are not cut)."
+        )
+        user: str | None = Field(None, description="Accepted and ignored.")
+
+    return SearchRequest, EmbedRequest, EmbeddingsRequest
