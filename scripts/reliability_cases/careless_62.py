@@ -3,7 +3,8 @@ pair twice, and on weights that are none or outside [0, 1] (the index left untun
 model of a TempScale index (the model given named, advice a command-line user can follow); a corpus whose text is a
 number and a queries file whose id is null. Each must end in one line naming the file or the flag and the fix
 (exit 2). Over HTTP (the driver of `reliability_cases.serve`): two queries with one id refused with a 422 as the CLI
-refuses them, and `top_k` answered as its deprecated name `k`."""
+refuses them, and `top_k` answered as its deprecated name `k`. Noise: `index build` without transformers' weight bar,
+`encode --devices cpu,cpu` without a leaked-semaphore warning."""
 
 from __future__ import annotations
 
@@ -74,6 +75,19 @@ def _int8_index(tmp: Path, context: Context) -> None:
     _cli(tmp, context, ["index", "build", "{tmp}/e", "--out", "{tmp}/i"])
 
 
+def _without(noise: str):
+    def check(_: Path, output: str) -> str | None:
+        return f"it printed {noise!r}" if noise in output else None
+
+    return check
+
+
+def _encoded_only(tmp: Path, context: Context) -> None:
+    _corpus(tmp)
+    _cli(tmp, context, ["encode", "-d", "{tmp}/c.jsonl", "-o", "{tmp}/e", "-m", "{tiny}", "--long", "multi-vector",
+                        "--window", "16"])  # fmt: skip
+
+
 _TUNE = ["index", "tune", "{tmp}/i", "--data", "{tmp}/beir", "--split", "dev"]
 CASES: list[Case] = [
     Case("index-tune-qrels-judge-nothing-relevant", "62.2", _TUNE, 2,
@@ -99,4 +113,9 @@ CASES: list[Case] = [
          _driven("ids-and-top-k"), _ids_and_top_k),
     Case("search-auto-precision-on-an-int8-index", "62.9", ["search", "{tmp}/i", "-q", "river", "--precision", "auto"],
          2, "--precision 'auto': auto means", _int8_index),
+    Case("index-build-no-weight-loading-bar", "62.10", ["index", "build", "{tmp}/e", "--out", "{tmp}/i"], 0,
+         "indexed", _encoded_only, _without("Loading weights")),
+    Case("encode-two-processes-no-leaked-semaphore", "62.10", ["encode", "-d", "{tmp}/c.jsonl", "-o", "{tmp}/e", "-m",
+         "{tiny}", "--long", "multi-vector", "--window", "16", "--devices", "cpu,cpu"], 0, "embedded 6 new documents",
+         lambda tmp, _: _corpus(tmp), _without("leaked semaphore")),
 ]  # fmt: skip

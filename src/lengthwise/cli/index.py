@@ -61,6 +61,7 @@ def build(
     from lengthwise.facade import load_model
     from lengthwise.longdoc.search.backends import build_index
 
+    quiet_loading()  # the query model is loaded to fingerprint it: transformers' weight bar says nothing here
     try:
         where = served(backend, uri, name)
         with _progress(uri) as (advance, loaded):

@@ -157,6 +157,8 @@ def encode(
             args = [(load_model, str(model), device, config, data, out, job)
                     for device, job in zip(devices, jobs, strict=True)]  # fmt: skip
             written = sum(pool.starmap(_encode_worker, args))
+            pool.close()  # the workers exit on their own, their finalizers run: `with` alone terminates them, and a
+            pool.join()  # worker killed before its finalizers leaves its semaphores (tqdm's lock) to the tracker
     store.finish()  # the digest of the texts embedded: an index built from the folder carries it
     return written
 
