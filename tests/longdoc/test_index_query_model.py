@@ -69,7 +69,7 @@ def test_the_model_loaded_as_saved_embeds_queries_as_the_build_did(tempscaled_in
     assert opened.search(QUERIES, k=3, mode="dense")[0]  # it answers
 
 
-# --- issue 62.7, 62.8: the refusal names the model given, the precision, and advice the caller can follow --------------
+# --- issue 62.7, 62.8: the refusal names the model given, the precision, and advice the caller can follow ----------
 
 
 def test_search_with_another_model_names_that_model_and_gives_cli_advice(
