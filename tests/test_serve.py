@@ -314,7 +314,8 @@ def test_depth_reaches_the_hybrid_search_and_a_depth_of_0_is_refused(
     search can be watched); the server answers it as the library does, and refuses 0 on the field."""
     from lengthwise.service.app import SEARCH_FIELDS, Searcher
 
-    asked = {"top_k": 3, "mode": "hybrid", "passages": 0, "context": 0, "candidates": None, "probes": None, "depth": 37}
+    asked = {"top_k": 3, "mode": "hybrid", "passages": 0, "context": 0, "document": False, "candidates": None,
+             "probes": None, "depth": 37}  # fmt: skip
     key = ("search", *(asked[name] for name in SEARCH_FIELDS))
     searcher = Searcher(library)
     handled = searcher.finish(key, QUERIES[:1], searcher.prepare(key, QUERIES[:1]))

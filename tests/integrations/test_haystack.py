@@ -48,9 +48,14 @@ def test_a_pipeline_runs_it_and_loads_it_again(index_dir: Any) -> None:
     assert answer["retriever"]["documents"] == [document]
 
 
-def test_the_whole_document_on_request(index_dir: Any, library: Any) -> None:
-    retriever = LengthwiseRetriever(str(index_dir), top_k=2, whole_document=True, passages=0)
-    for document in retriever.run(QUERIES[0])["documents"]:
+@pytest.mark.parametrize("source", ["index", "service"])
+def test_the_whole_document_on_request(index_dir: Any, library: Any, server: Any, source: str) -> None:
+    # before: a service answered passages only, and whole_document=True over one was refused
+    where = {"index": str(index_dir)} if source == "index" else {"url": server.url}
+    retriever = LengthwiseRetriever(**where, top_k=2, whole_document=True, passages=0)
+    documents = retriever.run(QUERIES[0])["documents"]
+    assert len(documents) == 2
+    for document in documents:
         assert document.content == library.lexical.text(library.numbers[document.id])
         assert document.meta["passages"] == []
 
@@ -58,8 +63,6 @@ def test_the_whole_document_on_request(index_dir: Any, library: Any) -> None:
 def test_refusals_name_the_setting(index_dir: Any, library: Any, server: Any) -> None:
     with pytest.raises(SettingError, match="top_k=0"):
         LengthwiseRetriever(str(index_dir), top_k=0)
-    with pytest.raises(SettingError, match="whole_document=True: a lengthwise serve answers with passages"):
-        LengthwiseRetriever(url=server.url).run(QUERIES[0], whole_document=True)
     with pytest.raises(SettingError, match="top_k=5000"):  # the service's own cap, named as the retriever names it
         LengthwiseRetriever(url=server.url).run(QUERIES[0], top_k=5000)
     with pytest.raises(SerializationError, match="opened index"):

@@ -201,8 +201,8 @@ class IndexSource:
 
 
 class ServiceSource:
-    """A running `lengthwise serve` at `url`, asked over HTTP with httpx: ``POST /search`` per query, ``GET /info``
-    once for what `Retrieved.index` names. A service returns passages, not whole documents.
+    """A running `lengthwise serve` at `url`, asked over HTTP with httpx: ``POST /search`` per query (with
+    ``document`` for whole documents), ``GET /info`` once for what `Retrieved.index` names.
 
     Args:
         url: The service's address (``http://127.0.0.1:8000``).
@@ -248,16 +248,16 @@ class ServiceSource:
         index = {"backend": info["backend"], "model": info["model"]["name"], "long": long, "fusion": info["fusion"],
                  "url": self.url}  # fmt: skip
         mode = settings.mode or info["mode"]
-        return [retrieved(hit, settings, index, mode) for hit in hits]
+        return [retrieved(hit, settings, index, mode, hit.get("text")) for hit in hits]
 
 
 def _body(query: str, settings: RetrievalSettings) -> dict[str, Any]:
-    """``POST /search``'s body for one query (``k``: accepted by every version of the service)."""
-    if settings.whole_document:
-        raise SettingError("whole_document", True, "a lengthwise serve answers with passages, not whole documents; "
-                           "ask for passages (with context), or search the index itself (index=FOLDER)")  # fmt: skip
+    """``POST /search``'s body for one query (``k``: accepted by every version of the service; ``document`` only when
+    asked, so a service before it answers passages as before)."""
     body: dict[str, Any] = {"queries": [query], "k": settings.top_k, "passages": settings.passages,
                             "context": settings.context}  # fmt: skip
+    if settings.whole_document:
+        body["document"] = True
     if settings.mode is not None:
         body["mode"] = settings.mode
     return body

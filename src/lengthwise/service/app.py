@@ -36,7 +36,7 @@ from lengthwise.service.schema import request_models
 
 __all__ = ["BodyLimit", "Searcher", "ShutdownGuard", "create_app", "describe"]
 
-SEARCH_FIELDS = ("top_k", "mode", "passages", "context", "candidates", "probes", "depth")
+SEARCH_FIELDS = ("top_k", "mode", "passages", "context", "document", "candidates", "probes", "depth")
 
 
 class Searcher:
@@ -68,13 +68,17 @@ class Searcher:
             counts = self.index.model.tokenizer(texts, add_special_tokens=False)["input_ids"]
             return [(row, len(ids)) for row, ids in zip(prepared, counts, strict=True)]
         settings = dict(zip(SEARCH_FIELDS, key[1:], strict=True))
-        context = settings.pop("context")
+        context, document = settings.pop("context"), settings.pop("document")
+        if document and self.index.lexical is None:
+            raise SettingError("document", True, "the index holds no text of its documents; leave document out")
         results = self.index.search(texts, settings.pop("top_k"), vectors=prepared, search_threads=self.search_threads,
                                     **settings)  # fmt: skip
-        return [[self._hit(hit, context) for hit in hits] for hits in results]
+        return [[self._hit(hit, context, document) for hit in hits] for hits in results]
 
-    def _hit(self, hit: Any, context: int) -> dict[str, Any]:
+    def _hit(self, hit: Any, context: int, document: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = hit.to_dict()
+        if document:
+            out["text"] = self.index.lexical.text(self.index.numbers[hit.id])
         if context and out.get("passages") and self.index.lexical is not None:
             text = self.index.lexical.text(self.index.numbers[hit.id])
             for passage in out["passages"]:

@@ -90,6 +90,7 @@ def request_models(limits: Limits) -> tuple[type[BaseModel], type[BaseModel], ty
         context: Annotated[
             int, Field(ge=0, le=limits.max_context, description="Characters of text either side of a passage.")
         ] = 0
+        document: bool = Field(False, description="Each hit carries its document's whole text (`text`).")
         candidates: Count = Field(
             None,
             # `windows` is the spelling before 0.2, accepted until 0.4 (docs/serving.md); giving both is refused
