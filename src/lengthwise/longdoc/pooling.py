@@ -39,12 +39,16 @@ def macro_assignment(n: int, spans: Sequence[tuple[int, int]]) -> np.ndarray:
     counts as near. Late chunking takes each token's state from its assigned macro-window (METHODS §5).
     """
     positions = np.arange(n)  # (n,)
-    margins = np.full((len(spans), n), -1, dtype=np.int64)  # (W, n); -1 = not inside the window
-    for w, (start, end) in enumerate(spans):
+    best = np.full(n, -1, dtype=np.int64)  # each token's largest margin so far; -1 = in no window yet
+    assigned = np.zeros(n, dtype=np.int64)
+    for w, (start, end) in enumerate(spans):  # O(tokens covered) memory and time, not windows × tokens
         inside = positions[start:end]
         left = inside - start if start > 0 else np.full(len(inside), n)
         right = end - 1 - inside if end < n else np.full(len(inside), n)
-        margins[w, start:end] = np.minimum(left, right)
-    if (margins.max(axis=0) < 0).any():
+        margin = np.minimum(left, right)
+        better = margin > best[start:end]  # strictly: the first window wins a tie, as an argmax would
+        best[start:end][better] = margin[better]
+        assigned[start:end][better] = w
+    if (best < 0).any():
         raise SettingError("spans", list(spans), f"the macro-windows do not cover every one of the {n} tokens")
-    return margins.argmax(axis=0)
+    return assigned
