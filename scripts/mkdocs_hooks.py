@@ -83,6 +83,10 @@ API_GROUPS = {  # page → (title, what the page covers, packages whose public m
     "longdoc": ("Long documents: `lengthwise.longdoc`", "Texts longer than the model's window."),
     "evaluation": ("Evaluation: `lengthwise.evaluation`", "STS, retrieval and classification, overall and by length."),
     "training": ("Training: `lengthwise.training`", "Length-aware objectives on the sentence-transformers trainer."),
+    "integrations": (
+        "Integrations: `lengthwise.integrations`",
+        "The index as a LangChain, LlamaIndex or Haystack retriever.",
+    ),
 }
 
 
