@@ -39,6 +39,7 @@ __all__ = [
     "Precision",
     "cast_half",
     "cpu_half_support",
+    "device_type",
     "model_precision",
     "resolve_precision",
     "transformer_module",
@@ -84,7 +85,7 @@ def cpu_half_support() -> dict[str, bool]:
     return {"bf16": amx or _cpu_flag("_is_avx512_bf16_supported"), "fp16": fp16, "amx": amx}
 
 
-def _device_type(device: str | torch.device | None) -> str:
+def device_type(device: str | torch.device | None) -> str:
     """The torch device type `device` names; None is the best available (cuda, mps, else cpu), as models load."""
     if device is None:
         return "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
@@ -135,7 +136,7 @@ def resolve_precision(precision: str | Precision, *devices: str | torch.device |
     wanted = Precision.parse(precision)
     found: dict[Precision, str] = {}
     for device in devices or (None,):
-        kind = _device_type(device)
+        kind = device_type(device)
         concrete = _auto(kind, device) if wanted is Precision.AUTO else wanted
         _check_on(concrete, kind, device if device is not None else kind)
         found.setdefault(concrete, str(device if device is not None else kind))

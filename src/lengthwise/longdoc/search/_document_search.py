@@ -204,19 +204,17 @@ class DocumentSearch:
         """
         import copy
 
-        from lengthwise.core.precision import Precision, _device_type, resolve_precision
+        from lengthwise.core.precision import Precision, device_type, resolve_precision
 
         wanted: str | None = None
         if precision is not None:
-            recorded, device = (
-                Precision.parse(self.recorded_precision),
-                None if self.model is None else self.model.device,
-            )
+            recorded = Precision.parse(self.recorded_precision)
+            device = None if self.model is None else self.model.device
             concrete = resolve_precision(precision, device)
             if concrete is not recorded and recorded is not Precision.FP32:
                 problem = f"the index's documents were embedded in {recorded.value} and its queries can be only so"
                 if Precision.parse(precision) is Precision.AUTO:  # what auto meant, or the refusal reads as a riddle
-                    problem = f"auto means {concrete.value} on this device ({_device_type(device)}); {problem}"
+                    problem = f"auto means {concrete.value} on this device ({device_type(device)}); {problem}"
                 raise SettingError("precision", precision, f"{problem}; leave it out or give {recorded.value}")
             wanted = None if concrete is recorded else concrete.value
         # the checked model as recorded: the one loaded, or the one kept when a copy of it was changed (None: a
