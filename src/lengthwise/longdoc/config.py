@@ -6,13 +6,13 @@ model's position table, the stride against the window's content budget) is check
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
 from lengthwise.core.errors import LongDocError  # the long-document kind of `SettingError`, re-exported here
 from lengthwise.core.scoring import WindowScoring
+from lengthwise.core.shards import renamed_long
 
 __all__ = ["ATTRIBUTE", "DEFAULT", "RECOMMENDED", "LongDocConfig", "LongDocError", "Strategy", "saved_longdoc"]
 
@@ -175,27 +175,14 @@ class LongDocConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LongDocConfig:
         """The config `to_dict` wrote (saved beside a model, in an encode manifest or an index); one written
-        before a rename is read under today's names (`RENAMED_SETTINGS`)."""
-        data = renamed_settings(data)
+        before a rename is read under today's names (`lengthwise.core.shards.LONG_RENAMED`)."""
+        data = renamed_long(data)
         unknown = set(data) - {f for f in cls.__dataclass_fields__}
         if unknown:
             raise LongDocError(
                 None, None, f"unknown long-document settings {sorted(unknown)}; was the file written by lengthwise?"
             )
         return cls(**{**data, "scales": tuple(data.get("scales", ()))})
-
-
-RENAMED_SETTINGS = {"top_k": "best_windows"}  # a saved setting's old name → its name now (`top_k` in 0.1)
-
-
-def renamed_settings(data: Mapping[str, Any]) -> dict[str, Any]:
-    """A saved long-document config under today's names (`RENAMED_SETTINGS`); a mapping with both names keeps
-    the new one's value."""
-    out = dict(data)
-    for old, new in RENAMED_SETTINGS.items():
-        if old in out:
-            out.setdefault(new, out.pop(old))
-    return out
 
 
 # The one default (issue 24): chosen on the dev splits of the realistic passkey/needle sets and QMSum, checked

@@ -20,15 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from lengthwise.core.shards import parquet_part
+
 if TYPE_CHECKING:  # imported where used: the shard store imports this module, and Ray's read tasks the store
     from lengthwise.core.encoder import MultiVectors
 
 __all__ = [
     "COLUMNS",
     "FORMATS",
-    "PARQUET",
     "parquet_bytes",
-    "parquet_part",
     "require_pyarrow",
     "shard_part",
     "window_spans",
@@ -37,14 +37,6 @@ __all__ = [
 
 COLUMNS = ("doc_id", "window", "start", "end", "vector")
 FORMATS = ("npy", "parquet")  # what `encode` writes: the shards alone, or the shards and their window rows
-PARQUET = "parquet"  # the folder of the window rows inside an encoded folder, one part per shard
-
-
-def parquet_part(folder: Path, stem: str) -> Path:
-    """Where the Parquet window rows of shard `stem` go: ``folder/parquet/part-{stem}.parquet``."""
-    return folder / PARQUET / f"part-{stem}.parquet"
-
-
 def require_pyarrow() -> None:
     """Raise a `MissingExtra` (a `SettingError`) on ``format`` naming the extra when pyarrow is missing."""
     from lengthwise.core._optional import require

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lengthwise.core.corpus import corpus_file
 from lengthwise.core.defaults import DEFAULT_MODEL
 from lengthwise.core.errors import SettingError
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from lengthwise.core.models import ModelLoader
     from lengthwise.longdoc.config import LongDocConfig
 
-__all__ = ["corpus_file", "encode"]
+__all__ = ["encode"]
 
 
 def _encode_worker(
@@ -161,20 +162,6 @@ def encode(
             pool.join()  # worker killed before its finalizers leaves its semaphores (tqdm's lock) to the tracker
     store.finish()  # the digest of the texts embedded: an index built from the folder carries it
     return written
-
-
-def corpus_file(data: Path) -> Path:
-    """A corpus file as given, or the ``corpus.jsonl`` of a BEIR folder."""
-    from lengthwise.longdoc.config import LongDocError
-
-    if not data.is_dir():
-        return data
-    for name in ("corpus.jsonl", "corpus.jsonl.gz"):
-        if (data / name).is_file():
-            return data / name
-    raise LongDocError(
-        None, None, f"{data}: a folder without corpus.jsonl; pass a corpus.jsonl, a BEIR folder or a .txt file"
-    )
 
 
 def _check_format(format: str | None, runner: str) -> bool:

@@ -16,84 +16,37 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+# Deprecated here (0.2; removed in 0.3): the readers moved to the hall, `lengthwise.core.shards` and
+# `lengthwise.core.corpus`, shared with the search room; read there.
+from lengthwise.core.corpus import TEXTS, check_corpus, corpus_digests, corpus_rows, text_digest, texts_sha256  # noqa: F401
+from lengthwise.core.errors import LongDocError
 from lengthwise.core.results import is_atomic_temp, write_bytes_atomic, write_json_atomic
-from lengthwise.longdoc.config import LongDocError, renamed_settings
-from lengthwise.longdoc.storage._parquet import PARQUET, parquet_part, shard_part
+from lengthwise.core.shards import (  # noqa: F401
+    MANIFEST,
+    PARQUET,
+    RECORD,
+    Shard,
+    current_settings,
+    iter_shards,
+    parquet_part,
+    read_embeddings,
+    read_manifest,
+    shards,
+)
+from lengthwise.longdoc.storage._parquet import shard_part
 
 if TYPE_CHECKING:  # imported where used: Ray Data's read tasks import this module and need no torch
     from lengthwise.core.encoder import MultiVectors
     from lengthwise.core.progress import ProgressMode
 
-__all__ = [
-    "EmbeddingStore",
-    "Shard",
-    "check_corpus",
-    "corpus_digests",
-    "corpus_rows",
-    "encode_corpus",
-    "iter_shards",
-    "read_embeddings",
-    "text_digest",
-    "texts_sha256",
-]
-
-MANIFEST = "manifest.json"
-RECORD = ".shard.json"
-REPAIR = "rerun `lengthwise encode` with the same settings to repair it"
-TEXTS = "texts_sha256"  # the manifest's digest of every (id, text) the shards hold: the folder's, not a setting
-SHARD_NAME = re.compile(r"w\d+-\d{5,}")  # a shard's stem; any other file in the folder is not the store's
-RENAMED_SETTINGS = {"engine": "runner"}  # a manifest key → its name now (`engine` until 0.2: local or ray)
-
-
-def text_digest(text: str) -> int:
-    """A 63-bit digest of a document's text: each shard records its documents', so a resumed run finds the documents
-    whose text changed, and the Ray runner checks that each actor got the text the plan read."""
-    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little") >> 1
-
-
-def texts_sha256(digests: Mapping[str, int]) -> str:
-    """One sha256 over every (id, text digest) pair, in id order: the same for the same documents, however they
-    are split into shards or ordered in the corpus."""
-    hasher = hashlib.sha256()
-    for doc_id in sorted(digests):
-        hasher.update(f"{json.dumps(doc_id)}\t{digests[doc_id]}\n".encode())
-    return hasher.hexdigest()
-
-
-def read_manifest(folder: Path) -> dict[str, Any]:
-    """The ``manifest.json`` of a folder `lengthwise encode` wrote, its settings under today's names: the one reader
-    of it (a resumed encode, an index build). `LongDocError` naming the file when it is missing, unreadable, or not
-    JSON with settings."""
-    path = folder / MANIFEST
-    if not path.is_file():
-        raise LongDocError(None, None, f"{folder}: no {MANIFEST}; pass a folder written by `lengthwise encode`")
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-        problem = None if isinstance(manifest, dict) and isinstance(manifest.get("settings"), dict) else "no settings"
-    except (OSError, UnicodeDecodeError, ValueError) as error:
-        problem = str(error)
-    if problem is not None:
-        raise LongDocError(None, None, f"{path}: unreadable ({problem}); encode into a new folder with `lengthwise "
-                           "encode`")  # fmt: skip
-    return {**manifest, "settings": current_settings(manifest["settings"])}
-
-
-def current_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """A manifest's settings under today's names (`RENAMED_SETTINGS`), so that a folder written before a rename
-    resumes, and is indexed, as one written now."""
-    current = {RENAMED_SETTINGS.get(key, key): value for key, value in settings.items()}
-    if isinstance(current.get("long"), Mapping):  # the long-document config, its own renames (`top_k` in 0.1)
-        current["long"] = renamed_settings(current["long"])
-    return current
+__all__ = ["EmbeddingStore", "encode_corpus"]
 
 
 def _npy_bytes(array: np.ndarray) -> bytes:
@@ -104,113 +57,6 @@ def _npy_bytes(array: np.ndarray) -> bytes:
 
 def _digest(data: bytes) -> dict[str, Any]:
     return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-
-
-def _file_digest(path: Path) -> dict[str, Any]:
-    hasher = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            hasher.update(block)
-    return {"bytes": path.stat().st_size, "sha256": hasher.hexdigest()}
-
-
-@dataclass(frozen=True)
-class Shard:
-    """One shard on disk: its stem (``folder/w0-00003``) and its record, if any."""
-
-    stem: Path
-    record: dict[str, Any] | None
-
-    @property
-    def files(self) -> list[Path]:
-        """Every file of the shard that exists (data, offsets, ids, its Parquet part, record)."""
-        suffixes = (".npy", ".offsets.npy", ".ids.txt", RECORD)
-        paths = [Path(f"{self.stem}{suffix}") for suffix in suffixes]
-        paths.insert(-1, parquet_part(self.stem.parent, self.stem.name))
-        return [path for path in paths if path.exists()]
-
-    def problem(self, *, hashes: bool = True) -> str | None:
-        """Why the shard cannot be used (no record, a file missing, truncated or changed, its ids not the count its
-        record says), or None when it is whole. With `hashes` False the sizes are compared, not the sha256s."""
-        if self.record is None:
-            return "no shard record (an interrupted write)"
-        for name, expected in self.record["files"].items():
-            path = self.stem.parent / name
-            if not path.is_file():
-                return f"{name} is missing"
-            if path.stat().st_size != expected["bytes"]:
-                return f"{name} has {path.stat().st_size} bytes, its record says {expected['bytes']}"
-            if hashes and _file_digest(path)["sha256"] != expected["sha256"]:
-                return f"{name} does not match its sha256"
-        return self.id_count_problem()
-
-    def ids(self) -> list[str]:
-        """The shard's document ids, in order (`LongDocError` naming the file when one is not a JSON string)."""
-        path = Path(f"{self.stem}.ids.txt")
-        text = path.read_text(encoding="utf-8")
-        if (self.record or {}).get("id_format") != "json":
-            return text.splitlines()  # written before ids were JSON: raw lines
-        try:
-            ids = [json.loads(line) for line in text.split("\n") if line]
-        except ValueError:
-            ids = [None]
-        if not all(isinstance(i, str) for i in ids):
-            raise LongDocError(None, None, f"{path}: a line is not a JSON string; {REPAIR}")
-        return ids
-
-    def id_count_problem(self) -> str | None:
-        """Why the shard's ids disagree with its record's count (a raw id holding a line break reads as two), or
-        None."""
-        try:
-            found = len(self.ids())
-        except LongDocError:
-            return f"{self.stem.name}.ids.txt holds a line that is not a JSON string"
-        expected = (self.record or {}).get("ids", found)
-        return None if found == expected else f"{self.stem.name}.ids.txt holds {found} ids, its record says {expected}"
-
-    def digests(self) -> list[int] | None:
-        """The text digest of each document (`text_digest`), in id order; None for a shard written before they were
-        recorded."""
-        return None if self.record is None else self.record.get("texts")
-
-    def stale(self, corpus: Mapping[str, int]) -> str | None:
-        """Why the shard's vectors no longer stand for `corpus` (id → `text_digest`): documents whose text changed
-        or that are gone from it; None when every one is as embedded (or the shard recorded no digests)."""
-        digests = self.digests()
-        if digests is None:
-            return None
-        ids = self.ids()
-        if len(digests) != len(ids):
-            return f"its record holds {len(digests)} text digests for {len(ids)} ids"
-        changed = [doc_id for doc_id, digest in zip(ids, digests, strict=True) if corpus.get(doc_id) != digest]
-        if not changed:
-            return None
-        gone = sum(doc_id not in corpus for doc_id in changed)
-        parts = [f"{len(changed) - gone} of its {len(ids)} documents have another text in the corpus now"] * (
-            gone < len(changed)
-        ) + [f"{gone} of its {len(ids)} documents are gone from the corpus"] * (gone > 0)
-        return f"{' and '.join(parts)} (first: {changed[0]!r})"
-
-
-def _shards(folder: Path) -> list[Shard]:
-    """Every shard stem in `folder` (from any of its files), with its record when there is one, in name order. Only
-    names of the shard pattern (``w{k}-{n:05d}``) count: a user's ``labels.npy`` beside them is not a shard."""
-    stems: set[str] = set()
-    for path in folder.iterdir():
-        name = path.name
-        for suffix in (RECORD, ".ids.txt", ".offsets.npy", ".npy"):
-            if name.endswith(suffix) and SHARD_NAME.fullmatch(name[: -len(suffix)]):
-                stems.add(name[: -len(suffix)])
-                break
-    shards = []
-    for stem in sorted(stems):
-        record_path = folder / f"{stem}{RECORD}"
-        try:
-            record = json.loads(record_path.read_text(encoding="utf-8")) if record_path.is_file() else None
-        except (OSError, ValueError):
-            record = None
-        shards.append(Shard(folder / stem, record))
-    return shards
 
 
 class EmbeddingStore:
@@ -257,7 +103,7 @@ class EmbeddingStore:
 
     def shards(self) -> list[Shard]:
         """Every shard in the folder, whole or not, in name order."""
-        return _shards(self.folder) if self.folder.is_dir() else []
+        return shards(self.folder) if self.folder.is_dir() else []
 
     def done_ids(self) -> set[str]:
         """Ids of the whole shards (sizes checked; nothing is removed, so it is safe while other workers write)."""
@@ -348,126 +194,6 @@ class EmbeddingStore:
         if digests is not None:
             record["texts"] = [int(digest) for digest in digests]
         return write_json_atomic(Path(f"{stem}{RECORD}"), record)
-
-
-def iter_shards(folder: str | Path, *, mmap: bool = False) -> Iterator[tuple[list[str], np.ndarray, np.ndarray | None]]:
-    """(ids, vectors, window offsets or None) of each complete shard of `folder`, in order, each checked first
-    (size and sha256 of its files; a damaged one raises `LongDocError` naming it). With `mmap`, the vectors are
-    memory-mapped, not read: a corpus larger than memory streams shard by shard. A shard whose arrays disagree
-    (offsets, ids, vectors) or whose dimension differs from the first shard's raises `LongDocError` naming it."""
-    dim = None
-    for shard in _shards(Path(folder)):
-        problem = shard.problem()
-        where = shard.stem.parent / f"{shard.stem.name}.npy"
-        if problem is not None:
-            raise LongDocError(None, None, f"{where}: damaged or incomplete shard ({problem}); {REPAIR}")
-        offsets_path = Path(f"{shard.stem}.offsets.npy")
-        offsets = np.load(offsets_path, allow_pickle=False) if offsets_path.is_file() else None
-        ids, array = shard.ids(), np.load(where, allow_pickle=False, mmap_mode="r" if mmap else None)
-        if problem := _layout_problem(ids, array, offsets):
-            raise LongDocError(None, None, f"{where}: {problem}; encode into a new folder with `lengthwise encode`")
-        dim = array.shape[1] if dim is None else dim
-        if array.shape[1] != dim:
-            raise LongDocError(
-                None,
-                None,
-                f"{where}: {array.shape[1]} dimensions, the folder's first shard has {dim} (shards of "
-                "two models); encode into a new folder with `lengthwise encode`",
-            )
-        yield ids, array, offsets
-
-
-def _layout_problem(ids: list[str], array: np.ndarray, offsets: np.ndarray | None) -> str | None:
-    """Why a shard's vectors, ids and window offsets do not fit together, or None."""
-    if array.ndim != 2:
-        return f"vectors of shape {array.shape}, not (rows, dimensions)"
-    if offsets is None:
-        return None if len(array) == len(ids) else f"{len(array)} vectors for {len(ids)} ids"
-    if offsets.ndim != 1 or not np.issubdtype(offsets.dtype, np.integer) or len(offsets) != len(ids) + 1:
-        return f"window offsets of shape {offsets.shape} for {len(ids)} ids"
-    if offsets[0] != 0 or offsets[-1] != len(array) or (np.diff(offsets) < 0).any():
-        return f"window offsets that do not run from 0 to its {len(array)} windows"
-    return None
-
-
-def read_embeddings(folder: str | Path) -> tuple[list[str], np.ndarray | MultiVectors]:
-    """Every id and its embedding from a folder written by `lengthwise encode` (shards concatenated).
-
-    Raises `LongDocError` naming the file for a damaged or incomplete shard (size or sha256 not as recorded).
-    """
-    folder = Path(folder)
-    if not (folder / MANIFEST).is_file():
-        raise LongDocError(None, None, f"{folder}: no {MANIFEST}; is it a folder written by `lengthwise encode`?")
-    ids: list[str] = []
-    arrays: list[np.ndarray] = []
-    counts: list[np.ndarray] = []
-    multi = False
-    for shard_ids, array, offsets in iter_shards(folder):
-        ids += shard_ids
-        arrays.append(array)
-        multi = offsets is not None
-        if offsets is not None:
-            counts.append(np.diff(offsets))
-    if not arrays:
-        raise LongDocError(None, None, f"{folder}: no complete shard yet")
-    if multi:
-        from lengthwise.core.encoder import MultiVectors
-
-        offsets = np.concatenate([[0], np.cumsum(np.concatenate(counts))]).astype(np.int64)
-        return ids, MultiVectors(np.concatenate(arrays), offsets)
-    return ids, np.concatenate(arrays)
-
-
-def _corpus_lines(path: str | Path) -> Iterator[tuple[int, str, str]]:
-    """(line, id, text) of each document of a JSONL corpus or a text file (see `corpus_rows`)."""
-    from lengthwise.core._textio import checked_text, jsonl_objects, open_text, row_id
-
-    path = Path(path)
-    if not path.is_file():
-        raise LongDocError(None, None, f"{path}: no such file; pass a corpus.jsonl (or .txt, one document per line)")
-    if path.name.endswith((".jsonl", ".jsonl.gz")):
-        for line_no, row in jsonl_objects(path, "a JSON object with a 'text' field"):
-            text = checked_text(path, line_no, row.get("text"), "'text'")
-            title, doc_id = str(row.get("title") or "").strip(), row_id(path, line_no, row, line_no)
-            if not doc_id.strip():  # a hit under "" (or spaces) cannot be told from no id at all
-                raise LongDocError(None, None, f"{path}:{line_no}: an empty _id; give every document its own id")
-            yield line_no, doc_id, f"{title} {text}" if title else text
-        return
-    with open_text(path) as handle:
-        for line_no, line in handle.lines():
-            yield line_no, str(line_no), checked_text(path, line_no, line, "the line")
-
-
-def corpus_rows(path: str | Path) -> Iterator[tuple[str, str]]:
-    """(id, text) of each document of a JSONL corpus (``_id``/``id``, ``text``, optional ``title``) or a text
-    file (one document per line, id = line number), read lazily. A row without text raises naming file:line."""
-    for _, doc_id, text in _corpus_lines(path):
-        yield doc_id, text
-
-
-def corpus_digests(path: str | Path) -> dict[str, int]:
-    """Read the whole corpus once before any compute: every row must have text and a unique id. Returns each id's
-    `text_digest`, in corpus order.
-
-    Raises `LongDocError` naming the file and the line of a second occurrence of an id: two vectors under one id
-    could not be told apart by a search or an evaluation.
-    """
-    digests: dict[str, int] = {}
-    for line_no, doc_id, text in _corpus_lines(path):
-        if doc_id in digests:
-            first = next(n for n, other, _ in _corpus_lines(path) if other == doc_id)
-            raise LongDocError(
-                None,
-                None,
-                f"{path}:{line_no}: duplicate _id {doc_id!r} (first at line {first}); give every document its own id",
-            )
-        digests[doc_id] = text_digest(text)
-    return digests
-
-
-def check_corpus(path: str | Path) -> int:
-    """`corpus_digests`' checks; returns the number of documents."""
-    return len(corpus_digests(path))
 
 
 def encode_corpus(
