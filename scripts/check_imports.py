@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Print the import graph between the hall, the rooms, the facade and the CLI, and fail on a broken rule.
 
-lengthwise is laid out as one hall (`core/`) with rooms off it (`audit/`, `tempscale/`, `longdoc/`,
+lengthwise is laid out as one hall (`core/`) with rooms off it (`audit/`, `tempscale/`, `longdoc/`, `search/`,
 `evaluation/`, `training/`). The rules (ARCHITECTURE.md):
 
 - the hall imports only itself;
@@ -9,7 +9,10 @@ lengthwise is laid out as one hall (`core/`) with rooms off it (`audit/`, `temps
 - the facade (`__init__.py`, `facade.py`, `pipelines.py`, `service/`, `integrations/`) may join rooms, through their
   public modules only (a room's private `_name` module is that room's own work), and never imports the CLI;
 - nothing outside `cli/` imports `cli/`;
-- no cycle between modules.
+- no cycle between modules;
+- a deprecated alias (`DEPRECATED_ALIASES`: an old package kept for one release as thin modules that re-export from
+  its new place) may import any public module, takes no part in the cycle check as an importer, and nothing else in
+  the package imports it: lengthwise's own code imports the new place.
 
 Every ``import`` statement counts, including those inside functions (a deferred import is still a
 dependency), and so does a call that imports by a literal string (``importlib.import_module("pkg.cli.eval")``,
@@ -20,6 +23,7 @@ two. Names in plain strings (the lazy facade's export tables) do not count.
     python scripts/check_imports.py                 # group graph; exit 1 on a broken rule
     python scripts/check_imports.py --modules       # also every module-to-module edge
     python scripts/check_imports.py --root PATH     # check another package tree (the tests do)
+    python scripts/check_imports.py --root PATH --alias pkg.old=pkg.new   # with its own alias table (the tests do)
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import argparse
 import ast
 import sys
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from graphlib import CycleError, TopologicalSorter
 from itertools import pairwise
@@ -35,16 +40,30 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "src" / "lengthwise"
 HALL = "core"
-ROOMS = ("audit", "tempscale", "longdoc", "evaluation", "training")
+ROOMS = ("audit", "tempscale", "longdoc", "search", "evaluation", "training")
 CLI = "cli"
 FACADE = "facade"
 # top-level modules/packages that belong to the facade or the hall without living under core/
-# (`facade.py`: a model loaded as saved, the loader bound into the longdoc room's `encode` and `LongIndex`;
+# (`facade.py`: a model loaded as saved, the loader bound into the longdoc room's `encode` and the search room's
+# `LongIndex`;
 # `pipelines.py`: the jobs that join two rooms; `service/`: a `LongIndex` behind HTTP, with the loader bound;
 # `integrations/`: a `LongIndex` or a service as a RAG framework's retriever)
 FACADE_MODULES = ("__init__", "facade", "pipelines", "_version", "service", "integrations")
 HALL_EXTRAS = ("probes", "testing")  # data files read through importlib.resources; test models for users
 GROUP_ORDER = (HALL, *ROOMS, FACADE, CLI)
+# Deprecated aliases, old name → new place: a package moved in the layout and kept under its old name for one release,
+# as thin modules that re-export from the new place (a room re-exporting another room: against the rules above, so
+# listed here, and only here). An alias, the package and every module under it, may import any public module of the
+# package, takes no part in the cycle check as an importer, and no other module of the package may import it (the
+# problem names the file and line, and the new name to import). An entry is in force once both names are modules of
+# the tree: while a move is under way the old package is still the real one and is checked as such. An entry whose
+# old name is no module fails the check: write the alias, or delete the entry when the alias package is deleted.
+# A module renamed in the move may have an entry of its own (old module → new module); the most specific entry names
+# the new place in the problem line, else the new package does.
+# tests/test_architecture.py reads this table too: an alias package need not be drawn in ARCHITECTURE.md's tree.
+DEPRECATED_ALIASES: dict[str, str] = {
+    "lengthwise.longdoc.search": "lengthwise.search",  # issue 63: search became a room of its own
+}
 
 
 @dataclass(frozen=True)
@@ -80,6 +99,40 @@ def group_of(module: str, package: str) -> str | None:
     if top in ROOMS or top == CLI:
         return top
     return None
+
+
+def _within(module: str, name: str) -> bool:
+    """`module` is `name` or a module under it."""
+    return module == name or module.startswith(name + ".")
+
+
+def aliases_in_force(modules: set[str], aliases: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The entries of the alias table (`DEPRECATED_ALIASES` unless given) in force in a tree: old name and new place
+    both among its `modules`."""
+    table = DEPRECATED_ALIASES if aliases is None else aliases
+    return {old: new for old, new in table.items() if old in modules and new in modules}
+
+
+def alias_of(module: str, aliases: Mapping[str, str]) -> str | None:
+    """The alias entry (its old name) that `module` is or sits under, the most specific one, else None."""
+    return max((old for old in aliases if _within(module, old)), key=len, default=None)
+
+
+def _new_name(module: str, aliases: Mapping[str, str], modules: set[str]) -> str:
+    """Where a module under an alias lives now: its entry's new place, with the rest of the name kept where that is a
+    module (``pkg.old.sub`` → ``pkg.new.sub``), else the nearest module above it (a module renamed in the move and
+    not listed in the table on its own: the new package, which re-exports)."""
+    old = alias_of(module, aliases)
+    assert old is not None
+    new = aliases[old] + module[len(old) :]
+    while new not in modules and "." in new:
+        new = new.rsplit(".", 1)[0]
+    return new
+
+
+def _is_private(module: str) -> bool:
+    """A module with an internal (``_name``) part below the package: ``pkg.training._views``."""
+    return any(part.startswith("_") for part in module.split(".")[1:])
 
 
 def _resolve(node: ast.ImportFrom, source: str, is_package: bool) -> str:
@@ -158,14 +211,47 @@ def scan(root: Path) -> tuple[set[str], list[Import]]:
     return modules, edges
 
 
-def violations(modules: set[str], edges: list[Import], package: str) -> list[str]:
-    """One line per broken rule: a module outside the layout, a forbidden import, a cycle."""
+def _alias_rule(edge: Import, aliases: Mapping[str, str], modules: set[str]) -> str | None:
+    """The rule an import broke that involves a deprecated alias ("" when it involves one and breaks none), or None
+    when neither side is an alias (the layout's rules apply)."""
+    if alias_of(edge.source, aliases) is not None:  # an alias re-exports from anywhere public, but never from cli/
+        if edge.target.split(".")[1:2] == [CLI]:
+            return f"nothing outside {CLI}/ imports {CLI}/"
+        if _is_private(edge.target):
+            return "a deprecated alias re-exports public modules only; a private one (_name) is no public name"
+        return ""
+    if alias_of(edge.target, aliases) is not None:
+        return f"imports the deprecated alias {edge.target}; import {_new_name(edge.target, aliases, modules)}"
+    return None
+
+
+def violations(
+    modules: set[str], edges: list[Import], package: str, aliases: Mapping[str, str] | None = None
+) -> list[str]:
+    """One line per broken rule: a stale alias entry, a module outside the layout, a forbidden import, a cycle.
+    `aliases`: the deprecated alias table, old name → new place (default `DEPRECATED_ALIASES`)."""
+    table = DEPRECATED_ALIASES if aliases is None else aliases
+    in_force = aliases_in_force(modules, table)
     problems = [
+        f"DEPRECATED_ALIASES: {old} is no module: write its alias modules (re-exporting {table[old]}), or delete"
+        " its entry in scripts/check_imports.py with them"
+        for old in table
+        if old.split(".")[0] == package and old not in modules
+    ]
+    problems += [
         f"{module}: in no room; move it under {HALL}/ or a room, or list it in scripts/check_imports.py"
         for module in sorted(modules)
-        if group_of(module, package) is None
+        if group_of(module, package) is None and alias_of(module, in_force) is None
     ]
     for edge in edges:
+        where = f"{edge.path.as_posix()}:{edge.line}"
+        alias_rule = _alias_rule(edge, in_force, modules)
+        if alias_rule is not None:
+            if alias_rule.startswith("imports the deprecated alias"):
+                problems.append(f"{where}: {edge.source} {alias_rule}")
+            elif alias_rule:
+                problems.append(f"{where}: {edge.source} imports {edge.target} (deprecated alias): {alias_rule}")
+            continue
         src, dst = group_of(edge.source, package), group_of(edge.target, package)
         if src is None or dst is None or src == dst:
             continue
@@ -179,11 +265,12 @@ def violations(modules: set[str], edges: list[Import], package: str) -> list[str
         elif src == FACADE and dst in ROOMS and any(part.startswith("_") for part in edge.target.split(".")[2:]):
             why = "the facade joins rooms through their public modules; a private one (_name) is the room's own work"
         if why:
-            where = f"{edge.path.as_posix()}:{edge.line}"
             problems.append(f"{where}: {edge.source} imports {edge.target} ({src} → {dst}): {why}")
     graph: dict[str, set[str]] = defaultdict(set)
     first_line: dict[tuple[str, str], str] = {}
     for edge in edges:  # annotation-only imports included: a TYPE_CHECKING cycle is still a cycle
+        if alias_of(edge.source, in_force) is not None:  # an alias re-exports; what imports it is an error above
+            continue
         graph[edge.source].add(edge.target)
         first_line.setdefault((edge.source, edge.target), f"{edge.path.name}:{edge.line}")
     while True:
@@ -199,10 +286,13 @@ def violations(modules: set[str], edges: list[Import], package: str) -> list[str
     return problems
 
 
-def group_graph(edges: list[Import], package: str) -> dict[str, Counter[str]]:
-    """For each group, how many imports it makes into each other group."""
+def group_graph(edges: list[Import], package: str, aliases: Mapping[str, str] | None = None) -> dict[str, Counter[str]]:
+    """For each group, how many imports it makes into each other group; a deprecated alias's own imports (`aliases`,
+    those in force) are left out: it is no part of the layout."""
     graph: dict[str, Counter[str]] = {group: Counter() for group in GROUP_ORDER}
     for edge in edges:
+        if aliases and alias_of(edge.source, aliases) is not None:
+            continue
         src, dst = group_of(edge.source, package), group_of(edge.target, package)
         if src and dst and src != dst:
             graph[src][dst] += 1
@@ -213,17 +303,28 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", type=Path, default=ROOT, help="the package folder (default: src/lengthwise)")
     parser.add_argument("--modules", action="store_true", help="also print every module-to-module edge")
+    parser.add_argument(
+        "--alias",
+        action="append",
+        metavar="OLD=NEW",
+        help="a deprecated alias, old name = new place (repeatable; replaces DEPRECATED_ALIASES, for another tree)",
+    )
     args = parser.parse_args(argv)
     root: Path = args.root.resolve()
     if not (root / "__init__.py").is_file():
         print(f"error: {root} is not a package folder (no __init__.py); pass --root src/lengthwise", file=sys.stderr)
         return 2
+    if any(entry.count("=") != 1 for entry in args.alias or []):
+        print("error: --alias takes OLD=NEW, two dotted module names", file=sys.stderr)
+        return 2
+    table = DEPRECATED_ALIASES if args.alias is None else dict(entry.split("=") for entry in args.alias)
     package = root.name
     modules, edges = scan(root)
+    in_force = aliases_in_force(modules, table)
 
     print(f"import graph of {package}: {len(modules)} modules, {len(edges)} imports between them")
     print("(count of import statements, those inside functions and under TYPE_CHECKING included)\n")
-    for src, targets in group_graph(edges, package).items():
+    for src, targets in group_graph(edges, package, in_force).items():
         row = ", ".join(f"{dst} ({n})" for dst, n in sorted(targets.items(), key=lambda kv: GROUP_ORDER.index(kv[0])))
         print(f"  {src:<11}→ {row or '(nothing else)'}")
     if args.modules:
@@ -231,15 +332,36 @@ def main(argv: list[str] | None = None) -> int:
         for edge in sorted({(e.source, e.target) for e in edges}):
             print(f"  {edge[0]} → {edge[1]}")
 
-    problems = violations(modules, edges, package)
+    _print_aliases(modules, package, table)
+    problems = violations(modules, edges, package, table)
     print()
     if problems:
         print(f"FAILED: {len(problems)} broken rule(s) (see ARCHITECTURE.md):")
         for problem in problems:
             print(f"  {problem}")
         return 1
-    print("OK: no cycle; the hall imports only itself; rooms import only the hall; nothing imports cli")
+    print(
+        "OK: no cycle; the hall imports only itself; rooms import only the hall; nothing imports cli"
+        " or a deprecated alias"
+    )
     return 0
+
+
+def _print_aliases(modules: set[str], package: str, table: Mapping[str, str]) -> None:
+    """One line per deprecated alias of this package: in force (and how many modules it holds), or not yet."""
+    entries = {old: new for old, new in table.items() if old.split(".")[0] == package}
+    if not entries:
+        return
+    print("\ndeprecated aliases (kept for one release; their own imports are left out of the graph above):")
+    for old, new in entries.items():
+        if old not in modules:
+            state = "no module: the alias is not written yet, or its entry outlived it"
+        elif new not in modules:
+            state = f"not in force yet: {new} does not exist, so {old} is checked as an ordinary package"
+        else:
+            count = sum(1 for module in modules if _within(module, old))
+            state = f"in force: {count} alias module(s); nothing else may import them"
+        print(f"  {old} → {new}: {state}")
 
 
 if __name__ == "__main__":

@@ -37,6 +37,8 @@ CLEAN = {
     "evaluation/sts.py": "from ..core import data\n",
     "training/__init__.py": "",
     "training/run.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.core.data import PairSet\n",
+    "search/__init__.py": "",
+    "search/index.py": "from pkg.core.data import PairSet\n",
     "cli/__init__.py": "from pkg.cli import audit\n",
     "cli/audit.py": "def run():\n    from pkg.audit.attack import run_audit\n    from pkg import facade\n",
 }
@@ -67,6 +69,7 @@ def test_a_clean_layout_passes_and_its_graph_is_printed(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stdout + run.stderr
     assert "cli        → core (0)" not in run.stdout
     assert "audit      → core (1)" in run.stdout  # attack → core.tokens; attack → audit.shift stays inside the room
+    assert "search     → core (1)" in run.stdout  # search is a room of its own, printed as one
     assert "cli        → audit (1), facade (1)" in run.stdout  # imports inside functions count
     assert "pkg.core.data → pkg.core.tokens" in run.stdout  # relative imports resolved
     assert "pkg.training.run → pkg.core.data" in run.stdout  # TYPE_CHECKING imports count
@@ -95,6 +98,14 @@ def test_strings_naming_modules_are_not_imports(tmp_path: Path) -> None:
         ),
         ({"core__data_py": "__import__('pkg.audit.shift')\n"}, "(core → audit): the hall (core/) imports only itself"),
         ({"helpers_py": "x = 1\n"}, "pkg.helpers: in no room"),
+        (  # search is a room: it imports only the hall, and no other room imports it
+            {"search__index_py": "from pkg.longdoc import encoder\n", "longdoc__encoder_py": ""},
+            "(search → longdoc): a room imports only",
+        ),
+        (
+            {"longdoc__encoder_py": "def f():\n    from pkg.search.index import Index\n"},
+            "(longdoc → search): a room imports only",
+        ),
         (  # the junction doing a room's work: it reaches into the room's private module
             {"facade_py": "def train():\n    from pkg.training import _views\n", "training___views_py": ""},
             "(facade → training): the facade joins rooms through their public modules",
@@ -159,3 +170,126 @@ def test_a_folder_that_is_no_package_is_refused(tmp_path: Path) -> None:
     )
     assert run.returncode == 2
     assert "no __init__.py" in run.stderr
+
+
+# the search room moved out of longdoc/, the old package kept as thin modules re-exporting from the new place
+ALIASES = {"pkg.longdoc.search": "pkg.search"}
+MOVED = {
+    "longdoc/__init__.py": "",
+    "longdoc/encoder.py": "from pkg.core import tokens\n",
+    "search/fusion.py": "",
+    "longdoc/search/__init__.py": "from pkg.search import index\nfrom pkg.search.index import Index\n",
+    "longdoc/search/hybrid.py": "from pkg.search.fusion import fuse\n",
+}
+
+
+def _alias_problems(tmp_path: Path, changes: dict[str, str], aliases: dict[str, str] = ALIASES) -> list[str]:
+    files = {**CLEAN, **MOVED, **changes}
+    root = _tree(tmp_path, files)
+    modules, edges = check_imports.scan(root)
+    return check_imports.violations(modules, edges, root.name, aliases)
+
+
+def test_search_is_a_room_and_the_old_search_package_a_deprecated_alias() -> None:
+    assert "search" in check_imports.ROOMS and "search" in check_imports.GROUP_ORDER
+    assert check_imports.DEPRECATED_ALIASES == {"lengthwise.longdoc.search": "lengthwise.search"}
+    doc = check_imports.__doc__ or ""
+    assert "`search/`" in doc and "deprecated alias" in doc and "DEPRECATED_ALIASES" in doc
+
+
+def test_an_alias_imports_another_room_and_is_no_cycle_source(tmp_path: Path) -> None:
+    # the alias (a longdoc module) re-exports the search room: no room rule; the same tree without the table fails
+    assert _alias_problems(tmp_path / "with", {}) == []
+    problems = _alias_problems(tmp_path / "without", {}, aliases={})
+    assert problems and all("(longdoc → search): a room imports only" in p for p in problems), problems
+    # the alias package and a module of it import each other: no cycle, as an alias is no importer in the cycle check
+    mutual = {"longdoc/search/hybrid.py": "from pkg.longdoc import search\nfrom pkg.search.fusion import fuse\n"}
+    assert _alias_problems(tmp_path / "mutual", mutual) == []
+    mutual["longdoc/search/__init__.py"] = "from pkg.longdoc.search import hybrid\n"
+    assert _alias_problems(tmp_path / "mutual2", mutual) == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        (  # the junction, a room's own module, the CLI: none may import the alias, each is told the new name
+            {"facade.py": "\n\ndef f():\n    from pkg.longdoc.search import Index\n"},
+            "pkg/facade.py:4: pkg.facade imports the deprecated alias pkg.longdoc.search; import pkg.search",
+        ),
+        (
+            {"longdoc/encoder.py": "import pkg.longdoc.search.hybrid\n"},
+            # hybrid was renamed in the move and has no entry of its own: the new package, which re-exports
+            "pkg/longdoc/encoder.py:1: pkg.longdoc.encoder imports the deprecated alias pkg.longdoc.search.hybrid;"
+            " import pkg.search",
+        ),
+        (
+            {"cli/audit.py": "from pkg.longdoc.search.index import Index\n", "longdoc/search/index.py": ""},
+            "pkg/cli/audit.py:1: pkg.cli.audit imports the deprecated alias pkg.longdoc.search.index;"
+            " import pkg.search.index",
+        ),
+        (  # an alias re-exports public modules only, and never imports cli/
+            {"longdoc/search/hybrid.py": "from pkg.search._build import x\n", "search/_build.py": ""},
+            "pkg.longdoc.search.hybrid imports pkg.search._build (deprecated alias): a deprecated alias re-exports"
+            " public modules only",
+        ),
+        (
+            {"longdoc/search/hybrid.py": "from pkg.cli import audit\n"},
+            "(deprecated alias): nothing outside cli/ imports cli/",
+        ),
+    ],
+)
+def test_an_import_of_an_alias_fails_naming_the_file_line_and_new_place(
+    tmp_path: Path, changes: dict[str, str], expected: str
+) -> None:
+    problems = _alias_problems(tmp_path, changes)
+    assert len(problems) == 1, problems
+    assert expected in problems[0], problems
+
+
+def test_a_renamed_module_s_own_entry_names_its_new_place(tmp_path: Path) -> None:
+    aliases = {**ALIASES, "pkg.longdoc.search.hybrid": "pkg.search.fusion"}
+    problems = _alias_problems(tmp_path, {"facade.py": "from pkg.longdoc.search.hybrid import fuse\n"}, aliases)
+    assert problems == [
+        f"{(tmp_path / 'pkg' / 'facade.py').as_posix()}:1: pkg.facade imports the deprecated alias"
+        " pkg.longdoc.search.hybrid; import pkg.search.fusion"
+    ]
+
+
+def test_an_alias_is_in_force_only_once_its_new_place_exists(tmp_path: Path) -> None:
+    # before the move: the old package is the real one, a room module like any other (its own room may import it)
+    before = {
+        **CLEAN,
+        "longdoc/__init__.py": "",
+        "longdoc/encoder.py": "from pkg.longdoc.search import index\n",
+        "longdoc/search/__init__.py": "",
+        "longdoc/search/index.py": "from pkg.core import tokens\n",
+    }
+    del before["search/__init__.py"], before["search/index.py"]
+    root = _tree(tmp_path / "before", before)
+    assert check_imports.aliases_in_force(check_imports.scan(root)[0], ALIASES) == {}
+    assert check_imports.violations(*check_imports.scan(root), root.name, ALIASES) == []
+    # after it, with the alias written: in force
+    after = _tree(tmp_path / "after", {**CLEAN, **MOVED})
+    assert check_imports.aliases_in_force(check_imports.scan(after)[0], ALIASES) == ALIASES
+    # with the alias package deleted and its entry left behind (or not written yet): the entry is named
+    root = _tree(tmp_path / "gone", CLEAN)
+    problems = check_imports.violations(*check_imports.scan(root), root.name, ALIASES)
+    assert len(problems) == 1 and problems[0].startswith("DEPRECATED_ALIASES: pkg.longdoc.search is no module"), (
+        problems
+    )
+
+
+def test_the_command_takes_an_alias_table_and_fails_on_an_import_of_an_alias(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {**CLEAN, **MOVED, "pipelines.py": "from pkg.longdoc.search import hybrid\n"})
+    command = [sys.executable, str(SCRIPT), "--root", str(root), "--alias", "pkg.longdoc.search=pkg.search"]
+    run = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "pkg.longdoc.search → pkg.search: in force: 2 alias module(s)" in run.stdout
+    assert "longdoc    → core (1)" in run.stdout and "longdoc    → core (1), search" not in run.stdout  # alias left out
+    assert "pkg.pipelines imports the deprecated alias pkg.longdoc.search.hybrid; import pkg.search" in run.stdout
+    (root / "pipelines.py").write_text("from pkg.search import fusion\n", encoding="utf-8")
+    run = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stdout
+    assert "nothing imports cli or a deprecated alias" in run.stdout
+    run = subprocess.run([*command[:-1], "pkg.longdoc.search"], capture_output=True, text=True, check=False)
+    assert run.returncode == 2 and "--alias takes OLD=NEW" in run.stderr
