@@ -1,4 +1,4 @@
-"""benchmarks/bench_hybrid.py's scale index records the model of the windows it copies, so it can be searched with
+"""benchmarks/search/hybrid.py's scale index records the model of the windows it copies, so it can be searched with
 text and served (issue 36's 1M-window benchmark): a fresh build records it, and `scale-model` upgrades an index
 built before it did, in place, to the same record.
 
@@ -8,21 +8,20 @@ SciFact folders; the scale index has 200 windows.
 
 from __future__ import annotations
 
+import importlib
 import json
 import random
 from pathlib import Path
 
 import pytest
-from conftest import load_script
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_hybrid.py"
 WINDOWS = 200  # 10 documents of 20 windows
 WORDS = ("river", "mill", "valley", "winter", "school", "museum", "market", "honey", "church", "bridge")
 
 
 @pytest.fixture(scope="module")
 def bench():
-    return load_script(SCRIPT, "bench_hybrid_scale")
+    return importlib.import_module("benchmarks.search.hybrid")  # run from the repository root
 
 
 @pytest.fixture(scope="module")
@@ -45,9 +44,9 @@ def work(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path, one_thr
 def _placeholder_index(bench, work: Path, windows: int = WINDOWS) -> Path:
     """A scale index as the scale stage built it before it recorded the model (the 1M index of 27 November)."""
     import numpy as np
+    from lengthwise.longdoc.search.index import LongIndex
 
     from lengthwise.core.encoder import MultiVectors
-    from lengthwise.longdoc.search.index import LongIndex
     from lengthwise.longdoc.storage.store import EmbeddingStore
 
     source = bench._scale_source(work)
@@ -65,9 +64,10 @@ def _placeholder_index(bench, work: Path, windows: int = WINDOWS) -> Path:
 
 
 def test_scale_model_upgrades_a_placeholder_index_in_place(bench, work: Path, tiny_model_dir: Path) -> None:
+    from lengthwise.longdoc.search._index_files import served_files
+
     import lengthwise as lw
     from lengthwise.core.errors import LengthwiseError
-    from lengthwise.longdoc.search._index_files import served_files
 
     folder = _placeholder_index(bench, work)
     before = json.loads((folder / "index.json").read_text(encoding="utf-8"))
@@ -161,10 +161,10 @@ def test_the_batched_exact_scan_ranks_as_the_per_query_one(bench, work: Path) ->
     documents at a time) gives the fused top 10 that `HybridSearch.exact_fused` gives query by query."""
     import numpy as np
     import torch
-
-    from lengthwise.core.scoring import WindowScoring
     from lengthwise.longdoc.search.hybrid import HybridSearch, Mode
     from lengthwise.longdoc.search.index import LongIndex
+
+    from lengthwise.core.scoring import WindowScoring
 
     folder = work / f"scale-{WINDOWS}" / "index"
     if not folder.is_dir():
@@ -241,11 +241,11 @@ def test_the_batched_exact_scan_fuses_each_querys_candidates_for_the_default_fus
 
     import numpy as np
     import torch
-
-    from lengthwise.core.scoring import WindowScoring
     from lengthwise.longdoc.search.hybrid import HybridSearch, Mode, fuse
     from lengthwise.longdoc.search.index import LongIndex
     from lengthwise.longdoc.search.lexical import BothGranularities, open_lexical, side_scores
+
+    from lengthwise.core.scoring import WindowScoring
 
     windows_count = 2000  # 100 documents
     folder = _placeholder_index(bench, work, windows_count)

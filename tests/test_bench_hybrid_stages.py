@@ -1,23 +1,21 @@
-"""benchmarks/bench_hybrid.py's session-43 stages: the dense-side aggregations score a document from its windows as
+"""benchmarks/search/hybrid.py's session-43 stages: the dense-side aggregations score a document from its windows as
 documented (the best window is the index's own multi-vector scoring), and the duplicated stage's corpus is a BEIR
 folder of near-copies that differ by one sentence each, with one judged query per document."""
 
 from __future__ import annotations
 
+import importlib
 import itertools
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from conftest import load_script
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_hybrid.py"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    return load_script(SCRIPT, "bench_hybrid_stages")
+    return importlib.import_module("benchmarks.search.hybrid")  # run from the repository root
 
 
 def test_aggregations_score_each_document_from_its_own_windows(bench) -> None:

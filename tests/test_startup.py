@@ -1,5 +1,5 @@
 """Start-up: `lengthwise --help`, `--version` and every command's help load neither torch nor the other heavy
-libraries, and not the parts of rich that cost most of the 0.3 s budget (benchmarks/bench_startup.py)."""
+libraries, and not the parts of rich that cost most of the 0.3 s budget (benchmarks/encode/startup.py)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Arms, each on the same windows of the same corpus (multi-vector, 32-token window
 the bare BertModel forward on pre-tokenized windows (fp32, bf16 autocast), `LongEncoder.encode_documents_multi`
 in-process (fp32, fp16, bf16 through `lengthwise.load_model(precision=)`), `lengthwise encode` as a user runs it
 (whole process, fp32 and bf16), sentence-transformers' `encode` on the window texts (fp32, fp16), and
-`benchmarks/bench_serve.py` at 1/8/32 clients on an index built here from the CLI's vectors (its queries in fp32, as
+`benchmarks.serve.serve` at 1/8/32 clients on an index built here from the CLI's vectors (its queries in fp32, as
 recorded, then in bf16: `serve --precision bf16`). Results are written
 to OUT/results.json after every arm, so a run cut short keeps what it measured. Speed and code paths only: the
 weights are random, no quality figure comes from them.
@@ -212,11 +212,11 @@ def serve(run: Run, encoded: Path, clients: str, requests: int, precision: str |
         built = round(time.perf_counter() - began, 2)
     figures = run.out / f"serve-{precision or 'index'}.json"
     queries = str(ROOT / "data/qmsum/queries.jsonl.gz")
-    bench = [sys.executable, str(ROOT / "benchmarks/bench_serve.py"), str(index), "--queries", queries,
+    bench = [sys.executable, "-m", "benchmarks.serve.serve", str(index), "--queries", queries,
              "--mode", "hybrid", "--clients", clients, "--requests", str(requests),
              "--local-requests", str(max(requests // 5, 10)), "--out", str(figures),
              *(["--precision", precision] if precision else [])]  # fmt: skip
-    done = subprocess.run(bench, capture_output=True, text=True, timeout=max(run.left() - 5, 10))
+    done = subprocess.run(bench, capture_output=True, text=True, timeout=max(run.left() - 5, 10), cwd=ROOT)
     if done.returncode:
         raise RuntimeError(f"bench_serve exit {done.returncode}: {done.stderr[-1500:]}")
     return {"index_build_s": built, "bench_serve": json.loads(figures.read_text(encoding="utf-8"))}

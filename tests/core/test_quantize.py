@@ -105,7 +105,7 @@ def test_bad_precision_and_gpu_int8_are_refused_in_one_line(tiny_model_dir: Path
 
 
 def test_the_default_keeps_what_the_benchmark_chose() -> None:
-    assert DEFAULT_KEEP_FP32  # an empty default would quantize the layers bench_precision.py found too lossy
+    assert DEFAULT_KEEP_FP32  # an empty default would quantize the layers encode/precision.py found too lossy
 
 
 def test_audit_and_eval_record_int8(tiny_model_dir: Path, tmp_path: Path) -> None:

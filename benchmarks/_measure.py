@@ -1,0 +1,51 @@
+"""The measures the benchmarks share: wall time of a call, the p50 of repeated calls, bytes on disk, recall of a
+top k against the exact one and nDCG@10 through trec_eval. Each is the one formula (and rounding) the benchmarks
+used before they shared it; a benchmark imports it as ``from benchmarks._measure import …``."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def timed(run: Callable[[], Any]) -> tuple[float, Any]:
+    """Wall seconds of `run()` (perf_counter) and what it returned."""
+    start = time.perf_counter()
+    value = run()
+    return time.perf_counter() - start, value
+
+
+def p50_ms(call: Callable[[int], Any], times: int) -> float:
+    """The median milliseconds of `call(n)` for n = 0 … times-1, every call timed."""
+    spent = []
+    for n in range(times):
+        start = time.perf_counter()
+        call(n)
+        spent.append(1000 * (time.perf_counter() - start))
+    return statistics.median(spent)
+
+
+def disk_bytes(path: Path) -> int:
+    """Bytes on disk of a file, or of every file under a folder."""
+    if path.is_file():
+        return path.stat().st_size
+    return sum(part.stat().st_size for part in path.rglob("*") if part.is_file())
+
+
+def recall(found: list[list[str]], exact: list[list[str]]) -> float:
+    """Mean over queries of the share of the exact top ids that `found` holds (each query's found and exact ids)."""
+    return float(np.mean([len(set(f) & set(e)) / max(1, len(e)) for f, e in zip(found, exact, strict=True)]))
+
+
+def ndcg_at_10(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]) -> float:
+    """nDCG@10 (× 100) of a run, the mean over the queries trec_eval scores (lengthwise's RetrievalConfig)."""
+    from lengthwise.evaluation.config import RetrievalConfig
+    from lengthwise.evaluation.retrieval import trec_scores
+
+    per_query = trec_scores(qrels, run, RetrievalConfig())
+    return 100 * statistics.mean(scores["ndcg@10"] for scores in per_query.values())

@@ -1,0 +1,1 @@
+"""Benchmarks of the audit subject (see benchmarks/README.md)."""

@@ -1,0 +1,1 @@
+"""Benchmarks of the encode subject (see benchmarks/README.md)."""

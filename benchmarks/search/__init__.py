@@ -1,0 +1,1 @@
+"""Benchmarks of the search subject (see benchmarks/README.md)."""

@@ -1,0 +1,1 @@
+"""Benchmarks of the serve subject (see benchmarks/README.md)."""

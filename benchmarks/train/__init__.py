@@ -1,0 +1,1 @@
+"""Benchmarks of the train subject (see benchmarks/README.md)."""
