@@ -120,6 +120,12 @@ class Summary:
         return write_json_atomic(self.out / "summary.json", record)
 
 
+# The vanilla-arms study (issue 37): its arms, seeds and evaluation parts, read by vanilla_arms.py (which runs them)
+# and vanilla_arms_report.py (which reports them), so the report imports nothing from the runner.
+ARMS = ("simcse", "laser-self", "laser-intra", "copy-concat", "hicl", "simde", "length-invariant")
+SEEDS = (1, 2, 3)
+EVAL_PARTS = ("sts", "stsb_attack", "first_k", "long_sts")  # + "scifact" with --scifact
+
 STS_TASKS = {
     "STS12": "sts12-16/senteval_tokenized/STS12-en-test",
     "STS13": "sts12-16/senteval_tokenized/STS13-en-test",

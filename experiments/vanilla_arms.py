@@ -63,19 +63,16 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import SHARED, STS_TASKS, hardware, read_json, set_threads
+from _common import ARMS, EVAL_PARTS, SEEDS, SHARED, STS_TASKS, hardware, read_json, set_threads
 
-ARMS = ("simcse", "laser-self", "laser-intra", "copy-concat", "hicl", "simde", "length-invariant")
 PAIR_ARMS = ("copy-concat", "length-invariant")
 ARM_SETTINGS: dict[str, dict[str, Any]] = {  # method settings beyond the shared ones (see the module docstring)
     "length-invariant": {"invariance_reference": "self", "invariance_weight": 1.0, "consistency_weight": 4.0},
 }
-SEEDS = (1, 2, 3)
 SESSION = "VANILLA_ARMS_SESSION"  # set by run-all for its children: which queue timed a training
 DEFAULT_MODEL = Path("experiments/runs/vanilla/model")
 DOCUMENTS = SHARED / "imdb" / "train.jsonl.gz"  # multi-sentence reviews; also in the vanilla pretraining text
 FIRST_KS = (16, 32, 64, 128, 256)  # METHODS §1's k, up to the arms' window N = 256 (512 > N is skipped)
-EVAL_PARTS = ("sts", "stsb_attack", "first_k", "long_sts")  # + "scifact" with --scifact
 RESAMPLES = 2000  # the report's bootstrap resamples
 _SENTENCE_END = re.compile(r"[.!?]\s")
 SCRIPT = Path(__file__).resolve()

@@ -51,8 +51,8 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from vanilla_arms import ARMS, SEEDS
-from vanilla_arms import EVAL_PARTS as PARTS
+from _common import ARMS, SEEDS
+from _common import EVAL_PARTS as PARTS
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = "simcse"
