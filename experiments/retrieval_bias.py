@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> None:
         seed=args.seed,
         searches=searches,
     )
-    from lengthwise.longdoc.search.scorer import BM25Scorer  # BM25 as the hybrid index ranks with it (issue 35.5)
+    from lengthwise.search.lexical.scorer import BM25Scorer  # BM25 as the hybrid index ranks with it (issue 35.5)
 
     lexical = BM25Scorer(data.doc_texts) if config.lexical_searches else None
     last = [0.0]

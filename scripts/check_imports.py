@@ -63,6 +63,10 @@ GROUP_ORDER = (HALL, *ROOMS, FACADE, CLI)
 # tests/test_architecture.py reads this table too: an alias package need not be drawn in ARCHITECTURE.md's tree.
 DEPRECATED_ALIASES: dict[str, str] = {
     "lengthwise.longdoc.search": "lengthwise.search",  # issue 63: search became a room of its own
+    "lengthwise.longdoc.search.backends": "lengthwise.search.backend",
+    "lengthwise.longdoc.search.hybrid": "lengthwise.search.fusion",
+    "lengthwise.longdoc.search.lexical": "lengthwise.search.lexical.bm25",
+    "lengthwise.longdoc.search.scorer": "lengthwise.search.lexical.scorer",
 }
 
 

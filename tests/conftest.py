@@ -100,7 +100,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture
 def tokenized_shards(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Grows by one for each shard the lexical build tokenizes (a resumed build skips its finished shards)."""
-    from lengthwise.longdoc.search import _bm25_build
+    from lengthwise.search.lexical import shards as _bm25_build
 
     calls: list[int] = []
     real = _bm25_build._tokenize_shard
@@ -117,16 +117,17 @@ def tokenized_shards(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 def hybrid_settings(monkeypatch: pytest.MonkeyPatch) -> list:
     """Grows by the fusion settings (`FusionSettings`: fusion, weight, depth) of each hybrid search run in this
     process."""
-    from lengthwise.longdoc.search import hybrid
+    from lengthwise.search.searcher import Searcher
+    from lengthwise.search.types import FusionSettings
 
-    seen: list[hybrid.FusionSettings] = []
-    real = hybrid.HybridSearch.search
+    seen: list[FusionSettings] = []
+    real = Searcher.rank
 
-    def watched(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        seen.append(self.settings)
-        return real(self, *args, **kwargs)
+    def watched(self, vectors, texts, k, mode, fusion, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(fusion)
+        return real(self, vectors, texts, k, mode, fusion, **kwargs)
 
-    monkeypatch.setattr(hybrid.HybridSearch, "search", watched)
+    monkeypatch.setattr(Searcher, "rank", watched)
     return seen
 
 

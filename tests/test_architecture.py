@@ -65,7 +65,7 @@ def tree_paths(page: str = PAGE) -> list[str]:
 
 
 def named_paths(page: str = PAGE) -> list[str]:
-    """Every path written in backticks in the text (``cli/encode.py``, ``longdoc/search/``, ``tests/conftest.py``):
+    """Every path written in backticks in the text (``cli/encode.py``, ``search/``, ``tests/conftest.py``):
     a token with a slash that ends in ``.py`` or ``/``; placeholders such as ``cli/<command>.py`` are not paths."""
     tokens = re.findall(r"`([^`\s]+)`", page)
     return [t for t in tokens if "/" in t and t.endswith((".py", "/")) and "<" not in t and "://" not in t]
@@ -77,7 +77,7 @@ def _exists(path: str) -> bool:
 
 def test_the_tree_is_read_as_written() -> None:
     paths = tree_paths()
-    assert "core/models.py" in paths and "longdoc/search/index.py" in paths and "service/app.py" in paths
+    assert "core/models.py" in paths and "search/index.py" in paths and "service/app.py" in paths
     assert "core/_lazy.py" in paths and "longdoc/storage/_raydata.py" in paths  # several names on one line
     assert all(not path.startswith("/") for path in paths)
     # modules named in a description: `_name.py: …`, also on a continuation line, also a list of them

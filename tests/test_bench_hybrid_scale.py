@@ -44,9 +44,9 @@ def work(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path, one_thr
 def _placeholder_index(bench, work: Path, windows: int = WINDOWS) -> Path:
     """A scale index as the scale stage built it before it recorded the model (the 1M index of 27 November)."""
     import numpy as np
-    from lengthwise.longdoc.search.index import LongIndex
 
     from lengthwise.core.encoder import MultiVectors
+    from lengthwise.facade import LongIndex
     from lengthwise.longdoc.storage.store import EmbeddingStore
 
     source = bench._scale_source(work)
@@ -64,10 +64,9 @@ def _placeholder_index(bench, work: Path, windows: int = WINDOWS) -> Path:
 
 
 def test_scale_model_upgrades_a_placeholder_index_in_place(bench, work: Path, tiny_model_dir: Path) -> None:
-    from lengthwise.longdoc.search._index_files import served_files
-
     import lengthwise as lw
     from lengthwise.core.errors import LengthwiseError
+    from lengthwise.search.local.files import served_files
 
     folder = _placeholder_index(bench, work)
     before = json.loads((folder / "index.json").read_text(encoding="utf-8"))
@@ -123,7 +122,7 @@ def test_a_killed_scale_build_keeps_its_whole_shards_and_its_staged_index(
     stream) and leaves the index's staging folder for `build_windows` to resume from (it once deleted both)."""
     import hashlib
 
-    from lengthwise.longdoc.search.index import LongIndex
+    from lengthwise.facade import LongIndex
 
     windows = 250_000  # three blocks of window vectors: 100,000, 100,000 and 50,000
     root = work / "resume"
@@ -158,29 +157,32 @@ def test_a_killed_scale_build_keeps_its_whole_shards_and_its_staged_index(
 
 def test_the_batched_exact_scan_ranks_as_the_per_query_one(bench, work: Path) -> None:
     """The scale stage's recall reference at 10M windows (one pass over the vectors for every query, a block of
-    documents at a time) gives the fused top 10 that `HybridSearch.exact_fused` gives query by query."""
+    documents at a time) gives the fused top 10 that `lengthwise.search.exact.exact_fused` gives query by query."""
     import numpy as np
     import torch
-    from lengthwise.longdoc.search.hybrid import HybridSearch, Mode
-    from lengthwise.longdoc.search.index import LongIndex
 
+    from lengthwise.core.fusion import Mode
     from lengthwise.core.scoring import WindowScoring
+    from lengthwise.facade import LongIndex
+    from lengthwise.search.exact import exact_ranked
+    from lengthwise.search.searcher import Searcher
 
     folder = work / f"scale-{WINDOWS}" / "index"
     if not folder.is_dir():
         _placeholder_index(bench, work)
     if not bench._has_lexical(folder):
         bench._lexical_build(folder, WINDOWS // bench.PER_DOC)
-    windows = LongIndex.open(folder)
-    searcher = HybridSearch(windows, windows.lexical, WindowScoring(), bench.scale_fusion())
+    index = LongIndex.open(folder)
+    searcher = Searcher(index.windows, index.lexical, index.queries, WindowScoring(), "no text")
+    fusion = bench.scale_fusion()
     rng = np.random.default_rng(5)
-    queries = np.asarray(windows.vectors[rng.integers(0, WINDOWS, size=6)]) + rng.normal(0, 0.05, size=(6, 1))
+    queries = np.asarray(index.vectors[rng.integers(0, WINDOWS, size=6)]) + rng.normal(0, 0.05, size=(6, 1))
     texts = [" ".join(bench._scale_texts(10)[d].split()[:5]) for d in range(6)]
     for block in (30, 45, 10_000):  # documents of 20 windows: one per block, two, all of them
-        batched = bench._exact_fused_batched(searcher, queries.astype(np.float32), texts, 10, block=block)
+        batched = bench._exact_fused_batched(searcher, fusion, queries.astype(np.float32), texts, 10, block=block)
         for n in range(6):
             unit = torch.nn.functional.normalize(torch.as_tensor(queries[n].astype(np.float32)), dim=-1)
-            ranked = searcher.exact_ranked(unit.numpy(), texts[n], 10, Mode.HYBRID)
+            ranked = exact_ranked(searcher, unit.numpy(), texts[n], 10, Mode.HYBRID, fusion)
             assert [doc for doc, _ in batched[n]] == [doc for doc, _ in ranked]
             assert [score for _, score in batched[n]] == pytest.approx([score for _, score in ranked], abs=1e-6)
 
@@ -189,8 +191,8 @@ def test_the_document_granularity_side_is_built_beside_the_window_one(bench, wor
     """`scale --granularity document` (the granularity the docs advise above a few million windows) builds whole-
     document BM25 in ``lexical-document`` beside the index's own window BM25, and records its figures under their own
     key, so neither run's figures or files replace the other's."""
-    from lengthwise.longdoc.search._index_files import served_files
-    from lengthwise.longdoc.search.lexical import Granularity, LexicalIndex
+    from lengthwise.search.lexical.bm25 import Granularity, LexicalIndex
+    from lengthwise.search.local.files import served_files
 
     folder = work / f"scale-{WINDOWS}" / "index"
     if not folder.is_dir():
@@ -234,18 +236,22 @@ def test_the_depth_stage_finds_the_exact_top_10_once_the_proposals_hold_every_do
 
 def test_the_batched_exact_scan_fuses_each_querys_candidates_for_the_default_fusion(bench, work: Path) -> None:
     """For the library's default fusion over both BM25 granularities (`scale --granularity both --fusion default`),
-    the batched exact scan is `HybridSearch.exact_ranked`'s: z-scores over the union of each side's exact best
-    (`hybrid.fuse_exact` with `side_scores`), not over the whole corpus as convex fuses. 100 documents and a depth of
-    20 (k = 2), so the candidates are a part of the corpus and the two differ."""
+    the batched exact scan is `lengthwise.search.exact.exact_ranked`'s: z-scores over the union of each side's exact
+    best (`lengthwise.search.fusion.fuse_exact` with the lexical side's `side_scores`), not over the whole corpus as
+    convex fuses. 100 documents and a depth of 20 (k = 2), so the candidates are a part of the corpus and the two
+    differ."""
     from dataclasses import replace
 
     import numpy as np
     import torch
-    from lengthwise.longdoc.search.hybrid import HybridSearch, Mode, fuse
-    from lengthwise.longdoc.search.index import LongIndex
-    from lengthwise.longdoc.search.lexical import BothGranularities, open_lexical, side_scores
 
+    from lengthwise.core.fusion import Mode
     from lengthwise.core.scoring import WindowScoring
+    from lengthwise.facade import LongIndex
+    from lengthwise.search.exact import exact_ranked
+    from lengthwise.search.fusion import fuse
+    from lengthwise.search.lexical.bm25 import BothGranularities, open_lexical
+    from lengthwise.search.searcher import Searcher
 
     windows_count = 2000  # 100 documents
     folder = _placeholder_index(bench, work, windows_count)
@@ -253,23 +259,23 @@ def test_the_batched_exact_scan_fuses_each_querys_candidates_for_the_default_fus
     bench._lexical_build(folder, docs, "both")
     lexical = open_lexical(bench._lexical_folder(folder, "both"))
     assert isinstance(lexical, BothGranularities) and bench._lexical_complete(folder / "lexical-both", "both")
-    windows = LongIndex.open(folder)
+    index = LongIndex.open(folder)
     settings = replace(bench.scale_fusion("default"), depth=5)  # each side's exact 20 best (10 · k)
-    searcher = HybridSearch(windows, lexical, WindowScoring(), settings)
+    searcher = Searcher(index.windows, lexical, index.queries, WindowScoring(), "no text")
     rng = np.random.default_rng(7)
-    queries = np.asarray(windows.vectors[rng.integers(0, windows_count, size=6)]) + rng.normal(0, 0.05, size=(6, 1))
+    queries = np.asarray(index.vectors[rng.integers(0, windows_count, size=6)]) + rng.normal(0, 0.05, size=(6, 1))
     texts = [" ".join(bench._scale_texts(docs)[d].split()[3:8]) for d in range(6)]
-    batched = bench._exact_fused_batched(searcher, queries.astype(np.float32), texts, 2, block=700)
+    batched = bench._exact_fused_batched(searcher, settings, queries.astype(np.float32), texts, 2, block=700)
     whole_differs = []
     for n in range(6):
         unit = torch.nn.functional.normalize(torch.as_tensor(queries[n].astype(np.float32)), dim=-1)
-        ranked = searcher.exact_ranked(unit.numpy(), texts[n], 2, Mode.HYBRID)
+        ranked = exact_ranked(searcher, unit.numpy(), texts[n], 2, Mode.HYBRID, settings)
         assert [doc for doc, _ in batched[n]] == [doc for doc, _ in ranked]
         # z-scores magnify the fp32 dense scores' rounding (one batch against one query): 1e-4, where the whole-
         # corpus scan is off by tenths
         assert [score for _, score in batched[n]] == pytest.approx([score for _, score in ranked], abs=1e-4)
         dense = searcher.dense_scores(unit, np.arange(docs))
-        whole = fuse(dense, side_scores(lexical, texts[n]).astype(np.float64), settings)  # the convex path's scan
+        whole = fuse(dense, lexical.side_scores(texts[n]).astype(np.float64), settings)  # the convex path's scan
         whole_differs.append(not np.allclose(sorted(whole)[-2:][::-1], [score for _, score in ranked]))
     assert all(whole_differs)  # the whole-corpus scan would not have reproduced the search's fusion
 
@@ -283,7 +289,7 @@ def test_the_scale_stage_measures_the_default_fusion_over_both_granularities_bes
     document is a candidate on each side, so the search fuses what the exact scan fuses: recall 1."""
     import argparse
 
-    from lengthwise.longdoc.search.hybrid import FusionSettings
+    from lengthwise.search.types import FusionSettings
 
     root = work / "stage"
     root.mkdir()

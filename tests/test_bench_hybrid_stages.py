@@ -106,10 +106,12 @@ def test_a_run_of_some_sets_keeps_the_run_fields_of_the_rows_it_did_not_redo(ben
 
 
 def test_the_both_granularities_arms_are_what_an_index_of_granularity_both_serves(bench) -> None:
-    """The study's ``*-both`` arms (`_both`) are scored as `hybrid.fuse_exact` scores an index that holds both
-    BM25 granularities (the lexical sides stacked document first, then window): the same fused scores, so the
-    table's rows are the served default's."""
-    from lengthwise.longdoc.search.hybrid import DEPTH, Fusion, FusionSettings, fuse_exact
+    """The study's ``*-both`` arms (`_both`) are scored as `lengthwise.search.fusion.fuse_exact` scores an index that
+    holds both BM25 granularities (the lexical sides stacked document first, then window): the same fused scores, so
+    the table's rows are the served default's."""
+    from lengthwise.core.fusion import Fusion
+    from lengthwise.search.fusion import fuse_exact
+    from lengthwise.search.types import DEPTH, FusionSettings
 
     rng = np.random.default_rng(3)
     n = 3 * DEPTH  # more documents than each side proposes: the candidates matter

@@ -192,7 +192,13 @@ def _alias_problems(tmp_path: Path, changes: dict[str, str], aliases: dict[str, 
 
 def test_search_is_a_room_and_the_old_search_package_a_deprecated_alias() -> None:
     assert "search" in check_imports.ROOMS and "search" in check_imports.GROUP_ORDER
-    assert check_imports.DEPRECATED_ALIASES == {"lengthwise.longdoc.search": "lengthwise.search"}
+    assert check_imports.DEPRECATED_ALIASES == {
+        "lengthwise.longdoc.search": "lengthwise.search",
+        "lengthwise.longdoc.search.backends": "lengthwise.search.backend",
+        "lengthwise.longdoc.search.hybrid": "lengthwise.search.fusion",
+        "lengthwise.longdoc.search.lexical": "lengthwise.search.lexical.bm25",
+        "lengthwise.longdoc.search.scorer": "lengthwise.search.lexical.scorer",
+    }
     doc = check_imports.__doc__ or ""
     assert "`search/`" in doc and "deprecated alias" in doc and "DEPRECATED_ALIASES" in doc
 

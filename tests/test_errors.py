@@ -199,8 +199,8 @@ def test_the_cli_names_the_flag_for_a_library_setting_error(tmp_path: Path, tiny
 def test_one_enum_reader_for_every_setting_that_names_a_choice() -> None:
     """`enum_member` replaced four copies (index engines, fusion, evaluation, training): a member passes, a value is
     read in any case, anything else is a `SettingError` naming the field and every choice (one message for all)."""
-    from lengthwise.longdoc.search._engines import Quantize
-    from lengthwise.longdoc.search.hybrid import FusionSettings
+    from lengthwise.search.fusion import FusionSettings
+    from lengthwise.search.local.engines import Quantize
 
     assert enum_member(Quantize, "quantize", Quantize.INT8) is Quantize.INT8
     assert enum_member(Quantize, "quantize", " UBinary ") is Quantize.UBINARY

@@ -343,7 +343,7 @@ def test_no_endpoint_writes_or_reads_paths(client: Any) -> None:
 
 
 def test_a_missing_damaged_or_changed_index_refuses_in_one_line(index_dir: Path, tmp_path: Path) -> None:
-    from lengthwise.longdoc.search._index_files import served_files
+    from lengthwise.search.local.files import served_files
 
     damaged, changed = tmp_path / "damaged", tmp_path / "changed"
     shutil.copytree(index_dir, damaged)

@@ -594,13 +594,12 @@ def stage_query_precision(repeats: int) -> dict[str, Any]:
     ``search``/``serve --precision`` do): the query vectors' cosine to fp32's, test nDCG@10 dense and hybrid through
     the index with the paired per-query interval against fp32 queries, the share of fp32's top 10 kept, and the
     milliseconds a query takes to embed in batches of 1 and 11 (serve's batch at 32 clients), one torch thread."""
-    from lengthwise.longdoc.search.index import LongIndex
-
     from lengthwise.core.precision import cpu_half_support
     from lengthwise.core.stats import paired_bootstrap
     from lengthwise.evaluation.config import RetrievalConfig
     from lengthwise.evaluation.data import read_beir
     from lengthwise.evaluation.retrieval import trec_scores
+    from lengthwise.facade import LongIndex
 
     torch.set_num_threads(1)
     data = read_beir(QUERY_DATA, "test")

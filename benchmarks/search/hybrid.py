@@ -6,8 +6,9 @@ Stages:
   and indexed with its text (`lengthwise.LongIndex.build`, the defaults). Every arm is then scored from exact
   scores: the dense side's fp32 window scores of every document, BM25 over whole documents and over the index's
   windows, and their fusions (convex, z-score, min-max and DBSF at lexical weights 0.1 … 0.9, RRF, adaptive; the
-  rules that depend on the candidates over the union of each side's exact 100 best, as `hybrid.fuse_exact`; and
-  both granularities together, which an index serves since session 47: ``index build --granularity both``).
+  rules that depend on the candidates over the union of each side's exact 100 best, as
+  `lengthwise.search.fusion.fuse_exact`; and both granularities together, which an index serves since session 47:
+  ``index build --granularity both``).
   Data sets: QMSum (``data/qmsum``, dev and test queries, nDCG@10),
   20 Newsgroups subjects (``data/newsgroups``, dev and test halves, nDCG@10), 20 Newsgroups replies
   (``data/replies``: a reply's own words find the post it answers; dev and test halves by parent, nDCG@10), SciFact
@@ -189,9 +190,8 @@ def _indexed(name: str, ids: list[str], texts: list[str], args: argparse.Namespa
 
 def _score_matrices(index: Any, queries: list[str], args: argparse.Namespace) -> dict[str, np.ndarray]:
     """(Q, n) exact scores of every document: dense (fp32 windows), BM25 over documents and over windows."""
-    from lengthwise.longdoc.search.lexical import LexicalIndex
-
     from lengthwise.core.encoder import MultiVectors, multi_vector_scores
+    from lengthwise.search.lexical.bm25 import LexicalIndex
 
     vectors = torch.nn.functional.normalize(torch.as_tensor(np.asarray(index.embed_queries(queries))), dim=-1)
     documents = MultiVectors(np.asarray(index.vectors), index.offsets)
@@ -218,15 +218,18 @@ UNWEIGHTED = ("rrf", "adaptive")
 def arm_settings(arm: str) -> tuple[str, Any]:
     """The lexical granularity and `FusionSettings` of a fusion arm named as `_arms` names them
     (``convex-window-0.1``, ``rrf-document``, ``adaptive-window`` …)."""
-    from lengthwise.longdoc.search.hybrid import Fusion, FusionSettings
+    from lengthwise.core.fusion import Fusion
+    from lengthwise.search.types import FusionSettings
 
     fusion, granularity, *weight = arm.split("-")
     return granularity, FusionSettings(Fusion(fusion), float(weight[0]) if weight else 0.5)
 
 
 def _fused(dense: np.ndarray, lexical: np.ndarray, settings: Any) -> np.ndarray:
-    """(Q, n) fused scores as a search with exact proposals ranks them (`hybrid.fuse_exact`, the default depth)."""
-    from lengthwise.longdoc.search.hybrid import DEPTH, fuse_exact
+    """(Q, n) fused scores as a search with exact proposals ranks them (`lengthwise.search.fusion.fuse_exact`, the
+    default depth)."""
+    from lengthwise.search.fusion import fuse_exact
+    from lengthwise.search.types import DEPTH
 
     return np.stack([fuse_exact(d, x, settings, DEPTH) for d, x in zip(dense, lexical, strict=True)])
 
@@ -234,11 +237,11 @@ def _fused(dense: np.ndarray, lexical: np.ndarray, settings: Any) -> np.ndarray:
 def _both(matrices: dict[str, np.ndarray], weight: float | None) -> np.ndarray:
     """Dense, document BM25 and window BM25 fused: z-scores with the lexical `weight` shared equally by the two
     granularities, the adaptive weights (None), or RRF (weight −1), over the union of each side's exact `DEPTH` best.
-    An index of granularity ``both`` serves the same fusion (`hybrid.fuse_exact` with both sides; the scores agree,
-    tests/test_bench_hybrid_stages.py)."""
-    from lengthwise.longdoc.search.hybrid import DEPTH, RRF_K, exact_candidates
-
+    An index of granularity ``both`` serves the same fusion (`lengthwise.search.fusion.fuse_exact` with both sides;
+    the scores agree, tests/test_bench_hybrid_stages.py)."""
     from lengthwise.core.fusion import fuse_normalised
+    from lengthwise.search.fusion import RRF_K, exact_candidates
+    from lengthwise.search.types import DEPTH
 
     out = np.full(matrices["dense"].shape, -np.inf)
     for q, (d, doc, win) in enumerate(zip(matrices["dense"], matrices["document"], matrices["window"], strict=True)):
@@ -257,7 +260,8 @@ def _both(matrices: dict[str, np.ndarray], weight: float | None) -> np.ndarray:
 def _arms(matrices: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Every arm's (Q, n) ranking scores: each side alone, every fusion an index serves over each granularity of
     BM25, and the three-sided fusions of both granularities (``*-both``)."""
-    from lengthwise.longdoc.search.hybrid import Fusion, FusionSettings
+    from lengthwise.core.fusion import Fusion
+    from lengthwise.search.types import FusionSettings
 
     arms = {"dense": matrices["dense"], "bm25-document": matrices["document"], "bm25-window": matrices["window"]}
     for granularity in ("document", "window"):
@@ -456,10 +460,11 @@ def stage_aggregations(args: argparse.Namespace) -> None:
     alone and fused with window BM25 at the default weight and at 0.2, on the quality stage's indexes (QMSum and
     SciFact under ``--work``, passkey and needle under ``--synthetic-work``). An exploration: nothing here is
     adopted, so no test split is scored."""
-    from lengthwise.longdoc.search.hybrid import Fusion, FusionSettings, fuse
-    from lengthwise.longdoc.search.lexical import LexicalIndex
-
+    from lengthwise.core.fusion import Fusion
     from lengthwise.core.models import load_plain_model
+    from lengthwise.search.fusion import fuse
+    from lengthwise.search.lexical.bm25 import LexicalIndex
+    from lengthwise.search.types import FusionSettings
 
     torch.set_num_threads(args.threads)
     import lengthwise as lw
@@ -553,7 +558,7 @@ def _engine_run(engine: str, docs: int, work: Path) -> dict[str, Any]:
 
 
 def _build_bm25s(texts: list[str], folder: Path) -> Any:
-    from lengthwise.longdoc.search.lexical import LexicalIndex
+    from lengthwise.search.lexical.bm25 import LexicalIndex
 
     index = LexicalIndex.build(texts, [np.zeros((1, 2), dtype=np.int64)] * len(texts), folder)
 
@@ -693,9 +698,8 @@ def _scale_index(windows: int, work: Path) -> Path:
     have no neighbourhood structure, and HNSW builds over them far more slowly than over sentence embeddings. The
     index records that model and its long-document settings (`_scale_settings`, with ``copied`` saying what the
     vectors are), so text queries are embedded as the copied windows were and the index can be served."""
-    from lengthwise.longdoc.search.index import LongIndex
-
     from lengthwise.core.encoder import MultiVectors
+    from lengthwise.facade import LongIndex
     from lengthwise.longdoc.storage.store import EmbeddingStore
 
     out = work / f"scale-{windows}" / "index"
@@ -726,7 +730,7 @@ def _scale_index(windows: int, work: Path) -> Path:
 def _lexical_build(index: Path, docs: int, granularity: str = "window") -> None:
     """The lexical side of the scale index, BM25 over its windows, whole documents or both, in `_lexical_folder` (run
     in its own process: its peak memory is the build's)."""
-    from lengthwise.longdoc.search.lexical import LexicalIndex
+    from lengthwise.search.lexical.bm25 import LexicalIndex
 
     texts = _scale_texts(docs)
     spans = []
@@ -743,8 +747,8 @@ def _lexical_folder(index: Path, granularity: str) -> Path:
     the windows), or ``lexical-{granularity}`` beside it in the index folder: ``lexical-document`` (whole documents,
     the granularity the docs advise above a few million windows) or ``lexical-both`` (the window side with whole
     documents in ``document/`` inside it, `Granularity.BOTH`: an index's default); the benchmark opens these
-    explicitly (`lexical.open_lexical`)."""
-    from lengthwise.longdoc.search._index_files import served_files
+    explicitly (`lengthwise.search.lexical.bm25.open_lexical`)."""
+    from lengthwise.search.local.files import served_files
 
     return served_files(index) / "lexical" if granularity == "window" else index / f"lexical-{granularity}"
 
@@ -752,7 +756,7 @@ def _lexical_folder(index: Path, granularity: str) -> Path:
 def _lexical_complete(folder: Path, granularity: str) -> bool:
     """Whether the lexical side in `folder` was built to the end (both granularities: its whole-document side too,
     built after the window side)."""
-    from lengthwise.longdoc.search.lexical import DOCUMENT_SIDE, SETTINGS_FILE
+    from lengthwise.search.lexical.bm25 import DOCUMENT_SIDE, SETTINGS_FILE
 
     inner = folder / DOCUMENT_SIDE if granularity == "both" else folder
     return (folder / SETTINGS_FILE).is_file() and (inner / SETTINGS_FILE).is_file()
@@ -781,10 +785,9 @@ def _text_side_inputs(work: Path, docs: int, order: str) -> Path:
     """The text-side stage's inputs under `work` (reused): `_scale_texts` as a corpus.jsonl, in the index's order
     (``same``) or a seeded shuffle of it (``shuffled``: a corpus encoded by several workers, or repaired, is indexed
     in another order than its file's), and each document's window count under ``--long default`` (counts.npy)."""
-    from lengthwise.longdoc.search.lexical import char_spans
-
     from lengthwise.longdoc.config import RECOMMENDED
     from lengthwise.longdoc.encoder import LongEncoder
+    from lengthwise.longdoc.method import char_spans
 
     folder = work / f"text-side-{docs}"
     folder.mkdir(parents=True, exist_ok=True)
@@ -811,12 +814,11 @@ def _text_side_build(corpus: Path, docs: int) -> dict[str, Any]:
     model and the index's ids loaded) and at its peak (VmHWM), in MB."""
     from types import SimpleNamespace
 
-    from lengthwise.longdoc.search.lexical import build_text_side
-
     import lengthwise as lw
     from lengthwise.longdoc.config import RECOMMENDED
-    from lengthwise.longdoc.encoder import LongEncoder
+    from lengthwise.longdoc.method import LONG_DOCUMENTS
     from lengthwise.longdoc.storage.store import corpus_digests, texts_sha256
+    from lengthwise.search.lexical.build import build_text_side
 
     def memory(key: str) -> int:
         return round(next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(key)) / 1024)
@@ -825,12 +827,13 @@ def _text_side_build(corpus: Path, docs: int) -> dict[str, Any]:
     out = corpus.parent / f"index-{corpus.stem}"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir()
-    windows = SimpleNamespace(doc_ids=[f"s{n}" for n in range(docs)], folder=out,
+    windows = SimpleNamespace(doc_ids=[f"s{n}" for n in range(docs)], folder=out, files=out, settings={},
                               offsets=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))  # fmt: skip
-    encoder = LongEncoder(lw.load_model(TEXT_SIDE_MODEL), RECOMMENDED)
+    # the window cut as `LongIndex.build` makes it: the long-document method's, over the model and its settings
+    cut = LONG_DOCUMENTS.window_cut(lw.load_model(TEXT_SIDE_MODEL), RECOMMENDED.to_dict())
     recorded = texts_sha256(corpus_digests(corpus))  # as `LongIndex.build` checks the corpus before the model loads
     before, started = memory("VmRSS:"), time.perf_counter()
-    build_text_side(windows, encoder, corpus, recorded=recorded)
+    build_text_side(windows, cut, corpus, recorded=recorded)
     return {"seconds": round(time.perf_counter() - started, 1), "rss_before_mb": before, "peak_mb": memory("VmHWM:")}
 
 
@@ -863,7 +866,7 @@ def _lexical_latency(index: Path, args: argparse.Namespace) -> dict[str, Any]:
     """The lexical side's share of a hybrid query on a text-side build (`LexicalIndex.scores` of every document and
     the top max(100, 10·k) proposals, k = 10), alone and with 8 client threads (medians of the repeats), with the
     folder's bytes per document; the queries are 5 words of a random document, as in the scale stage."""
-    from lengthwise.longdoc.search.lexical import LexicalIndex
+    from lengthwise.search.lexical.bm25 import LexicalIndex
 
     lexical = LexicalIndex.open(_lexical_folder(index, "window"))
     documents = lexical.settings["documents"]
@@ -892,7 +895,7 @@ def stage_window_query(args: argparse.Namespace) -> None:
     `LexicalIndex.scores`' paths, alternated in one run: the default (the query terms' postings alone when they are
     fewer than windows / POSTINGS_PATH_SHARE, else every window) and every window always (the code before it); the
     scores are checked equal to the bit first."""
-    from lengthwise.longdoc.search import lexical as module
+    from lengthwise.search.lexical import bm25 as module
 
     folder = _lexical_folder(args.work / f"text-side-{args.docs}" / "index-corpus-same", "window")
     index = module.LexicalIndex.open(folder)
@@ -964,11 +967,11 @@ def stage_scale(args: argparse.Namespace) -> None:
     """Dense against hybrid at `args.windows` windows: the lexical side's build time, memory and bytes per document,
     query latency alone and with 8 clients, and the recall of the fused top 10 against the exact fused scan; the
     lexical side of `args.granularity`, fused by `args.fusion` (`scale_fusion`)."""
-    from lengthwise.longdoc.search.hybrid import HybridSearch, Mode
-    from lengthwise.longdoc.search.index import LongIndex
-    from lengthwise.longdoc.search.lexical import open_lexical
-
+    from lengthwise.core.fusion import Mode
     from lengthwise.core.scoring import WindowScoring
+    from lengthwise.facade import LongIndex
+    from lengthwise.search.lexical.bm25 import open_lexical
+    from lengthwise.search.searcher import Searcher
 
     fusion, docs = getattr(args, "fusion", "convex"), args.windows // PER_DOC
     key = _scale_key(args.windows, args.granularity, fusion)
@@ -981,15 +984,16 @@ def stage_scale(args: argparse.Namespace) -> None:
         print(builds, flush=True)
         return
     load_before = _load()
-    windows, lexical = LongIndex.open(folder), open_lexical(lexical_folder)
-    vectors, query_texts = _scale_queries(windows, docs, args.queries)
-    searcher = HybridSearch(windows, lexical, WindowScoring(), scale_fusion(fusion))
+    index, lexical = LongIndex.open(folder), open_lexical(lexical_folder)
+    vectors, query_texts = _scale_queries(index, docs, args.queries)
+    settings = scale_fusion(fusion)
+    searcher = Searcher(index.windows, lexical, index.queries, WindowScoring(), "no text")
     asked = list(range(args.queries))
     runs: dict[tuple[str, int], list[dict[str, float]]] = {}
     for _, clients, mode in itertools.product(range(args.repeats), (1, 8), (Mode.DENSE, Mode.HYBRID)):  # alternated
 
         def search(n: int, mode: Mode = mode) -> Any:
-            return searcher.search(vectors[n : n + 1], query_texts[n : n + 1], 10, mode)
+            return searcher.rank(vectors[n : n + 1], query_texts[n : n + 1], 10, mode, settings)
 
         runs.setdefault((mode.value, clients), []).append(_timed(search, asked, clients))
         print(mode.value, clients, runs[mode.value, clients][-1], flush=True)
@@ -1005,8 +1009,8 @@ def stage_scale(args: argparse.Namespace) -> None:
         for c in (1, 8)
     }
     checked = asked[: args.recall_queries]
-    exact = _exact_fused_batched(searcher, vectors[checked], [query_texts[n] for n in checked], 10)
-    recall = _against_exact(searcher, vectors, query_texts, exact)
+    exact = _exact_fused_batched(searcher, settings, vectors[checked], [query_texts[n] for n in checked], 10)
+    recall = _against_exact(searcher, settings, vectors, query_texts, exact)
     size, bm25 = disk_bytes(lexical_folder), sum(disk_bytes(p) for p in lexical_folder.rglob("bm25") if p.is_dir())
     section = {**builds,
                "lexical_bytes_per_doc": round(size / docs), "bm25_bytes_per_doc": round(bm25 / docs),
@@ -1014,7 +1018,7 @@ def stage_scale(args: argparse.Namespace) -> None:
                "recall_at_10_vs_exact_fused": recall["recall_at_10_vs_exact_fused"],
                "recall_queries": len(checked), "load": [load_before, _load()]}  # fmt: skip
     if fusion != "convex":  # the sections recorded before issue 49 keep their fields
-        section = {**section, "fusion": scale_fusion(fusion).to_dict(), "first_hit_agrees": recall["first_hit_agrees"]}
+        section = {**section, "fusion": settings.to_dict(), "first_hit_agrees": recall["first_hit_agrees"]}
     print(section, flush=True)
     out = json.loads(RESULTS.read_text()).get("scale", {}) if RESULTS.is_file() else {}
     _write("scale", {**{k: v for k, v in out.items() if k != "environment"}, key: section})
@@ -1065,9 +1069,10 @@ def scale_fusion(fusion: str = "convex") -> Any:
     is its own, so the exact scan fuses the whole corpus. ``default``: the library's default since issue 49,
     `FusionSettings()` (z-score at lexical weight 0.3 over each query's proposals; with ``--granularity both`` the
     index default, dense + document BM25 + window BM25 at 0.7 / 0.15 / 0.15); it normalises over the proposed
-    documents, so the exact scan fuses the union of each side's exact best (`hybrid.fuse_exact`, as
-    `HybridSearch.exact_ranked`), not the whole corpus."""
-    from lengthwise.longdoc.search.hybrid import Fusion, FusionSettings
+    documents, so the exact scan fuses the union of each side's exact best (`lengthwise.search.fusion.fuse_exact`, as
+    `lengthwise.search.exact.exact_ranked`), not the whole corpus."""
+    from lengthwise.core.fusion import Fusion
+    from lengthwise.search.types import FusionSettings
 
     if fusion == "default":
         return FusionSettings()
@@ -1076,18 +1081,19 @@ def scale_fusion(fusion: str = "convex") -> Any:
     return FusionSettings(Fusion.CONVEX, 0.1)
 
 
-def _exact_fused_batched(searcher: Any, queries: np.ndarray, texts: list[str], k: int, block: int = 500_000) -> list:
-    """`HybridSearch.exact_ranked` (hybrid) of many queries in one pass over the windows, `block` windows (whole
-    documents) at a time: the same scoring and fusion (`hybrid.fuse_exact` over every lexical side, `side_scores`:
-    the whole corpus for convex, the union of each side's exact best for a rule that depends on the candidates), but
-    the fp32 vectors are read once for all queries instead of once per query and never held whole (at 10M windows
-    they are 15 GB, and `exact_ranked` copies every one of them per query)."""
-    from lengthwise.longdoc.search.hybrid import fuse_exact
-    from lengthwise.longdoc.search.lexical import side_scores
-
+def _exact_fused_batched(
+    searcher: Any, fusion: Any, queries: np.ndarray, texts: list[str], k: int, block: int = 500_000
+) -> list:
+    """`lengthwise.search.exact.exact_ranked` (hybrid, fused by `fusion`) of many queries in one pass over the
+    `searcher`'s windows, `block` windows (whole documents) at a time: the same scoring and fusion
+    (`lengthwise.search.fusion.fuse_exact` over every lexical side, its `side_scores`: the whole corpus for convex, the
+    union of each side's exact best for a rule that depends on the candidates), but the fp32 vectors are read once
+    for all queries instead of once per query and never held whole (at 10M windows they are 15 GB, and
+    `exact_ranked` copies every one of them per query)."""
     from lengthwise.core.encoder import MultiVectors, multi_vector_scores
+    from lengthwise.search.fusion import fuse_exact
 
-    windows = searcher.windows
+    windows = searcher.store
     units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries, dtype=np.float32)), dim=-1)
     offsets, dense, first = np.asarray(windows.offsets), [], 0
     while first < len(offsets) - 1:
@@ -1097,27 +1103,27 @@ def _exact_fused_batched(searcher: Any, queries: np.ndarray, texts: list[str], k
         dense.append(multi_vector_scores(units, part, searcher.scoring, unit=True).numpy().astype(np.float64))
         first = last
     scores = np.concatenate(dense, axis=1)
-    depth = max(searcher.settings.depth, 10 * k)  # as `exact_ranked` and the search
+    depth = max(fusion.depth, 10 * k)  # as `exact_ranked` and the search
     out = []
     for row, text in zip(scores, texts, strict=True):
-        fused = fuse_exact(row, side_scores(searcher.lexical, text).astype(np.float64), searcher.settings, depth)
+        fused = fuse_exact(row, searcher.lexical.side_scores(text).astype(np.float64), fusion, depth)
         best = np.argsort(-fused, kind="stable")[:k]
         out.append([(windows.doc_ids[d], float(fused[d])) for d in best if np.isfinite(fused[d])])
     return out
 
 
-def _against_exact(searcher: Any, vectors: np.ndarray, texts: list[str], exact: list) -> dict[str, Any]:
-    """The hybrid top 10 of the first ``len(exact)`` queries against `exact` (`_exact_fused_batched`'s (id, fused
-    score) lists): the share of the exact top 10 found, how often the first hit agrees, the share of missed
-    documents whose exact fused score is within 1 % of the 10th found, and the fused score the top 10 keeps (theirs
-    summed ÷ the exact top 10's). The last two compare fused scores, which a rule that depends on the candidates
-    (z-score, ``--fusion default``) computes over other documents in the search than in the exact scan: only the
-    recall and the first hit are comparable there."""
-    from lengthwise.longdoc.search.hybrid import Mode
+def _against_exact(searcher: Any, fusion: Any, vectors: np.ndarray, texts: list[str], exact: list) -> dict[str, Any]:
+    """The hybrid top 10 (fused by `fusion`) of the first ``len(exact)`` queries against `exact`
+    (`_exact_fused_batched`'s (id, fused score) lists): the share of the exact top 10 found, how often the first hit
+    agrees, the share of missed documents whose exact fused score is within 1 % of the 10th found, and the fused
+    score the top 10 keeps (theirs summed ÷ the exact top 10's). The last two compare fused scores, which a rule that
+    depends on the candidates (z-score, ``--fusion default``) computes over other documents in the search than in the
+    exact scan: only the recall and the first hit are comparable there."""
+    from lengthwise.core.fusion import Mode
 
     recall, first, near, kept = [], [], [], []
     for n, best in enumerate(exact):
-        hits = searcher.search(vectors[n : n + 1], texts[n : n + 1], 10, Mode.HYBRID)[0]
+        hits = searcher.rank(vectors[n : n + 1], texts[n : n + 1], 10, Mode.HYBRID, fusion)[0]
         ids = {hit.id for hit in hits}
         missed = [score for doc, score in best if doc not in ids]
         recall.append(1 - len(missed) / 10)
@@ -1147,26 +1153,30 @@ def stage_scale_depth(args: argparse.Namespace) -> None:
     the first hit agrees, the share of missed documents whose exact fused score is within 1 % of the 10th found, the
     fused score the index's top 10 keeps (sum of their exact fused scores ÷ the exact top 10's), and the p50 / p99
     of a query alone. The queries are the scale stage's first `args.recall_queries`."""
-    from lengthwise.longdoc.search.hybrid import HybridSearch, Mode
-    from lengthwise.longdoc.search.index import LongIndex
-    from lengthwise.longdoc.search.lexical import open_lexical
-
+    from lengthwise.core.fusion import Mode
     from lengthwise.core.scoring import WindowScoring
+    from lengthwise.facade import LongIndex
+    from lengthwise.search.lexical.bm25 import open_lexical
+    from lengthwise.search.searcher import Searcher
 
     fusion = getattr(args, "fusion", "convex")
     key = _scale_key(args.windows, args.granularity, fusion)
     folder = args.work / f"scale-{args.windows}" / "index"
-    windows = LongIndex.open(folder)
-    searcher = HybridSearch(windows, open_lexical(_lexical_folder(folder, args.granularity)), WindowScoring(),
-                            scale_fusion(fusion))  # fmt: skip
-    vectors, texts = _scale_queries(windows, args.windows // PER_DOC, args.queries)
+    index = LongIndex.open(folder)
+    searcher = Searcher(index.windows, open_lexical(_lexical_folder(folder, args.granularity)), index.queries,
+                        WindowScoring(), "no text")  # fmt: skip
+    vectors, texts = _scale_queries(index, args.windows // PER_DOC, args.queries)
     asked, load_before = list(range(args.recall_queries)), _load()
-    exact = _exact_fused_batched(searcher, vectors[asked], texts[: len(asked)], 10)
+    exact = _exact_fused_batched(searcher, scale_fusion(fusion), vectors[asked], texts[: len(asked)], 10)
     rows = {}
     for depth in args.depths:
-        searcher.settings = replace(scale_fusion(fusion), depth=depth)
-        timed = _timed(lambda n: searcher.search(vectors[n : n + 1], texts[n : n + 1], 10, Mode.HYBRID), asked, 1)
-        rows[str(depth)] = {**_against_exact(searcher, vectors, texts, exact), "latency_clients_1": timed}
+        settings = replace(scale_fusion(fusion), depth=depth)
+
+        def search(n: int, settings: Any = settings) -> Any:
+            return searcher.rank(vectors[n : n + 1], texts[n : n + 1], 10, Mode.HYBRID, settings)
+
+        timed = _timed(search, asked, 1)
+        rows[str(depth)] = {**_against_exact(searcher, settings, vectors, texts, exact), "latency_clients_1": timed}
         print(depth, rows[str(depth)], flush=True)
     out = json.loads(RESULTS.read_text()).get("scale_depth", {}) if RESULTS.is_file() else {}
     section = {"windows": args.windows, "granularity": args.granularity, "queries": len(asked), "depths": rows,
@@ -1177,10 +1187,9 @@ def stage_scale_depth(args: argparse.Namespace) -> None:
 def stage_recall(args: argparse.Namespace) -> None:
     """The chosen arm through each retrieval index (ANN candidates, `LongIndex` hybrid search) against the exact fused
     scan of every document: nDCG@10 both ways and the share of the exact top 10 found (`eval --index --mode`)."""
-    from lengthwise.longdoc.search.lexical import LexicalIndex
-
     import lengthwise as lw
     from lengthwise.evaluation.config import EvalConfig, RetrievalConfig
+    from lengthwise.search.lexical.bm25 import LexicalIndex
 
     table = json.loads(RESULTS.read_text())["quality"]["table"]
     arm = choose(table)["chosen"]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmark: document search through `lengthwise.longdoc.search.index` against the exact scan of the same vectors
+"""Benchmark: document search through `lengthwise.search.index` against the exact scan of the same vectors
 (issue 23).
 
 Stages (each writes its own section of the JSON; earlier sections are kept, so a stage can be re-run alone):
@@ -263,8 +263,9 @@ def _candidate_recall(
 ) -> float:
     """Document-level recall of the candidate stage (`count` windows, default: the index's; default probes) against
     the exact top 100."""
-    count = count if count is not None else index.default_candidates()
-    found = index.candidate_documents(np.asarray(vectors, dtype=np.float32), count, index.default_probes())
+    windows = index.windows  # the index's window store: its engine's candidates
+    count = count if count is not None else windows.default_candidates()
+    found = windows.candidate_documents(np.asarray(vectors, dtype=np.float32), count, windows.default_probes())
     return statistics.mean(
         len({index.doc_ids[j] for j in docs} & {d for d, _ in ex}) / len(ex)
         for docs, ex in zip(found, exact, strict=True)
@@ -274,9 +275,10 @@ def _candidate_recall(
 def _unrescored(index: Any, vectors: Any, count: int = 1000) -> list[list[tuple[str, float]]]:
     """Rank each query's candidate documents by the Hamming similarity of their best candidate window."""
     bits = np.packbits(np.asarray(index.vectors) > 0, axis=-1)
+    windows = index.windows  # the index's window store: its engine's candidates
     out = []
     for query in np.asarray(vectors, dtype=np.float32):
-        found = index.candidate_windows(query[None], count, index.default_probes())[0]  # all their windows
+        found = windows.candidate_windows(query[None], count, windows.default_probes())[0]  # all their windows
         q = np.packbits(query > 0)
         similarity = -np.unpackbits(bits[found] ^ q, axis=-1).sum(axis=1).astype(np.float64)
         owner = np.searchsorted(index.offsets, found, side="right") - 1
@@ -312,7 +314,7 @@ def _duplicated_corpus(folder: Path, docs: int = 250, cycle: int = 600, dim: int
 
 def stage_duplicated(cache: Path) -> dict[str, Any]:
     """Acc@1 through each index against the exact scan on a corpus of heavily duplicated windows (issue 33.0)."""
-    from lengthwise.longdoc.search.index import LongIndex
+    from lengthwise.facade import LongIndex
 
     encoded = cache / "duplicated"
     queries = _duplicated_corpus(encoded)
@@ -380,7 +382,7 @@ def status_mb(key):
         if line.startswith(key + ":"):
             return int(line.split()[1]) / 1024
 
-from lengthwise.longdoc.search.index import LongIndex
+from lengthwise.facade import LongIndex
 folder, queries = sys.argv[1], np.load(sys.argv[2])
 started = time.perf_counter()
 index = LongIndex.open(folder)
@@ -392,7 +394,7 @@ times.sort()
 # VmHWM is the peak of all resident pages; at the end, RssAnon is this process's own memory (model, index, buffers)
 # and RssFile the file-backed pages: the memory-mapped fp32 windows that rescoring read, and the engine file if
 # mapped. File pages are page cache: the kernel drops them under pressure, so they do not bound the process.
-print(json.dumps({"open_s": opened, "candidates": index.default_candidates(),
+print(json.dumps({"open_s": opened, "candidates": index.windows.default_candidates(),
                   "p50_ms": statistics.median(times), "p99_ms": times[int(0.99 * (len(times) - 1))],
                   "peak_rss_mb": status_mb("VmHWM"), "rss_anon_mb": status_mb("RssAnon"),
                   "rss_file_mb": status_mb("RssFile")}))
@@ -426,10 +428,10 @@ def stage_probe(cache: Path, windows: int, arms: list[str], section: dict[str, A
 
 def stage_scale(cache: Path, windows: int, arms: list[str], done: dict[str, Any], save: Any) -> dict[str, Any]:
     """Each arm of `arms` not already in `done` (a resumed run keeps them); `save(section)` after each arm."""
-    from lengthwise.longdoc.search.index import LongIndex
     from tqdm.auto import tqdm
 
     import lengthwise as lw
+    from lengthwise.facade import LongIndex
 
     encoded = _synthetic(cache, windows)
     _, texts, _ = _queries()

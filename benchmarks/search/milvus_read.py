@@ -1,16 +1,17 @@
 """Where a Milvus dense query's time goes, and its window read path before and after (issue 50): the windows of 100
 documents read back from the engine for the exact rescoring, by the path as it was (rows with ``id``, ``doc`` and
-``dense`` as Python lists, sorted as dicts, then one array) and by `MilvusIndex._windows` now (``strict_float32``:
-each row's vector a view of one float32 array; the document from the row number), alternating in one run on the same
-documents (three draws of 100, seeded), with the load average before and after; the two give the same arrays.
+``dense`` as Python lists, sorted as dicts, then one array) and by `MilvusWindows._windows` now (a `MilvusIndex`'s
+``windows``; ``strict_float32``: each row's vector a view of one float32 array; the document from the row number),
+alternating in one run on the same documents (three draws of 100, seeded), with the load average before and after;
+the two give the same arrays.
 
     python -m benchmarks.search.milvus_sets --sets scifact passkey   # the loads this reads (under --out)
     python -m benchmarks.search.milvus_read --sets scifact passkey
     python -m benchmarks.search.milvus_read --settle scifact --queries 8
 
 ``--settle SET``: the local index bench_milvus_sets built for SET loaded into a new Milvus Lite database with the
-load's last step skipped (`_milvus_load._settled`: flush, release, load), p50 of --queries dense and lexical
-queries right after; then that step, its seconds, and the same queries again, in one run.
+load's last step skipped (`lengthwise.search.milvus.load._settled`: flush, release, load), p50 of --queries dense
+and lexical queries right after; then that step, its seconds, and the same queries again, in one run.
 
 Written to docs/results/bench_milvus.json, sections ``read_path`` and ``settle``.
 """
@@ -34,8 +35,8 @@ RESULTS = ROOT / "docs" / "results" / "bench_milvus.json"
 
 
 def _before(engine: Any, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """`MilvusIndex._windows` as it was before the read path changed (documents of at most SEARCH_LIMIT windows)."""
-    from lengthwise.longdoc.search._backend_milvus import SEARCH_LIMIT
+    """`MilvusWindows._windows` as it was before the read path changed (documents of at most SEARCH_LIMIT windows)."""
+    from lengthwise.search.milvus.store import SEARCH_LIMIT
 
     found: list[dict[str, Any]] = []
     group: list[int] = []
@@ -55,7 +56,7 @@ def _before(engine: Any, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
 
 
 def run_set(name: str, out: Path, draws: int) -> dict[str, Any]:
-    from lengthwise.longdoc.search._backend_milvus import MilvusIndex
+    from lengthwise.facade import MilvusIndex
 
     engine = MilvusIndex.open(str(out / name / "milvus.db"), name)
     rng = np.random.default_rng(0)
@@ -65,7 +66,7 @@ def run_set(name: str, out: Path, draws: int) -> dict[str, Any]:
     for _ in range(draws):
         docs = np.sort(rng.choice(len(engine.doc_ids), size=min(100, len(engine.doc_ids)), replace=False))
         made = []
-        for label, read in (("before", lambda d: _before(engine, d)), ("after", engine._windows)):
+        for label, read in (("before", lambda d: _before(engine, d)), ("after", engine.windows._windows)):
             start = time.perf_counter()
             made.append(read(docs))
             times[label].append(time.perf_counter() - start)
@@ -81,7 +82,8 @@ def settle(name: str, out: Path, queries: int) -> dict[str, Any]:
     import lengthwise as lw
     from benchmarks.search.milvus_sets import SETS
     from lengthwise.evaluation.data import read_beir
-    from lengthwise.longdoc.search import _milvus_load as backend
+    from lengthwise.search.milvus import load as backend
+    from lengthwise.search.milvus.store import DOCUMENTS, RECORDS
 
     local = lw.LongIndex.open(out / name / "index", load_model=lw.load_model)
     texts = list(read_beir(SETS[name][1], "test").query_texts)[:queries]
@@ -105,7 +107,7 @@ def settle(name: str, out: Path, queries: int) -> dict[str, Any]:
 
     result: dict[str, Any] = {"queries": len(texts), "loadavg_before": os.getloadavg()}
     result["unsettled_p50_ms"] = {mode: p50(mode) for mode in ("dense", "lexical")}
-    collections = [engine.collection + suffix for suffix in ("", backend.RECORDS, backend.DOCUMENTS)]
+    collections = [engine.collection + suffix for suffix in ("", RECORDS, DOCUMENTS)]
     start = time.perf_counter()
     backend._settled(engine.client, *[c for c in collections if engine.client.has_collection(c)])
     result["settle_s"] = time.perf_counter() - start

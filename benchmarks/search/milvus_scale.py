@@ -56,8 +56,8 @@ def _rss_mb() -> dict[str, float]:
 def _linked_index(source: Path, out: Path) -> Path:
     """A copy of the scale index `source` made of hard links (nothing is written into the source's files), serving
     the ``lexical-both`` side bench_hybrid built beside it: what `index build --granularity both` would have made."""
-    from lengthwise.longdoc.search._index_files import served_files
-    from lengthwise.longdoc.search.lexical import DOCUMENT_SIDE, LexicalIndex
+    from lengthwise.search.lexical.bm25 import DOCUMENT_SIDE, LexicalIndex
+    from lengthwise.search.local.files import served_files
 
     copy = out / "index"
     if (copy / "index.json").is_file():
@@ -75,7 +75,7 @@ def _linked_index(source: Path, out: Path) -> Path:
 
 
 def step_load(local: Any, args: argparse.Namespace, before: dict[str, Any]) -> dict[str, Any]:
-    from lengthwise.longdoc.search._milvus_load import load_into_milvus
+    from lengthwise.search.milvus.load import load_into_milvus
 
     attempts = list(before.get("attempts_s", []))
     marks = {"last": time.perf_counter()}
@@ -99,10 +99,8 @@ def step_load(local: Any, args: argparse.Namespace, before: dict[str, Any]) -> d
 
 
 def step_queries(local: Any, args: argparse.Namespace) -> dict[str, Any]:
-    from lengthwise.longdoc.search._backend_milvus import MilvusIndex
-    from lengthwise.longdoc.search.hybrid import HybridSearch
-
     from benchmarks.search.hybrid import PER_DOC, _exact_fused_batched, _scale_queries
+    from lengthwise.facade import MilvusIndex
 
     start = time.perf_counter()
     engine = MilvusIndex.open(str(args.out / "milvus.db"), "scale")  # a fresh engine process loads the collections
@@ -114,7 +112,7 @@ def step_queries(local: Any, args: argparse.Namespace) -> dict[str, Any]:
     start = time.perf_counter()
     exact = {"dense": [[d for d, _ in row] for row in local.exact_vectors(vectors, 10, scoring=local.scoring)],
              "hybrid": [[d for d, _ in row] for row in _exact_fused_batched(
-                 HybridSearch(local, local.lexical, local.scoring, local.fusion), vectors, texts, 10)]}  # fmt: skip
+                 local.searcher, local.fusion, vectors, texts, 10)]}  # fmt: skip
     result["exact_scan_s"] = time.perf_counter() - start
     for mode in ("dense", "hybrid"):
         _timed(engine.search, vectors[:2], texts[:2], mode)  # first touches (connections, caches) are not timed
@@ -141,7 +139,7 @@ def step_queries(local: Any, args: argparse.Namespace) -> dict[str, Any]:
 def _call_kind(kwargs: dict[str, Any]) -> str:
     """A name for one search the backend makes: which field, on the windows or the whole-document collection, and
     whether filtered to given rows (``among``: the exact scoring of proposals)."""
-    from lengthwise.longdoc.search._milvus_store import DOCUMENTS
+    from lengthwise.search.milvus.store import DOCUMENTS
 
     side = "documents_" if str(kwargs.get("collection", "")).endswith(DOCUMENTS) else ""
     return f"{side}{kwargs.get('anns_field')}_{'among' if 'filter' in kwargs else 'top'}"
@@ -238,9 +236,8 @@ def _run_summary(queries: dict[str, Any]) -> dict[str, Any]:
 
 
 def step_local_build(args: argparse.Namespace) -> dict[str, Any]:
-    from lengthwise.longdoc.search.index import LongIndex
-
     from benchmarks.search.hybrid import PER_DOC, _lexical_build, _scale_model, _scale_settings
+    from lengthwise.facade import LongIndex
 
     encoded = Path(json.loads((args.source / "index.json").read_text(encoding="utf-8"))["encoded"])
     if not (encoded / "manifest.json").is_file():
@@ -283,8 +280,8 @@ def main() -> None:
                          f"{args.windows} --granularity both --fusion default first")  # fmt: skip
     args.out = args.out or Path(f"/tmp/bench_milvus_scale-{args.windows}")
     args.out.mkdir(parents=True, exist_ok=True)
-    from lengthwise.longdoc.search._milvus_load import BATCH
-    from lengthwise.longdoc.search._milvus_store import engine_kind
+    from lengthwise.search.milvus.load import BATCH
+    from lengthwise.search.milvus.store import engine_kind
 
     args.batch = args.batch or BATCH
     kind = engine_kind(str(args.out / "milvus.db"))  # Milvus Lite 3.x's figures keep the section they always had

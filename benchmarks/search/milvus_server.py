@@ -116,11 +116,10 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from importlib.metadata import version
 
-    from lengthwise.longdoc.search._backend_milvus import MilvusIndex
-    from lengthwise.longdoc.search._milvus_load import load_into_milvus
-
     import lengthwise as lw
     from lengthwise.core.results import write_json_atomic
+    from lengthwise.facade import MilvusIndex
+    from lengthwise.search.milvus.load import load_into_milvus
 
     local = lw.LongIndex.open(args.index)
     section: dict[str, Any] = {

@@ -67,11 +67,10 @@ def _synthetic_queries(name: str, count: int) -> list[str]:
 
 
 def run_set(name: str, args: argparse.Namespace) -> dict[str, Any]:
-    from lengthwise.longdoc.search._milvus_load import load_into_milvus
-    from lengthwise.longdoc.search.hybrid import Mode
-
     import lengthwise as lw
+    from lengthwise.core.fusion import Mode
     from lengthwise.evaluation.data import read_beir
+    from lengthwise.search.milvus.load import load_into_milvus
 
     corpus, beir = SETS[name]
     corpus_path = Path(corpus) if Path(corpus).is_absolute() else args.work / corpus

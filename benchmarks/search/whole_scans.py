@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from lengthwise.core.results import environment, write_json_atomic
-from lengthwise.longdoc.search import _dense
+from lengthwise.search.local import windows as local_windows
 
 QUERIES = Path(__file__).resolve().parents[2] / "data/qmsum/queries.jsonl.gz"
 ARMS = ("whole", "each")
@@ -58,22 +58,22 @@ def main() -> None:
         texts = [json.loads(line)["text"] for line in handle]
     vectors = np.asarray(index.embed_queries(texts), dtype=np.float32)
     batches = [(texts[s : s + args.batch], vectors[s : s + args.batch]) for s in range(0, len(texts), args.batch)]
-    whole = _dense.LocalWindows.whole_scans
+    whole = local_windows.LocalWindows.whole_scans
     switch = {"whole": whole, "each": lambda self, units, *args: [None] * len(units)}
     results: dict[str, Any] = {}
     for mode in ("dense", "hybrid"):
         ms: dict[str, list[float]] = {arm: [] for arm in ARMS}
         hits = {}
         for arm in ARMS:  # warm-up, and the hits compared
-            _dense.LocalWindows.whole_scans = switch[arm]  # type: ignore[method-assign]
+            local_windows.LocalWindows.whole_scans = switch[arm]  # type: ignore[method-assign]
             hits[arm] = _searched(index, batches, mode)
         for _ in range(args.repeats):
             for arm in ARMS:
-                _dense.LocalWindows.whole_scans = switch[arm]  # type: ignore[method-assign]
+                local_windows.LocalWindows.whole_scans = switch[arm]  # type: ignore[method-assign]
                 began = time.process_time()
                 _searched(index, batches, mode)
                 ms[arm].append((time.process_time() - began) / len(texts) * 1e3)
-        _dense.LocalWindows.whole_scans = whole  # type: ignore[method-assign]
+        local_windows.LocalWindows.whole_scans = whole  # type: ignore[method-assign]
         median = {arm: statistics.median(values) for arm, values in ms.items()}
         pairs = [(a, b) for x, y in zip(hits["whole"], hits["each"], strict=True) for a, b in zip(x, y, strict=True)]
         results[mode] = {

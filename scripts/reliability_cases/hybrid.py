@@ -38,7 +38,7 @@ def _without_text(tmp: Path, context: Context) -> None:
 _STOP_LEXICAL = """
 import sys
 import lengthwise as lw
-from lengthwise.longdoc.search import _bm25_build
+from lengthwise.search.lexical import shards as _bm25_build
 
 def stop(*args, **kwargs):
     raise KeyboardInterrupt
@@ -81,8 +81,8 @@ def _stopped_rebuild(tmp: Path, context: Context) -> None:
 
 
 def _resumed(tmp: Path, _: str) -> str | None:
-    from lengthwise.longdoc.search._index_files import served_files
-    from lengthwise.longdoc.search.index import LongIndex
+    from lengthwise.facade import LongIndex
+    from lengthwise.search.local.files import served_files
 
     if (served_files(tmp / "i") / "engine.usearch").stat().st_ino != int((tmp / "engine.inode").read_text()):
         return "the dense engine was built again"
@@ -92,7 +92,7 @@ def _resumed(tmp: Path, _: str) -> str | None:
 
 
 def _earlier_served(tmp: Path, _: str) -> str | None:
-    from lengthwise.longdoc.search._index_files import served_files
+    from lengthwise.search.local.files import served_files
 
     granularity = json.loads((served_files(tmp / "i") / "lexical" / "lexical.json").read_text())["granularity"]
     if granularity == _other_granularity():

@@ -84,14 +84,14 @@ def _no_index(tmp: Path, _: str) -> str | None:
 
 def _text_kept(tmp: Path, _: str) -> str | None:
     """The index still serves its lexical side."""
-    from lengthwise.longdoc.search.index import LongIndex
+    from lengthwise.facade import LongIndex
 
     return None if LongIndex.open(tmp / "i").lexical is not None else "the lexical side was dropped"
 
 
 def _untuned(tmp: Path, _: str) -> str | None:
     """Nothing was recorded in the index."""
-    from lengthwise.longdoc.search.index import LongIndex
+    from lengthwise.facade import LongIndex
 
     lexical = LongIndex.open(tmp / "i").lexical
     return None if lexical is not None and "mode" not in lexical.settings else "a tuning was recorded"

@@ -68,7 +68,7 @@ def _line_break_ids(tmp: Path, context: Context) -> None:
 
 _INTERRUPT = """
 import sys
-from lengthwise.longdoc.search.index import LongIndex
+from lengthwise.facade import LongIndex
 def stop(done, total):
     raise KeyboardInterrupt
 try:
@@ -134,7 +134,7 @@ def _two_dimensions(tmp: Path, context: Context) -> None:
 
 
 def _tampered_offsets(tmp: Path, context: Context) -> None:
-    from lengthwise.longdoc.search._index_files import served_files
+    from lengthwise.search.local.files import served_files
 
     _indexed(tmp, context)
     offsets = np.load(served_files(tmp / "i") / "offsets.npy")
@@ -160,7 +160,7 @@ def _distinct(tmp: Path, _: str) -> str | None:
     made = json.loads((tmp / "i" / "index.json").read_text(encoding="utf-8"))
     if not made["distinct"] < made["windows"]:
         return f"{made['distinct']} distinct vectors for {made['windows']} windows"
-    from lengthwise.longdoc.search.index import LongIndex
+    from lengthwise.facade import LongIndex
 
     index = LongIndex.open(tmp / "i")
     filler = np.array(index.vectors[:1])  # the first window: filler, in every document
@@ -169,7 +169,7 @@ def _distinct(tmp: Path, _: str) -> str | None:
 
 
 def _piano_first(tmp: Path, output: str) -> str | None:
-    from lengthwise.longdoc.search.index import LongIndex
+    from lengthwise.facade import LongIndex
 
     ids = LongIndex.open(tmp / "i").doc_ids
     line = next((line for line in output.splitlines() if line.startswith("{")), "{}")
@@ -184,7 +184,7 @@ def _fresh_vectors(tmp: Path, _: str) -> str | None:
 
     windows = read_embeddings(tmp / "e")[1].vectors
     expected = windows / np.linalg.norm(windows, axis=1, keepdims=True)
-    from lengthwise.longdoc.search._index_files import served_files
+    from lengthwise.search.local.files import served_files
 
     built = np.load(served_files(tmp / "i") / "vectors.npy")
     gap = float(np.abs(built - expected).max()) if built.shape == expected.shape else float("inf")
@@ -193,7 +193,7 @@ def _fresh_vectors(tmp: Path, _: str) -> str | None:
 
 def _index_kept(names: list[str]):
     def check(tmp: Path, _: str) -> str | None:
-        from lengthwise.longdoc.search.index import LongIndex
+        from lengthwise.facade import LongIndex
 
         try:
             LongIndex.open(tmp / "i")

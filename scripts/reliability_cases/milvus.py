@@ -80,7 +80,7 @@ def _hits(_: Path, output: str) -> str | None:
 HOLD = """
 import sys, time
 from pathlib import Path
-from lengthwise.longdoc.search._milvus_store import connect
+from lengthwise.search.milvus.store import connect
 client = connect(sys.argv[1])
 print("held", flush=True)
 stop = time.monotonic() + 300

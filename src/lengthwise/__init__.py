@@ -44,7 +44,8 @@ _EXPORTS = {
     "TrainConfig": "lengthwise.training.config",
     "LongEncoder": "lengthwise.longdoc.encoder",
     "LongDocConfig": "lengthwise.longdoc.config",
-    "LongIndex": "lengthwise.longdoc.search.index",
+    "LongIndex": "lengthwise.facade",
+    "MilvusIndex": "lengthwise.facade",
 }
 __all__ = sorted([*_EXPORTS, "__version__"])
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

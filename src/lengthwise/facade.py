@@ -4,9 +4,11 @@
 the model re-applied: a TempScale (tempscale room) and a long-document choice (longdoc room), hence here, where rooms
 may meet; `build_encoder` puts TempScale and long documents around a loaded model. A room that embeds with a model by
 name takes the loader as a parameter (`ModelLoader`): `encode` is the longdoc room's own with this `load_model`
-bound; `lengthwise.LongIndex` is the room's one class, which takes it as ``load_model=`` (the CLI, the service and
-`lengthwise.pipelines` pass it). `train` is training with the evaluation room's dev evaluator. The jobs that join
-two rooms are in `lengthwise.pipelines`.
+bound. The search room's indexes take the loader as ``load_model=`` (the CLI, the service and `lengthwise.pipelines`
+pass it) and the long-document method that made their windows (`WindowMethod`), bound here: `LongIndex`,
+`MilvusIndex`, `open_index` and `build_index` are the search room's with `lengthwise.longdoc.method.LONG_DOCUMENTS`.
+`train` is training with the evaluation room's dev evaluator. The jobs that join two rooms are in
+`lengthwise.pipelines`.
 """
 
 from __future__ import annotations
@@ -18,18 +20,35 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lengthwise.core.defaults import DEFAULT_MODEL
+from lengthwise.longdoc.method import LONG_DOCUMENTS
 from lengthwise.longdoc.storage.encode import encode as encode_corpus
+from lengthwise.search import backend as search_backend
+from lengthwise.search import index as search_index
+from lengthwise.search.milvus import index as milvus_index
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
     from lengthwise.core.encoder import TextEncoder
+    from lengthwise.core.models import ModelLoader
     from lengthwise.longdoc.config import LongDocConfig
+    from lengthwise.search.backend import Backend
+    from lengthwise.search.protocols import SearchIndex
     from lengthwise.tempscale.config import TempScaleConfig
     from lengthwise.training.config import TrainConfig
     from lengthwise.training.run import TrainResult
 
-__all__ = ["EncoderSetup", "build_encoder", "encode", "load_model", "train"]
+__all__ = [
+    "EncoderSetup",
+    "LongIndex",
+    "MilvusIndex",
+    "build_encoder",
+    "build_index",
+    "encode",
+    "load_model",
+    "open_index",
+    "train",
+]
 
 
 def load_model(
@@ -140,3 +159,34 @@ def train(
             attack = LengthAttackEvaluator(pairs, config.eval_attack, name="dev_attack", seed=config.seed)
             evaluator = SequentialEvaluator([evaluator, attack], main_score_function=lambda scores: scores[0])
     return run_training(config, resume=resume, callbacks=callbacks, evaluator=evaluator)
+
+
+class LongIndex(search_index.LongIndex):
+    """`lengthwise.search.index.LongIndex` (its docstring says all) over windows the long-document room made: text
+    queries are embedded, documents scored and texts cut into passages by `LONG_DOCUMENTS`."""
+
+    method = LONG_DOCUMENTS
+
+
+class MilvusIndex(milvus_index.MilvusIndex):
+    """`lengthwise.search.milvus.index.MilvusIndex` over windows the long-document room made (as `LongIndex`)."""
+
+    method = LONG_DOCUMENTS
+
+
+def open_index(
+    backend: Backend | None = None,
+    folder: str | os.PathLike[str] | None = None,
+    *,
+    model: SentenceTransformer | str | os.PathLike[str] | None = None,
+    load_model: ModelLoader | None = None,
+) -> SearchIndex:
+    """`lengthwise.search.backend.open_index` (its docstring says all) with the long-document method bound."""
+    return search_backend.open_index(backend, folder, model=model, load_model=load_model, method=LONG_DOCUMENTS)
+
+
+@functools.wraps(search_backend.build_index)
+def build_index(*args: Any, **kwargs: Any) -> SearchIndex:
+    # `lengthwise index build` as one call: `lengthwise.search.backend.build_index` (its docstring and signature)
+    # with the long-document method bound
+    return search_backend.build_index(*args, method=LONG_DOCUMENTS, **kwargs)

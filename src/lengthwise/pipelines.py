@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any
 from lengthwise.core.defaults import DEFAULT_MODEL
 from lengthwise.core.errors import SettingError
 from lengthwise.core.fusion import TUNED_WEIGHTS
-from lengthwise.facade import build_encoder, load_model
-from lengthwise.longdoc.search.index import LongIndex
+from lengthwise.facade import LongIndex, build_encoder, load_model
 
 if TYPE_CHECKING:
     from lengthwise.audit.config import AuditJob
@@ -25,8 +24,8 @@ if TYPE_CHECKING:
     from lengthwise.evaluation.config import EvalConfig, Task
     from lengthwise.evaluation.schema import EvalRecord
     from lengthwise.longdoc.config import LongDocConfig
-    from lengthwise.longdoc.search.backends import Backend
     from lengthwise.longdoc.tune import LongTuneResult
+    from lengthwise.search.backend import Backend
     from lengthwise.tempscale.config import TempScaleConfig
     from lengthwise.tempscale.schema import TuneRecord
     from lengthwise.tempscale.tune import TuneSpec
@@ -59,7 +58,7 @@ def audit_model(
     from lengthwise.audit.run import check_output, read_inputs, run_full_audit
     from lengthwise.core.output_set import prepare_out
     from lengthwise.evaluation.data import read_beir
-    from lengthwise.longdoc.search.scorer import BM25Scorer
+    from lengthwise.search.lexical.scorer import BM25Scorer
     from lengthwise.tempscale import TempScaleConfig
     from lengthwise.tempscale.apply import tempscale as tempscale_patch
 
@@ -106,7 +105,7 @@ def evaluate(
         index, mode: Rank through this index (`evaluate_through_index`) in this mode; the model and how it embeds
             are then the index's, and the settings above that set them are refused (`SettingError`), but for
             `precision`: the queries' (an index embedded in fp32 may take another; None: as recorded).
-        backend: Where the index is (`lengthwise.longdoc.search.backends.Backend`): a Milvus backend ranks through
+        backend: Where the index is (`lengthwise.search.backend.Backend`): a Milvus backend ranks through
             the index served there (no `index` folder then).
         show_progress: Show progress bars while encoding.
 
@@ -159,7 +158,7 @@ def evaluate_through_index(
     (same ids and texts, by encode's digest); only the queries are encoded. `mode` (default: the index's recorded
     one) searches dense, lexical or hybrid, and the exact scan is that mode's over every document. `backend`: the
     index served in Milvus instead (`index` None), recorded as ``milvus:URI#NAME``. `precision`: the queries'
-    (`DocumentSearch.set_query_precision`; None: the precision the documents were embedded at), recorded as
+    (`QueryModel.set_query_precision`; None: the precision the documents were embedded at), recorded as
     ``query_precision``.
     """
     from lengthwise.evaluation.rankings import index_record, index_task
@@ -315,6 +314,6 @@ def tune_hybrid(
 def _opened(index: str | os.PathLike[str] | LongIndex | None, backend: Backend | None = None) -> Any:
     """`index` if opened already (whatever loader it was given), else the index at that path (or the one `backend`
     serves in Milvus), its query model loaded as saved (`load_model`)."""
-    from lengthwise.longdoc.search.backends import open_index
+    from lengthwise.facade import open_index
 
     return index if isinstance(index, LongIndex) else open_index(backend, index, load_model=load_model)

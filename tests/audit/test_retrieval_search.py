@@ -26,8 +26,8 @@ from .test_retrieval_known import CONFIG, LengthTermEncoder, synthetic_split
 pytest.importorskip("bm25s")
 pytest.importorskip("Stemmer")
 
-from lengthwise.longdoc.search.hybrid import Fusion, FusionSettings, fuse
-from lengthwise.longdoc.search.scorer import BM25Scorer
+from lengthwise.search.fusion import Fusion, FusionSettings, fuse
+from lengthwise.search.lexical.scorer import BM25Scorer
 
 SEARCH_CONFIG = replace(CONFIG, searches=("dense", "lexical", "hybrid"), lexical_weight=0.3)
 

@@ -20,7 +20,7 @@ runner = CliRunner()
 @pytest.fixture
 def searched(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """What `lengthwise search` asked of the index: its folder and the keyword arguments of `LongIndex.search`."""
-    from lengthwise.longdoc.search.index import LongIndex
+    from lengthwise.search.index import LongIndex  # what `open_index` opens (the junction passes the method)
 
     calls: list[dict[str, Any]] = []
 

@@ -43,14 +43,14 @@ def _serve() -> None:
 
 
 def _lexical() -> None:
-    from lengthwise.longdoc.search.lexical import require_bm25s
+    from lengthwise.search.lexical.bm25 import require_bm25s
 
     require_bm25s()
 
 
 def _engine(name: str) -> Callable[[], None]:
     def engine() -> None:
-        from lengthwise.longdoc.search._engines import Engine, _require
+        from lengthwise.search.local.engines import Engine, _require
 
         _require(Engine(name))
 
@@ -99,10 +99,10 @@ def _mteb() -> None:
 NEEDS: dict[str, tuple[Callable[..., None], str, str, str]] = {
     "serve": (_serve, "lengthwise.service.run", "fastapi", "serve"),
     "serve (uvicorn)": (_serve, "lengthwise.service.run", "uvicorn", "serve"),
-    "lexical search": (_lexical, "lengthwise.longdoc.search.lexical", "bm25s", "index"),
-    "PyStemmer": (_lexical, "lengthwise.longdoc.search.lexical", "Stemmer", "index"),
-    "faiss engine": (_engine("faiss"), "lengthwise.longdoc.search._engines", "faiss", "index"),
-    "usearch engine": (_engine("usearch"), "lengthwise.longdoc.search._engines", "usearch", "index"),
+    "lexical search": (_lexical, "lengthwise.search.lexical.bm25", "bm25s", "index"),
+    "PyStemmer": (_lexical, "lengthwise.search.lexical.bm25", "Stemmer", "index"),
+    "faiss engine": (_engine("faiss"), "lengthwise.search.local.engines", "faiss", "index"),
+    "usearch engine": (_engine("usearch"), "lengthwise.search.local.engines", "usearch", "index"),
     "encode --runner ray": (_ray, "lengthwise.longdoc.storage._raydata", "ray", "ray"),
     "encode --format parquet": (_parquet, "lengthwise.longdoc.storage._parquet", "pyarrow", "parquet"),
     "train": (_train, "lengthwise.training.run", "accelerate", "train"),

@@ -66,7 +66,8 @@ def milvus(encoded: Path) -> tuple[str, str]:
     default name (``milvus.db`` beside ``idx/``, as docs/integrations.md's examples name them)."""
     pytest.importorskip("pymilvus")
     pytest.importorskip("milvus_lite")
-    from lengthwise.longdoc.search.backends import Backend, build_index
+    from lengthwise.facade import build_index
+    from lengthwise.search.backend import Backend
 
     uri = str(encoded.parent / "milvus.db")
     build_index(encoded, encoded.parent / "idx-milvus", Backend("milvus", uri), quantize="none", engine="faiss")

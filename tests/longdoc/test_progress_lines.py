@@ -78,8 +78,8 @@ def test_milvus_load_writes_progress_lines(tiny_model_dir: Path, corpus: Path, t
     pytest.importorskip("pymilvus")
     pytest.importorskip("milvus_lite")
     from lengthwise.core.progress import ProgressLines
-    from lengthwise.longdoc.search._milvus_load import load_into_milvus
-    from lengthwise.longdoc.search.index import LongIndex
+    from lengthwise.facade import LongIndex
+    from lengthwise.search.milvus.load import load_into_milvus
 
     _logged(tmp_path, "encode", "-d", corpus, "-o", tmp_path / "emb", "-m", tiny_model_dir, "--long", "multi-vector",
             "--window", "24")  # fmt: skip

@@ -108,7 +108,7 @@ def _as_before_the_rename(folder: Path) -> None:
 def test_a_folder_that_records_the_runner_as_engine_resumes(tmp_path: Path) -> None:
     """Before 0.2 the manifest recorded ``"engine": "ray"``: such a folder resumes (and is indexed) as if it said
     ``"runner"``, and its manifest says ``runner`` once the run ends. Needs no Ray: the store alone."""
-    from lengthwise.longdoc.search.index import LongIndex
+    from lengthwise.facade import LongIndex
     from lengthwise.longdoc.storage.store import EmbeddingStore
 
     settings = {"model": "random", "long": {"strategy": "chunk-mean"}, "runner": "ray"}

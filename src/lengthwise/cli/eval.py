@@ -38,7 +38,7 @@ from lengthwise.evaluation.config import (
     SelfHits,
     Task,
 )
-from lengthwise.longdoc.search.backends import DEFAULT_NAME
+from lengthwise.search.backend import DEFAULT_NAME
 
 if TYPE_CHECKING:  # rich.table loads when a command prints, not for `lengthwise --help`
     from rich.table import Table

@@ -25,7 +25,7 @@ from lengthwise.cli.options import (
     setting_message,
 )
 from lengthwise.core.fusion import LEXICAL_GRANULARITY, TUNED_WEIGHTS
-from lengthwise.longdoc.search.backends import DEFAULT_NAME
+from lengthwise.search.backend import DEFAULT_NAME
 
 app = command_group("Index the window vectors of `lengthwise encode` for document search (FAISS or USearch).")
 
@@ -58,8 +58,7 @@ def build(
     by their windows (rescored exactly in fp32), by BM25, or by both fused. With --backend milvus, the index built
     at OUT is then loaded into Milvus at --uri and served there as --name."""
     from lengthwise.core.errors import LengthwiseError
-    from lengthwise.facade import load_model
-    from lengthwise.longdoc.search.backends import build_index
+    from lengthwise.facade import build_index, load_model
 
     quiet_loading()  # the query model is loaded to fingerprint it: transformers' weight bar says nothing here
     try:
@@ -191,8 +190,7 @@ def search(
     """Search INDEX (or the index served in Milvus: --backend milvus --uri U): queries embedded with the settings
     recorded in the index, documents best first."""
     from lengthwise.core.errors import LengthwiseError
-    from lengthwise.facade import load_model
-    from lengthwise.longdoc.search.backends import open_index
+    from lengthwise.facade import load_model, open_index
 
     quiet_loading()
 

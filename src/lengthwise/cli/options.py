@@ -158,9 +158,9 @@ def setting_message(error: Exception, *, flags: Collection[str] | None = None) -
 
 
 def served(backend: str, uri: str | None, name: str) -> Any:
-    """The `lengthwise.longdoc.search.backends.Backend` that ``--backend``, ``--uri`` and ``--name`` name (checked:
+    """The `lengthwise.search.backend.Backend` that ``--backend``, ``--uri`` and ``--name`` name (checked:
     a `SettingError` on the flag at fault)."""
-    from lengthwise.longdoc.search.backends import Backend
+    from lengthwise.search.backend import Backend
 
     return Backend(backend, uri, name)
 

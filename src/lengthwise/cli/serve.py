@@ -18,7 +18,7 @@ from lengthwise.cli.options import (
     served,
     setting_message,
 )
-from lengthwise.longdoc.search.backends import DEFAULT_NAME
+from lengthwise.search.backend import DEFAULT_NAME
 from lengthwise.service.config import ServeConfig
 
 __all__ = ["serve"]

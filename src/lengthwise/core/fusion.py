@@ -4,7 +4,7 @@ scores.
 Convex (`convex_fuse`): each side is normalised from its theoretical minimum (cosine −1, BM25 0) to the query's
 best score on that side, then ``(1 - w) · dense' + w · lexical'`` (Bruch, Gai & Ingber, "An Analysis of Fusion
 Functions for Hybrid Retrieval", ACM TOIS 2023, arXiv:2210.11934, "TMM"). The hybrid search
-(`lengthwise.longdoc.search.hybrid`) ranks with it or with the rules below, and the retrieval length-bias audit
+(`lengthwise.search.fusion`) ranks with it or with the rules below, and the retrieval length-bias audit
 (`lengthwise.audit.retrieval`) audits it.
 
 Normalised from the query's candidates (`normalised`, `fuse_normalised`): each side's scores over the documents
@@ -21,6 +21,7 @@ depend on which documents are candidates.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import Enum
 from typing import TYPE_CHECKING
 
 from lengthwise.core.errors import SettingError
@@ -36,14 +37,17 @@ __all__ = [
     "LEXICAL_WEIGHT",
     "NORMALISERS",
     "TUNED_WEIGHTS",
+    "Fusion",
+    "Mode",
     "convex_fuse",
     "fuse_normalised",
     "normalised",
     "spread_weights",
 ]
 
-# What BM25 ranks, chosen on dev sets only by the rule docs/longdoc.md wrote before the results (benchmarks/
-# bench_hybrid.py quality). First run (4 / 5 passkey and needle documents per length): BM25 over whole documents.
+# What BM25 ranks, chosen on dev sets only by the rule docs/longdoc.md wrote before the results (python -m
+# benchmarks.search.hybrid quality). First run (4 / 5 passkey and needle documents per length): BM25 over whole
+# documents.
 # Second run (20 per length): BM25 over the index's windows (a document scores its best window). Since issue 49's
 # sixth corpus (20 Newsgroups replies, where BM25 leads) and the index serving both granularities: both, each with
 # half the lexical weight.
@@ -59,6 +63,25 @@ FUSION = "zscore"
 FUSION_WEIGHT = 0.3
 DEFAULT_FUSION = {"fusion": FUSION, "weight": FUSION_WEIGHT}
 TUNED_WEIGHTS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # the lexical weights `index tune` tries by default
+
+
+class Mode(str, Enum):
+    """Which evidence ranks the documents: the search modes of an index and of the retrieval audit."""
+
+    DENSE = "dense"  # the window vectors (ANN candidates, exact rescoring); the encoder's cosines in the audit
+    LEXICAL = "lexical"  # BM25 over the documents' text
+    HYBRID = "hybrid"  # both, fused
+
+
+class Fusion(str, Enum):
+    """How a hybrid search combines the two sides (the rules below; `lengthwise.search.fusion` applies them)."""
+
+    CONVEX = "convex"
+    RRF = "rrf"
+    ZSCORE = "zscore"
+    MINMAX = "minmax"
+    DBSF = "dbsf"
+    ADAPTIVE = "adaptive"
 
 
 def convex_fuse(

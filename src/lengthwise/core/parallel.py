@@ -3,7 +3,8 @@
 A search's per-query work (rescoring candidate windows exactly, BM25 scores, fusion, passages) is numpy and torch
 kernels, which release the GIL, with some Python between them; so several threads searching different queries of a
 batch use several cores. Each query is searched by the same code as alone, so the hits do not depend on the number
-of threads (``tests/test_search_parallel.py`` checks it). The pools are made once per size and shared by the process.
+of threads (``tests/search/test_search_parallel.py`` checks it). The pools are made once per size and shared by the
+process.
 
 Importing this module loads neither numpy nor torch.
 """

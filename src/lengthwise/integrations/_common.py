@@ -310,8 +310,8 @@ def open_source(
         raise SettingError("milvus_name", milvus_name, "names an index in Milvus; give it with milvus_uri=")
     if url is not None:
         return ServiceSource(url, api_key, timeout)
-    from lengthwise.facade import load_model
-    from lengthwise.longdoc.search.backends import DEFAULT_NAME, Backend, open_index
+    from lengthwise.facade import load_model, open_index
+    from lengthwise.search.backend import DEFAULT_NAME, Backend
 
     if milvus_uri is not None:
         served = Backend("milvus", milvus_uri, milvus_name or DEFAULT_NAME)

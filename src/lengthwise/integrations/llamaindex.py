@@ -41,7 +41,7 @@ class LengthwiseRetriever(BaseRetriever):
 
     Args:
         index: An index folder (`lengthwise index build`), or an index already opened (`lengthwise.LongIndex.open`,
-            `lengthwise.longdoc.search.backends.open_index`).
+            `lengthwise.facade.open_index`).
         milvus_uri: An index loaded into Milvus: a Milvus Lite ``.db`` path or a server's URL, served as
             `milvus_name` (default ``lengthwise``).
         url: A running `lengthwise serve` (``http://127.0.0.1:8000``), with its `api_key` if it has one.

@@ -71,7 +71,7 @@ class ServeConfig:
             queries spread over them); None: each worker's share of the available cores less one for its model
             thread (`search_threads_used`; one on two cores).
         precision: What the queries are embedded at (``auto``, ``fp32``, ``bf16``, ``fp16``, ``int8``); None: the
-            precision the index's documents were embedded at (`DocumentSearch.set_query_precision`).
+            precision the index's documents were embedded at (`QueryModel.set_query_precision`).
         shutdown_grace_s: After SIGTERM or Ctrl-C, how long the requests in flight are waited for; a client still
             sending or reading after that has its connection closed (one line in the log).
     """

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lengthwise.core.errors import SettingError
-from lengthwise.longdoc.search.backends import Backend
+from lengthwise.search.backend import Backend
 from lengthwise.service.config import Limits, ServeConfig
 
 __all__ = ["open_checked", "serve", "worker_app"]
@@ -33,8 +33,7 @@ def open_checked(
     """The index at `folder` (or the one `backend` serves in Milvus), its lexical side opened and its model loaded,
     checked against the index's recorded weights and set to the queries' `precision` (None: as recorded): what the
     service needs, loaded once, or the reason it cannot be served."""
-    from lengthwise.facade import load_model
-    from lengthwise.longdoc.search.backends import open_index
+    from lengthwise.facade import load_model, open_index
 
     if folder is not None and not Path(folder).is_dir():
         what = "a file, not a folder" if Path(folder).exists() else "no such folder"
@@ -92,7 +91,7 @@ def serve(
         folder: A folder written by `lengthwise index build` (None with a Milvus `backend`).
         config: Address, workers, API key, batching and caps (`ServeConfig`; default: 127.0.0.1:8000).
         on_ready: Called with the base URL (``http://host:port``) once requests are answered.
-        backend: Where the index is served from (`lengthwise.longdoc.search.backends.Backend`; default: the folder).
+        backend: Where the index is served from (`lengthwise.search.backend.Backend`; default: the folder).
     """
     from lengthwise.core._optional import require
 
@@ -165,8 +164,7 @@ def worker_app() -> Any:
     checked, passed in the environment."""
     from transformers.utils import logging as hf_logging
 
-    from lengthwise.facade import load_model
-    from lengthwise.longdoc.search.backends import open_index
+    from lengthwise.facade import load_model, open_index
     from lengthwise.service.app import create_app
 
     hf_logging.disable_progress_bar()  # as the parent: no loading bars in the server's log

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from lengthwise.core.errors import SettingError
-from lengthwise.core.fusion import LEXICAL_WEIGHT
+from lengthwise.core.fusion import LEXICAL_WEIGHT, Mode
 
 if TYPE_CHECKING:
     import numpy as np
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SEARCHES", "LexicalScorer", "RetrievalAuditConfig", "RetrievalRequest", "RetrievalSplit"]
 
-SEARCHES = ("dense", "lexical", "hybrid")  # what ranks the corpus (dense: the encoder's cosines, always audited)
+SEARCHES = tuple(mode.value for mode in Mode)  # what ranks the corpus (dense: the encoder's cosines, always audited)
 
 
 class RetrievalSplit(Protocol):
@@ -41,7 +41,7 @@ class RetrievalSplit(Protocol):
 
 
 class LexicalScorer(Protocol):
-    """Lexical scores against one corpus's statistics (`lengthwise.longdoc.search.scorer.BM25Scorer` is one)."""
+    """Lexical scores against one corpus's statistics (`lengthwise.search.lexical.scorer.BM25Scorer` is one)."""
 
     def corpus_scores(self, query: str) -> np.ndarray:
         """(N,) scores of every corpus document for `query`."""

@@ -1,5 +1,11 @@
-"""Searching an encoded corpus: `LongIndex` (`index`), the one index over the shards `lengthwise.longdoc.storage`
-wrote. Its dense side is an ANN engine over the window vectors, rescored exactly; its lexical side is BM25 over the
-documents' text (`lexical`); `hybrid` fuses the two and cuts each hit's passages. `_staging` builds the index folder
-in steps that survive a kill.
-"""
+"""Deprecated (0.2; removed in 0.3): search moved to its own room, `lengthwise.search`. These modules re-export the
+names they held from their new places; import from there (CHANGELOG.md, 0.2, says where each went)."""
+
+import warnings
+
+warnings.warn(
+    "lengthwise.longdoc.search is deprecated and will be removed in 0.3; import from lengthwise.search "
+    "(lengthwise.LongIndex for the index)",
+    DeprecationWarning,
+    stacklevel=2,
+)

@@ -2,5 +2,5 @@
 
 `encode` (``lengthwise encode``) runs the encoder over a corpus, locally or on Ray (`_raydata`); `store` writes and
 reads the shards (`EmbeddingStore`, `read_embeddings`, `iter_shards`); `_parquet` the window rows. Searching the
-shards is `lengthwise.longdoc.search`'s work.
+shards is `lengthwise.search`'s work.
 """

@@ -37,6 +37,8 @@ __all__ = [
 
 COLUMNS = ("doc_id", "window", "start", "end", "vector")
 FORMATS = ("npy", "parquet")  # what `encode` writes: the shards alone, or the shards and their window rows
+
+
 def require_pyarrow() -> None:
     """Raise a `MissingExtra` (a `SettingError`) on ``format`` naming the extra when pyarrow is missing."""
     from lengthwise.core._optional import require

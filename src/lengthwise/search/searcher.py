@@ -1,0 +1,267 @@
+"""A search over one index: text queries in, ranked documents with their passages out.
+
+`Searcher` composes what an index holds: its window store (`WindowStore`: the local folder's engine and vectors, or
+Milvus), its lexical side (`LexicalSide`: BM25 at one or both granularities; None without text), its query model
+(`QueryModel`) and how a document scores from its windows. Calls run one way: the index → this module → the two
+sides' protocols; nothing here calls back into an index.
+
+Each side proposes its `depth` best documents; every proposed document is scored exactly on both sides and fused by
+the rule the index records (`lengthwise.search.fusion`). A hit carries its best windows as passages: the character
+span in the document's text and the text, ranked by the window's own dense cosine (dense and hybrid) or by the query
+terms it holds (lexical).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import TYPE_CHECKING, cast
+
+import numpy as np
+import torch
+
+from lengthwise.core.errors import SettingError
+from lengthwise.core.fusion import Mode
+from lengthwise.core.parallel import each, search_pool
+from lengthwise.search.fusion import fuse, top
+from lengthwise.search.types import FusionSettings, Hit, Passage
+
+if TYPE_CHECKING:
+    from lengthwise.core.scoring import WindowScoring
+    from lengthwise.search.protocols import LexicalSide, WindowStore
+    from lengthwise.search.query_model import QueryModel
+
+__all__ = ["Searcher"]
+
+DenseFound = list[tuple[str, float]] | np.ndarray  # per query: dense hits (dense mode), proposed documents (hybrid)
+
+
+@dataclass(eq=False)
+class Searcher:
+    """Searches one index's window store and lexical side with its query model (see the module docstring).
+
+    Args:
+        store: The window vectors, searched by document.
+        lexical: The lexical side, or None for an index built without text.
+        queries: The query model.
+        scoring: How a document scores from its windows.
+        without_text: Why a mode that needs text is refused on an index without it (what it is and the fix).
+    """
+
+    store: WindowStore
+    lexical: LexicalSide | None
+    queries: QueryModel
+    scoring: WindowScoring
+    without_text: str
+
+    @cached_property
+    def numbers(self) -> dict[str, int]:
+        """Each document id's number (its place in the store's `doc_ids`), built on first use."""
+        return {doc_id: n for n, doc_id in enumerate(self.store.doc_ids)}
+
+    @property
+    def fusion(self) -> FusionSettings:
+        """The hybrid fusion settings recorded in the index (the defaults before any tuning)."""
+        return FusionSettings.recorded(None if self.lexical is None else self.lexical.settings)
+
+    def mode(self, mode: str | None = None) -> Mode:
+        """The search `mode` asked for (``dense``, ``lexical`` or ``hybrid``), checked against what the index holds
+        (a mode that needs text is refused with `without_text` on an index without it). None: the mode recorded by a
+        tuning, else hybrid when the index holds text, else dense."""
+        lexical, without_text = self.lexical, self.without_text
+        if mode is None:
+            recorded = lexical.settings.get("mode") if lexical is not None else None
+            return Mode(recorded) if recorded else (Mode.HYBRID if lexical is not None else Mode.DENSE)
+        try:
+            chosen = Mode(mode)
+        except ValueError:
+            raise SettingError("mode", mode, "use dense, lexical or hybrid") from None
+        if chosen is not Mode.DENSE and lexical is None:
+            raise SettingError("mode", mode, without_text)
+        return chosen
+
+    def search(
+        self,
+        queries: str | Sequence[str],
+        k: int = 10,
+        *,
+        mode: str | None = None,
+        passages: int = 0,
+        candidates: int | None = None,
+        probes: int | None = None,
+        depth: int | None = None,
+        vectors: np.ndarray | None = None,
+        search_threads: int | None = None,
+    ) -> list[list[Hit]]:
+        """The `k` best documents for each query, best first, as `Hit`s (id, score, each side's exact score, and the
+        `passages` best windows of each with their character spans and text).
+
+        Args:
+            queries: One query or several.
+            k: Documents per query.
+            mode: ``dense`` (the window vectors), ``lexical`` (BM25) or ``hybrid`` (both, fused by the settings
+                recorded in the index); default: the index's recorded mode (hybrid when it holds text).
+            passages: Best windows returned with each hit (0: none).
+            candidates, probes: The dense side's candidate windows and probes (`search_vectors`).
+            depth: Documents each side proposes to a hybrid search (at least 10·k; default: the index's recorded
+                fusion, 100). Deeper finds more of the exact fused top k where many documents tie on one side
+                (near-duplicates), at some cost per query (docs/longdoc.md, the 10M-window run).
+            vectors: The queries' vectors when already embedded (`QueryModel.embed`; e.g. by a service that embeds
+                the next batch while this one is searched); embedded here when None.
+            search_threads: Threads the queries are searched on, each query on one (default: one per core less one,
+                1–32; `lengthwise.core.parallel`). The candidate windows of all queries come from one engine call;
+                the hits are the same whatever the number of threads.
+        """
+        texts = _checked(queries, k, passages, candidates, probes, depth, search_threads)
+        chosen = self.mode(mode)
+        if chosen is Mode.LEXICAL:
+            assert self.lexical is not None  # `mode` checked it
+            for text in texts:
+                if not self.lexical.query_tokens(text):
+                    raise SettingError("query", text, "holds no word the documents hold (stop words only, or "
+                                       "unknown words): nothing to search lexically; use dense or hybrid")  # fmt: skip
+            vectors = None
+        elif vectors is None:
+            vectors = self.queries.embed(texts)
+        elif len(vectors) != len(texts):
+            raise SettingError("vectors", len(vectors), f"give one vector per query ({len(texts)})")
+        fusion = self.fusion if depth is None else replace(self.fusion, depth=depth)
+        return self.rank(vectors, texts, k, chosen, fusion, passages=passages, candidates=candidates, probes=probes,
+                         search_threads=search_threads)  # fmt: skip
+
+    def rank(
+        self,
+        vectors: np.ndarray | None,
+        texts: Sequence[str],
+        k: int,
+        mode: Mode,
+        fusion: FusionSettings,
+        *,
+        passages: int = 0,
+        candidates: int | None = None,
+        probes: int | None = None,
+        search_threads: int | None = None,
+    ) -> list[list[Hit]]:
+        """The `k` best documents per query (`vectors`: unit query rows, None in lexical mode); `candidates` and
+        `probes`: the dense side's (`WindowStore.search_vectors`). The dense side's candidates of every query come
+        from one engine call; then each query is scored, fused and cut into passages on one of `search_threads`
+        threads (`lengthwise.core.parallel`; default one per core less one), by the same code as alone."""
+        depth = max(fusion.depth, 10 * k)
+        dense_lists: Sequence[DenseFound] = [[] for _ in texts]  # dense: (id, score) hits; hybrid: numbers
+        if mode is Mode.DENSE:
+            assert vectors is not None
+            dense_lists = self.store.search_vectors(vectors, k, scoring=self.scoring, candidates=candidates,
+                                                      probes=probes, search_threads=search_threads)  # fmt: skip
+        elif mode is Mode.HYBRID:  # the dense side's proposals, ranked on their candidate windows; scored below
+            assert vectors is not None
+            dense_lists = self.store.proposals(vectors, depth, scoring=self.scoring, candidates=candidates,
+                                                 probes=probes, search_threads=search_threads)  # fmt: skip
+
+        units = [None if vectors is None else torch.nn.functional.normalize(
+            torch.as_tensor(np.asarray(vectors[n], dtype=np.float32)), dim=-1) for n in range(len(texts))]  # fmt: skip
+        wholes: list[torch.Tensor | None] = [None] * len(texts)
+        if mode is Mode.HYBRID and len(texts):  # every document proposed: scored for the whole batch at once
+            stacked = torch.stack(cast(list[torch.Tensor], units))
+            wholes = self.store.whole_scans(stacked, self.scoring, depth, search_threads)
+
+        def one(n: int) -> list[Hit]:  # BM25's tokenizer (PyStemmer) holds the GIL: its calls never overlap
+            text, query = texts[n], units[n]
+            docs, fused, dense, lexical = self._ranked(mode, fusion, text, query, dense_lists[n], depth, k, wholes[n])
+            return [self._hit(d, f, dn, lx, query, text, passages)
+                    for d, f, dn, lx in zip(docs, fused, dense, lexical, strict=True)]  # fmt: skip
+
+        return each(search_pool(search_threads, len(texts)), one, range(len(texts)))
+
+    def _ranked(
+        self,
+        mode: Mode,
+        fusion: FusionSettings,
+        text: str,
+        query: torch.Tensor | None,
+        found: DenseFound,
+        depth: int,
+        k: int,
+        whole: torch.Tensor | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, list[float | None], list[float | None]]:
+        """Document numbers, fused scores and each side's score of the `k` best, best first (`found`: the dense
+        hits in dense mode, the dense side's proposed document numbers in hybrid mode; `whole`: every document's
+        dense scores when the batch read them at once)."""
+        if mode is Mode.DENSE:
+            docs = np.asarray([self.numbers[i] for i, _ in found], dtype=np.int64)
+            scores = np.asarray([s for _, s in found], dtype=np.float64)
+            return docs, scores, list(scores), [None] * len(docs)
+        assert self.lexical is not None  # `mode` checked it
+        if mode is Mode.LEXICAL or query is None:
+            all_lexical = self.lexical.scores(text)
+            docs = top(all_lexical, k)
+            docs = docs[all_lexical[docs] > 0]  # a document without any query term is not found by BM25
+            return docs, all_lexical[docs].astype(np.float64), [None] * len(docs), list(all_lexical[docs])
+        assert self.lexical is not None  # `mode` checked it
+        sides = self.lexical.side_scores(text, depth)  # (s, n): each BM25 granularity the index holds
+        proposed = np.union1d(np.asarray(found, dtype=np.int64), np.concatenate([top(x, depth) for x in sides]))
+        sides = self.lexical.side_scores_at(text, sides, proposed)  # an engine's side: exact on every proposal
+        dense = self.dense_scores(query, proposed) if whole is None else whole.numpy()[proposed].astype(np.float64)
+        fused = fuse(dense, sides[:, proposed].astype(np.float64), fusion)
+        best = np.argsort(-fused, kind="stable")[:k]
+        return proposed[best], fused[best], list(dense[best]), list(sides[-1, proposed[best]])
+
+    def dense_scores(self, query: torch.Tensor, docs: np.ndarray) -> np.ndarray:
+        """Exact dense scores of documents `docs` (every window, fp32), as float64."""
+        return self.store.document_scores(query, docs, self.scoring).astype(np.float64)
+
+    def _hit(
+        self,
+        doc: int,
+        score: float,
+        dense: float | None,
+        lexical: float | None,
+        query: torch.Tensor | None,
+        text: str,
+        count: int,
+    ) -> Hit:
+        def clean(value: float | None) -> float | None:
+            return None if value is None else float(value)
+
+        found = self._passages(doc, query, text, count) if count else ()
+        return Hit(self.store.doc_ids[doc], float(score), clean(dense), clean(lexical), found)
+
+    def _passages(self, doc: int, query: torch.Tensor | None, text: str, count: int) -> tuple[Passage, ...]:
+        """The document's `count` best windows: by their dense cosine with the query, else by the query terms
+        they hold (lexical mode)."""
+        if self.lexical is None:
+            raise SettingError("passages", count, "the index holds no text to cut passages from; build it with text")
+        first, last = int(self.store.offsets[doc]), int(self.store.offsets[doc + 1])
+        body = self.lexical.text(doc)
+        spans = [self.lexical.passage(row) for row in range(first, last)]
+        if query is not None:
+            vectors = torch.as_tensor(np.array(self.store.window_vectors(first, last)))  # stored unit
+            scores = (vectors @ query).double().numpy()
+        else:
+            terms = set(self.lexical.query_tokens(text))
+            scores = np.asarray([self._term_score(body[s:e], terms) for s, e in spans])
+        best = np.argsort(-scores, kind="stable")[:count]
+        return tuple(Passage(int(w), spans[w][0], spans[w][1], float(scores[w]), body[spans[w][0] : spans[w][1]])
+                     for w in best)  # fmt: skip
+
+    def _term_score(self, window: str, terms: set[int]) -> float:
+        """A window's lexical evidence: Σ log(1 + count) over the query's terms it holds."""
+        assert self.lexical is not None
+        held = self.lexical.query_tokens(window)
+        return sum(math.log1p(held.count(t)) for t in terms)
+
+
+def _checked(queries: str | Sequence[str], k: int, passages: int, *counts: int | None) -> list[str]:
+    """The queries as a list, once `search`'s numbers and texts are checked (a `SettingError` naming the first
+    wrong one)."""
+    names = ("candidates", "probes", "depth", "search_threads")
+    for name, value in (("k", k), *zip(names, counts, strict=True)):
+        if value is not None and value < 1:
+            raise SettingError(name, value, "must be ≥ 1")
+    if passages < 0:
+        raise SettingError("passages", passages, "must be ≥ 0")
+    texts = [queries] if isinstance(queries, str) else list(queries)
+    if not texts or any(not text.strip() for text in texts):
+        raise SettingError("query", queries, "a query is empty; give the text to search for")
+    return texts

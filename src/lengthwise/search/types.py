@@ -1,0 +1,129 @@
+"""The search room's vocabulary: what a search is asked (its mode, its fusion), what an index holds (its lexical
+granularity, its engine and candidate vectors) and what it answers (`Hit`, `Passage`).
+
+The search modes and fusion rules themselves (`Mode`, `Fusion`) are the hall's (`lengthwise.core.fusion`), shared with
+the retrieval audit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+from lengthwise.core.errors import SettingError, enum_member
+from lengthwise.core.fusion import FUSION, FUSION_WEIGHT, Fusion
+
+__all__ = [
+    "DEFAULT_RULE",
+    "DEPTH",
+    "RESCORED",
+    "RESCORED_AT_LEAST",
+    "Engine",
+    "FusionSettings",
+    "Granularity",
+    "Hit",
+    "Passage",
+    "Quantize",
+]
+
+DEPTH = 100  # documents each side proposes per query (at least 10·k)
+RESCORED = 10  # documents a dense query scores on all their windows, per one asked for (`rows.rescored_count`)
+RESCORED_AT_LEAST = 100  # and at least these
+DEFAULT_RULE = Fusion(FUSION)  # the default rule (lengthwise.core.fusion says how chosen)
+
+
+class Granularity(str, Enum):
+    """What BM25 ranks: whole documents (BM25's own length normalisation), the dense index's windows (a document
+    scores its best window, passage retrieval), or both (two BM25 sides, each its share of the lexical weight in a
+    hybrid search; `BothGranularities`)."""
+
+    DOCUMENT = "document"
+    WINDOW = "window"
+    BOTH = "both"
+
+
+class Engine(str, Enum):
+    """The ANN library behind the candidate stage."""
+
+    FAISS = "faiss"
+    USEARCH = "usearch"
+
+
+class Quantize(str, Enum):
+    """How the candidate stage stores the window vectors."""
+
+    NONE = "none"  # fp32 (exact inner product in the engine)
+    INT8 = "int8"  # 8-bit scalar quantization, 1 byte per dimension
+    UBINARY = "ubinary"  # the sign bit of each dimension, packed: D / 8 bytes
+
+
+@dataclass(frozen=True)
+class FusionSettings:
+    """How a hybrid search fuses: the rule, the lexical weight (convex) and each side's proposals per query.
+
+    Args:
+        fusion: ``convex``, ``rrf``, ``zscore``, ``minmax``, ``dbsf`` or ``adaptive`` (module docstring).
+        weight: The lexical side's weight in [0, 1] (0: dense only, 1: BM25 only) for convex, zscore, minmax and
+            dbsf; rrf and adaptive do not use it.
+        depth: Documents each side proposes per query (at least 10 · k are taken).
+    """
+
+    fusion: Fusion = DEFAULT_RULE
+    weight: float = FUSION_WEIGHT
+    depth: int = DEPTH
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fusion", enum_member(Fusion, "fusion", self.fusion))
+        if not isinstance(self.weight, (int, float)) or not 0.0 <= self.weight <= 1.0:
+            raise SettingError("weight", self.weight, "the lexical weight must be in [0, 1]")
+        if self.depth < 1:
+            raise SettingError("depth", self.depth, "must be ≥ 1")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"fusion": self.fusion.value, "weight": self.weight, "depth": self.depth}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FusionSettings:
+        return cls(Fusion(data["fusion"]), float(data["weight"]), int(data.get("depth", DEPTH)))
+
+    @classmethod
+    def recorded(cls, lexical: Mapping[str, Any] | None) -> FusionSettings:
+        """The fusion recorded in an index's lexical settings (None: it holds no text); the defaults where none is."""
+        found = lexical.get("fusion") if lexical is not None else None
+        return cls.from_dict(found) if found else cls()
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A window of a hit: its number in the document, its character span in the text, the text and its score."""
+
+    window: int
+    start: int
+    end: int
+    score: float
+    text: str
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One document found for a query: its id and fused score (the side's own score in a one-sided mode), each
+    side's exact score where computed, and its best passages."""
+
+    id: str
+    score: float
+    dense: float | None = None
+    lexical: float | None = None
+    passages: tuple[Passage, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: scores rounded to 6 places, passages only when there are some."""
+        out: dict[str, Any] = {"id": self.id, "score": round(self.score, 6)}
+        for name in ("dense", "lexical"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = round(value, 6)
+        if self.passages:
+            out["passages"] = [{**asdict(p), "score": round(p.score, 6)} for p in self.passages]
+        return out
