@@ -1,6 +1,6 @@
-"""benchmarks/search/hybrid.py's scale index records the model of the windows it copies, so it can be searched with
-text and served (issue 36's 1M-window benchmark): a fresh build records it, and `scale-model` upgrades an index
-built before it did, in place, to the same record.
+"""The scale index of benchmarks/search/hybrid/ (scale.py) records the model of the windows it copies, so it can be
+searched with text and served (issue 36's 1M-window benchmark): a fresh build records it, and `scale-model` upgrades
+an index built before it did, in place, to the same record.
 
 Tiny: two corpora of a few documents encoded with the random 2-layer BERT stand for the quality stage's qmsum and
 SciFact folders; the scale index has 200 windows.
@@ -223,7 +223,7 @@ def test_the_depth_stage_finds_the_exact_top_10_once_the_proposals_hold_every_do
     if not bench._has_lexical(folder):
         bench._lexical_build(folder, WINDOWS // bench.PER_DOC)
     results = tmp_path / "bench_hybrid.json"
-    monkeypatch.setattr(bench, "RESULTS", results)
+    monkeypatch.setattr(bench._common, "RESULTS", results)  # patched where the stages read it (_common)
     args = argparse.Namespace(work=work, windows=WINDOWS, granularity="window", queries=8, recall_queries=8,
                               depths=[100])  # fmt: skip
     bench.stage_scale_depth(args)
@@ -296,7 +296,7 @@ def test_the_scale_stage_measures_the_default_fusion_over_both_granularities_bes
     for name in ("qmsum", "scifact"):
         (root / name).symlink_to(work / name)
     results = tmp_path / "bench_hybrid.json"
-    monkeypatch.setattr(bench, "RESULTS", results)
+    monkeypatch.setattr(bench._common, "RESULTS", results)  # patched where the stages read it (_common)
     common = {"work": root, "windows": WINDOWS, "queries": 8, "repeats": 1, "recall_queries": 8, "build_only": False}
     bench.stage_scale(argparse.Namespace(**common, granularity="window", fusion="convex"))
     convex = json.loads(results.read_text())["scale"][str(WINDOWS)]

@@ -1,5 +1,5 @@
-"""benchmarks/search/hybrid.py's session-43 stages: the dense-side aggregations score a document from its windows as
-documented (the best window is the index's own multi-vector scoring), and the duplicated stage's corpus is a BEIR
+"""The session-43 stages of benchmarks/search/hybrid/: the dense-side aggregations score a document from its windows
+as documented (the best window is the index's own multi-vector scoring), and the duplicated stage's corpus is a BEIR
 folder of near-copies that differ by one sentence each, with one judged query per document."""
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def test_a_second_model_is_written_beside_the_default_table(bench, tmp_path: Pat
     arms = ("dense", "bm25-document", "bm25-window", "convex-window-0.1", "convex-window-0.2")
     minilm = {s: dict(zip(arms, (50, 40, 45, 60, 55), strict=True)) for s in ("qmsum-dev", "scifact-dev")}
     results.write_text(json.dumps({"quality": {"table": minilm}}))
-    monkeypatch.setattr(bench, "RESULTS", results)
+    monkeypatch.setattr(bench._common, "RESULTS", results)  # patched where the stages read it (_common)
     mpnet = {"qmsum-dev": dict(zip(arms, (52, 40, 45, 57, 58), strict=True)),
              "scifact-dev": dict(zip(arms, (70, 60, 50, 72, 73), strict=True)),
              "qmsum-test": dict(zip(arms, (54, 41, 44, 59, 61), strict=True))}  # fmt: skip

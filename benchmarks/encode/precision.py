@@ -29,7 +29,7 @@ Stages (each writes its own section of the JSON, so a stage can be re-run alone;
   Spearman ×100 per precision.
 - ``half_scifact``: SciFact test nDCG@10 (full corpus) for fp32, bf16 and fp16, and the paired per-query interval of
   each half precision − fp32.
-- ``query_precision``: an fp32 SciFact index (``LENGTHWISE_QUERY_INDEX``; default search/hybrid.py's quality-stage
+- ``query_precision``: an fp32 SciFact index (``LENGTHWISE_QUERY_INDEX``; default search/hybrid/'s quality-stage
   index) searched with its queries embedded at each precision (`LongIndex.set_query_precision`, what ``search`` and
   ``serve --precision`` do): cosine to the fp32 query vectors, test nDCG@10 dense and hybrid with the paired interval
   against fp32 queries, the share of fp32's top 10 kept, and ms per query embedded in batches of 1 and 11.
@@ -64,7 +64,7 @@ DEFAULT_OUT = REPO / "docs" / "results" / "bench_precision.json"
 STSB = DATA / "stsb" / "original" / "sts-test.csv.gz"
 STS12_16 = DATA / "sts12-16" / "senteval_tokenized"
 # query_precision: an fp32 index of SciFact with its text (`lengthwise encode` + `lengthwise index build`, the
-# defaults; search/hybrid.py's quality stage builds one), and the BEIR folder its queries and qrels come from
+# defaults; search/hybrid/'s quality stage builds one), and the BEIR folder its queries and qrels come from
 QUERY_INDEX = Path(os.environ.get("LENGTHWISE_QUERY_INDEX", "/tmp/lengthwise-bench-hybrid/scifact/index"))
 QUERY_DATA = DATA / "scifact"
 

@@ -99,7 +99,8 @@ def step_load(local: Any, args: argparse.Namespace, before: dict[str, Any]) -> d
 
 
 def step_queries(local: Any, args: argparse.Namespace) -> dict[str, Any]:
-    from benchmarks.search.hybrid import PER_DOC, _exact_fused_batched, _scale_queries
+    from benchmarks.search.hybrid._common import _exact_fused_batched
+    from benchmarks.search.hybrid.scale import PER_DOC, _scale_queries
     from lengthwise.facade import MilvusIndex
 
     start = time.perf_counter()
@@ -236,12 +237,14 @@ def _run_summary(queries: dict[str, Any]) -> dict[str, Any]:
 
 
 def step_local_build(args: argparse.Namespace) -> dict[str, Any]:
-    from benchmarks.search.hybrid import PER_DOC, _lexical_build, _scale_model, _scale_settings
+    from benchmarks.search.hybrid.scale import PER_DOC, _lexical_build, _scale_model, _scale_settings
     from lengthwise.facade import LongIndex
 
     encoded = Path(json.loads((args.source / "index.json").read_text(encoding="utf-8"))["encoded"])
     if not (encoded / "manifest.json").is_file():
-        raise SystemExit(f"error: {encoded} (the scale index's encoded shards) is gone; run search/hybrid.py scale")
+        raise SystemExit(
+            f"error: {encoded} (the scale index's encoded shards) is gone; run python -m benchmarks.search.hybrid scale"
+        )
     out = args.out / "local-build"
     shutil.rmtree(out, ignore_errors=True)
     settings = _scale_settings(args.work)
@@ -276,8 +279,8 @@ def main() -> None:
 
     args.source = args.work / f"scale-{args.windows}" / "index"
     if not (args.source / "lexical-both" / "document").is_dir():
-        raise SystemExit(f"error: {args.source} has no lexical-both side; run search/hybrid.py scale --windows "
-                         f"{args.windows} --granularity both --fusion default first")  # fmt: skip
+        raise SystemExit(f"error: {args.source} has no lexical-both side; run python -m benchmarks.search.hybrid "
+                         f"scale --windows {args.windows} --granularity both --fusion default first")  # fmt: skip
     args.out = args.out or Path(f"/tmp/bench_milvus_scale-{args.windows}")
     args.out.mkdir(parents=True, exist_ok=True)
     from lengthwise.search.milvus.load import BATCH

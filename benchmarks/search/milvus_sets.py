@@ -5,14 +5,15 @@ index, build and load time, p50 query latency side by side, bytes per window; do
     python -m benchmarks.search.milvus_sets --sets scifact qmsum --queries 40
     python -m benchmarks.search.milvus_sets --sets passkey needle --queries 8
 
-Each corpus's windows are the ones `benchmarks/search/hybrid.py quality` encoded (all-MiniLM-L6-v2, its multi-vector
-default) under --work (read only): SciFact and QMSum, and the test sets of realistic passkey and needle (seed 0, 10
-documents per length, 256 … 32,768 tokens, regenerated here as bench_hybrid makes them, for their queries). The
-local index is built here with the defaults (USearch, int8 candidates, BM25 at --granularity, ``both`` by default as
-`index build`), then loaded into an embedded Milvus Lite (--out). A synthetic set asks --queries of its items spread
-over its lengths (every n-th); a retrieval set its first --queries test queries. Latency: one query at a time, one
-search thread, the query vector embedded beforehand (the same for both). Written to docs/results/bench_milvus.json,
-one section per corpus, with its command, the granularity and the load average before and after.
+Each corpus's windows are the ones `python -m benchmarks.search.hybrid quality` encoded (all-MiniLM-L6-v2, its
+multi-vector default) under --work (read only): SciFact and QMSum, and the test sets of realistic passkey and needle
+(seed 0, 10 documents per length, 256 … 32,768 tokens, regenerated here as bench_hybrid makes them, for their
+queries). The local index is built here with the defaults (USearch, int8 candidates, BM25 at --granularity, ``both``
+by default as `index build`), then loaded into an embedded Milvus Lite (--out). A synthetic set asks --queries of
+its items spread over its lengths (every n-th); a retrieval set its first --queries test queries. Latency: one query
+at a time, one search thread, the query vector embedded beforehand (the same for both). Written to
+docs/results/bench_milvus.json, one section per corpus, with its command, the granularity and the load average
+before and after.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def _timed(search: Any, vectors: np.ndarray, texts: list[str], mode: str) -> tup
 def _synthetic_queries(name: str, count: int) -> list[str]:
     """`count` queries of the synthetic test set `name` (passkey or needle), spread over its lengths: its items made
     again as bench_hybrid makes them (the corpus they index is checked against the encoded digest at the build)."""
-    from benchmarks.search.hybrid import LENGTHS, _synthetic_sets
+    from benchmarks.search.hybrid._common import LENGTHS, _synthetic_sets
     from lengthwise.core.models import load_plain_model
 
     tokenizer = load_plain_model("sentence-transformers/all-MiniLM-L6-v2").tokenizer

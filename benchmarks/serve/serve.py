@@ -11,7 +11,7 @@ starts, so the two never share the CPU). The issue's goals (issue 36) are checke
 - throughput at 32 clients ≥ 4 × one client's (the batcher embeds concurrent queries together);
 - zero errors.
 
-    # the 1M-window index (search/hybrid.py's scale index; benchmarks/README.md has the run), 10,000 requests each
+    # the 1M-window index (search/hybrid/scale.py's scale index; benchmarks/README.md has the run), 10,000 requests each
     nice -n 5 python -m benchmarks.serve.serve /tmp/lengthwise-bench-hybrid/scale-1000000/index \
         --queries data/qmsum/queries.jsonl.gz --mode hybrid --requests 10000 --out docs/results/bench_serve.json
     # a smoke run on a tiny index built here (random 2-layer BERT, 200 documents): does it work?
