@@ -1,6 +1,7 @@
-"""The measures the benchmarks share: wall time of a call, the p50 of repeated calls, bytes on disk, recall of a
-top k against the exact one and nDCG@10 through trec_eval. Each is the one formula (and rounding) the benchmarks
-used before they shared it; a benchmark imports it as ``from benchmarks._measure import …``."""
+"""The measures the benchmarks share: wall time of a call, the p50 and p99 of repeated calls, the process's peak
+resident memory, bytes on disk, recall of a top k against the exact one and nDCG@10 through trec_eval. Each is the
+one formula (and rounding) the benchmarks used before they shared it; a benchmark imports it as
+``from benchmarks._measure import …``."""
 
 from __future__ import annotations
 
@@ -20,14 +21,36 @@ def timed(run: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - start, value
 
 
-def p50_ms(call: Callable[[int], Any], times: int) -> float:
-    """The median milliseconds of `call(n)` for n = 0 … times-1, every call timed."""
+def _spent_ms(call: Callable[[int], Any], times: int) -> list[float]:
+    """The milliseconds (perf_counter) of `call(n)` for n = 0 … times-1, every call timed, in call order."""
     spent = []
     for n in range(times):
         start = time.perf_counter()
         call(n)
         spent.append(1000 * (time.perf_counter() - start))
-    return statistics.median(spent)
+    return spent
+
+
+def p50_ms(call: Callable[[int], Any], times: int) -> float:
+    """The median milliseconds of `call(n)` for n = 0 … times-1, every call timed."""
+    return statistics.median(_spent_ms(call, times))
+
+
+def p99_ms(call: Callable[[int], Any], times: int) -> float:
+    """The 99th percentile of the milliseconds of `call(n)` for n = 0 … times-1, every call timed as `p50_ms` times
+    them: ``numpy.percentile(spent, 99)``, numpy's default linear interpolation between the two closest ranks (the
+    formula of the p99 figures the search benchmarks record). Below 100 calls it lies between the two slowest."""
+    return float(np.percentile(_spent_ms(call, times), 99))
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident set size in bytes, the most it has held since it started (not what it holds
+    now): ``resource.getrusage(resource.RUSAGE_SELF).ru_maxrss × 1024``, right on Linux, where ``ru_maxrss`` is in
+    kilobytes (macOS reports bytes, so the figure would be 1024 times too large there; Windows has no `resource`).
+    Linux keeps it through fork and exec: a child process starts at its parent's resident size at the fork."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def disk_bytes(path: Path) -> int:
