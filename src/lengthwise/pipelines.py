@@ -312,8 +312,11 @@ def tune_hybrid(
 
 
 def _opened(index: str | os.PathLike[str] | LongIndex | None, backend: Backend | None = None) -> Any:
-    """`index` if opened already (whatever loader it was given), else the index at that path (or the one `backend`
-    serves in Milvus), its query model loaded as saved (`load_model`)."""
+    """`index` if opened already (whatever loader it was given: `lengthwise.LongIndex.open`, `open_index`, the search
+    room's own class), else the index at that path (or the one `backend` serves in Milvus), its query model loaded as
+    saved (`load_model`)."""
     from lengthwise.facade import open_index
 
-    return index if isinstance(index, LongIndex) else open_index(backend, index, load_model=load_model)
+    if index is None or isinstance(index, (str, os.PathLike)):
+        return open_index(backend, index, load_model=load_model)
+    return index

@@ -70,3 +70,16 @@ def test_the_old_search_package_warns_and_re_exports_the_new_names() -> None:
     assert old_index.LongIndex is lw.LongIndex and old_backends.open_index is open_index
     assert old_hybrid.Mode is Mode and old_hybrid.FusionSettings is FusionSettings
     assert old_lexical.BothGranularities is BothGranularities and old_scorer.BM25Scorer is BM25Scorer
+
+
+def test_the_jobs_take_an_index_however_it_was_opened(built: Path) -> None:
+    """`tune_hybrid` and `evaluate_through_index` take an opened index as it is: one from `open_index` (the room's
+    class, with the method passed) too, not only `lengthwise.LongIndex` (before: read as a path, a raw error)."""
+    import lengthwise as lw
+    from lengthwise.facade import open_index
+    from lengthwise.pipelines import _opened
+    from lengthwise.search.backend import Backend
+
+    for index in (open_index(Backend(), built), lw.LongIndex.open(built)):
+        assert _opened(index) is index
+    assert _opened(str(built)).doc_ids == lw.LongIndex.open(built).doc_ids
