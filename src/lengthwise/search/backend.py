@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
     from lengthwise.core.models import ModelLoader
-    from lengthwise.search.index import LongIndex
     from lengthwise.search.local.files import Progress
     from lengthwise.search.protocols import SearchIndex, WindowMethod
 
@@ -167,39 +166,23 @@ def build_index(
     from lengthwise.search.index import LongIndex
 
     backend = backend or Backend()
-    lexical = granularity or LEXICAL_GRANULARITY
-    if backend.kind == "local":
-        return _built(LongIndex, encoded, out, quantize, engine, text, lexical, on_progress, on_note, load_model,
-                      method)  # fmt: skip
-    from lengthwise.search.milvus.load import load_into_milvus
-    from lengthwise.search.milvus.store import connect
-
-    assert backend.uri is not None  # checked by Backend
-    if granularity is not None:  # a wrong one is refused before the Milvus (a Milvus Lite file) is opened
+    if backend.kind == "milvus":  # refused before anything is built: a wrong granularity, build settings or URI
         from lengthwise.core.errors import enum_member
+        from lengthwise.search.milvus.store import connect
 
-        enum_member(Granularity, "granularity", granularity)
-    LongIndex.check_build(encoded, out, quantize=quantize, engine=engine)
-    connect(backend.uri).close()  # a URI where no Milvus opens refuses before the build
-    local = _built(LongIndex, encoded, out, quantize, engine, text, lexical, on_progress, on_note, load_model, method)
+        assert backend.uri is not None  # checked by Backend
+        if granularity is not None:  # before the Milvus (a Milvus Lite file) is opened
+            enum_member(Granularity, "granularity", granularity)
+        LongIndex.check_build(encoded, out, quantize=quantize, engine=engine)
+        connect(backend.uri).close()
+    local = LongIndex.build(encoded, out, quantize=quantize, engine=engine, text=text,
+                            granularity=granularity or LEXICAL_GRANULARITY, on_progress=on_progress, on_note=on_note,
+                            load_model=load_model, method=method)  # fmt: skip
+    if backend.kind == "local":
+        return local
+    from lengthwise.search.milvus.load import load_into_milvus
+
+    assert backend.uri is not None
     served = load_into_milvus(local, backend.uri, backend.name, on_progress=on_load)
     served.load_model = load_model
     return served
-
-
-def _built(
-    index: type[LongIndex],
-    encoded: str | os.PathLike[str],
-    out: str | os.PathLike[str],
-    quantize: Quantize | str,
-    engine: Engine | str,
-    text: str | os.PathLike[str] | None,
-    granularity: Granularity | str,
-    on_progress: Progress,
-    on_note: Callable[[str], None] | None,
-    load_model: ModelLoader | None,
-    method: WindowMethod | None,
-) -> LongIndex:
-    """`index.build` with the settings given."""
-    return index.build(encoded, out, quantize=quantize, engine=engine, text=text, granularity=granularity,
-                       on_progress=on_progress, on_note=on_note, load_model=load_model, method=method)  # fmt: skip

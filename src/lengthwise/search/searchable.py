@@ -64,8 +64,8 @@ class Searchable:
         """The search over this index's store, lexical side and query model (made on first use, when the lexical side
         is opened)."""
         if "_searcher" not in self.__dict__:
-            scoring = self.queries.method.scoring(self.settings["encode_settings"]["long"])
-            self.__dict__["_searcher"] = Searcher(self.store, self.lexical, self.queries, scoring, self.without_text())
+            self.__dict__["_searcher"] = Searcher(self.store, self.lexical, self.queries, self.scoring,
+                                                  self.without_text())  # fmt: skip
         return self.__dict__["_searcher"]
 
     @property

@@ -207,6 +207,15 @@ class MilvusWindows:
         query = query if scoring.fuse_mean else torch.ones(1)
         return docs[np.argsort(-_grouped_scores(query, docs, owners, windows, scoring), kind="stable")]
 
+    def _found(
+        self, queries: np.ndarray, scoring: WindowScoring | int, candidates: int | None, probes: int | None
+    ) -> tuple[torch.Tensor, WindowScoring, list[tuple[np.ndarray, np.ndarray]]]:
+        """The unit query rows, the scoring, and each query's candidate windows in the engine (`_candidates`;
+        `CANDIDATES` and 64 probes unless asked)."""
+        units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries), dtype=torch.float32), dim=-1)
+        rule = WindowScoring.of(scoring)
+        return units, rule, self._candidates(units, candidates or CANDIDATES, probes or 64, rule)
+
     def search_vectors(
         self,
         queries: np.ndarray,
@@ -219,9 +228,7 @@ class MilvusWindows:
     ) -> list[list[tuple[str, float]]]:
         """The `k` best documents per query row, as `LongIndex.search_vectors`: the engine's nearest windows rank
         their documents, the best ``max(10·k, 100)`` are scored exactly on all their windows."""
-        units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries), dtype=torch.float32), dim=-1)
-        scoring = WindowScoring.of(scoring)
-        found = self._candidates(units, candidates or CANDIDATES, probes or 64, scoring)
+        units, scoring, found = self._found(queries, scoring, candidates, probes)
 
         def rescored(pair: tuple[torch.Tensor, Any]) -> list[tuple[str, float]]:
             docs = np.sort(self._proposed(pair[0], pair[1], scoring)[: rescored_count(k)])
@@ -241,9 +248,7 @@ class MilvusWindows:
         search_threads: int | None = None,
     ) -> list[np.ndarray]:
         """Per query row, the numbers of its `count` best candidate documents (as `LongIndex.proposals`)."""
-        units = torch.nn.functional.normalize(torch.as_tensor(np.asarray(queries), dtype=torch.float32), dim=-1)
-        scoring = WindowScoring.of(scoring)
-        found = self._candidates(units, candidates or CANDIDATES, probes or 64, scoring)
+        units, scoring, found = self._found(queries, scoring, candidates, probes)
         pairs = zip(units, found, strict=True)
         return each(search_pool(search_threads, len(found)), lambda p: self._proposed(p[0], p[1], scoring)[:count],
                     pairs)  # fmt: skip
@@ -253,7 +258,7 @@ def _rows_filter(rows: np.ndarray, docs: np.ndarray, total: int, over: int) -> s
     """The filter that keeps the window rows `rows`, every window of the documents `docs`, of a collection of `total`:
     by primary key (``id in [...]``) where they are at most 1/`over` of the collection, else by document number
     (``doc in [...]``: a shorter expression, but a scan of the ``doc`` field); `over` 0: by document always. Measured
-    by hand in session 52. Milvus Lite 2.5.1 (`over` 128): at 1M windows 2,000 rows took 11 ms by key and 16 by
+    by hand. Milvus Lite 2.5.1 (`over` 128): at 1M windows 2,000 rows took 11 ms by key and 16 by
     document, 16,000 took 67 and 62; on QMSum (52,732 windows) a dense query took 134 ms by key and 74 by
     document. A Milvus 2.3.5 server (`over` 0): the search among 2,000 rows took 12.5 ms by key and 10 by document
     at 1M windows, and a dense query 20.4 and 13.3 ms at 100,000."""
