@@ -50,6 +50,12 @@ COMMANDS: dict[str, CommandEntry] = {  # in the order `lengthwise --help` lists 
         "encode",
         "Embed every document of --data into OUT as .npy shards with their ids; a killed run resumes.",
     ),
+    "encode-tokens": CommandEntry(
+        "lengthwise.cli.encode",
+        "encode_tokens",
+        "Encode every token of each document of --data into OUT (late interaction: `search --tokens OUT`); a killed"
+        " run resumes.",
+    ),
     "search": CommandEntry(
         "lengthwise.cli.index",
         "search",

@@ -20,7 +20,7 @@ from lengthwise.cli.options import ModelOption, PrecisionOption, check_device, c
 from lengthwise.core.defaults import DEFAULT_MODEL
 from lengthwise.longdoc.config import LongDocConfig
 
-__all__ = ["encode"]
+__all__ = ["encode", "encode_tokens"]
 
 
 @long_options
@@ -93,3 +93,47 @@ def encode(
     except LengthwiseError as err:  # SettingError, LongDocError, DataFormatError, ModelLoadError
         _fail(setting_message(err))
     say(f"embedded {written} new documents into {out} ({long.describe()})")  # a path is printed as it is
+
+
+def encode_tokens(
+    data: Annotated[
+        Path,
+        typer.Option("--data", "-d", help="corpus.jsonl (_id, text, title), a BEIR folder, or a .txt, one per line."),
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (resumed when it exists).")],
+    model: ModelOption = DEFAULT_MODEL,
+    codec: Annotated[
+        str,
+        typer.Option(
+            "--codec",
+            help="How a token is kept: auto (one bit a dimension, ≤ 64 bytes), fp16, int8, "
+            "int4, bin, or after a projection: pca256-bin, pca128-int8.",
+        ),
+    ] = "auto",
+    window: Annotated[int | None, typer.Option("--window", help="Tokens per pass (default: the model's max).")] = None,
+    overlap: Annotated[int, typer.Option("--overlap", help="Tokens consecutive passes share.", min=0)] = 64,
+    shard_docs: Annotated[int, typer.Option("--shard-docs", help="Documents per shard file.")] = 32,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Windows per forward pass.")] = 32,
+    threads: Annotated[int | None, typer.Option("--threads", help="Torch threads.")] = None,
+    precision: PrecisionOption = "fp32",
+) -> None:
+    """Encode every token of each document of --data into OUT (late interaction: `search --tokens OUT`); a killed
+    run resumes.
+
+    Each content token's vector (the model's last hidden states, read in overlapping passes, each token kept once
+    from the pass where it sits farthest from a cut) is coded small (--codec) into checked shards with its
+    character span. Progress: a bar on a terminal; in a log a line every 30 s with documents, tokens and time left.
+    """
+    from lengthwise.core.errors import LengthwiseError
+    from lengthwise.facade import load_model
+    from lengthwise.longdoc.storage.tokens import encode_tokens as encode_corpus_tokens
+
+    try:
+        check_out_dir(out)
+        written = encode_corpus_tokens(data, out, model, load_model=load_model, codec=codec, window=window,
+                                       overlap=overlap, shard_docs=shard_docs, batch_size=batch_size, threads=threads,
+                                       precision=precision, show_progress=True,
+                                       on_note=lambda line: say(f"repair: {line}"))  # fmt: skip
+    except LengthwiseError as err:
+        _fail(setting_message(err))
+    say(f"encoded the tokens of {written} new documents into {out} (codec {codec})")

@@ -19,6 +19,8 @@ from lengthwise.cli.options import (
     BackendOption,
     NameOption,
     QueryPrecisionOption,
+    TokensOption,
+    TokenWeightOption,
     UriOption,
     quiet_loading,
     served,
@@ -186,6 +188,8 @@ def search(
     backend: BackendOption = "local",
     uri: UriOption = None,
     name: NameOption = DEFAULT_NAME,
+    tokens: TokensOption = None,
+    token_weight: TokenWeightOption = None,
 ) -> None:
     """Search INDEX (or the index served in Milvus: --backend milvus --uri U): queries embedded with the settings
     recorded in the index, documents best first."""
@@ -199,6 +203,7 @@ def search(
         opened = open_index(served(backend, uri, name), index, model=model, load_model=load_model)
         if precision is not None:  # the queries at another precision than the documents'
             opened.set_query_precision(precision)
+        opened.use_tokens(tokens, weight=token_weight)
         results = opened.search([text for _, text in asked], k, mode=mode, passages=passages, candidates=candidates,
                                 probes=probes, depth=depth)  # fmt: skip
     except LengthwiseError as err:

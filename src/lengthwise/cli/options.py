@@ -96,6 +96,23 @@ QUERY_PRECISION_HELP = (
     "faster on a GPU or a CPU with native bf16, query vectors within a cosine of about 1e-4 of fp32's)."
 )
 QueryPrecisionOption = Annotated[str | None, typer.Option("--precision", help=QUERY_PRECISION_HELP, show_default=False)]
+TokensOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--tokens",
+        help="Hybrid: rescore the best documents by their tokens (late interaction), from this "
+        "folder of `lengthwise encode-tokens` (the index's corpus and model).",
+    ),
+]
+TokenWeightOption = Annotated[
+    float | None,
+    typer.Option(
+        "--token-weight",
+        help="With --tokens: the token side's share of the rescored score, 0–1 (default 0.4).",
+        min=0.0,
+        max=1.0,
+    ),
+]
 BackendOption = Annotated[
     str, typer.Option("--backend", help="Where the index is served: local (the folder) or milvus (at --uri).")
 ]

@@ -31,6 +31,7 @@ __all__ = [
     "PARQUET",
     "RECORD",
     "REPAIR",
+    "SPANS",
     "Shard",
     "current_settings",
     "file_digest",
@@ -48,6 +49,7 @@ REPAIR = "rerun `lengthwise encode` with the same settings to repair it"
 SHARD_NAME = re.compile(r"w\d+-\d{5,}")  # a shard's stem; any other file in the folder is not the store's
 RENAMED_SETTINGS = {"engine": "runner"}  # a manifest key → its name now (`engine` until 0.2: local or ray)
 LONG_RENAMED = {"top_k": "best_windows"}  # a saved long-document setting's old name → its name now (`top_k` in 0.1)
+SPANS = ".spans.npy"  # a token index's shard: each token's character span (n, 2) int32 in its document's text
 PARQUET = "parquet"  # the folder of the window rows inside an encoded folder, one part per shard
 
 
@@ -110,8 +112,9 @@ class Shard:
 
     @property
     def files(self) -> list[Path]:
-        """Every file of the shard that exists (data, offsets, ids, its Parquet part, record)."""
-        suffixes = (".npy", ".offsets.npy", ".ids.txt", RECORD)
+        """Every file of the shard that exists (data, offsets, ids, a token index's spans, its Parquet part,
+        record)."""
+        suffixes = (".npy", ".offsets.npy", SPANS, ".ids.txt", RECORD)
         paths = [Path(f"{self.stem}{suffix}") for suffix in suffixes]
         paths.insert(-1, parquet_part(self.stem.parent, self.stem.name))
         return [path for path in paths if path.exists()]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -69,6 +69,15 @@ class LongDocuments:
 
     def window_cut(self, model: SentenceTransformer, long: Mapping[str, Any]) -> DocumentCut:
         return DocumentCut(self.query_encoder(model, long))
+
+    def query_tokens(
+        self, model: SentenceTransformer, texts: Sequence[str], tokens: Mapping[str, Any]
+    ) -> list[np.ndarray]:
+        from lengthwise.longdoc.token_vectors import encode_token_vectors
+
+        read = encode_token_vectors(model, texts, role="query", window=tokens.get("window"),
+                                    overlap=tokens.get("overlap", 64))  # fmt: skip
+        return [found.vectors for found in read]
 
 
 LONG_DOCUMENTS = LongDocuments()

@@ -13,6 +13,7 @@ method that made the windows. Each is a `typing.Protocol`: a backend satisfies i
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -159,6 +160,12 @@ class WindowMethod(Protocol):
         """How a document's text is cut into its window rows (the lexical side's passages)."""
         ...
 
+    def query_tokens(
+        self, model: SentenceTransformer, texts: Sequence[str], tokens: Mapping[str, Any]
+    ) -> list[np.ndarray]:
+        """Each query's token vectors (q_i, D), unit rows, read as a token folder's `tokens` settings say."""
+        ...
+
 
 class SearchIndex(Protocol):
     """An index as served, on either backend (`lengthwise.search.index.LongIndex`,
@@ -187,6 +194,10 @@ class SearchIndex(Protocol):
     def embed_queries(self, queries: Sequence[str], batch_size: int = 32) -> np.ndarray: ...
 
     def set_query_precision(self, precision: str | None) -> None: ...
+
+    def use_tokens(
+        self, folder: str | os.PathLike[str] | None, *, weight: float | None = None, depth: int | None = None
+    ) -> None: ...
 
     def search(
         self,

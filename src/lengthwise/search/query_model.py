@@ -61,12 +61,21 @@ class QueryModel:
     def embed(self, queries: Sequence[str], batch_size: int = 32) -> np.ndarray:
         """The queries as the index's documents were made: the recorded model (checked by its weights and
         TempScale) and long-document settings."""
+        encoder = self.method.query_encoder(self.loaded(), self.made["long"])
+        return encoder.encode_queries(list(queries), batch_size=batch_size)
+
+    def loaded(self) -> SentenceTransformer:
+        """The query model: loaded (as recorded, checked by its weights and TempScale, at the query precision) on
+        the first call."""
         if self.model is None:
             model = self.load()
             self.check(model)
             self.model = self._at_query_precision(model)
-        encoder = self.method.query_encoder(self.model, self.made["long"])
-        return encoder.encode_queries(list(queries), batch_size=batch_size)
+        return self.model
+
+    def tokens(self, queries: Sequence[str], settings: Mapping[str, Any]) -> list[np.ndarray]:
+        """Each query's token vectors, read as a token folder's `settings` say (the token side's queries)."""
+        return self.method.query_tokens(self.loaded(), queries, settings)
 
     @property
     def recorded_precision(self) -> str:

@@ -114,6 +114,30 @@ class Searchable:
         return self.searcher.search(queries, k, mode=mode, passages=passages, candidates=candidates, probes=probes,
                                     depth=depth, vectors=vectors, search_threads=search_threads)  # fmt: skip
 
+    def use_tokens(
+        self, folder: str | os.PathLike[str] | None, *, weight: float | None = None, depth: int | None = None
+    ) -> None:
+        """Rescore a hybrid search's best documents by their tokens (`lengthwise.search.tokens.TokenStage`): the
+        token folder `lengthwise encode --tokens` wrote for this index's corpus with its model (None: stop).
+
+        Raises:
+            SettingError: a folder that is not a token folder, one made by another model (other weights) or lacking
+                one of the index's documents, or a weight outside [0, 1].
+        """
+        from lengthwise.search.tokens import TOKEN_DEPTH, TOKEN_WEIGHT, TokenSide, TokenStage
+
+        if folder is None:
+            self.searcher.tokens = None
+            return
+        side = TokenSide.open(folder)
+        recorded = self.queries.recorded.get("weights_sha256_16")
+        made = side.model.get("weights_sha256_16")
+        if recorded is not None and made != recorded:
+            raise SettingError("tokens", str(folder), f"its tokens were made by a model with weights {made}, the "
+                               f"index's queries use {recorded}; encode the tokens with the index's model")  # fmt: skip
+        chosen = TOKEN_WEIGHT if weight is None else weight
+        self.searcher.tokens = TokenStage.bound(side, self.doc_ids, weight=chosen, depth=depth or TOKEN_DEPTH)
+
     def search_vectors(
         self,
         queries: np.ndarray,

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from lengthwise.core.scoring import WindowScoring
     from lengthwise.search.protocols import LexicalSide, WindowStore
     from lengthwise.search.query_model import QueryModel
+    from lengthwise.search.tokens import TokenStage
 
 __all__ = ["Searcher"]
 
@@ -48,6 +49,7 @@ class Searcher:
         queries: The query model.
         scoring: How a document scores from its windows.
         without_text: Why a mode that needs text is refused on an index without it (what it is and the fix).
+        tokens: The token side, when a hybrid search's best documents are rescored by their tokens (`TokenStage`).
     """
 
     store: WindowStore
@@ -55,6 +57,7 @@ class Searcher:
     queries: QueryModel
     scoring: WindowScoring
     without_text: str
+    tokens: TokenStage | None = None
 
     @cached_property
     def numbers(self) -> dict[str, int]:
@@ -166,11 +169,21 @@ class Searcher:
             stacked = torch.stack(cast(list[torch.Tensor], units))
             wholes = self.store.whole_scans(stacked, self.scoring, depth, search_threads)
 
+        tokens: list[np.ndarray | None] = [None] * len(texts)
+        if mode is Mode.HYBRID and self.tokens is not None and len(texts):  # the token side's queries, one batch
+            tokens = list(self.queries.tokens(texts, self.tokens.side.settings))
+
         def one(n: int) -> list[Hit]:  # BM25's tokenizer (PyStemmer) holds the GIL: its calls never overlap
             text, query = texts[n], units[n]
-            docs, fused, dense, lexical = self._ranked(mode, fusion, text, query, dense_lists[n], depth, k, wholes[n])
-            return [self._hit(d, f, dn, lx, query, text, passages)
-                    for d, f, dn, lx in zip(docs, fused, dense, lexical, strict=True)]  # fmt: skip
+            kept = k if tokens[n] is None or self.tokens is None else max(k, self.tokens.depth)  # to be rescored
+            docs, fused, dense, lexical = self._ranked(mode, fusion, text, query, dense_lists[n], depth, kept,
+                                                       wholes[n])  # fmt: skip
+            matched: list[float | None] = [None] * len(docs)
+            token_query = tokens[n]
+            if token_query is not None:
+                docs, fused, dense, lexical, matched = self._rescored(docs, fused, dense, lexical, token_query, k)
+            return [replace(self._hit(d, f, dn, lx, query, text, passages), tokens=tk)
+                    for d, f, dn, lx, tk in zip(docs, fused, dense, lexical, matched, strict=True)]  # fmt: skip
 
         return each(search_pool(search_threads, len(texts)), one, range(len(texts)))
 
@@ -206,6 +219,23 @@ class Searcher:
         fused = fuse(dense, sides[:, proposed].astype(np.float64), fusion)
         best = np.argsort(-fused, kind="stable")[:k]
         return proposed[best], fused[best], list(dense[best]), list(sides[-1, proposed[best]])
+
+    def _rescored(
+        self,
+        docs: np.ndarray,
+        fused: np.ndarray,
+        dense: list[float | None],
+        lexical: list[float | None],
+        query: np.ndarray,
+        k: int,
+    ) -> tuple[np.ndarray, np.ndarray, list[float | None], list[float | None], list[float | None]]:
+        """The hybrid's ranked documents rescored by the token side (`TokenStage.rescore`), each side's score kept."""
+        assert self.tokens is not None
+        found, scores, tokens = self.tokens.rescore(docs, fused, query, k)
+        where = {int(d): n for n, d in enumerate(docs)}
+        places = [where[int(d)] for d in found]
+        return (found, scores, [dense[n] for n in places], [lexical[n] for n in places],
+                [float(t) for t in tokens])  # fmt: skip
 
     def dense_scores(self, query: torch.Tensor, docs: np.ndarray) -> np.ndarray:
         """Exact dense scores of documents `docs` (every window, fp32), as float64."""

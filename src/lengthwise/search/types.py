@@ -116,11 +116,12 @@ class Hit:
     dense: float | None = None
     lexical: float | None = None
     passages: tuple[Passage, ...] = field(default_factory=tuple)
+    tokens: float | None = None  # the token side's MaxSim, when it rescored the hit
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: scores rounded to 6 places, passages only when there are some."""
         out: dict[str, Any] = {"id": self.id, "score": round(self.score, 6)}
-        for name in ("dense", "lexical"):
+        for name in ("dense", "lexical", "tokens"):
             value = getattr(self, name)
             if value is not None:
                 out[name] = round(value, 6)

@@ -250,6 +250,8 @@ def encode_corpus(
         while writing:
             writing.pop().result()  # the previous shard is on disk (its error raised here) before the next starts
         extra = shard_part(encoder, ids, texts, embeddings) if parquet else None  # tokenizes: on this thread
+        if extra is None and hasattr(encoder, "shard_extra"):  # an encoder's own files (a token index's spans)
+            extra = encoder.shard_extra()
         writing.append(writer.submit(store.write, prefix, ids, embeddings, extra=extra,
                                      digests=[corpus[doc_id] for doc_id in ids]))  # fmt: skip
         pending.clear()

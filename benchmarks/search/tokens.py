@@ -1,0 +1,173 @@
+"""The token side's study (issue 64): token MaxSim against the windows, BM25 and the default hybrid, each codec's loss,
+and the fusions, per corpus and split, from exact scores; the encode's time against the window encode's.
+
+Every corpus goes through the product: the windows and BM25 as the hybrid benchmark indexes them
+(`benchmarks.search.hybrid._common._indexed`, reused when built), the tokens with `encode_tokens` at ``fp16`` (the
+reference), and each codec fitted on that folder's first shard (as `encode_tokens` fits it) and applied to every
+token. Arms (nDCG@10 per split):
+
+- ``dense``, ``bm25-document``, ``bm25-window``, ``hybrid`` (the default: zscore over both granularities at 0.3);
+- ``tokens:{codec}``: token MaxSim alone, per codec;
+- ``hybrid+tokens:{t}``: the hybrid's fused top ``--rescore`` documents rescored as (1 − t) · z(hybrid) + t ·
+  z(token MaxSim), the default codec; the hybrid's order below them is kept;
+- ``four-way:{t}``: z-scores of dense, both BM25s and tokens over the hybrid's candidates, tokens at t and the rest
+  sharing 1 − t as the hybrid shares 1.
+
+    python -m benchmarks.search.tokens --sets qmsum            # writes docs/results/token_side.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.search.hybrid._common import DEFAULT_MODEL, ROOT, _indexed, _load, _retrieval_sets, _score_matrices
+
+RESULTS = ROOT / "docs" / "results" / "token_side.json"
+CODECS = ("fp16", "int8", "bin", "pca256-bin", "pca192-bin", "pca128-bin", "pca128-int8", "pca64-int8",
+          "pca128-int4")  # fmt: skip
+WEIGHTS = (0.2, 0.3, 0.4, 0.5, 0.6)
+
+
+def _hybrid(matrices: dict[str, np.ndarray]) -> np.ndarray:
+    from benchmarks.search.hybrid.quality import _both
+
+    return _both(matrices, 0.3)
+
+
+def _token_matrix(side: Any, queries: list[np.ndarray]) -> np.ndarray:
+    return np.stack([side.scores(q) for q in queries])
+
+
+def _recoded(reference: Any, spec: str) -> Any:
+    """The fp16 token side coded by `spec`, the codec fitted on its first shard's tokens (as `encode_tokens` does)."""
+    from dataclasses import replace
+
+    from lengthwise.core.shards import shards
+    from lengthwise.core.token_codec import TokenCodec
+
+    first = np.load(f"{shards(reference.folder)[0].stem}.npy", allow_pickle=False).astype(np.float32)
+    codec = TokenCodec.fit(spec, first)
+    return replace(reference, codes=codec.encode(reference.codes.astype(np.float32)), codec=codec)
+
+
+def _rescored(hybrid: np.ndarray, tokens: np.ndarray, weight: float, depth: int) -> np.ndarray:
+    """The hybrid's top `depth` per query rescored by (1 − w) z(hybrid) + w z(tokens), placed above the rest."""
+    from lengthwise.core.fusion import fuse_normalised
+
+    out = hybrid.copy()
+    for q in range(len(hybrid)):
+        order = np.argsort(-hybrid[q], kind="stable")
+        top = order[np.isfinite(hybrid[q, order])][:depth]
+        fused = fuse_normalised([hybrid[q, top], tokens[q, top]], [1.0 - weight, weight], "zscore")
+        out[q, top] = fused - fused.min() + 1.0 + np.nanmax(np.where(np.isfinite(hybrid[q]), np.abs(hybrid[q]), 0))
+    return out
+
+
+def _four_way(matrices: dict[str, np.ndarray], tokens: np.ndarray, weight: float) -> np.ndarray:
+    from lengthwise.core.fusion import fuse_normalised
+    from lengthwise.search.fusion import exact_candidates
+    from lengthwise.search.types import DEPTH
+
+    out = np.full(tokens.shape, -np.inf)
+    for q, (d, doc, win, tok) in enumerate(zip(matrices["dense"], matrices["document"], matrices["window"], tokens,
+                                               strict=True)):  # fmt: skip
+        chosen = np.union1d(exact_candidates(d, doc, DEPTH), exact_candidates(d, win, DEPTH))
+        rest = 1.0 - weight
+        out[q, chosen] = fuse_normalised([d[chosen], doc[chosen], win[chosen], tok[chosen]],
+                                         [rest * 0.7, rest * 0.15, rest * 0.15, weight], "zscore")  # fmt: skip
+    return out
+
+
+def _tokens_folder(name: str, corpus: Path, args: argparse.Namespace) -> tuple[Path, float]:
+    from lengthwise.longdoc.storage.tokens import encode_tokens
+
+    folder = args.work / name / "tokens-fp16"
+    started = time.perf_counter()
+    encode_tokens(corpus, folder, args.model, codec="fp16", shard_docs=8, threads=args.threads, show_progress=True)
+    return folder, time.perf_counter() - started
+
+
+def _corpus_file(name: str, entry: dict[str, Any], args: argparse.Namespace) -> Path:
+    if entry.get("corpus") is not None:
+        return Path(entry["corpus"])
+    return args.work / name / "corpus.jsonl"  # written by `_indexed`
+
+
+def study(args: argparse.Namespace) -> dict[str, Any]:
+    from benchmarks.search.hybrid.quality import _ndcg
+    from lengthwise.core.models import load_plain_model
+    from lengthwise.longdoc.token_vectors import encode_token_vectors
+    from lengthwise.search.tokens import TokenSide
+
+    model = load_plain_model(args.model)
+    table: dict[str, dict[str, float]] = {}
+    sizes: dict[str, Any] = {}
+    for name, entry in _retrieval_sets(args).items():
+        if name not in args.sets:
+            continue
+        index = _indexed(name, entry["ids"], entry["texts"], args, entry.get("corpus"))
+        folder, seconds = _tokens_folder(name, _corpus_file(name, entry, args), args)
+        reference = TokenSide.open(folder)
+        assert reference.doc_ids == list(index.doc_ids), "the token folder's documents in the index's order"
+        sides = {spec: reference if spec == "fp16" else _recoded(reference, spec) for spec in args.codecs}
+        sizes[name] = {"documents": len(reference.doc_ids), "tokens": len(reference.codes),
+                       "windows": int(index.settings["windows"]), "token_encode_seconds_fp16": round(seconds, 1),
+                       "bytes_per_token": {spec: side.bytes_per_token for spec, side in sides.items()}}  # fmt: skip
+        for split, queries in entry["splits"].items():
+            matrices = _score_matrices(index, queries["texts"], args)
+            vectors = [t.vectors for t in encode_token_vectors(model, queries["texts"], role="query")]
+            tokens = {spec: _token_matrix(side, vectors) for spec, side in sides.items()}
+            hybrid = _hybrid(matrices)
+            arms = {"dense": matrices["dense"], "bm25-document": matrices["document"],
+                    "bm25-window": matrices["window"], "hybrid": hybrid}  # fmt: skip
+            arms.update({f"tokens:{spec}": scores for spec, scores in tokens.items()})
+            default = tokens[args.default_codec]
+            for weight in WEIGHTS:
+                arms[f"hybrid+tokens:{weight}"] = _rescored(hybrid, default, weight, args.rescore)
+                arms[f"four-way:{weight}"] = _four_way(matrices, default, weight)
+            table[f"{name}-{split}"] = {arm: _ndcg(s, list(index.doc_ids), queries) for arm, s in arms.items()}
+            print(f"{name}-{split}: " + ", ".join(f"{a} {v:.2f}" for a, v in table[f"{name}-{split}"].items()),
+                  flush=True)  # fmt: skip
+    return {"table": table, "sizes": sizes}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work", type=Path, default=Path("/tmp/lengthwise-bench-hybrid"))
+    parser.add_argument("--qmsum", type=Path, default=ROOT / "data" / "qmsum")
+    parser.add_argument("--newsgroups", type=Path, default=ROOT / "data" / "newsgroups")
+    parser.add_argument("--replies", type=Path, default=ROOT / "data" / "replies")
+    parser.add_argument("--scifact", type=Path, default=ROOT.parent / "shared" / "data" / "scifact")
+    parser.add_argument("--model", default=DEFAULT_MODEL)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--sets", default="qmsum", type=lambda v: v.split(","))
+    parser.add_argument("--codecs", default=",".join(CODECS), type=lambda v: v.split(","))
+    parser.add_argument("--default-codec", default="bin")
+    parser.add_argument("--rescore", type=int, default=100, help="hybrid documents the token side rescores")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from lengthwise.core.results import environment, write_json_atomic
+
+    started, load = time.perf_counter(), _load()
+    result = study(args)
+    earlier = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+    table = {**earlier.get("table", {}), **result["table"]}
+    sizes = {**earlier.get("sizes", {}), **result["sizes"]}
+    command = f"python -m benchmarks.search.tokens --sets {','.join(args.sets)}"
+    write_json_atomic(RESULTS, {"table": table, "sizes": sizes, "model": args.model, "rescore": args.rescore,
+                                "default_codec": args.default_codec, "seconds": round(time.perf_counter() - started),
+                                "load": [load, _load()], "environment": environment(), "command": command})  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

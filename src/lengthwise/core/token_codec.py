@@ -1,0 +1,147 @@
+"""How token vectors are kept small: a projection to fewer dimensions and a scalar code per dimension.
+
+A token index holds one vector per token, tens of times more rows than a window index, so each row must be small.
+`TokenCodec` keeps a token as ``codes = round((v @ basis) / scale)`` in ``bits`` bits per dimension (16: float16, no
+scale; 8: int8; 4: two codes a byte) and decodes it as ``codes * scale``; or, with ``bin``, as the sign of each
+dimension, eight a byte, decoded as ±1 (the query's side stays float: an asymmetric score, as binary rescoring does). A
+query's tokens are projected, not coded. The basis is the top right singular vectors of a sample of the corpus's own
+token vectors, *not* centred: with unit rows the best rank-d approximation of their dot products is what late
+interaction needs, and the shared direction of a contextual encoder's tokens is kept rather than subtracted. The scale
+of each dimension is its largest magnitude over the sample (clipped at the 99.99th percentile) over the code's range.
+Both are fitted once on the first documents encoded, saved beside the codes (`to_arrays`), and read back with no pickle.
+
+Spec strings name a codec: ``fp32``, ``fp16``, ``int8``, ``int4``, ``bin`` (every dimension), ``pca128-int8``,
+``pca256-bin``, ``pca96-fp16``, … (a projection to that many dimensions first).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from lengthwise.core.errors import SettingError
+
+__all__ = ["CODEC_BITS", "TokenCodec", "parse_codec"]
+
+CODEC_BITS = {"fp32": 32, "fp16": 16, "int8": 8, "int4": 4, "bin": 1}
+_SPEC = re.compile(r"^(?:pca(?P<dims>\d+)-)?(?P<code>fp32|fp16|int8|int4|bin)$")
+_CLIP = 99.99  # the percentile of each dimension's magnitude its scale covers (a few outliers saturate)
+_FIT_ROWS = 200_000  # at most this many sample rows are used to fit (evenly spaced: deterministic)
+
+
+def parse_codec(spec: str) -> tuple[int | None, int]:
+    """(projected dimensions or None, bits) of a codec spec; a `SettingError` naming ``codec`` when it is not one."""
+    match = _SPEC.match(str(spec).strip().lower())
+    if match is None or (match["dims"] is not None and int(match["dims"]) < 1):
+        raise SettingError(
+            "codec", spec, "use fp32, fp16, int8, int4 or bin, optionally after a projection: pca256-bin"
+        )
+    dims = None if match["dims"] is None else int(match["dims"])
+    bits = CODEC_BITS[match["code"]]
+    if bits == 4 and dims is not None and dims % 2:
+        raise SettingError("codec", spec, "int4 packs two dimensions a byte: give an even number of dimensions")
+    if bits == 1 and dims is not None and dims % 8:
+        raise SettingError("codec", spec, "bin packs eight dimensions a byte: give a multiple of 8 dimensions")
+    return dims, bits
+
+
+@dataclass(frozen=True, eq=False)
+class TokenCodec:
+    """A fitted codec: `basis` (D, d) float32 (None: no projection), `scale` (d,) float32 (bits 8 and 4), `bits`."""
+
+    spec: str
+    basis: np.ndarray | None
+    scale: np.ndarray | None
+    bits: int
+    dimension: int  # D, the encoder's
+
+    @classmethod
+    def fit(cls, spec: str, sample: np.ndarray) -> TokenCodec:
+        """The codec `spec` fitted on `sample` (n, D) float token vectors (unit rows, as they are encoded)."""
+        dims, bits = parse_codec(spec)
+        sample = np.asarray(sample, dtype=np.float32)
+        if sample.ndim != 2 or len(sample) == 0:
+            raise SettingError("sample", sample.shape, "fit a codec on (n, D) token vectors, n ≥ 1")
+        if dims is not None and dims > sample.shape[1]:
+            raise SettingError("codec", spec, f"projects to more dimensions than the encoder's {sample.shape[1]}")
+        rows = sample[np.linspace(0, len(sample) - 1, min(len(sample), _FIT_ROWS)).astype(np.int64)]
+        basis = None
+        if dims is not None:
+            _, _, vt = np.linalg.svd(rows.astype(np.float64), full_matrices=False)  # (D, D): top directions first
+            basis = _signed(vt[:dims].T).astype(np.float32)  # (D, d)
+        scale = None
+        if bits in (8, 4):
+            projected = rows if basis is None else rows @ basis
+            top = np.percentile(np.abs(projected), _CLIP, axis=0).astype(np.float32)
+            scale = np.maximum(top, np.float32(1e-8)) / np.float32(127 if bits == 8 else 7)
+        return cls(spec, basis, scale, bits, sample.shape[1])
+
+    @property
+    def dims(self) -> int:
+        """Dimensions a token keeps."""
+        return self.dimension if self.basis is None else self.basis.shape[1]
+
+    @property
+    def bytes_per_token(self) -> int:
+        """Bytes one token's codes take."""
+        return (self.dims * self.bits + 7) // 8
+
+    def project(self, vectors: np.ndarray) -> np.ndarray:
+        """(n, d) float32: the vectors in the codec's space, not coded (how queries are scored)."""
+        vectors = np.asarray(vectors, dtype=np.float32)
+        return vectors if self.basis is None else vectors @ self.basis
+
+    def encode(self, vectors: np.ndarray) -> np.ndarray:
+        """(n, bytes_per_token) or (n, d) codes of (n, D) token vectors: float16/float32, int8, or packed uint8."""
+        projected = self.project(vectors)
+        if self.bits == 1:
+            return np.packbits(projected > 0, axis=1)
+        if self.bits == 32:
+            return np.ascontiguousarray(projected, dtype=np.float32)
+        if self.bits == 16:
+            return projected.astype(np.float16)
+        assert self.scale is not None
+        limit = 127 if self.bits == 8 else 7
+        codes = np.clip(np.rint(projected / self.scale), -limit, limit).astype(np.int8)
+        if self.bits == 8:
+            return codes
+        nibbles = (codes.astype(np.int16) + 8).astype(np.uint8)  # 1..15
+        return (nibbles[:, 0::2] << 4) | nibbles[:, 1::2]
+
+    def decode(self, codes: np.ndarray) -> np.ndarray:
+        """(n, d) float32 token vectors from their codes."""
+        if self.bits == 1:
+            return np.unpackbits(codes, axis=1, count=self.dims).astype(np.float32) * 2.0 - 1.0
+        if self.bits in (32, 16):
+            return np.asarray(codes, dtype=np.float32)
+        assert self.scale is not None
+        if self.bits == 8:
+            return codes.astype(np.float32) * self.scale
+        high, low = (codes >> 4).astype(np.int8) - 8, (codes & 15).astype(np.int8) - 8
+        out = np.empty((len(codes), self.dims), dtype=np.float32)
+        out[:, 0::2], out[:, 1::2] = high, low
+        return out * self.scale
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The codec as plain arrays (``np.savez``; read back by `from_arrays`, no pickle)."""
+        out = {"spec": np.asarray(self.spec), "bits": np.asarray(self.bits), "dimension": np.asarray(self.dimension)}
+        if self.basis is not None:
+            out["basis"] = self.basis
+        if self.scale is not None:
+            out["scale"] = self.scale
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray] | np.lib.npyio.NpzFile) -> TokenCodec:
+        names = set(arrays.keys())
+        return cls(str(arrays["spec"]), arrays["basis"] if "basis" in names else None,
+                   arrays["scale"] if "scale" in names else None, int(arrays["bits"]),
+                   int(arrays["dimension"]))  # fmt: skip
+
+
+def _signed(basis: np.ndarray) -> np.ndarray:
+    """Each column with its largest-magnitude entry positive: the SVD's sign is arbitrary, the saved basis is not."""
+    flip = np.sign(basis[np.abs(basis).argmax(axis=0), np.arange(basis.shape[1])])
+    return basis * np.where(flip == 0, 1.0, flip)

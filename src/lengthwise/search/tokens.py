@@ -1,0 +1,201 @@
+"""The token side of a search: a document scored by every one of its tokens (late interaction, MaxSim).
+
+`TokenSide` reads a token folder (`lengthwise encode-tokens`: checked shards of coded token vectors, their
+documents' rows and character spans, the codec) and scores a query's token vectors against documents: for each
+query token its best document token's dot product, summed over the query's tokens (``sentence_transformers.util.
+maxsim`` on the decoded vectors; `maxsim_exact` is that reference). The query's tokens are projected by the codec,
+not coded. `passage` gives the span of the document where the query's best-matched tokens gather.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lengthwise.core.errors import LongDocError, SettingError
+from lengthwise.core.shards import MANIFEST, REPAIR, SPANS, read_manifest, shards
+from lengthwise.core.token_codec import TokenCodec
+
+__all__ = ["TOKEN_CHUNK", "TOKEN_DEPTH", "TOKEN_WEIGHT", "TokenSide", "TokenStage", "maxsim_exact"]
+
+TOKEN_CHUNK = 1 << 18  # document tokens decoded and scored at once (a few tens of MB)
+CODEC_FILE = "codec.npz"
+
+
+@dataclass(eq=False)
+class TokenSide:
+    """A token folder in memory: `codes` (T, bytes), `offsets` (n + 1,) the rows each document owns, `spans`
+    (T, 2) int32 memory-mapped per shard, the `codec`, the document ids and the folder's settings."""
+
+    folder: Path
+    doc_ids: list[str]
+    codes: np.ndarray
+    offsets: np.ndarray
+    span_parts: list[np.ndarray]
+    codec: TokenCodec
+    settings: dict[str, Any]
+    model: dict[str, Any]
+
+    @classmethod
+    def open(cls, folder: str | os.PathLike[str]) -> TokenSide:
+        """Read a token folder, every shard checked (a damaged one raises `LongDocError` naming it)."""
+        folder = Path(folder)
+        if not (folder / MANIFEST).is_file() or not (folder / CODEC_FILE).is_file():
+            raise SettingError("tokens", str(folder), "not a token folder; make one with `lengthwise encode-tokens`")
+        settings = read_manifest(folder)["settings"]
+        if settings.get("kind") != "tokens":
+            raise SettingError(
+                "tokens", str(folder), "holds window embeddings, not tokens; use `lengthwise encode-tokens`"
+            )
+        with np.load(folder / CODEC_FILE, allow_pickle=False) as arrays:
+            codec = TokenCodec.from_arrays(arrays)
+        ids: list[str] = []
+        codes, counts, spans = [], [], []
+        for shard in shards(folder):
+            if problem := shard.problem():
+                raise LongDocError(None, None, f"{shard.stem}.npy: damaged or incomplete shard ({problem}); {REPAIR}")
+            ids.extend(shard.ids())
+            codes.append(np.load(f"{shard.stem}.npy", allow_pickle=False))
+            counts.append(np.diff(np.load(f"{shard.stem}.offsets.npy", allow_pickle=False)))
+            spans.append(np.load(f"{shard.stem}{SPANS}", allow_pickle=False, mmap_mode="r"))
+        if not ids:
+            raise SettingError("tokens", str(folder), "holds no finished shard; run `lengthwise encode-tokens` on it")
+        model_file = folder / "model.json"
+        model = json.loads(model_file.read_text(encoding="utf-8")) if model_file.is_file() else {}
+        offsets = np.concatenate([[0], np.cumsum(np.concatenate(counts))]).astype(np.int64)
+        return cls(folder, ids, np.concatenate(codes), offsets, spans, codec, settings, model)
+
+    @cached_property
+    def numbers(self) -> dict[str, int]:
+        """Each document id's row in `offsets`."""
+        return {doc_id: n for n, doc_id in enumerate(self.doc_ids)}
+
+    @property
+    def bytes_per_token(self) -> int:
+        return self.codec.bytes_per_token
+
+    def vectors(self, doc: int) -> np.ndarray:
+        """Document `doc`'s decoded token vectors (n, d) float32."""
+        return self.codec.decode(self.codes[self.offsets[doc] : self.offsets[doc + 1]])
+
+    def spans(self, doc: int) -> np.ndarray:
+        """Document `doc`'s token spans (n, 2): ``text[start:end]`` is the token."""
+        first, last = int(self.offsets[doc]), int(self.offsets[doc + 1])
+        out, base = [], 0
+        for part in self.span_parts:
+            lo, hi = max(first - base, 0), min(last - base, len(part))
+            if lo < hi:
+                out.append(np.asarray(part[lo:hi]))
+            base += len(part)
+        return np.concatenate(out) if out else np.empty((0, 2), dtype=np.int32)
+
+    def scores(self, query: np.ndarray, docs: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
+        """MaxSim of one query's token vectors `query` (q, D) (unit rows, as `encode_token_vectors` gives) against
+        documents `docs` (numbers; None: every document), as float64, in the order given."""
+        docs = np.arange(len(self.doc_ids)) if docs is None else np.asarray(docs, dtype=np.int64)
+        projected = self.codec.project(query)  # (q, d)
+        if self.codec.bits == 8:
+            assert self.codec.scale is not None
+            projected = projected * self.codec.scale  # int8's decode folded into the query: codes · (q ⊙ scale)
+        out = np.zeros(len(docs), dtype=np.float64)
+        start = 0
+        while start < len(docs):
+            stop, tokens = start, 0
+            while stop < len(docs) and (stop == start or tokens < TOKEN_CHUNK):
+                tokens += int(self.offsets[docs[stop] + 1] - self.offsets[docs[stop]])
+                stop += 1
+            out[start:stop] = self._chunk(projected, docs[start:stop])
+            start = stop
+        return out
+
+    def _chunk(self, projected: np.ndarray, docs: np.ndarray) -> np.ndarray:
+        """MaxSim of documents `docs` (their tokens decoded together)."""
+        rows = [self.codes[self.offsets[d] : self.offsets[d + 1]] for d in docs]
+        lengths = np.asarray([len(r) for r in rows])
+        stacked = np.concatenate(rows)
+        raw = stacked.astype(np.float32) if self.codec.bits == 8 else self.codec.decode(stacked)
+        similarity = projected.astype(np.float32) @ raw.T  # (q, T)
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        return np.maximum.reduceat(similarity, starts, axis=1).sum(axis=0, dtype=np.float64)
+
+    def passage(self, query: np.ndarray, doc: int, tokens: int = 128) -> tuple[int, int, float]:
+        """(start, end, score) of the document's span of `tokens` tokens holding most of the query's best matches:
+        each query token's best document token adds its similarity where it sits; the span with the largest sum
+        wins (ties: the earliest)."""
+        vectors = self.vectors(doc)  # (n, d)
+        similarity = self.codec.project(query).astype(np.float32) @ vectors.T  # (q, n)
+        best = similarity.argmax(axis=1)
+        weight = np.zeros(len(vectors))
+        np.add.at(weight, best, similarity[np.arange(len(best)), best])
+        width = min(tokens, len(vectors))
+        sums = np.convolve(weight, np.ones(width), mode="valid")  # sums[i]: tokens i .. i + width - 1
+        first = int(np.argmax(sums))
+        spans = self.spans(doc)
+        return int(spans[first, 0]), int(spans[first + width - 1, 1]), float(sums[first])
+
+
+def maxsim_exact(query: np.ndarray, documents: Sequence[np.ndarray]) -> np.ndarray:
+    """The reference: `sentence_transformers.util.maxsim` of one query (q, d) against decoded documents, float64."""
+    import torch
+    from sentence_transformers.util import maxsim
+
+    scores = maxsim([torch.from_numpy(np.asarray(query, dtype=np.float32))],
+                    [torch.from_numpy(np.asarray(d, dtype=np.float32)) for d in documents])  # fmt: skip
+    return scores.numpy()[0].astype(np.float64)
+
+
+TOKEN_WEIGHT = 0.4  # the token side's share of a rescored hybrid score (docs/longdoc.md, "Token vectors")
+TOKEN_DEPTH = 100  # the hybrid's best documents the token side rescores
+
+
+@dataclass(eq=False)
+class TokenStage:
+    """The token side as a stage of a hybrid search: the hybrid's `depth` best documents rescored as
+    ``(1 − weight) · z(hybrid) + weight · z(token MaxSim)`` (z-scores over those documents), the rest dropped.
+
+    Args:
+        side: The token folder, read.
+        rows: Each of the index's documents' row in `side` (the index numbers its documents in its own order).
+        weight: The token side's share, in [0, 1].
+        depth: The hybrid's best documents rescored (at least the k asked for).
+    """
+
+    side: TokenSide
+    rows: np.ndarray
+    weight: float = TOKEN_WEIGHT
+    depth: int = TOKEN_DEPTH
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.weight, (int, float)) or not 0.0 <= self.weight <= 1.0:
+            raise SettingError("token_weight", self.weight, "the token side's weight must be in [0, 1]")
+        if self.depth < 1:
+            raise SettingError("token_depth", self.depth, "must be ≥ 1")
+
+    @classmethod
+    def bound(cls, side: TokenSide, doc_ids: Sequence[str], **settings: Any) -> TokenStage:
+        """The stage for an index holding `doc_ids`; refused when the token folder lacks one of them."""
+        missing = [doc_id for doc_id in doc_ids if doc_id not in side.numbers]
+        if missing:
+            raise SettingError("tokens", str(side.folder), f"holds no tokens for {len(missing)} of the index's "
+                               f"documents (first: {missing[0]!r}); encode the index's corpus with "
+                               "`lengthwise encode-tokens`")  # fmt: skip
+        rows = np.asarray([side.numbers[doc_id] for doc_id in doc_ids], dtype=np.int64)
+        return cls(side, rows, **settings)
+
+    def rescore(self, docs: np.ndarray, fused: np.ndarray, query: np.ndarray, k: int) -> tuple[np.ndarray, ...]:
+        """(documents, scores, token scores) of the `k` best after rescoring; `docs` and `fused`: the hybrid's
+        documents (the index's numbers) and fused scores, in any order; `query`: the query's token vectors."""
+        from lengthwise.core.fusion import fuse_normalised
+
+        order = np.argsort(-fused, kind="stable")[: max(self.depth, k)]
+        tokens = self.side.scores(query, self.rows[docs[order]])
+        scores = fuse_normalised([fused[order], tokens], [1.0 - self.weight, self.weight], "zscore")
+        best = np.argsort(-scores, kind="stable")[:k]
+        return docs[order[best]], scores[best], tokens[best]

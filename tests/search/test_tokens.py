@@ -1,0 +1,238 @@
+"""The token side: the codec, the token encode (checked shards, resumable, byte-identical) and MaxSim over it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lengthwise.core.errors import SettingError
+from lengthwise.core.token_codec import TokenCodec, parse_codec
+from lengthwise.longdoc.storage.tokens import encode_tokens, read_codec
+from lengthwise.longdoc.token_vectors import encode_token_vectors
+from lengthwise.search.tokens import TokenSide, maxsim_exact
+
+PROSE = (Path(__file__).resolve().parents[1] / "longdoc" / "prose.txt").read_text()
+
+
+def _unit(rows: np.ndarray) -> np.ndarray:
+    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+@pytest.mark.parametrize(("spec", "dims", "bits", "size"), [
+    ("fp32", None, 32, 4 * 48), ("fp16", None, 16, 2 * 48), ("int8", None, 8, 48), ("int4", None, 4, 24),
+    ("pca16-int8", 16, 8, 16), ("pca16-int4", 16, 4, 8), ("PCA32-fp16", 32, 16, 64), ("bin", None, 1, 6),
+    ("pca16-bin", 16, 1, 2),
+])  # fmt: skip
+def test_codec_specs_size_and_round_trip(spec: str, dims: int | None, bits: int, size: int) -> None:
+    rows = _unit(np.random.default_rng(0).standard_normal((500, 48)))
+    assert parse_codec(spec) == (dims, bits)
+    codec = TokenCodec.fit(spec, rows)
+    assert codec.bytes_per_token == size
+    codes = codec.encode(rows)
+    assert codes.nbytes == len(rows) * size
+    decoded = codec.decode(codes)
+    exact = codec.project(rows)
+    if bits == 1:
+        np.testing.assert_array_equal(decoded, np.where(exact > 0, 1.0, -1.0))  # each dimension's sign
+    elif codec.scale is None:
+        assert np.abs(decoded - exact).max() <= 1e-3  # float16's rounding
+    else:  # within half a code step, except the few beyond the clip (the 99.99th percentile), which saturate
+        inside = np.abs(exact) <= codec.scale * (127 if bits == 8 else 7)
+        assert np.all(np.abs(decoded - exact)[inside] <= np.broadcast_to(codec.scale / 2 + 1e-6, exact.shape)[inside])
+        assert inside.mean() >= 0.99  # at 500 rows the percentile sits below the largest of each dimension
+    again = TokenCodec.from_arrays(codec.to_arrays())
+    np.testing.assert_array_equal(again.encode(rows), codes)
+
+
+def test_codec_projection_keeps_dot_products_of_low_rank_tokens() -> None:
+    rng = np.random.default_rng(1)
+    rows = _unit(rng.standard_normal((2000, 8)) @ rng.standard_normal((8, 64)))  # rank 8 in 64 dimensions
+    codec = TokenCodec.fit("pca8-fp32", rows)
+    np.testing.assert_allclose(codec.project(rows[:50]) @ codec.project(rows[50:100]).T,
+                               rows[:50] @ rows[50:100].T, atol=1e-4)  # fmt: skip
+
+
+@pytest.mark.parametrize("spec", ["pca", "int2", "pca0-int8", "pca7-int4", "fp8", "pca12-bin"])
+def test_bad_codec_names_the_setting(spec: str) -> None:
+    with pytest.raises(SettingError, match="codec"):
+        parse_codec(spec)
+
+
+def _corpus(folder: Path, texts: list[str]) -> Path:
+    path = folder / "corpus.jsonl"
+    path.write_text("".join(json.dumps({"_id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
+    return path
+
+
+TEXTS = [PROSE[:1500], "The committee met on Tuesday to discuss the budget.", PROSE[1500:2500],
+         "Marketing wants a remote control shaped like a banana.", PROSE[2500:2800]]  # fmt: skip
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.name != "manifest.json"}
+
+
+def test_token_encode_is_byte_identical_across_runs_and_resumes(tiny_model_dir: Path, tmp_path: Path) -> None:
+    corpus = _corpus(tmp_path, TEXTS)
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    assert encode_tokens(corpus, whole, tiny_model_dir, codec="pca16-int8", window=32, overlap=8, shard_docs=2) == 5
+    # a run killed after its first shard: the second shard's record never written, the third never started
+    encode_tokens(corpus, parts, tiny_model_dir, codec="pca16-int8", window=32, overlap=8, shard_docs=2)
+    (parts / "w0-00001.shard.json").unlink()
+    for path in parts.glob("w0-00002*"):
+        path.unlink()
+    assert encode_tokens(corpus, parts, tiny_model_dir, codec="pca16-int8", window=32, overlap=8, shard_docs=2) == 3
+    assert _files(whole) == _files(parts)
+    again = tmp_path / "again"
+    encode_tokens(corpus, again, tiny_model_dir, codec="pca16-int8", window=32, overlap=8, shard_docs=2)
+    assert _files(again) == _files(whole)
+
+
+def test_token_encode_refuses_other_settings_and_re_embeds_a_damaged_shard(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    corpus, out = _corpus(tmp_path, TEXTS), tmp_path / "tokens"
+    encode_tokens(corpus, out, tiny_model_dir, codec="int8", window=32, overlap=8, shard_docs=2)
+    before = _files(out)
+    with pytest.raises(SettingError, match="codec"):
+        encode_tokens(corpus, out, tiny_model_dir, codec="pca16-int8", window=32, overlap=8, shard_docs=2)
+    assert _files(out) == before  # nothing written by the refused run
+    spans = sorted(out.glob("*.spans.npy"))[1]
+    spans.write_bytes(spans.read_bytes()[:-4])
+    notes: list[str] = []
+    assert encode_tokens(corpus, out, tiny_model_dir, codec="int8", window=32, overlap=8, shard_docs=2,
+                         on_note=notes.append) == 2  # fmt: skip
+    assert notes and "embedded again" in notes[0]
+    side = TokenSide.open(out)
+    assert side.doc_ids == ["d0", "d1", "d4", "d2", "d3"]  # the re-embedded shard comes last
+    assert read_codec(out) is not None and read_codec(out).spec == "int8"  # type: ignore[union-attr]
+
+
+def test_token_side_maxsim_is_sentence_transformers_maxsim_on_the_decoded_tokens(
+    tiny_model, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    corpus, out = _corpus(tmp_path, TEXTS), tmp_path / "tokens"
+    encode_tokens(corpus, out, tiny_model_dir, codec="pca16-int8", window=32, overlap=8, shard_docs=2)
+    side = TokenSide.open(out)
+    assert side.bytes_per_token == 16 and side.codes.dtype == np.int8
+    query = encode_token_vectors(tiny_model, ["who met to discuss the budget?"], role="query", overlap=8)[0].vectors
+    projected = side.codec.project(query)
+    reference = maxsim_exact(projected, [side.vectors(d) for d in range(5)])
+    np.testing.assert_allclose(side.scores(query), reference, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(side.scores(query, [3, 1]), reference[[3, 1]], rtol=1e-5, atol=1e-5)
+    truth = encode_token_vectors(tiny_model, TEXTS, window=32, overlap=8)
+    assert sum(len(t.vectors) for t in truth) == len(side.codes)
+    np.testing.assert_array_equal(side.spans(0), truth[0].offsets)  # d0's spans, read back from its shard
+    start, end, _ = side.passage(query, 1, tokens=4)
+    assert TEXTS[1][start:end] in TEXTS[1] and end - start > 0
+
+
+@pytest.mark.parametrize("spec", ["pca16-int4", "bin", "pca24-bin", "fp32"])
+def test_token_side_other_codecs_score_as_the_reference(
+    spec: str, tiny_model, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    corpus, out = _corpus(tmp_path, TEXTS), tmp_path / "tokens"
+    encode_tokens(corpus, out, tiny_model_dir, codec=spec, window=32, overlap=8, shard_docs=3)
+    side = TokenSide.open(out)
+    query = encode_token_vectors(tiny_model, ["a banana remote control"], role="query", overlap=8)[0].vectors
+    reference = maxsim_exact(side.codec.project(query), [side.vectors(d) for d in range(5)])
+    np.testing.assert_allclose(side.scores(query), reference, rtol=1e-5, atol=1e-5)
+
+
+def test_token_side_refuses_a_window_folder(tiny_model_dir: Path, tmp_path: Path) -> None:
+    import lengthwise as lw
+
+    corpus = _corpus(tmp_path, TEXTS)
+    lw.encode(corpus, tmp_path / "windows", str(tiny_model_dir))
+    with pytest.raises(SettingError, match="token folder"):
+        TokenSide.open(tmp_path / "windows")
+
+
+@pytest.fixture(scope="module")
+def indexed_with_tokens(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory):
+    """The haystack indexed (hybrid, exact engine) and its tokens encoded (one bit a dimension)."""
+    import lengthwise as lw
+    from tests.search.conftest import encode_windows, haystack_rows
+
+    folder = tmp_path_factory.mktemp("tokens-index")
+    encoded = encode_windows(folder, haystack_rows(), tiny_model_dir)
+    index = lw.LongIndex.build(encoded, folder / "idx", quantize="none", engine="faiss")
+    encode_tokens(folder / "corpus.jsonl", folder / "tokens", tiny_model_dir, window=32, overlap=8, shard_docs=5)
+    return index, folder / "tokens"
+
+
+QUERIES = ["the committee and the budget", "a remote control for the television", "who signed the contract"]
+
+
+def test_hybrid_with_all_weight_on_tokens_is_the_exact_token_maxsim_scan(indexed_with_tokens, tiny_model) -> None:
+    index, tokens = indexed_with_tokens
+    index.use_tokens(tokens, weight=1.0, depth=len(index.doc_ids))
+    try:
+        found = index.search(QUERIES, k=5, mode="hybrid")
+    finally:
+        index.use_tokens(None)
+    side = TokenSide.open(tokens)
+    assert side.codec.spec == "bin" and side.bytes_per_token == 4  # the tiny BERT's 32 dimensions, one bit each
+    for query, hits in zip(QUERIES, found, strict=True):
+        vectors = encode_token_vectors(tiny_model, [query], role="query", window=32, overlap=8)[0].vectors
+        exact = maxsim_exact(side.codec.project(vectors), [side.vectors(d) for d in range(len(side.doc_ids))])
+        order = np.argsort(-exact, kind="stable")[:5]
+        assert [hit.id for hit in hits] == [side.doc_ids[d] for d in order]
+        np.testing.assert_allclose([hit.tokens for hit in hits], exact[order], rtol=1e-5)
+
+
+def test_hybrid_with_no_weight_on_tokens_keeps_the_hybrid_ranking(indexed_with_tokens) -> None:
+    index, tokens = indexed_with_tokens
+    plain = index.search(QUERIES, k=5, mode="hybrid")
+    index.use_tokens(tokens, weight=0.0)
+    try:
+        rescored = index.search(QUERIES, k=5, mode="hybrid")
+        dense = index.search(QUERIES, k=5, mode="dense")
+    finally:
+        index.use_tokens(None)
+    assert [[h.id for h in hits] for hits in rescored] == [[h.id for h in hits] for hits in plain]
+    assert all(h.tokens is not None for hits in rescored for h in hits)
+    assert all(h.tokens is None for hits in dense for h in hits)  # the stage rescores hybrid searches only
+    assert [h.dense for h in rescored[0]] == [h.dense for h in plain[0]]
+
+
+def test_use_tokens_refuses_a_folder_of_another_model_or_corpus(
+    indexed_with_tokens, tiny_model_dir: Path, tmp_path: Path, minilm_path: str
+) -> None:
+    index, tokens = indexed_with_tokens
+    corpus = _corpus(tmp_path, TEXTS)
+    encode_tokens(corpus, tmp_path / "minilm", minilm_path, shard_docs=5)
+    with pytest.raises(SettingError, match="made by a model with weights"):
+        index.use_tokens(tmp_path / "minilm")
+    encode_tokens(corpus, tmp_path / "other", tiny_model_dir, window=32, overlap=8)
+    with pytest.raises(SettingError, match="holds no tokens for 24 of the index's documents"):
+        index.use_tokens(tmp_path / "other")
+    with pytest.raises(SettingError, match=r"token_weight=1\.5"):
+        index.use_tokens(tokens, weight=1.5)
+    assert index.searcher.tokens is None  # nothing half-set by a refusal
+
+
+def test_cli_encode_tokens_then_search_with_them(indexed_with_tokens, tiny_model_dir: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from lengthwise.cli import app
+
+    index, tokens = indexed_with_tokens
+    corpus = tokens.parent / "corpus.jsonl"
+    out = tmp_path / "tokens"
+    args = ["encode-tokens", "-d", str(corpus), "-o", str(out), "-m", str(tiny_model_dir), "--window", "32",
+            "--overlap", "8", "--shard-docs", "5"]  # fmt: skip
+    run = CliRunner().invoke(app, args)
+    assert run.exit_code == 0, run.output
+    assert "encoded the tokens of 24 new documents" in run.output
+    assert {p.name: p.read_bytes() for p in out.glob("w0-*")} == {p.name: p.read_bytes() for p in tokens.glob("w0-*")}
+    run = CliRunner().invoke(app, ["search", str(index.folder), "-q", QUERIES[0], "--json", "--tokens", str(out),
+                                   "--token-weight", "0.5", "--top-k", "3"])  # fmt: skip
+    assert run.exit_code == 0, run.output
+    hits = json.loads(run.output.strip().splitlines()[-1])["hits"]
+    assert len(hits) == 3 and all("tokens" in hit for hit in hits)
+    bad = CliRunner().invoke(app, ["search", str(index.folder), "-q", "x", "--tokens", str(tmp_path)])
+    assert bad.exit_code != 0 and "--tokens" in bad.output and "encode" in bad.output
