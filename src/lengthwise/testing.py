@@ -44,6 +44,22 @@ def tiny_bert(hf: Path, st: Path, *, max_positions: int, max_seq_length: int) ->
     SentenceTransformer(modules=[transformer, Pooling(32, "mean"), Normalize()], device="cpu").save(str(st))
 
 
+def tiny_colbert(hf: Path, out: Path, *, dims: int = 16) -> None:
+    """Write a seeded random ColBERT model to `out`: sentence-transformers' `MultiVectorEncoder` over the tiny BERT
+    at `hf` (`tiny_bert`), a projection to `dims`, ColBERT's query and document prefixes (``[unused0]``,
+    ``[unused1]``). Offline tests load it as a user's ColBERT checkpoint."""
+    import torch
+    from sentence_transformers import MultiVectorEncoder
+
+    torch.manual_seed(0)
+    model = MultiVectorEncoder(str(hf), device="cpu", prompts={"query": "[unused0] ", "document": "[unused1] "})
+    dense = model[1]
+    with torch.no_grad():
+        dense.linear.weight = torch.nn.Parameter(torch.randn(dims, dense.linear.weight.shape[1]))
+    dense.out_features = dims
+    model.save(str(out))
+
+
 def write_remote_code_model(source: Path, folder: Path) -> None:
     """Copy the model at `source` to `folder`, changed into one whose config needs custom code (``auto_map``).
 

@@ -199,13 +199,15 @@ def test_hybrid_with_no_weight_on_tokens_keeps_the_hybrid_ranking(indexed_with_t
     assert [h.dense for h in rescored[0]] == [h.dense for h in plain[0]]
 
 
-def test_use_tokens_refuses_a_folder_of_another_model_or_corpus(
+def test_use_tokens_refuses_a_folder_whose_model_changed_or_of_another_corpus(
     indexed_with_tokens, tiny_model_dir: Path, tmp_path: Path, minilm_path: str
 ) -> None:
     index, tokens = indexed_with_tokens
     corpus = _corpus(tmp_path, TEXTS)
     encode_tokens(corpus, tmp_path / "minilm", minilm_path, shard_docs=5)
-    with pytest.raises(SettingError, match="made by a model with weights"):
+    record = json.loads((tmp_path / "minilm" / "model.json").read_text())
+    (tmp_path / "minilm" / "model.json").write_text(json.dumps({**record, "weights_sha256_16": "0" * 16}))
+    with pytest.raises(SettingError, match="which loads with"):
         index.use_tokens(tmp_path / "minilm")
     encode_tokens(corpus, tmp_path / "other", tiny_model_dir, window=32, overlap=8)
     with pytest.raises(SettingError, match="holds no tokens for 24 of the index's documents"):
@@ -236,3 +238,50 @@ def test_cli_encode_tokens_then_search_with_them(indexed_with_tokens, tiny_model
     assert len(hits) == 3 and all("tokens" in hit for hit in hits)
     bad = CliRunner().invoke(app, ["search", str(index.folder), "-q", "x", "--tokens", str(tmp_path)])
     assert bad.exit_code != 0 and "--tokens" in bad.output and "encode" in bad.output
+
+
+@pytest.fixture(scope="module")
+def tiny_colbert_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from lengthwise.testing import tiny_colbert
+
+    folder = tmp_path_factory.mktemp("tiny-colbert")
+    tiny_colbert(tiny_model_dir.parent / "hf", folder / "model")
+    return folder / "model"
+
+
+def test_a_colbert_models_tokens_are_its_own_document_vectors(tiny_colbert_dir: Path, tmp_path: Path) -> None:
+    from lengthwise.core.models import load_token_model
+
+    model = load_token_model(tiny_colbert_dir)
+    short = "The committee met on Tuesday to discuss the budget."
+    corpus = _corpus(tmp_path, [short, PROSE[:1500]])
+    encode_tokens(corpus, tmp_path / "tokens", tiny_colbert_dir, codec="fp32", window=64, overlap=8)
+    side = TokenSide.open(tmp_path / "tokens")
+    assert side.settings["colbert"] is True and side.codec.dims == 16  # the projection's width, found on its own
+    own = model.encode_document([short])[0].numpy()  # [CLS], the document prefix's pieces, the text, [SEP]
+    prefix = len(model.tokenizer("[unused1] ", add_special_tokens=False)["input_ids"])
+    np.testing.assert_allclose(side.vectors(0), own[1 + prefix : -1], atol=1e-5)
+
+
+def test_hybrid_rescored_by_a_colbert_model_is_its_exact_maxsim_scan(indexed_with_tokens, tiny_colbert_dir: Path,
+                                                                     tmp_path: Path) -> None:  # fmt: skip
+    from lengthwise.core.models import load_token_model
+
+    index, tokens = indexed_with_tokens
+    encode_tokens(tokens.parent / "corpus.jsonl", tmp_path / "colbert", tiny_colbert_dir, codec="fp32", window=48,
+                  overlap=8)  # fmt: skip
+    index.use_tokens(tmp_path / "colbert", weight=1.0, depth=len(index.doc_ids))
+    try:
+        found = index.search(QUERIES, k=4, mode="hybrid")
+    finally:
+        index.use_tokens(None)
+    model, side = load_token_model(tiny_colbert_dir), TokenSide.open(tmp_path / "colbert")
+    queries = model.encode_query(QUERIES, convert_to_numpy=True)  # its query prefix and masks
+    for query, hits in zip(queries, found, strict=True):
+        exact = maxsim_exact(query, [side.vectors(d) for d in range(len(side.doc_ids))])
+        order = np.argsort(-exact, kind="stable")[:4]
+        assert [hit.id for hit in hits] == [side.doc_ids[d] for d in order]
+        np.testing.assert_allclose([hit.tokens for hit in hits], exact[order], rtol=1e-5)
+        # sentence-transformers' own MaxSim scores the same query against the same token vectors alike
+        own = model.similarity([query], [side.vectors(d) for d in order]).numpy()[0]
+        np.testing.assert_allclose(own, exact[order], rtol=1e-5)

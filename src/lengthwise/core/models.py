@@ -25,8 +25,10 @@ __all__ = [
     "ModelLoadError",
     "ModelLoader",
     "ModelPatch",
+    "is_multi_vector_folder",
     "live_patch",
     "load_plain_model",
+    "load_token_model",
     "model_fingerprint",
     "resolve_model_path",
 ]
@@ -186,6 +188,49 @@ def load_plain_model(
         quantize_int8(model)
     elif wanted in HALF_DTYPES:
         cast_half(model, wanted)
+    return model
+
+
+def is_multi_vector_folder(path: str | os.PathLike[str]) -> bool:
+    """Whether a local model folder was saved as a sentence-transformers `MultiVectorEncoder` (a ColBERT model)."""
+    config = Path(path) / "config_sentence_transformers.json"
+    if not config.is_file():
+        return False
+    try:
+        return json.loads(config.read_text(encoding="utf-8")).get("model_type") == "MultiVectorEncoder"
+    except ValueError:
+        return False
+
+
+def load_token_model(
+    name_or_path: str | os.PathLike[str] = DEFAULT_MODEL,
+    *,
+    colbert: bool | None = None,
+    device: str | None = None,
+    precision: str = "fp32",
+) -> Any:
+    """The model a token index reads with: a ColBERT model as sentence-transformers' `MultiVectorEncoder` (its
+    projection, prefixes, query expansion and masks; PyLate and Stanford ColBERT checkpoints load through it), else
+    `load_plain_model` (its last hidden states). `colbert` None: a local folder saved as a `MultiVectorEncoder` is
+    one; give True for a hub id or a PyLate/Stanford checkpoint. Safetensors only; no remote code; fp32 or a half
+    precision."""
+    from lengthwise.core.precision import HALF_DTYPES, Precision, cast_half, resolve_precision
+
+    path = resolve_model_path(name_or_path)
+    if not (colbert or (colbert is None and is_multi_vector_folder(path))):
+        return load_plain_model(name_or_path, device=device, precision=precision)
+    from sentence_transformers import MultiVectorEncoder
+
+    wanted = resolve_precision(Precision.parse(precision), device)
+    if wanted is Precision.INT8:
+        raise SettingError("precision", precision, "a ColBERT model runs in fp32, bf16 or fp16 here")
+    try:
+        kwargs = {"use_safetensors": True} if _has_safetensors(path) else None
+        model = MultiVectorEncoder(path, device=device, trust_remote_code=False, model_kwargs=kwargs)
+    except (OSError, ValueError) as err:
+        raise _load_failure(str(name_or_path), err, False) from err
+    if wanted in HALF_DTYPES:
+        cast_half(model, wanted)  # type: ignore[arg-type]  # its first module is a Transformer, as a plain model's
     return model
 
 

@@ -73,8 +73,13 @@ class LongDocuments:
     def query_tokens(
         self, model: SentenceTransformer, texts: Sequence[str], tokens: Mapping[str, Any]
     ) -> list[np.ndarray]:
+        from sentence_transformers import MultiVectorEncoder
+
         from lengthwise.longdoc.token_vectors import encode_token_vectors
 
+        if isinstance(model, MultiVectorEncoder):  # a ColBERT: its query prefix, expansion and masks
+            found = model.encode_query(list(texts), convert_to_numpy=True)
+            return [np.asarray(vectors, dtype=np.float32) for vectors in found]
         read = encode_token_vectors(model, texts, role="query", window=tokens.get("window"),
                                     overlap=tokens.get("overlap", 64))  # fmt: skip
         return [found.vectors for found in read]

@@ -118,25 +118,41 @@ class Searchable:
         self, folder: str | os.PathLike[str] | None, *, weight: float | None = None, depth: int | None = None
     ) -> None:
         """Rescore a hybrid search's best documents by their tokens (`lengthwise.search.tokens.TokenStage`): the
-        token folder `lengthwise encode --tokens` wrote for this index's corpus with its model (None: stop).
+        token folder `lengthwise encode-tokens` wrote for this index's corpus (None: stop). Its queries are read by
+        the folder's own model: the index's query model when the folder was made with it, else the recorded one
+        (a ColBERT model, say), loaded and checked against the weights the folder records.
 
         Raises:
-            SettingError: a folder that is not a token folder, one made by another model (other weights) or lacking
-                one of the index's documents, or a weight outside [0, 1].
+            SettingError: a folder that is not a token folder, whose model now has other weights than it was made
+                with, or lacking one of the index's documents; a weight outside [0, 1].
         """
+        from lengthwise.core.models import load_token_model, model_fingerprint
         from lengthwise.search.tokens import TOKEN_DEPTH, TOKEN_WEIGHT, TokenSide, TokenStage
 
         if folder is None:
             self.searcher.tokens = None
             return
         side = TokenSide.open(folder)
-        recorded = self.queries.recorded.get("weights_sha256_16")
-        made = side.model.get("weights_sha256_16")
-        if recorded is not None and made != recorded:
-            raise SettingError("tokens", str(folder), f"its tokens were made by a model with weights {made}, the "
-                               f"index's queries use {recorded}; encode the tokens with the index's model")  # fmt: skip
+        made, settings = side.model.get("weights_sha256_16"), side.settings
+        if made == self.queries.recorded.get("weights_sha256_16"):  # the index's own model
+
+            def encode(texts: Sequence[str]) -> list[np.ndarray]:
+                return self.queries.tokens(texts, settings)
+
+        else:
+            model = load_token_model(settings["model"], colbert=settings.get("colbert"),
+                                     precision=settings.get("precision", "fp32"))  # fmt: skip
+            found = model_fingerprint(model, settings["model"])["weights_sha256_16"]
+            if found != made:
+                raise SettingError("tokens", str(folder), f"its tokens were made by {settings['model']} with weights "
+                                   f"{made}, which loads with {found} now; encode the tokens again")  # fmt: skip
+            method = self.queries.method
+
+            def encode(texts: Sequence[str]) -> list[np.ndarray]:
+                return method.query_tokens(model, texts, settings)
+
         chosen = TOKEN_WEIGHT if weight is None else weight
-        self.searcher.tokens = TokenStage.bound(side, self.doc_ids, weight=chosen, depth=depth or TOKEN_DEPTH)
+        self.searcher.tokens = TokenStage.bound(side, self.doc_ids, encode, weight=chosen, depth=depth or TOKEN_DEPTH)
 
     def search_vectors(
         self,

@@ -171,7 +171,7 @@ class Searcher:
 
         tokens: list[np.ndarray | None] = [None] * len(texts)
         if mode is Mode.HYBRID and self.tokens is not None and len(texts):  # the token side's queries, one batch
-            tokens = list(self.queries.tokens(texts, self.tokens.side.settings))
+            tokens = list(self.tokens.encode(texts))
 
         def one(n: int) -> list[Hit]:  # BM25's tokenizer (PyStemmer) holds the GIL: its calls never overlap
             text, query = texts[n], units[n]

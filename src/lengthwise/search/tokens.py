@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -163,12 +163,14 @@ class TokenStage:
     Args:
         side: The token folder, read.
         rows: Each of the index's documents' row in `side` (the index numbers its documents in its own order).
+        encode: Queries → each one's token vectors, as the folder's model reads them.
         weight: The token side's share, in [0, 1].
         depth: The hybrid's best documents rescored (at least the k asked for).
     """
 
     side: TokenSide
     rows: np.ndarray
+    encode: Callable[[Sequence[str]], list[np.ndarray]]
     weight: float = TOKEN_WEIGHT
     depth: int = TOKEN_DEPTH
 
@@ -179,7 +181,13 @@ class TokenStage:
             raise SettingError("token_depth", self.depth, "must be ≥ 1")
 
     @classmethod
-    def bound(cls, side: TokenSide, doc_ids: Sequence[str], **settings: Any) -> TokenStage:
+    def bound(
+        cls,
+        side: TokenSide,
+        doc_ids: Sequence[str],
+        encode: Callable[[Sequence[str]], list[np.ndarray]],
+        **settings: Any,
+    ) -> TokenStage:
         """The stage for an index holding `doc_ids`; refused when the token folder lacks one of them."""
         missing = [doc_id for doc_id in doc_ids if doc_id not in side.numbers]
         if missing:
@@ -187,7 +195,7 @@ class TokenStage:
                                f"documents (first: {missing[0]!r}); encode the index's corpus with "
                                "`lengthwise encode-tokens`")  # fmt: skip
         rows = np.asarray([side.numbers[doc_id] for doc_id in doc_ids], dtype=np.int64)
-        return cls(side, rows, **settings)
+        return cls(side, rows, encode, **settings)
 
     def rescore(self, docs: np.ndarray, fused: np.ndarray, query: np.ndarray, k: int) -> tuple[np.ndarray, ...]:
         """(documents, scores, token scores) of the `k` best after rescoring; `docs` and `fused`: the hybrid's

@@ -124,6 +124,7 @@ def encode_tokens(
     model: str | os.PathLike[str] = DEFAULT_MODEL,
     *,
     load_model: ModelLoader | None = None,
+    colbert: bool | None = None,
     codec: str = TOKEN_CODEC,
     window: int | None = None,
     overlap: int = 64,
@@ -139,8 +140,11 @@ def encode_tokens(
     Args:
         data: ``corpus.jsonl`` (``_id``, ``text``, ``title``), a BEIR folder holding one, or a ``.txt`` file.
         out: The token folder; one made with the same settings is resumed (a damaged shard re-embedded).
-        model: A sentence-transformers model (its last hidden states: training-free).
-        load_model: How the model is loaded (None: the hall's plain load).
+        model: A sentence-transformers model (its last hidden states: training-free), or a ColBERT model
+            (`colbert`): its projected, normalised token vectors, with its document prefix.
+        load_model: How a plain model is loaded (None: the hall's plain load).
+        colbert: Load `model` as sentence-transformers' `MultiVectorEncoder` (None: when its folder was saved as
+            one; True for a hub id or a PyLate/Stanford checkpoint).
         codec: How each token is kept (`lengthwise.core.token_codec`); ``auto``: `auto_codec`, at most 64 bytes.
         window, overlap: Tokens per pass (None: the model's max length) and tokens consecutive passes share.
         shard_docs, batch_size, threads, precision: Documents per shard, windows per forward pass, torch threads,
@@ -150,7 +154,13 @@ def encode_tokens(
     Returns:
         The number of documents encoded by this call.
     """
-    from lengthwise.core.models import load_plain_model, model_fingerprint
+    from lengthwise.core.models import (
+        is_multi_vector_folder,
+        load_plain_model,
+        load_token_model,
+        model_fingerprint,
+        resolve_model_path,
+    )
     from lengthwise.core.precision import resolve_precision
     from lengthwise.core.progress import progress_interval, progress_mode
     from lengthwise.longdoc.storage.store import EmbeddingStore, corpus_digests, encode_corpus
@@ -166,14 +176,19 @@ def encode_tokens(
     if not digests:
         raise SettingError("data", str(path), "holds no documents; pass a corpus.jsonl with one _id and text per line")
     precision = resolve_precision(precision, None).value
+    if colbert is None:
+        colbert = is_multi_vector_folder(resolve_model_path(model))
     settings = {"kind": "tokens", "model": str(model), "data": str(path.resolve()), "codec": codec,
-                "window": window, "overlap": overlap, "precision": precision}  # fmt: skip
+                "window": window, "overlap": overlap, "precision": precision, "colbert": colbert}  # fmt: skip
     store = EmbeddingStore(folder, settings)  # checks the folder (settings, a stranger's files) before any compute
     if threads:
         import torch
 
         torch.set_num_threads(threads)
-    loaded = (load_model or load_plain_model)(str(model), precision=precision)
+    if colbert:
+        loaded = load_token_model(str(model), colbert=True, precision=precision)
+    else:
+        loaded = (load_model or load_plain_model)(str(model), precision=precision)
     fingerprint = model_fingerprint(loaded, model)
 
     def read(texts: Sequence[str]) -> Iterator[TokenVectors]:
