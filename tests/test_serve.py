@@ -576,3 +576,27 @@ def test_threads_below_one_is_refused_in_one_line(index_dir: Path) -> None:
     assert run.exit_code == 2
     lines = run.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and "threads" in lines[0], run.output
+
+
+def test_served_with_tokens_answers_as_the_library_with_them(index_dir: Path, tiny_model_dir: Path,
+                                                             tmp_path: Path) -> None:  # fmt: skip
+    import lengthwise as lw
+    from lengthwise.longdoc.storage.tokens import encode_tokens
+
+    tokens = tmp_path / "tokens"
+    encode_tokens(index_dir.parent / "corpus.jsonl", tokens, tiny_model_dir, window=32, overlap=8)
+    library = lw.LongIndex.open(index_dir)
+    library.use_tokens(tokens, weight=0.5)
+    expected = library.search(QUERIES, k=5, mode="hybrid")
+    running = Server(index_dir, "--tokens", str(tokens), "--token-weight", "0.5", log=tmp_path / "server.log")
+    try:
+        with httpx.Client(base_url=running.url, timeout=60) as session:
+            answer = session.post("/search", json={"queries": QUERIES, "top_k": 5, "mode": "hybrid"})
+            assert answer.status_code == 200, answer.text
+            for got, hits in zip(answer.json()["results"], expected, strict=True):
+                assert [hit["id"] for hit in got["hits"]] == [hit.id for hit in hits]
+                assert [hit["tokens"] for hit in got["hits"]] == pytest.approx([hit.tokens for hit in hits], abs=1e-5)
+            info = session.get("/info").json()["tokens"]
+            assert info["codec"] == "bin" and info["weight"] == 0.5 and info["folder"] == "tokens"
+    finally:
+        assert running.stop() == 0, running.log.read_text()

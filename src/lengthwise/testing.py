@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 __all__ = ["tiny_bert", "write_remote_code_model"]
 
@@ -53,7 +54,7 @@ def tiny_colbert(hf: Path, out: Path, *, dims: int = 16) -> None:
 
     torch.manual_seed(0)
     model = MultiVectorEncoder(str(hf), device="cpu", prompts={"query": "[unused0] ", "document": "[unused1] "})
-    dense = model[1]
+    dense: Any = model[1]  # the projection (sentence-transformers' Dense)
     with torch.no_grad():
         dense.linear.weight = torch.nn.Parameter(torch.randn(dims, dense.linear.weight.shape[1]))
     dense.out_features = dims

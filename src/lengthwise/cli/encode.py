@@ -116,6 +116,16 @@ def encode_tokens(
     batch_size: Annotated[int, typer.Option("--batch-size", help="Windows per forward pass.")] = 32,
     threads: Annotated[int | None, typer.Option("--threads", help="Torch threads.")] = None,
     precision: PrecisionOption = "fp32",
+    colbert: Annotated[
+        bool | None,
+        typer.Option(
+            "--colbert/--plain",
+            help="Read with the model as a ColBERT (sentence-transformers' "
+            "MultiVectorEncoder: PyLate and Stanford checkpoints) or as a plain encoder's last hidden "
+            "states; default: a ColBERT when its folder was saved as one.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Encode every token of each document of --data into OUT (late interaction: `search --tokens OUT`); a killed
     run resumes.
@@ -130,7 +140,8 @@ def encode_tokens(
 
     try:
         check_out_dir(out)
-        written = encode_corpus_tokens(data, out, model, load_model=load_model, codec=codec, window=window,
+        written = encode_corpus_tokens(data, out, model, load_model=load_model, colbert=colbert, codec=codec,
+                                       window=window,
                                        overlap=overlap, shard_docs=shard_docs, batch_size=batch_size, threads=threads,
                                        precision=precision, show_progress=True,
                                        on_note=lambda line: say(f"repair: {line}"))  # fmt: skip

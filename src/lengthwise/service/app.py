@@ -360,6 +360,7 @@ def describe(index: Any, config: ServeConfig) -> dict[str, Any]:
         "lexical": _names_only(lexical.settings) if lexical is not None else None,
         "mode": (lexical.settings.get("mode") or "hybrid") if lexical is not None else "dense",
         "fusion": index.fusion.to_dict(),
+        "tokens": _tokens(index),
         "query_precision": index.queries_embedded_at,  # what the queries are embedded at
         "limits": json.loads(json.dumps(config.limits.__dict__)),
         "batching": {
@@ -369,6 +370,17 @@ def describe(index: Any, config: ServeConfig) -> dict[str, Any]:
         },
         "threads": _torch_threads(),
     }
+
+
+def _tokens(index: Any) -> dict[str, Any] | None:
+    """The token side a hybrid search is rescored by: its folder's name, codec, bytes a token, weight and depth."""
+    stage = getattr(index.searcher, "tokens", None)
+    if stage is None:
+        return None
+    side = stage.side
+    return {"folder": side.folder.name, "model": _names_only(side.settings["model"]),
+            "codec": side.codec.spec, "bytes_per_token": side.bytes_per_token, "tokens": len(side.codes),
+            "weight": stage.weight, "depth": stage.depth}  # fmt: skip
 
 
 def _torch_threads() -> int:

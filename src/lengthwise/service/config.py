@@ -72,6 +72,8 @@ class ServeConfig:
             thread (`search_threads_used`; one on two cores).
         precision: What the queries are embedded at (``auto``, ``fp32``, ``bf16``, ``fp16``, ``int8``); None: the
             precision the index's documents were embedded at (`QueryModel.set_query_precision`).
+        tokens, token_weight: A token folder whose tokens rescore each hybrid search's best documents, and their
+            share (`Searchable.use_tokens`); None: no token side.
         shutdown_grace_s: After SIGTERM or Ctrl-C, how long the requests in flight are waited for; a client still
             sending or reading after that has its connection closed (one line in the log).
     """
@@ -96,6 +98,13 @@ class ServeConfig:
     precision: str | None = field(
         default=None,
         metadata={"help": "The queries' precision: auto, fp32, bf16, fp16 or int8 (default: the index's)."},
+    )
+    tokens: Path | None = field(
+        default=None,
+        metadata={"help": "A folder of `lengthwise encode-tokens`: hybrid searches rescored by their tokens."},
+    )
+    token_weight: float | None = field(
+        default=None, metadata={"help": "With tokens: the token side's share of the rescored score (default 0.4)."}
     )
     shutdown_grace_s: int = field(
         default=30, metadata={"help": "Seconds the requests in flight are waited for after SIGTERM or Ctrl-C."}

@@ -28,7 +28,10 @@ ENV = "LENGTHWISE_SERVE"  # the index folder and settings, for the worker proces
 
 
 def open_checked(
-    folder: str | os.PathLike[str] | None, backend: Backend | None = None, precision: str | None = None
+    folder: str | os.PathLike[str] | None,
+    backend: Backend | None = None,
+    precision: str | None = None,
+    tokens: tuple[Path | None, float | None] = (None, None),
 ) -> Any:
     """The index at `folder` (or the one `backend` serves in Milvus), its lexical side opened and its model loaded,
     checked against the index's recorded weights and set to the queries' `precision` (None: as recorded): what the
@@ -41,6 +44,7 @@ def open_checked(
     index = open_index(backend, folder, load_model=load_model)
     index.set_query_precision(precision)
     _ = index.lexical  # a damaged lexical side refuses now, not at the first hybrid query
+    index.use_tokens(tokens[0], weight=tokens[1])  # a token folder that does not fit refuses now too
     index.embed_queries(["warm up"])  # loads the recorded model and checks its weights against the index
     return index
 
@@ -103,7 +107,9 @@ def serve(
         raise SettingError("workers", config.workers, "a Milvus Lite database is opened by one process; serve it with "
                            "--workers 1, or serve from a Milvus server (--uri http://host:19530)")  # fmt: skip
     _set_threads(config)
-    index = open_checked(folder, backend, config.precision)  # before FastAPI and uvicorn: a refusal comes fast
+    index = open_checked(
+        folder, backend, config.precision, (config.tokens, config.token_weight)
+    )  # before FastAPI and uvicorn: a refusal comes fast
 
     from lengthwise.service.app import create_app
 
@@ -156,6 +162,7 @@ def _server(settings: Any, ready: Callable[[], Any]) -> Any:
 def _as_json(config: ServeConfig) -> dict[str, Any]:
     data = dataclasses.asdict(config)
     data["api_key_file"] = str(config.api_key_file) if config.api_key_file is not None else None
+    data["tokens"] = str(Path(config.tokens).resolve()) if config.tokens is not None else None
     return data
 
 
@@ -171,8 +178,10 @@ def worker_app() -> Any:
     made = json.loads(os.environ[ENV])
     data = made["config"]
     config = ServeConfig(**{**data, "limits": Limits(**data["limits"]),
-                            "api_key_file": Path(data["api_key_file"]) if data["api_key_file"] else None})  # fmt: skip
+                            "api_key_file": Path(data["api_key_file"]) if data["api_key_file"] else None,
+                            "tokens": Path(data["tokens"]) if data.get("tokens") else None})  # fmt: skip
     _set_threads(config)
     index = open_index(Backend(**made["backend"]), made["folder"], load_model=load_model)
     index.set_query_precision(config.precision)
+    index.use_tokens(config.tokens, weight=config.token_weight)
     return create_app(index, config)
