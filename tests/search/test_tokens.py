@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -230,6 +231,9 @@ def test_cli_encode_tokens_then_search_with_them(indexed_with_tokens, tiny_model
     run = CliRunner().invoke(app, args)
     assert run.exit_code == 0, run.output
     assert "encoded the tokens of 24 new documents" in run.output
+    assert re.search(r"encode done: 24/24 documents .*[\d,]+ tokens", run.output), (
+        run.output
+    )  # the progress counts tokens
     assert {p.name: p.read_bytes() for p in out.glob("w0-*")} == {p.name: p.read_bytes() for p in tokens.glob("w0-*")}
     run = CliRunner().invoke(app, ["search", str(index.folder), "-q", QUERIES[0], "--json", "--tokens", str(out),
                                    "--token-weight", "0.5", "--top-k", "3"])  # fmt: skip

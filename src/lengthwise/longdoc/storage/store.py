@@ -280,15 +280,15 @@ def encode_corpus(
 
 
 def _counter(bar: Any, encoder: Any) -> Callable[[], None]:
-    """The `on_document` of an encode: one more document on `bar`, with the windows `encoder` has embedded since
-    (its ``stats``, when it keeps them)."""
+    """The `on_document` of an encode: one more document on `bar`, with the windows (or a token encoder's tokens)
+    `encoder` has embedded since (its ``stats``, when it keeps them)."""
     stats = getattr(encoder, "stats", None)
-    stats = stats if isinstance(stats, dict) and "windows" in stats else None
-    first = stats["windows"] if stats is not None else 0
+    unit = next((name for name in ("windows", "tokens") if isinstance(stats, dict) and name in stats), None)
+    first = stats[unit] if stats is not None and unit is not None else 0
 
     def embedded() -> None:
-        if stats is not None:
-            bar.set_postfix_str(f"{stats['windows'] - first:,} windows", refresh=False)
+        if stats is not None and unit is not None:
+            bar.set_postfix_str(f"{stats[unit] - first:,} {unit}", refresh=False)
         bar.update(1)
 
     return embedded

@@ -76,7 +76,7 @@ class TokenShardEncoder:
             raise SettingError(
                 "codec", spec, f"{folder} holds tokens coded {self.codec.spec}; use that or a new folder"
             )
-        self.stats = {"windows": 0}  # the progress line's count: tokens here
+        self.stats = {"tokens": 0}  # the progress line's count
         self._spans: np.ndarray | None = None
 
     def encode_documents_multi(
@@ -88,7 +88,7 @@ class TokenShardEncoder:
         found = []
         for vectors in self.read(texts):
             found.append(vectors)
-            self.stats["windows"] += len(vectors.vectors)
+            self.stats["tokens"] += len(vectors.vectors)
             if on_document is not None:
                 on_document()
         rows = np.concatenate([v.vectors for v in found])  # (T, D) float32
