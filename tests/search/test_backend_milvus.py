@@ -557,3 +557,21 @@ def test_the_engine_reads_any_row_range_of_window_vectors_as_the_local_index_hol
             np.testing.assert_array_equal(got, np.asarray(local.vectors[first:last]))
     with pytest.raises(LongDocError, match="missing"):
         engine.windows.window_vectors(total - 1, total + 2)
+
+
+def test_the_token_side_rescores_a_milvus_hybrid_search_as_the_local_one(encoded: Path, tiny_model_dir: Path,
+                                                                        tmp_path: Path) -> None:  # fmt: skip
+    from lengthwise.longdoc.storage.tokens import encode_tokens
+
+    local = LongIndex.build(encoded, tmp_path / "idx", quantize="none", engine="usearch")
+    engine = milvus_load.load_into_milvus(local, str(tmp_path / "milvus.db"), "tokens")
+    tokens = tmp_path / "tokens"
+    encode_tokens(encoded.parent / "corpus.jsonl", tokens, tiny_model_dir, window=32, overlap=8)
+    for index in (local, engine):
+        index.use_tokens(tokens, weight=0.6)
+    vectors = np.asarray(local.embed_queries(QUERIES), dtype=np.float32)
+    expected = local.search(QUERIES, k=10, mode="hybrid", vectors=vectors)
+    found = engine.search(QUERIES, k=10, mode="hybrid", vectors=vectors)
+    _same(_ranked(found), _ranked(expected))
+    assert [[hit.tokens for hit in row] for row in found] == [[hit.tokens for hit in row] for row in expected]
+    assert all(hit.tokens is not None for row in found for hit in row)
