@@ -42,7 +42,7 @@ def _hybrid(matrices: dict[str, np.ndarray]) -> np.ndarray:
 
 
 def _token_matrix(side: Any, queries: list[np.ndarray]) -> np.ndarray:
-    return np.stack([side.scores(q) for q in queries])
+    return side.scores_many(queries)
 
 
 def _recoded(reference: Any, spec: str) -> Any:

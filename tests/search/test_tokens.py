@@ -289,3 +289,19 @@ def test_hybrid_rescored_by_a_colbert_model_is_its_exact_maxsim_scan(indexed_wit
         # sentence-transformers' own MaxSim scores the same query against the same token vectors alike
         own = model.similarity([query], [side.vectors(d) for d in order]).numpy()[0]
         np.testing.assert_allclose(own, exact[order], rtol=1e-5)
+
+
+def test_scores_of_several_queries_at_once_are_each_querys_own(tiny_model, tiny_model_dir: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    import lengthwise.search.tokens as tokens_module
+
+    corpus, out = _corpus(tmp_path, TEXTS), tmp_path / "tokens"
+    encode_tokens(corpus, out, tiny_model_dir, window=32, overlap=8, shard_docs=2)
+    side = TokenSide.open(out)
+    queries = [t.vectors for t in encode_token_vectors(tiny_model, QUERIES, role="query", overlap=8)]
+    monkeypatch.setattr(tokens_module, "TOKEN_CHUNK", 7)  # several chunks
+    together = side.scores_many(queries, [4, 0, 2])
+    for query, row in zip(queries, together, strict=True):
+        np.testing.assert_array_equal(row, side.scores(query, [4, 0, 2]))
+        reference = maxsim_exact(side.codec.project(query), [side.vectors(d) for d in (4, 0, 2)])
+        np.testing.assert_allclose(row, reference, rtol=1e-5)

@@ -99,31 +99,39 @@ class TokenSide:
     def scores(self, query: np.ndarray, docs: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
         """MaxSim of one query's token vectors `query` (q, D) (unit rows, as `encode_token_vectors` gives) against
         documents `docs` (numbers; None: every document), as float64, in the order given."""
+        return self.scores_many([query], docs)[0]
+
+    def scores_many(self, queries: Sequence[np.ndarray], docs: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
+        """(len(queries), len(docs)) MaxSim of several queries against the same documents: each chunk of document
+        tokens is decoded once for all of them."""
         docs = np.arange(len(self.doc_ids)) if docs is None else np.asarray(docs, dtype=np.int64)
-        projected = self.codec.project(query)  # (q, d)
+        projected = [self.codec.project(query) for query in queries]  # (q, d) each
         if self.codec.bits == 8:
             assert self.codec.scale is not None
-            projected = projected * self.codec.scale  # int8's decode folded into the query: codes · (q ⊙ scale)
-        out = np.zeros(len(docs), dtype=np.float64)
+            projected = [p * self.codec.scale for p in projected]  # int8's decode folded in: codes · (q ⊙ scale)
+        out = np.zeros((len(projected), len(docs)), dtype=np.float64)
         start = 0
         while start < len(docs):
             stop, tokens = start, 0
             while stop < len(docs) and (stop == start or tokens < TOKEN_CHUNK):
                 tokens += int(self.offsets[docs[stop] + 1] - self.offsets[docs[stop]])
                 stop += 1
-            out[start:stop] = self._chunk(projected, docs[start:stop])
+            out[:, start:stop] = self._chunk(projected, docs[start:stop])
             start = stop
         return out
 
-    def _chunk(self, projected: np.ndarray, docs: np.ndarray) -> np.ndarray:
-        """MaxSim of documents `docs` (their tokens decoded together)."""
+    def _chunk(self, projected: list[np.ndarray], docs: np.ndarray) -> np.ndarray:
+        """(queries, docs) MaxSim of documents `docs`, their tokens decoded together once."""
         rows = [self.codes[self.offsets[d] : self.offsets[d + 1]] for d in docs]
         lengths = np.asarray([len(r) for r in rows])
         stacked = np.concatenate(rows)
         raw = stacked.astype(np.float32) if self.codec.bits == 8 else self.codec.decode(stacked)
-        similarity = projected.astype(np.float32) @ raw.T  # (q, T)
         starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-        return np.maximum.reduceat(similarity, starts, axis=1).sum(axis=0, dtype=np.float64)
+        out = np.empty((len(projected), len(docs)), dtype=np.float64)
+        for n, query in enumerate(projected):
+            similarity = query.astype(np.float32) @ raw.T  # (q, T)
+            out[n] = np.maximum.reduceat(similarity, starts, axis=1).sum(axis=0, dtype=np.float64)
+        return out
 
     def passage(self, query: np.ndarray, doc: int, tokens: int = 128) -> tuple[int, int, float]:
         """(start, end, score) of the document's span of `tokens` tokens holding most of the query's best matches:
