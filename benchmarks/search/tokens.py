@@ -9,7 +9,7 @@ token. Arms (nDCG@10 per split):
 - ``dense``, ``bm25-document``, ``bm25-window``, ``hybrid`` (the default: zscore over both granularities at 0.3);
 - ``tokens:{codec}``: token MaxSim alone, per codec;
 - ``hybrid+tokens:{t}``: the hybrid's fused top ``--rescore`` documents rescored as (1 − t) · z(hybrid) + t ·
-  z(token MaxSim), the default codec; the hybrid's order below them is kept;
+  z(token MaxSim), the default codec; the hybrid's order below them is kept (``@{n}``: its top n only);
 - ``four-way:{t}``: z-scores of dense, both BM25s and tokens over the hybrid's candidates, tokens at t and the rest
   sharing 1 − t as the hybrid shares 1.
 
@@ -33,6 +33,7 @@ RESULTS = ROOT / "docs" / "results" / "token_side.json"
 CODECS = ("fp16", "int8", "bin", "pca256-bin", "pca192-bin", "pca128-bin", "pca128-int8", "pca64-int8",
           "pca128-int4")  # fmt: skip
 WEIGHTS = (0.2, 0.3, 0.4, 0.5, 0.6)
+DEPTHS = (10, 20, 30, 50)  # the hybrid's documents rescored, beside --rescore
 
 
 def _hybrid(matrices: dict[str, np.ndarray]) -> np.ndarray:
@@ -132,6 +133,8 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
             for weight in WEIGHTS:
                 arms[f"hybrid+tokens:{weight}"] = _rescored(hybrid, default, weight, args.rescore)
                 arms[f"four-way:{weight}"] = _four_way(matrices, default, weight)
+                for depth in DEPTHS:  # fewer documents rescored: a cheaper stage
+                    arms[f"hybrid+tokens:{weight}@{depth}"] = _rescored(hybrid, default, weight, depth)
             table[f"{name}-{split}"] = {arm: _ndcg(s, list(index.doc_ids), queries) for arm, s in arms.items()}
             print(f"{name}-{split}: " + ", ".join(f"{a} {v:.2f}" for a, v in table[f"{name}-{split}"].items()),
                   flush=True)  # fmt: skip
