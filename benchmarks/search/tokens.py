@@ -141,6 +141,43 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
     return {"table": table, "sizes": sizes}
 
 
+def latency(args: argparse.Namespace) -> dict[str, Any]:
+    """p50 and p99 of one hybrid query (its vector embedded beforehand) on the corpus's index, without and with the
+    token stage (default codec, rescoring 100 and 20 documents; the query's token pass included), alternated."""
+    import lengthwise as lw
+    from benchmarks._measure import p50_ms, p99_ms
+    from lengthwise.evaluation.data import read_beir
+    from lengthwise.longdoc.storage.tokens import encode_tokens
+
+    name = args.sets[0]
+    folder = args.work / name / "tokens-auto"
+    started = time.perf_counter()
+    encode_tokens(_corpus_file(name, _retrieval_sets(args)[name], args), folder, args.model, shard_docs=8,
+                  threads=args.threads, show_progress=True)  # fmt: skip
+    encoded = time.perf_counter() - started
+    index = lw.LongIndex.open(args.work / name / "index")
+    texts = list(read_beir(args.qmsum, "test").query_texts)[: args.queries]
+    vectors = np.asarray(index.embed_queries(texts), dtype=np.float32)
+    arms: dict[str, tuple[float | None, int]] = {"hybrid": (None, 0), "tokens@100": (0.4, 100), "tokens@20": (0.4, 20)}
+    spent: dict[str, dict[str, list[float]]] = {arm: {"p50": [], "p99": []} for arm in arms}
+    for _ in range(args.rounds):
+        for arm, (weight, depth) in arms.items():
+            index.use_tokens(None if weight is None else folder, weight=weight, depth=depth or None)
+
+            def one(n: int) -> None:
+                index.search([texts[n]], k=10, mode="hybrid", vectors=vectors[n : n + 1], search_threads=1)
+
+            one(0)  # warm
+            spent[arm]["p50"].append(round(p50_ms(one, len(texts)), 2))
+            spent[arm]["p99"].append(round(p99_ms(one, len(texts)), 2))
+    import statistics
+
+    medians = {arm: {key: statistics.median(values) for key, values in found.items()} for arm, found in spent.items()}
+    return {"corpus": name, "queries": len(texts), "rounds": args.rounds, "ms": spent, "median_ms": medians,
+            "ratio_p50": {arm: round(m["p50"] / medians["hybrid"]["p50"], 2) for arm, m in medians.items()},
+            "token_encode_seconds_auto": round(encoded, 1), "load": _load()}  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, default=Path("/tmp/lengthwise-bench-hybrid"))
@@ -154,6 +191,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--codecs", default=",".join(CODECS), type=lambda v: v.split(","))
     parser.add_argument("--default-codec", default="bin")
     parser.add_argument("--rescore", type=int, default=100, help="hybrid documents the token side rescores")
+    parser.add_argument("--latency", action="store_true", help="time the search with the token stage instead")
+    parser.add_argument("--queries", type=int, default=40, help="--latency: queries timed")
+    parser.add_argument("--rounds", type=int, default=3, help="--latency: alternated rounds (medians)")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
@@ -162,12 +202,17 @@ def main(argv: list[str] | None = None) -> None:
     from lengthwise.core.results import environment, write_json_atomic
 
     started, load = time.perf_counter(), _load()
-    result = study(args)
     earlier = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+    if args.latency:
+        timing = {**latency(args), "load_before": load, "environment": environment(),
+                  "command": f"python -m benchmarks.search.tokens --latency --sets {args.sets[0]}"}  # fmt: skip
+        write_json_atomic(RESULTS, {**earlier, "latency": timing})
+        return
+    result = study(args)
     table = {**earlier.get("table", {}), **result["table"]}
     sizes = {**earlier.get("sizes", {}), **result["sizes"]}
     command = f"python -m benchmarks.search.tokens --sets {','.join(args.sets)}"
-    write_json_atomic(RESULTS, {"table": table, "sizes": sizes, "model": args.model, "rescore": args.rescore,
+    write_json_atomic(RESULTS, {**earlier, "table": table, "sizes": sizes, "model": args.model, "rescore": args.rescore,
                                 "default_codec": args.default_codec, "seconds": round(time.perf_counter() - started),
                                 "load": [load, _load()], "environment": environment(), "command": command})  # fmt: skip
 
