@@ -114,12 +114,12 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
         if name not in args.sets:
             continue
         index = _indexed(name, entry["ids"], entry["texts"], args, entry.get("corpus"))
-        folder, seconds = _tokens_folder(name, _corpus_file(name, entry, args), args)
+        folder, _ = _tokens_folder(name, _corpus_file(name, entry, args), args)
         reference = TokenSide.open(folder)
         assert reference.doc_ids == list(index.doc_ids), "the token folder's documents in the index's order"
         sides = {spec: reference if spec == "fp16" else _recoded(reference, spec) for spec in args.codecs}
         sizes[name] = {"documents": len(reference.doc_ids), "tokens": len(reference.codes),
-                       "windows": int(index.settings["windows"]), "token_encode_seconds_fp16": round(seconds, 1),
+                       "windows": int(index.settings["windows"]),
                        "bytes_per_token": {spec: side.bytes_per_token for spec, side in sides.items()}}  # fmt: skip
         for split, queries in entry["splits"].items():
             matrices = _score_matrices(index, queries["texts"], args)
