@@ -299,7 +299,7 @@ def test_scores_of_several_queries_at_once_are_each_querys_own(tiny_model, tiny_
     encode_tokens(corpus, out, tiny_model_dir, window=32, overlap=8, shard_docs=2)
     side = TokenSide.open(out)
     queries = [t.vectors for t in encode_token_vectors(tiny_model, QUERIES, role="query", overlap=8)]
-    monkeypatch.setattr(tokens_module, "TOKEN_CHUNK", 7)  # several chunks
+    monkeypatch.setattr(tokens_module, "TOKEN_BLOCK", 7)  # several blocks, documents cut into pieces
     together = side.scores_many(queries, [4, 0, 2])
     for query, row in zip(queries, together, strict=True):
         np.testing.assert_array_equal(row, side.scores(query, [4, 0, 2]))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -23,9 +23,9 @@ from lengthwise.core.errors import LongDocError, SettingError
 from lengthwise.core.shards import MANIFEST, REPAIR, SPANS, read_manifest, shards
 from lengthwise.core.token_codec import TokenCodec
 
-__all__ = ["TOKEN_CHUNK", "TOKEN_DEPTH", "TOKEN_WEIGHT", "TokenSide", "TokenStage", "maxsim_exact"]
+__all__ = ["TOKEN_BLOCK", "TOKEN_DEPTH", "TOKEN_WEIGHT", "TokenSide", "TokenStage", "maxsim_exact"]
 
-TOKEN_CHUNK = 1 << 18  # document tokens decoded and scored at once (a few tens of MB)
+TOKEN_BLOCK = 2048  # document tokens decoded and scored at once (3 MB of float32 at 384 dimensions: in cache)
 CODEC_FILE = "codec.npz"
 
 
@@ -102,36 +102,43 @@ class TokenSide:
         return self.scores_many([query], docs)[0]
 
     def scores_many(self, queries: Sequence[np.ndarray], docs: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
-        """(len(queries), len(docs)) MaxSim of several queries against the same documents: each chunk of document
+        """(len(queries), len(docs)) MaxSim of several queries against the same documents: each block of document
         tokens is decoded once for all of them."""
         docs = np.arange(len(self.doc_ids)) if docs is None else np.asarray(docs, dtype=np.int64)
-        projected = [self.codec.project(query) for query in queries]  # (q, d) each
+        projected = [self.codec.project(query).astype(np.float32) for query in queries]  # (q, d) each
         if self.codec.bits == 8:
             assert self.codec.scale is not None
             projected = [p * self.codec.scale for p in projected]  # int8's decode folded in: codes · (q ⊙ scale)
-        out = np.zeros((len(projected), len(docs)), dtype=np.float64)
-        start = 0
-        while start < len(docs):
-            stop, tokens = start, 0
-            while stop < len(docs) and (stop == start or tokens < TOKEN_CHUNK):
-                tokens += int(self.offsets[docs[stop] + 1] - self.offsets[docs[stop]])
-                stop += 1
-            out[:, start:stop] = self._chunk(projected, docs[start:stop])
-            start = stop
-        return out
+        best = [np.full((len(p), len(docs)), -np.inf, dtype=np.float32) for p in projected]
+        for rows, starts, places in self._blocks(docs):
+            stacked = np.concatenate([self.codes[a:b] for a, b in rows])
+            raw = stacked.astype(np.float32) if self.codec.bits == 8 else self.codec.decode(stacked)
+            for query, found in zip(projected, best, strict=True):
+                pieces = np.maximum.reduceat(query @ raw.T, starts, axis=1)  # (q, pieces): each piece's best token
+                found[:, places] = np.maximum(found[:, places], pieces)
+        return np.stack([found.sum(axis=0, dtype=np.float64) for found in best]).reshape(len(projected), len(docs))
 
-    def _chunk(self, projected: list[np.ndarray], docs: np.ndarray) -> np.ndarray:
-        """(queries, docs) MaxSim of documents `docs`, their tokens decoded together once."""
-        rows = [self.codes[self.offsets[d] : self.offsets[d + 1]] for d in docs]
-        lengths = np.asarray([len(r) for r in rows])
-        stacked = np.concatenate(rows)
-        raw = stacked.astype(np.float32) if self.codec.bits == 8 else self.codec.decode(stacked)
-        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-        out = np.empty((len(projected), len(docs)), dtype=np.float64)
-        for n, query in enumerate(projected):
-            similarity = query.astype(np.float32) @ raw.T  # (q, T)
-            out[n] = np.maximum.reduceat(similarity, starts, axis=1).sum(axis=0, dtype=np.float64)
-        return out
+    def _blocks(self, docs: np.ndarray) -> Iterator[tuple[list[tuple[int, int]], np.ndarray, np.ndarray]]:
+        """Blocks of at most `TOKEN_BLOCK` document tokens, decoded and scored together while they sit in the CPU's
+        cache: (row ranges, where each piece starts in the block, each piece's place in `docs`). A document longer
+        than a block is cut into pieces of a block; no block holds two pieces of one document."""
+        rows: list[tuple[int, int]] = []
+        starts: list[int] = []
+        places: list[int] = []
+        size = 0
+        for place, doc in enumerate(docs.tolist()):
+            first, last = int(self.offsets[doc]), int(self.offsets[doc + 1])
+            for start in range(first, last, TOKEN_BLOCK):
+                stop = min(start + TOKEN_BLOCK, last)
+                if size and size + stop - start > TOKEN_BLOCK:
+                    yield rows, np.asarray(starts), np.asarray(places)
+                    rows, starts, places, size = [], [], [], 0
+                rows.append((start, stop))
+                starts.append(size)
+                places.append(place)
+                size += stop - start
+        if rows:
+            yield rows, np.asarray(starts), np.asarray(places)
 
     def passage(self, query: np.ndarray, doc: int, tokens: int = 128) -> tuple[int, int, float]:
         """(start, end, score) of the document's span of `tokens` tokens holding most of the query's best matches:
