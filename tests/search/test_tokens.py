@@ -242,6 +242,8 @@ def test_cli_encode_tokens_then_search_with_them(indexed_with_tokens, tiny_model
     assert len(hits) == 3 and all("tokens" in hit for hit in hits)
     bad = CliRunner().invoke(app, ["search", str(index.folder), "-q", "x", "--tokens", str(tmp_path)])
     assert bad.exit_code != 0 and "--tokens" in bad.output and "encode" in bad.output
+    alone = CliRunner().invoke(app, ["search", str(index.folder), "-q", "x", "--token-weight", "0.5"])
+    assert alone.exit_code != 0 and "--token-weight" in alone.output and "--tokens" in alone.output
 
 
 @pytest.fixture(scope="module")

@@ -203,7 +203,8 @@ def search(
         opened = open_index(served(backend, uri, name), index, model=model, load_model=load_model)
         if precision is not None:  # the queries at another precision than the documents'
             opened.set_query_precision(precision)
-        opened.use_tokens(tokens, weight=token_weight)
+        if tokens is not None or token_weight is not None:  # the token stage, asked for
+            opened.use_tokens(tokens, weight=token_weight)
         results = opened.search([text for _, text in asked], k, mode=mode, passages=passages, candidates=candidates,
                                 probes=probes, depth=depth)  # fmt: skip
     except LengthwiseError as err:

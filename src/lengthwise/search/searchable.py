@@ -130,6 +130,9 @@ class Searchable:
         from lengthwise.search.tokens import TOKEN_DEPTH, TOKEN_WEIGHT, TokenSide, TokenStage
 
         if folder is None:
+            if weight is not None or depth is not None:
+                raise SettingError("token_weight" if weight is not None else "token_depth", weight or depth,
+                                   "applies to a token stage; give the token folder too (--tokens)")  # fmt: skip
             self.searcher.tokens = None
             return
         side = TokenSide.open(folder)
