@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from lengthwise.core.errors import SettingError
-from lengthwise.core.token_codec import TokenCodec, parse_codec
-from lengthwise.longdoc.storage.tokens import encode_tokens, read_codec
+from lengthwise.core.token_codec import TokenCodec, parse_codec, read_codec
+from lengthwise.longdoc.storage.tokens import encode_tokens
 from lengthwise.longdoc.token_vectors import encode_token_vectors
 from lengthwise.search.tokens import TokenSide, maxsim_exact
 

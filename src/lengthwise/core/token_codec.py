@@ -16,15 +16,18 @@ Spec strings name a codec: ``fp32``, ``fp16``, ``int8``, ``int4``, ``bin`` (ever
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from lengthwise.core.errors import SettingError
 
-__all__ = ["CODEC_BITS", "TokenCodec", "parse_codec"]
+__all__ = ["CODEC_BITS", "CODEC_FILE", "TokenCodec", "parse_codec", "read_codec"]
 
+CODEC_FILE = "codec.npz"  # where a token folder keeps its codec
 CODEC_BITS = {"fp32": 32, "fp16": 16, "int8": 8, "int4": 4, "bin": 1}
 _SPEC = re.compile(r"^(?:pca(?P<dims>\d+)-)?(?P<code>fp32|fp16|int8|int4|bin)$")
 _CLIP = 99.99  # the percentile of each dimension's magnitude its scale covers (a few outliers saturate)
@@ -143,6 +146,15 @@ class TokenCodec:
         return cls(str(arrays["spec"]), arrays["basis"] if "basis" in names else None,
                    arrays["scale"] if "scale" in names else None, int(arrays["bits"]),
                    int(arrays["dimension"]))  # fmt: skip
+
+
+def read_codec(folder: str | os.PathLike[str]) -> TokenCodec | None:
+    """The codec saved in a token folder (`CODEC_FILE`), or None before its first shard."""
+    path = Path(folder) / CODEC_FILE
+    if not path.is_file():
+        return None
+    with np.load(path, allow_pickle=False) as arrays:
+        return TokenCodec.from_arrays(arrays)
 
 
 def _signed(basis: np.ndarray) -> np.ndarray:

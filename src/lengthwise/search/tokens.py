@@ -21,12 +21,11 @@ import numpy as np
 
 from lengthwise.core.errors import LongDocError, SettingError
 from lengthwise.core.shards import MANIFEST, REPAIR, SPANS, read_manifest, shards
-from lengthwise.core.token_codec import TokenCodec
+from lengthwise.core.token_codec import CODEC_FILE, TokenCodec, read_codec
 
 __all__ = ["TOKEN_BLOCK", "TOKEN_DEPTH", "TOKEN_WEIGHT", "TokenSide", "TokenStage", "maxsim_exact"]
 
 TOKEN_BLOCK = 2048  # document tokens decoded and scored at once (3 MB of float32 at 384 dimensions: in cache)
-CODEC_FILE = "codec.npz"
 
 
 @dataclass(eq=False)
@@ -54,8 +53,8 @@ class TokenSide:
             raise SettingError(
                 "tokens", str(folder), "holds window embeddings, not tokens; use `lengthwise encode-tokens`"
             )
-        with np.load(folder / CODEC_FILE, allow_pickle=False) as arrays:
-            codec = TokenCodec.from_arrays(arrays)
+        codec = read_codec(folder)
+        assert codec is not None  # checked above
         ids: list[str] = []
         codes, counts, spans = [], [], []
         for shard in shards(folder):

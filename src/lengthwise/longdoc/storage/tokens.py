@@ -20,7 +20,7 @@ import numpy as np
 from lengthwise.core.corpus import corpus_file
 from lengthwise.core.defaults import DEFAULT_MODEL
 from lengthwise.core.errors import SettingError
-from lengthwise.core.token_codec import TokenCodec, parse_codec
+from lengthwise.core.token_codec import CODEC_FILE, TokenCodec, parse_codec, read_codec
 
 if TYPE_CHECKING:
     from lengthwise.core.encoder import MultiVectors
@@ -28,11 +28,10 @@ if TYPE_CHECKING:
     from lengthwise.longdoc.storage.store import EmbeddingStore
     from lengthwise.longdoc.token_vectors import TokenVectors
 
-__all__ = ["CODEC_FILE", "TOKEN_CODEC", "TokenShardEncoder", "auto_codec", "encode_tokens", "read_codec"]
+__all__ = ["TOKEN_CODEC", "TokenShardEncoder", "auto_codec", "encode_tokens"]
 
 TOKEN_CODEC = "auto"  # the default: `auto_codec` (docs/longdoc.md, "Token vectors")
 TOKEN_BYTES = 64  # what a token's codes may take by default
-CODEC_FILE = "codec.npz"
 
 
 def auto_codec(dimension: int) -> str:
@@ -40,15 +39,6 @@ def auto_codec(dimension: int) -> str:
     64 bytes hold (``bin`` up to 512 dimensions, else a projection to 512 first). On QMSum with all-MiniLM-L6-v2 the
     sign lost 0.95 nDCG@10 against float16 on the test split and gained 0.6 on dev (docs/longdoc.md)."""
     return "bin" if dimension <= 8 * TOKEN_BYTES else f"pca{8 * TOKEN_BYTES}-bin"
-
-
-def read_codec(folder: str | os.PathLike[str]) -> TokenCodec | None:
-    """The codec saved in a token folder, or None before its first shard."""
-    path = Path(folder) / CODEC_FILE
-    if not path.is_file():
-        return None
-    with np.load(path, allow_pickle=False) as arrays:
-        return TokenCodec.from_arrays(arrays)
 
 
 class TokenShardEncoder:
