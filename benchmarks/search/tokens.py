@@ -11,9 +11,12 @@ token. Arms (nDCG@10 per split):
 - ``hybrid+tokens:{t}``: the hybrid's fused top ``--rescore`` documents rescored as (1 − t) · z(hybrid) + t ·
   z(token MaxSim), the default codec; the hybrid's order below them is kept (``@{n}``: its top n only);
 - ``four-way:{t}``: z-scores of dense, both BM25s and tokens over the hybrid's candidates, tokens at t and the rest
-  sharing 1 − t as the hybrid shares 1.
+  sharing 1 − t as the hybrid shares 1;
+- with ``--colbert MODEL`` (a ColBERT folder, e.g. the one `benchmarks.train.colbert` trains): ``colbert:{codec}``,
+  its token MaxSim alone (``fp16`` and one bit), and ``hybrid+colbert:{t}`` (the hybrid rescored by it, as above).
 
     python -m benchmarks.search.tokens --sets qmsum            # writes docs/results/token_side.json
+    python -m benchmarks.search.tokens --sets qmsum,newsgroups,replies,scifact --colbert /tmp/lengthwise-colbert/model
 """
 
 from __future__ import annotations
@@ -86,13 +89,35 @@ def _four_way(matrices: dict[str, np.ndarray], tokens: np.ndarray, weight: float
     return out
 
 
-def _tokens_folder(name: str, corpus: Path, args: argparse.Namespace) -> tuple[Path, float]:
+def _tokens_folder(name: str, corpus: Path, args: argparse.Namespace, model: str | None = None) -> tuple[Path, float]:
     from lengthwise.longdoc.storage.tokens import encode_tokens
 
-    folder = args.work / name / "tokens-fp16"
+    folder = args.work / name / ("tokens-fp16" if model is None else "tokens-colbert-fp16")
     started = time.perf_counter()
-    encode_tokens(corpus, folder, args.model, codec="fp16", shard_docs=8, threads=args.threads, show_progress=True)
+    encode_tokens(corpus, folder, model or args.model, codec="fp16", shard_docs=8, threads=args.threads,
+                  show_progress=True)  # fmt: skip
     return folder, time.perf_counter() - started
+
+
+def _colbert_arms(name: str, corpus: Path, args: argparse.Namespace, doc_ids: list[str]) -> Any:
+    """Queries → {arm: (Q, n) scores} of the ColBERT's tokens (fp16 and one bit), or None without ``--colbert``."""
+    from lengthwise.core.models import load_token_model
+    from lengthwise.longdoc.method import LONG_DOCUMENTS
+    from lengthwise.search.tokens import TokenSide
+
+    if args.colbert is None:
+        return None
+    folder, _ = _tokens_folder(name, corpus, args, str(args.colbert))
+    reference = TokenSide.open(folder)
+    assert reference.doc_ids == doc_ids, "the ColBERT's token folder's documents in the index's order"
+    sides = {"fp16": reference, "bin": _recoded(reference, "bin")}
+    model = load_token_model(str(args.colbert))
+
+    def arms(texts: list[str]) -> dict[str, np.ndarray]:
+        vectors = LONG_DOCUMENTS.query_tokens(model, texts, reference.settings)
+        return {f"colbert:{spec}": _token_matrix(side, vectors) for spec, side in sides.items()}
+
+    return arms
 
 
 def _corpus_file(name: str, entry: dict[str, Any], args: argparse.Namespace) -> Path:
@@ -118,6 +143,7 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
         reference = TokenSide.open(folder)
         assert reference.doc_ids == list(index.doc_ids), "the token folder's documents in the index's order"
         sides = {spec: reference if spec == "fp16" else _recoded(reference, spec) for spec in args.codecs}
+        colbert = _colbert_arms(name, _corpus_file(name, entry, args), args, list(index.doc_ids))
         sizes[name] = {"documents": len(reference.doc_ids), "tokens": len(reference.codes),
                        "windows": int(index.settings["windows"]),
                        "bytes_per_token": {spec: side.bytes_per_token for spec, side in sides.items()}}  # fmt: skip
@@ -135,6 +161,11 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
                 arms[f"four-way:{weight}"] = _four_way(matrices, default, weight)
                 for depth in DEPTHS:  # fewer documents rescored: a cheaper stage
                     arms[f"hybrid+tokens:{weight}@{depth}"] = _rescored(hybrid, default, weight, depth)
+            if colbert is not None:
+                found = colbert(queries["texts"])
+                arms.update(found)
+                for weight in WEIGHTS:
+                    arms[f"hybrid+colbert:{weight}"] = _rescored(hybrid, found["colbert:bin"], weight, args.rescore)
             table[f"{name}-{split}"] = {arm: _ndcg(s, list(index.doc_ids), queries) for arm, s in arms.items()}
             print(f"{name}-{split}: " + ", ".join(f"{a} {v:.2f}" for a, v in table[f"{name}-{split}"].items()),
                   flush=True)  # fmt: skip
@@ -190,6 +221,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sets", default="qmsum", type=lambda v: v.split(","))
     parser.add_argument("--codecs", default=",".join(CODECS), type=lambda v: v.split(","))
     parser.add_argument("--default-codec", default="bin")
+    parser.add_argument("--colbert", type=Path, default=None, help="also score with this ColBERT model's tokens")
     parser.add_argument("--rescore", type=int, default=100, help="hybrid documents the token side rescores")
     parser.add_argument("--latency", action="store_true", help="time the search with the token stage instead")
     parser.add_argument("--queries", type=int, default=40, help="--latency: queries timed")
@@ -211,7 +243,8 @@ def main(argv: list[str] | None = None) -> None:
     result = study(args)
     table = {**earlier.get("table", {}), **result["table"]}
     sizes = {**earlier.get("sizes", {}), **result["sizes"]}
-    command = f"python -m benchmarks.search.tokens --sets {','.join(args.sets)}"
+    command = f"python -m benchmarks.search.tokens --sets {','.join(args.sets)}" + (
+        f" --colbert {args.colbert}" if args.colbert else "")  # fmt: skip
     write_json_atomic(RESULTS, {**earlier, "table": table, "sizes": sizes, "model": args.model, "rescore": args.rescore,
                                 "default_codec": args.default_codec, "seconds": round(time.perf_counter() - started),
                                 "load": [load, _load()], "environment": environment(), "command": command})  # fmt: skip

@@ -6,7 +6,8 @@ may meet; `build_encoder` puts TempScale and long documents around a loaded mode
 name takes the loader as a parameter (`ModelLoader`): `encode` is the longdoc room's own with this `load_model`
 bound. The search room's indexes take the loader as ``load_model=`` (the CLI, the service and `lengthwise.pipelines`
 pass it) and the long-document method that made their windows (`WindowMethod`), bound here: `LongIndex`,
-`MilvusIndex`, `open_index` and `build_index` are the search room's with `lengthwise.longdoc.method.LONG_DOCUMENTS`.
+`MilvusIndex`, `open_index` and `build_index` are the search room's with `lengthwise.longdoc.method.LONG_DOCUMENTS`;
+`opened_index` is how a job takes an index it is handed (a path, or one opened already).
 `train` is training with the evaluation room's dev evaluator. The jobs that join two rooms are in
 `lengthwise.pipelines`.
 """
@@ -47,6 +48,7 @@ __all__ = [
     "encode",
     "load_model",
     "open_index",
+    "opened_index",
     "train",
 ]
 
@@ -183,6 +185,15 @@ def open_index(
 ) -> SearchIndex:
     """`lengthwise.search.backend.open_index` (its docstring says all) with the long-document method bound."""
     return search_backend.open_index(backend, folder, model=model, load_model=load_model, method=LONG_DOCUMENTS)
+
+
+def opened_index(index: str | os.PathLike[str] | SearchIndex | None, backend: Backend | None = None) -> SearchIndex:
+    """`index` itself when it is open already (whichever loader opened it), else the index at that path, or the one
+    `backend` serves in Milvus (`index` None), opened by `open_index` with its query model loaded as saved
+    (`load_model`): how a job that is handed "an index" takes it."""
+    if index is None or isinstance(index, (str, os.PathLike)):
+        return open_index(backend, index, load_model=load_model)
+    return index
 
 
 @functools.wraps(search_backend.build_index)

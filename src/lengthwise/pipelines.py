@@ -2,7 +2,8 @@
 
 The audit with the evaluation room's BEIR reader and TempScale; an evaluation through TempScale and long documents,
 or through a long-document index; a tuner (TempScale, long documents, an index's fusion) with the evaluation room's
-score. A job of one room and a model loaded as saved lives in that room (`lengthwise.facade` binds the loader).
+score. A job of one room and a model loaded as saved lives in that room (`lengthwise.facade` binds the loader, and
+opens an index a job is handed: `opened_index`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from lengthwise.core.defaults import DEFAULT_MODEL
 from lengthwise.core.errors import SettingError
 from lengthwise.core.fusion import TUNED_WEIGHTS
-from lengthwise.facade import LongIndex, build_encoder, load_model
+from lengthwise.facade import LongIndex, build_encoder, load_model, opened_index
 
 if TYPE_CHECKING:
     from lengthwise.audit.config import AuditJob
@@ -92,6 +93,8 @@ def evaluate(
     index: str | os.PathLike[str] | None = None,
     mode: str | None = None,
     backend: Backend | None = None,
+    tokens: str | os.PathLike[str] | None = None,
+    token_weight: float | None = None,
     show_progress: bool = False,
 ) -> EvalRecord:
     """`lengthwise eval` as one call: read the data, load the model, build its encoder, score, write `out`.
@@ -107,6 +110,8 @@ def evaluate(
             `precision`: the queries' (an index embedded in fp32 may take another; None: as recorded).
         backend: Where the index is (`lengthwise.search.backend.Backend`): a Milvus backend ranks through
             the index served there (no `index` folder then).
+        tokens, token_weight: Through an index in hybrid mode: rescore its best documents by their tokens
+            (`SearchIndex.use_tokens`), from this folder of `lengthwise encode-tokens`.
         show_progress: Show progress bars while encoding.
 
     Returns:
@@ -126,9 +131,11 @@ def evaluate(
     if out is not None:
         check_output(Path(out))  # a folder holding other files is refused now, not after the compute
     if searched:
-        return evaluate_through_index(config, index, out=out, mode=mode, backend=backend, precision=precision)
-    if mode is not None:
-        raise SettingError("mode", mode, "ranks through an index; give the index to search")
+        return evaluate_through_index(config, index, out=out, mode=mode, backend=backend, precision=precision,
+                                      tokens=tokens, token_weight=token_weight)  # fmt: skip
+    for name, value in {"mode": mode, "tokens": tokens, "token_weight": token_weight}.items():
+        if value is not None:
+            raise SettingError(name, str(value), "ranks through an index; give the index to search")
     config, model = resolve(config), DEFAULT_MODEL if model is None else model
     data = load_data(config)
     loaded = load_model(model, device=device, trust_remote_code=trust_remote_code, max_seq_length=max_length,
@@ -149,6 +156,8 @@ def evaluate_through_index(
     mode: str | None = None,
     backend: Backend | None = None,
     precision: str | None = None,
+    tokens: str | os.PathLike[str] | None = None,
+    token_weight: float | None = None,
 ) -> EvalRecord:
     """`lengthwise eval --task retrieval --index INDEX`: the BEIR task ranked through the index (candidates from
     its ANN engine, rescored exactly) and, on the same query vectors, by the exact scan of every window.
@@ -159,24 +168,31 @@ def evaluate_through_index(
     one) searches dense, lexical or hybrid, and the exact scan is that mode's over every document. `backend`: the
     index served in Milvus instead (`index` None), recorded as ``milvus:URI#NAME``. `precision`: the queries'
     (`QueryModel.set_query_precision`; None: the precision the documents were embedded at), recorded as
-    ``query_precision``.
+    ``query_precision``. `tokens`, `token_weight`: a hybrid search rescored by the token side (`use_tokens`), its
+    exact scan's best documents rescored the same way; recorded as ``tokens``.
     """
     from lengthwise.evaluation.rankings import index_record, index_task
 
     started = time.perf_counter()
     milvus = backend is not None and backend.kind == "milvus"
     where = backend.where if milvus else str(index)  # type: ignore[union-attr]  # milvus: a backend
-    opened = _opened(index, backend)
+    opened = opened_index(index, backend)
     opened.set_query_precision(precision)
+    if tokens is not None or token_weight is not None:
+        opened.use_tokens(tokens, weight=token_weight)
     config, data = index_task(config, where)
     opened.check_corpus(config.data)
     chosen, k = opened.search_mode(mode), config.retrieval.top_k + (1 if config.retrieval.drop_self_hits else 0)
+    if opened.token_stage is not None and chosen.value != "hybrid":
+        raise SettingError("tokens", str(tokens), f"rescores a hybrid search, not a {chosen.value} one; rank in hybrid "
+                           "mode (--mode hybrid) or leave the tokens out")  # fmt: skip
     runs = opened.ranked_with_exact(list(data.query_texts), k, chosen)  # k: room for the self-hit that is dropped
     described = {"engine": "milvus" if milvus else opened.settings["engine"],
                  "quantize": opened.settings["quantize"], "mode": chosen.value,
                  "query_precision": opened.queries_embedded_at,
-                 **({"fusion": opened.fusion.to_dict()} if chosen.value == "hybrid" else {})}  # fmt: skip
-    return index_record(config, data, runs, index=where, described=described, model=opened.settings["model"],
+                 **({"fusion": opened.fusion.to_dict()} if chosen.value == "hybrid" else {}),
+                 **({"tokens": opened.token_stage} if opened.token_stage is not None else {})}  # fmt: skip
+    return index_record(config, data, runs, index=where, described=described, model=dict(opened.settings["model"]),
                         out=out, started=started)  # fmt: skip
 
 
@@ -304,19 +320,13 @@ def tune_hybrid(
     """
     from lengthwise.evaluation.objectives import qrels_objective
 
-    opened = _opened(index)
+    opened = opened_index(index)
+    from lengthwise.search.index import LongIndex as LocalIndex
+
+    if not isinstance(opened, LocalIndex):  # a tuning is recorded in the index's own folder
+        raise SettingError("index", opened.name, "is served in Milvus, and a tuning is recorded in the index's own "
+                           "folder: tune the local index, then load it into Milvus again")  # fmt: skip
     opened.check_corpus(data)  # the same ids and texts, as `evaluate_through_index` checks
     texts, ndcg = qrels_objective(data, split, opened.doc_ids)
     tuned = {"data": str(data), "split": split} if save else None
     return {"split": split, **opened.tune_fusion(texts, ndcg, weights=weights, on_eval=on_eval, record=tuned)}
-
-
-def _opened(index: str | os.PathLike[str] | LongIndex | None, backend: Backend | None = None) -> Any:
-    """`index` if opened already (whatever loader it was given: `lengthwise.LongIndex.open`, `open_index`, the search
-    room's own class), else the index at that path (or the one `backend` serves in Milvus), its query model loaded as
-    saved (`load_model`)."""
-    from lengthwise.facade import open_index
-
-    if index is None or isinstance(index, (str, os.PathLike)):
-        return open_index(backend, index, load_model=load_model)
-    return index

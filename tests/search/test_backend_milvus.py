@@ -102,6 +102,17 @@ def test_the_engine_gives_the_local_index_top_10_dense_hybrid_and_lexical(local:
     _same(found, _ranked(local_int8.search(QUERIES[:2], k=10, mode="dense")))
 
 
+def test_a_tuning_is_refused_for_an_index_served_in_milvus(local: LongIndex, tmp_path: Path) -> None:
+    """`tune_hybrid` records its choice in the index's own folder: an index opened from Milvus is refused in one
+    line naming it, before the data is read (before: an AttributeError on `tune_fusion`)."""
+    from lengthwise.pipelines import tune_hybrid
+
+    milvus_load.load_into_milvus(local, str(tmp_path / "milvus.db"), "haystack")
+    served = MilvusIndex.open(str(tmp_path / "milvus.db"), "haystack")
+    with pytest.raises(SettingError, match=r"milvus\.db.*is served in Milvus.*tune the local index"):
+        tune_hybrid(served, tmp_path / "no-such-beir", weights=(0.5,))
+
+
 def test_the_nearest_windows_come_back_as_similarities_unless_the_scoring_fuses_a_mean(
     local: LongIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -76,10 +76,9 @@ def test_the_jobs_take_an_index_however_it_was_opened(built: Path) -> None:
     """`tune_hybrid` and `evaluate_through_index` take an opened index as it is: one from `open_index` (the room's
     class, with the method passed) too, not only `lengthwise.LongIndex` (before: read as a path, a raw error)."""
     import lengthwise as lw
-    from lengthwise.facade import open_index
-    from lengthwise.pipelines import _opened
+    from lengthwise.facade import open_index, opened_index
     from lengthwise.search.backend import Backend
 
     for index in (open_index(Backend(), built), lw.LongIndex.open(built)):
-        assert _opened(index) is index
-    assert _opened(str(built)).doc_ids == lw.LongIndex.open(built).doc_ids
+        assert opened_index(index) is index
+    assert opened_index(str(built)).doc_ids == lw.LongIndex.open(built).doc_ids

@@ -246,6 +246,64 @@ def test_cli_encode_tokens_then_search_with_them(indexed_with_tokens, tiny_model
     assert alone.exit_code != 0 and "--token-weight" in alone.output and "--tokens" in alone.output
 
 
+def _beir_of(corpus: Path, folder: Path) -> Path:
+    """The indexed corpus as a BEIR folder: query i (words 2 to 8 of document 2i) asks for document 2i."""
+    rows = [json.loads(line) for line in corpus.read_text().splitlines()]
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text(corpus.read_text())
+    queries = [{"_id": f"q{i}", "text": " ".join(r["text"].split()[2:8])} for i, r in enumerate(rows[::2])]
+    (folder / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"q{i}\t{r['_id']}\t1\n" for i, r in enumerate(rows[::2])))  # fmt: skip
+    return folder
+
+
+def test_eval_through_the_index_with_tokens_matches_its_exact_reference(
+    indexed_with_tokens, tiny_model, tmp_path: Path
+) -> None:
+    """`eval --index --tokens`: the exact reference is the exact hybrid scan's best documents rescored by the same
+    token stage (all the weight on tokens, every document rescored: the exact token MaxSim scan), and the record says
+    which tokens, weight and depth ranked it; the stage refused outside a hybrid search through an index."""
+    from typer.testing import CliRunner
+
+    from lengthwise.cli import app
+    from lengthwise.core.fusion import Mode
+    from lengthwise.evaluation.config import EvalConfig
+    from lengthwise.pipelines import evaluate, evaluate_through_index
+    from lengthwise.search.exact import ranked_with_exact
+
+    index, tokens = indexed_with_tokens
+    index.use_tokens(tokens, weight=1.0, depth=len(index.doc_ids))
+    try:
+        exact = ranked_with_exact(index.searcher, QUERIES, 5, Mode.HYBRID)["exact"]
+    finally:
+        index.use_tokens(None)
+    side = TokenSide.open(tokens)
+    for query, row in zip(QUERIES, exact, strict=True):
+        vectors = encode_token_vectors(tiny_model, [query], role="query", window=32, overlap=8)[0].vectors
+        scan = maxsim_exact(side.codec.project(vectors), [side.vectors(d) for d in range(len(side.doc_ids))])
+        assert [doc for doc, _ in row] == [side.doc_ids[d] for d in np.argsort(-scan, kind="stable")[:5]]
+
+    beir = _beir_of(tokens.parent / "corpus.jsonl", tmp_path / "beir")
+    config = EvalConfig(task="retrieval", data=beir, split="test")
+    record = evaluate_through_index(config, index.folder, mode="hybrid", tokens=tokens, token_weight=0.5)
+    assert record["index"]["tokens"] == {"folder": str(tokens), "codec": "bin", "model": side.settings["model"],
+                                         "weight": 0.5, "depth": 100}  # fmt: skip
+    assert record["scores"] == record["exact_scores"] and record["index"]["overlap"] == 1.0
+    plain = evaluate_through_index(config, index.folder, mode="hybrid")
+    assert "tokens" not in plain["index"]
+    run = CliRunner().invoke(app, ["eval", "-t", "retrieval", "-d", str(beir), "--split", "test", "--index",
+                                   str(index.folder), "--tokens", str(tokens), "--token-weight", "0.5", "-o",
+                                   str(tmp_path / "ev")])  # fmt: skip
+    assert run.exit_code == 0, run.output
+    saved = json.loads((tmp_path / "ev" / "results.json").read_text())
+    assert saved["scores"] == record["scores"] and saved["index"]["tokens"]["weight"] == 0.5
+    with pytest.raises(SettingError, match="rescores a hybrid search, not a dense one"):
+        evaluate_through_index(config, index.folder, mode="dense", tokens=tokens)
+    with pytest.raises(SettingError, match=r"tokens=.*ranks through an index"):
+        evaluate(config, tokens=tokens)
+
+
 @pytest.fixture(scope="module")
 def tiny_colbert_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     from lengthwise.testing import tiny_colbert

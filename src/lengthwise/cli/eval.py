@@ -18,6 +18,8 @@ from lengthwise.cli.options import (
     PRECISION_HELP,
     DeviceOption,
     NameOption,
+    TokensOption,
+    TokenWeightOption,
     TrustOption,
     UriOption,
     check_device,
@@ -157,6 +159,8 @@ def evaluate(
     ] = "local",
     uri: UriOption = None,
     name: NameOption = DEFAULT_NAME,
+    tokens: TokensOption = None,
+    token_weight: TokenWeightOption = None,
 ) -> None:
     """Evaluate a model overall and per token-length bin; writes OUT/results.json and PNG plots.
 
@@ -191,7 +195,7 @@ def evaluate(
     except LengthwiseError as err:
         _fail(setting_message(err))
     _run(config, model, out, device, max_length, trust_remote_code, tempscale, (long, window, stride), precision,
-         (index, mode, (backend, uri, name)))  # fmt: skip
+         (index, mode, (backend, uri, name), (tokens, token_weight)))  # fmt: skip
 
 
 def _run(
@@ -204,7 +208,12 @@ def _run(
     tempscale: float | None,
     long: tuple[str | None, int | None, int | None] = (None, None, None),
     precision: str | None = None,
-    searched: tuple[Path | None, str | None, tuple[str, str | None, str]] = (None, None, ("local", None, "")),
+    searched: tuple[Path | None, str | None, tuple[str, str | None, str], tuple[Path | None, float | None]] = (
+        None,
+        None,
+        ("local", None, ""),
+        (None, None),
+    ),
 ) -> None:
     """Check the device and `--out`, then make the one library call (`lengthwise.evaluate`) and print."""
     from rich.text import Text
@@ -214,7 +223,7 @@ def _run(
 
     hf_logging.disable_progress_bar()
     strategy, window, stride = long
-    index, mode, (kind, uri, name) = searched
+    index, mode, (kind, uri, name), (tokens, token_weight) = searched
     try:
         backend = served(kind, uri, name or DEFAULT_NAME)
         check_device(device)
@@ -223,7 +232,7 @@ def _run(
             record = evaluate(config, model, out=out, device=device, max_length=max_length,
                               trust_remote_code=trust_remote_code, precision=precision, tempscale=tempscale,
                               long=strategy, window=window, stride=stride, index=index, mode=mode, backend=backend,
-                              show_progress=console.is_terminal)  # fmt: skip
+                              tokens=tokens, token_weight=token_weight, show_progress=console.is_terminal)  # fmt: skip
     except LengthwiseError as err:  # a setting (or the data) refused, a model that does not load
         _fail(setting_message(err))
     except OSError as err:

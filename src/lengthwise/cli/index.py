@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -28,6 +28,9 @@ from lengthwise.cli.options import (
 )
 from lengthwise.core.fusion import LEXICAL_GRANULARITY, TUNED_WEIGHTS
 from lengthwise.search.backend import DEFAULT_NAME
+
+if TYPE_CHECKING:
+    from lengthwise.search.types import IndexSettings
 
 app = command_group("Index the window vectors of `lengthwise encode` for document search (FAISS or USearch).")
 
@@ -119,7 +122,7 @@ def _progress_lines() -> Iterator[tuple[Callable[[int, int], None], Callable[[in
     load.close()
 
 
-def _print_built(made: dict[str, Any], out: Path, where: Any) -> None:
+def _print_built(made: IndexSettings, out: Path, where: Any) -> None:
     """The one line a build ends with: what was indexed, where, and where it is served."""
     served_at = f"; served from {where.uri} as {where.name}" if where.kind == "milvus" else ""
     console.print(f"indexed {made['windows']} windows ({made['distinct']} distinct) of {made['documents']} documents "

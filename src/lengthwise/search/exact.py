@@ -6,9 +6,8 @@ holds. They read the same store and lexical side as the search, through the same
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -22,7 +21,7 @@ if TYPE_CHECKING:
     from lengthwise.core.scoring import WindowScoring
     from lengthwise.search.protocols import Ranked, WindowStore
     from lengthwise.search.searcher import Searcher
-    from lengthwise.search.types import FusionSettings
+    from lengthwise.search.types import FusionSettings, IndexSettings
 
 __all__ = ["check_corpus", "exact_fused", "exact_ranked", "exact_vectors", "ranked_with_exact"]
 
@@ -80,12 +79,27 @@ def ranked_with_exact(searcher: Searcher, texts: list[str], k: int, mode: Mode) 
         return {"index": store.search_vectors(vectors, k, scoring=searcher.scoring, candidates=candidates),
                 "exact": exact_vectors(store, vectors, k, scoring=searcher.scoring)}  # fmt: skip
     found = searcher.rank(vectors, texts, k, mode, fusion, candidates=candidates)
-    exact = [exact_ranked(searcher, None if vectors is None else vectors[n], text, k, mode, fusion)
+    stage = searcher.tokens if mode is Mode.HYBRID else None
+    kept = k if stage is None else max(k, stage.depth)  # the exact hybrid's best, rescored by their tokens below
+    exact = [exact_ranked(searcher, None if vectors is None else vectors[n], text, kept, mode, fusion)
              for n, text in enumerate(texts)]  # fmt: skip
+    if stage is not None:
+        exact = [_rescored_exactly(searcher, row, query, k) for row, query in zip(exact, stage.encode(texts),
+                                                                                   strict=True)]  # fmt: skip
     return {"index": [[(hit.id, hit.score) for hit in row] for row in found], "exact": exact}
 
 
-def check_corpus(settings: Mapping[str, Any], doc_ids: list[str], data: str | os.PathLike[str], name: str) -> None:
+def _rescored_exactly(searcher: Searcher, row: list[tuple[str, float]], query: np.ndarray, k: int) -> list[
+        tuple[str, float]]:  # fmt: skip
+    """The exact hybrid ranking `row` (its token stage's depth) rescored by the token stage: what a search with the
+    stage returns when its hybrid stage finds the exact hybrid's best documents."""
+    assert searcher.tokens is not None
+    docs = np.asarray([searcher.numbers[doc] for doc, _ in row], dtype=np.int64)
+    found, scores, _ = searcher.tokens.rescore(docs, np.asarray([s for _, s in row], dtype=np.float64), query, k)
+    return [(searcher.store.doc_ids[d], float(s)) for d, s in zip(found, scores, strict=True)]
+
+
+def check_corpus(settings: IndexSettings, doc_ids: list[str], data: str | os.PathLike[str], name: str) -> None:
     """A `SettingError` on ``index`` unless the index `name` (its `settings` and `doc_ids`) holds exactly the
     documents of the corpus at `data` (a corpus file or a BEIR folder): the same ids, and the same texts by the digest
     `lengthwise encode` recorded (the same ids with other texts would score as if they were it). The one check of a

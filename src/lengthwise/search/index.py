@@ -24,7 +24,7 @@ from lengthwise.search.local.generations import GENERATION, Hold, hold, rebuilt
 from lengthwise.search.local.windows import LocalWindows
 from lengthwise.search.query_model import QueryModel, given_name
 from lengthwise.search.searchable import Searchable
-from lengthwise.search.types import Engine, Granularity, Quantize
+from lengthwise.search.types import Engine, Granularity, IndexSettings, Quantize
 
 if TYPE_CHECKING:
     import numpy as np
@@ -62,7 +62,7 @@ class LongIndex(Searchable):
         return self.windows.folder
 
     @property
-    def settings(self) -> dict[str, Any]:  # type: ignore[override]
+    def settings(self) -> IndexSettings:  # type: ignore[override]
         """The index's record (``index.json``): its counts, engine, model and encode settings."""
         return self.windows.settings
 

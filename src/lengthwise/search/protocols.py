@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from lengthwise.core.fusion import Mode
     from lengthwise.core.scoring import WindowScoring
-    from lengthwise.search.types import FusionSettings, Hit
+    from lengthwise.search.types import FusionSettings, Hit, IndexSettings, LexicalSettings
 
 __all__ = ["LexicalSide", "QueryEncoder", "SearchIndex", "WindowCut", "WindowMethod", "WindowStore"]
 
@@ -95,7 +95,7 @@ class LexicalSide(Protocol):
     """BM25 over the documents' text, with each window's character span: one granularity, or both."""
 
     @property
-    def settings(self) -> dict[str, Any]:
+    def settings(self) -> LexicalSettings:
         """What the side records: its granularity, BM25's parameters, the mode and fusion a tuning chose."""
         ...
 
@@ -178,7 +178,12 @@ class SearchIndex(Protocol):
     def numbers(self) -> dict[str, int]: ...
 
     @property
-    def settings(self) -> dict[str, Any]: ...
+    def settings(self) -> IndexSettings: ...
+
+    @property
+    def name(self) -> str:
+        """The index as a refusal names it: its folder, or its URI."""
+        ...
 
     @property
     def fusion(self) -> FusionSettings: ...
@@ -195,9 +200,15 @@ class SearchIndex(Protocol):
 
     def set_query_precision(self, precision: str | None) -> None: ...
 
+    @property
+    def queries_embedded_at(self) -> str: ...
+
     def use_tokens(
         self, folder: str | os.PathLike[str] | None, *, weight: float | None = None, depth: int | None = None
     ) -> None: ...
+
+    @property
+    def token_stage(self) -> dict[str, object] | None: ...
 
     def search(
         self,

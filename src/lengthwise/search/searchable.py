@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from lengthwise.core.scoring import WindowScoring
     from lengthwise.search.protocols import LexicalSide, Ranked, WindowMethod, WindowStore
     from lengthwise.search.query_model import QueryModel
-    from lengthwise.search.types import FusionSettings, Hit
+    from lengthwise.search.types import FusionSettings, Hit, IndexSettings
 
 __all__ = ["Searchable"]
 
@@ -37,7 +37,7 @@ class Searchable:
 
     store: WindowStore
     queries: QueryModel
-    settings: dict[str, Any]
+    settings: IndexSettings
     name: str  # the index as a refusal names it (its folder, or its URI)
     method: ClassVar[WindowMethod | None] = None  # the long-document method (bound by the junction)
 
@@ -156,6 +156,11 @@ class Searchable:
 
         chosen = TOKEN_WEIGHT if weight is None else weight
         self.searcher.tokens = TokenStage.bound(side, self.doc_ids, encode, weight=chosen, depth=depth or TOKEN_DEPTH)
+
+    @property
+    def token_stage(self) -> dict[str, object] | None:
+        """The token stage a hybrid search runs (`use_tokens`; its folder, codec, model, weight, depth), or None."""
+        return None if self.searcher.tokens is None else self.searcher.tokens.describe()
 
     def search_vectors(
         self,

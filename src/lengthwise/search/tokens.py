@@ -211,6 +211,11 @@ class TokenStage:
         rows = np.asarray([side.numbers[doc_id] for doc_id in doc_ids], dtype=np.int64)
         return cls(side, rows, encode, **settings)
 
+    def describe(self) -> dict[str, object]:
+        """What a result records of the stage: the folder, its codec and model, the weight and depth."""
+        return {"folder": str(self.side.folder), "codec": self.side.codec.spec, "model": self.side.settings["model"],
+                "weight": self.weight, "depth": self.depth}  # fmt: skip
+
     def rescore(self, docs: np.ndarray, fused: np.ndarray, query: np.ndarray, k: int) -> tuple[np.ndarray, ...]:
         """(documents, scores, token scores) of the `k` best after rescoring; `docs` and `fused`: the hybrid's
         documents (the index's numbers) and fused scores, in any order; `query`: the query's token vectors."""

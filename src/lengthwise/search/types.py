@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, TypedDict
 
 from lengthwise.core.errors import SettingError, enum_member
 from lengthwise.core.fusion import FUSION, FUSION_WEIGHT, Fusion
@@ -20,10 +20,14 @@ __all__ = [
     "DEPTH",
     "RESCORED",
     "RESCORED_AT_LEAST",
+    "EncodeSettings",
     "Engine",
     "FusionSettings",
     "Granularity",
     "Hit",
+    "IndexSettings",
+    "LexicalSettings",
+    "ModelRecord",
     "Passage",
     "Quantize",
 ]
@@ -89,10 +93,75 @@ class FusionSettings:
         return cls(Fusion(data["fusion"]), float(data["weight"]), int(data.get("depth", DEPTH)))
 
     @classmethod
-    def recorded(cls, lexical: Mapping[str, Any] | None) -> FusionSettings:
+    def recorded(cls, lexical: LexicalSettings | Mapping[str, Any] | None) -> FusionSettings:
         """The fusion recorded in an index's lexical settings (None: it holds no text); the defaults where none is."""
         found = lexical.get("fusion") if lexical is not None else None
         return cls.from_dict(found) if found else cls()
+
+
+class ModelRecord(TypedDict, total=False):
+    """The model that embedded an index (`lengthwise.core.models.model_fingerprint`; ``index.json`` "model")."""
+
+    name: str
+    architecture: str
+    model_type: str | None
+    max_seq_length: int
+    modules: list[str]
+    pooling: dict[str, Any] | None
+    weights_sha256_16: str
+    precision: str
+    device: str
+
+
+class EncodeSettings(TypedDict, total=False):
+    """How the windows were embedded (the encoded folder's manifest settings; ``index.json`` "encode_settings")."""
+
+    model: str
+    data: str
+    long: dict[str, Any]  # `lengthwise.longdoc.config.LongDocConfig.to_dict()`
+    workers: int
+    precision: str
+    runner: str  # "ray" when Ray Data encoded them
+    format: str  # "parquet" or "npy", when not the runner's default
+    texts_sha256: str  # the digest of every (id, text) encoded (`lengthwise.core.corpus.TEXTS`)
+
+
+class IndexSettings(TypedDict, total=False):
+    """An index's record, ``index.json``: what the dense side was built from and how. The file's keys, typed; the
+    file itself is read and written as JSON, unchanged."""
+
+    format: int
+    generation: str  # the generation served (`lengthwise.search.local.generations`)
+    quantize: str  # a `Quantize` value
+    engine: str  # an `Engine` value
+    windows: int
+    dim: int
+    encoded: str  # the encoded folder built from
+    ids_sha256: str
+    shards_sha256: str
+    documents: int
+    distinct: int  # distinct window vectors (a duplicated text's windows share one)
+    nlist: int | None  # FAISS's IVF lists (None: USearch)
+    encode_settings: EncodeSettings
+    model: ModelRecord
+
+
+class LexicalSettings(TypedDict, total=False):
+    """A lexical side's record, ``lexical.json``: BM25's parameters and the mode and fusion a tuning chose."""
+
+    format: int
+    engine: str  # "bm25s"
+    granularity: str  # a `Granularity` value
+    language: str
+    k1: float
+    b: float
+    documents: int
+    units: int
+    texts_sha256: str
+    generation: str
+    fusion: dict[str, Any]  # `FusionSettings.to_dict()`
+    mode: str  # a `lengthwise.core.fusion.Mode` value, once `index tune` chose one
+    tuned: dict[str, Any] | None  # what the tuning was scored on
 
 
 @dataclass(frozen=True)

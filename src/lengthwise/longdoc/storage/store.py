@@ -94,8 +94,9 @@ class EmbeddingStore:
                 "new or empty directory, or one that `lengthwise encode` wrote",
             )
 
-    def _start(self) -> None:
-        """Make the folder and write its manifest (without a texts digest: the shards are about to change)."""
+    def start(self) -> None:
+        """Make the folder and write its manifest (without a texts digest: the shards are about to change); once.
+        Whatever a writer keeps beside the shards (a token folder's codec) is written after it."""
         if not self._started:
             self.folder.mkdir(parents=True, exist_ok=True)
             write_json_atomic(self.folder / MANIFEST, {"format": 2, "settings": self.settings})
@@ -122,7 +123,7 @@ class EmbeddingStore:
             if problem is None:
                 done.update(shard.ids())
                 continue
-            self._start()  # the manifest loses its texts digest before any shard goes
+            self.start()  # the manifest loses its texts digest before any shard goes
             removed.append(f"{shard.stem.name}: {problem}; its documents are embedded again")
             for path in shard.files:
                 path.unlink()
@@ -177,7 +178,7 @@ class EmbeddingStore:
         """
         from lengthwise.core.encoder import MultiVectors
 
-        self._start()
+        self.start()
         stem = self.folder / f"{prefix}{self.next_index(prefix) if number is None else number:05d}"
         files: dict[str, bytes] = {}
         if isinstance(embeddings, MultiVectors):

@@ -25,7 +25,6 @@ from lengthwise.core.token_codec import CODEC_FILE, TokenCodec, parse_codec, rea
 if TYPE_CHECKING:
     from lengthwise.core.encoder import MultiVectors
     from lengthwise.core.models import ModelLoader
-    from lengthwise.longdoc.storage.store import EmbeddingStore
     from lengthwise.longdoc.token_vectors import TokenVectors
 
 __all__ = ["TOKEN_CODEC", "TokenShardEncoder", "auto_codec", "encode_tokens"]
@@ -184,16 +183,12 @@ def encode_tokens(
     def read(texts: Sequence[str]) -> Iterator[TokenVectors]:
         return iter_token_vectors(loaded, texts, window=window, overlap=overlap, batch_size=batch_size)
 
-    encoder = TokenShardEncoder(read, codec, folder, lambda: _started(store))
+    encoder = TokenShardEncoder(read, codec, folder, store.start)
     written = encode_corpus(encoder, path, store, shard_docs=shard_docs, batch_size=batch_size,
                             show_progress=progress_mode(show_progress, processes=1) or False, on_note=on_note,
                             progress_interval=progress_interval())  # fmt: skip
     _record_model(folder, fingerprint)
     return written
-
-
-def _started(store: EmbeddingStore) -> None:
-    store._start()
 
 
 def _record_model(folder: Path, fingerprint: dict[str, Any]) -> None:

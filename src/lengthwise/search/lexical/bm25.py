@@ -16,7 +16,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -27,7 +27,7 @@ from lengthwise.search.lexical.texts import TextSource, in_memory
 from lengthwise.search.local.files import read_settings
 from lengthwise.search.local.generations import GENERATION, check_marked, mark, rebuilt
 from lengthwise.search.local.staging import aside_of, swap_in
-from lengthwise.search.types import Granularity
+from lengthwise.search.types import Granularity, LexicalSettings
 
 __all__ = ["BothGranularities", "LexicalIndex", "open_lexical", "require_bm25s"]
 
@@ -66,7 +66,7 @@ class LexicalIndex:
     """BM25 over an index's documents (or windows), with their text. Build with `build`, open with `open`."""
 
     folder: Path
-    settings: dict[str, Any]
+    settings: LexicalSettings
     retriever: Any  # bm25s.BM25, memory-mapped
     tokenizer: Any  # bm25s.tokenization.Tokenizer with the corpus vocabulary
     text_offsets: np.ndarray  # (n + 1,) byte offsets into texts.npy
@@ -222,7 +222,7 @@ class LexicalIndex:
         generation = self.settings.get(GENERATION)
         if generation is not None and read_settings(self.folder.parent.parent)[GENERATION] != generation:
             raise rebuilt(self.folder.parent.parent, generation)
-        self.settings = {**self.settings, **settings}
+        self.settings = cast("LexicalSettings", {**self.settings, **settings})  # keys of LexicalSettings
         write_json_atomic(self.folder / SETTINGS_FILE, self.settings)
 
     @property
@@ -339,7 +339,7 @@ class BothGranularities:
         return self.window.scores(query)
 
     @property
-    def settings(self) -> dict[str, Any]:
+    def settings(self) -> LexicalSettings:
         """The window side's settings (the recorded mode and fusion), with the granularity ``both``."""
         return {**self.window.settings, "granularity": Granularity.BOTH.value}
 

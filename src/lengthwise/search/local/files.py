@@ -23,7 +23,7 @@ from lengthwise.core.shards import RECORD
 from lengthwise.search.local.engines import ENGINES
 from lengthwise.search.local.generations import GENERATION, INDEX_FILE, generation_folder, is_generation, mark
 from lengthwise.search.local.staging import content_address, unit_vectors
-from lengthwise.search.types import Engine, Quantize
+from lengthwise.search.types import Engine, IndexSettings, Quantize
 
 # 3: each build's files in a generation folder, index.json naming it (`_generations`); 2: distinct vectors in the
 # engine (members.npy, member_starts.npy), ids as JSON lines, files beside index.json; 1: neither. Only 3 opens.
@@ -56,7 +56,7 @@ def _is_index_name(name: str) -> bool:
     return name == INDEX_FILE or is_generation(name) or name in OLD_LAYOUT
 
 
-def read_settings(folder: Path) -> dict[str, Any]:
+def read_settings(folder: Path) -> IndexSettings:
     """The settings in an index folder's ``index.json``, naming the generation it serves; a `LongDocError` naming the
     folder when there is none, it is unreadable, or it is an index of an earlier layout (format 1 or 2)."""
     if not (folder / INDEX_FILE).is_file():
@@ -199,7 +199,7 @@ def read_members(folder: Path) -> tuple[np.ndarray, np.ndarray]:
     return members, np.load(folder / STARTS, allow_pickle=False)
 
 
-def consistent_files(settings: dict[str, Any], ids: list[str], offsets: np.ndarray, vectors: np.ndarray,
+def consistent_files(settings: IndexSettings, ids: list[str], offsets: np.ndarray, vectors: np.ndarray,
                      members: np.ndarray, starts: np.ndarray, keys: int) -> bool:  # fmt: skip
     """Whether the files of an index agree: counts, sizes and the offsets' and members' order."""
     windows, distinct = settings["windows"], settings["distinct"]

@@ -27,9 +27,12 @@ import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Final
 
 from lengthwise.core.errors import LongDocError, SettingError
+
+if TYPE_CHECKING:
+    from lengthwise.search.types import IndexSettings
 
 try:
     import fcntl
@@ -52,7 +55,7 @@ __all__ = [
 ]
 
 INDEX_FILE = "index.json"
-GENERATION = "generation"  # the key of the generation's id in index.json and lexical.json
+GENERATION: Final = "generation"  # the key of the generation's id in index.json and lexical.json
 PREFIX = f"{GENERATION}-"  # a generation's folder in the index folder: generation-{id}
 READERS = "readers.lock"  # in a generation: each open index holds a shared lock on it
 MARKER = ".lengthwise-staging"  # in a staging folder: lengthwise made it, and may remove it
@@ -121,7 +124,7 @@ def _take(folder: Path) -> Hold | None:
     return None
 
 
-def hold(index: Path, read: Callable[[Path], dict[str, Any]]) -> tuple[dict[str, Any], Path, Hold]:
+def hold(index: Path, read: Callable[[Path], IndexSettings]) -> tuple[IndexSettings, Path, Hold]:
     """The settings of the index folder `index`, the folder of the generation they name and a `Hold` on it.
 
     `read` reads ``index.json`` (a `LongDocError` when there is none, or it is unreadable). A build that switches

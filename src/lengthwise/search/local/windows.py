@@ -24,7 +24,7 @@ from lengthwise.search.local.engines import CANDIDATES, ENGINES
 from lengthwise.search.local.files import REBUILD, consistent_files, read_ids, read_members, read_settings
 from lengthwise.search.local.generations import GENERATION, Hold
 from lengthwise.search.rows import documents_of, rescored_count
-from lengthwise.search.types import Engine, Quantize
+from lengthwise.search.types import Engine, IndexSettings, Quantize
 
 if TYPE_CHECKING:
     from lengthwise.search.local.engines import EngineIndex
@@ -42,7 +42,7 @@ class LocalWindows:
     `lengthwise.search.index.LongIndex` builds and opens one and searches through it."""
 
     folder: Path
-    settings: dict[str, Any]
+    settings: IndexSettings
     doc_ids: list[str]
     offsets: np.ndarray  # (n + 1,) window offsets of each document in `vectors`
     vectors: np.ndarray  # (W, D) fp32, memory-mapped
@@ -70,7 +70,7 @@ class LocalWindows:
             return True
 
     @classmethod
-    def open_files(cls: type[_Windows], folder: Path, files: Path, settings: dict[str, Any]) -> _Windows:
+    def open_files(cls: type[_Windows], folder: Path, files: Path, settings: IndexSettings) -> _Windows:
         """The index `folder` with `settings` (its ``index.json``), its files read from `files` (its generation)."""
         try:
             engine = Engine(settings["engine"])

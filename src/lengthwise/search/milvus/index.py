@@ -38,6 +38,7 @@ from lengthwise.search.searchable import Searchable
 if TYPE_CHECKING:
     from lengthwise.core.models import ModelLoader
     from lengthwise.search.protocols import WindowMethod
+    from lengthwise.search.types import IndexSettings
 
 __all__ = ["MilvusIndex"]
 
@@ -49,7 +50,7 @@ class MilvusIndex(Searchable):
 
     windows: MilvusWindows
     queries: QueryModel
-    settings: dict[str, Any]
+    settings: IndexSettings
     engine_lexical: EngineLexical | None = None
 
     @classmethod

@@ -26,6 +26,7 @@ from lengthwise.search.milvus.store import (
     read_records,
 )
 from lengthwise.search.rows import documents_of, window_rows
+from lengthwise.search.types import LexicalSettings
 
 __all__ = ["EngineBM25", "EngineLexical", "engine_sides"]
 
@@ -119,7 +120,7 @@ class EngineLexical:
 
     client: Any
     collection: str
-    settings: dict[str, Any]
+    settings: LexicalSettings
     sides: list[EngineBM25]
     offsets: np.ndarray  # (n + 1,) each document's first window row
     read: dict[int, dict[str, Any]] = field(default_factory=dict)  # documents' texts and spans read (passages)
