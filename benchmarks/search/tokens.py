@@ -12,8 +12,10 @@ token. Arms (nDCG@10 per split):
   z(token MaxSim), the default codec; the hybrid's order below them is kept (``@{n}``: its top n only);
 - ``four-way:{t}``: z-scores of dense, both BM25s and tokens over the hybrid's candidates, tokens at t and the rest
   sharing 1 − t as the hybrid shares 1;
-- with ``--colbert MODEL`` (a ColBERT folder, e.g. the one `benchmarks.train.colbert` trains): ``colbert:{codec}``,
-  its token MaxSim alone (``fp16`` and one bit), and ``hybrid+colbert:{t}`` (the hybrid rescored by it, as above).
+- instead, with ``--colbert MODEL`` (a ColBERT folder, e.g. the one `benchmarks.train.colbert` trains; section
+  ``colbert``): ``colbert:{codec}``, its token MaxSim alone (``fp16`` and one bit), and ``hybrid+colbert:{t}``;
+- instead, with ``--around`` (section ``around``): the stage reading only the tokens inside each rescored document's
+  best 1–16 windows by the dense side's cosine (``around{n}:{t}``).
 
     python -m benchmarks.search.tokens --sets qmsum            # writes docs/results/token_side.json
     python -m benchmarks.search.tokens --sets qmsum,newsgroups,replies,scifact --colbert /tmp/lengthwise-colbert/model
@@ -37,6 +39,7 @@ CODECS = ("fp16", "int8", "bin", "pca256-bin", "pca192-bin", "pca128-bin", "pca1
           "pca128-int4")  # fmt: skip
 WEIGHTS = (0.2, 0.3, 0.4, 0.5, 0.6)
 DEPTHS = (10, 20, 30, 50)  # the hybrid's documents rescored, beside --rescore
+AROUND = (1, 2, 4, 8, 16)  # best windows whose tokens are read (`--around`)
 
 
 def _hybrid(matrices: dict[str, np.ndarray]) -> np.ndarray:
@@ -143,7 +146,6 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
         reference = TokenSide.open(folder)
         assert reference.doc_ids == list(index.doc_ids), "the token folder's documents in the index's order"
         sides = {spec: reference if spec == "fp16" else _recoded(reference, spec) for spec in args.codecs}
-        colbert = _colbert_arms(name, _corpus_file(name, entry, args), args, list(index.doc_ids))
         sizes[name] = {"documents": len(reference.doc_ids), "tokens": len(reference.codes),
                        "windows": int(index.settings["windows"]),
                        "bytes_per_token": {spec: side.bytes_per_token for spec, side in sides.items()}}  # fmt: skip
@@ -161,15 +163,94 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
                 arms[f"four-way:{weight}"] = _four_way(matrices, default, weight)
                 for depth in DEPTHS:  # fewer documents rescored: a cheaper stage
                     arms[f"hybrid+tokens:{weight}@{depth}"] = _rescored(hybrid, default, weight, depth)
-            if colbert is not None:
-                found = colbert(queries["texts"])
-                arms.update(found)
-                for weight in WEIGHTS:
-                    arms[f"hybrid+colbert:{weight}"] = _rescored(hybrid, found["colbert:bin"], weight, args.rescore)
             table[f"{name}-{split}"] = {arm: _ndcg(s, list(index.doc_ids), queries) for arm, s in arms.items()}
             print(f"{name}-{split}: " + ", ".join(f"{a} {v:.2f}" for a, v in table[f"{name}-{split}"].items()),
                   flush=True)  # fmt: skip
     return {"table": table, "sizes": sizes}
+
+
+def _around_matrix(index: Any, side: Any, hybrid: np.ndarray, dense_queries: np.ndarray, token_queries: list[
+        np.ndarray], count: int, depth: int) -> np.ndarray:  # fmt: skip
+    """(Q, n) token MaxSim of each query's hybrid top `depth` documents over only the tokens inside their `count`
+    best windows by dense cosine (`TokenSide.rows_within`); 0 elsewhere (never read: `_rescored` reads the top)."""
+    out = np.zeros(hybrid.shape)
+    for q in range(len(hybrid)):
+        order = np.argsort(-hybrid[q], kind="stable")
+        top = order[np.isfinite(hybrid[q, order])][:depth]
+        rows = []
+        for doc in top.tolist():
+            first, last = int(index.offsets[doc]), int(index.offsets[doc + 1])
+            near = np.argsort(-(np.asarray(index.vectors[first:last]) @ dense_queries[q]), kind="stable")[:count]
+            rows.append(side.rows_within(doc, [index.lexical.passage(first + int(w)) for w in near]))
+        out[q, top] = side.scores_many([token_queries[q]], top, rows)[0]
+    return out
+
+
+def colbert_study(args: argparse.Namespace) -> dict[str, Any]:
+    """A ColBERT's tokens (``--colbert``) against the training-free ones and the hybrid: nDCG@10 per corpus and
+    split of ``colbert:{fp16,bin}`` alone and ``hybrid+colbert:{t}`` (the hybrid's best `--rescore` rescored)."""
+    from benchmarks.search.hybrid.quality import _ndcg
+    from lengthwise.core.models import load_plain_model
+    from lengthwise.longdoc.token_vectors import encode_token_vectors
+    from lengthwise.search.tokens import TokenSide
+
+    model = load_plain_model(args.model)
+    table: dict[str, dict[str, float]] = {}
+    for name, entry in _retrieval_sets(args).items():
+        if name not in args.sets:
+            continue
+        index = _indexed(name, entry["ids"], entry["texts"], args, entry.get("corpus"))
+        folder, _ = _tokens_folder(name, _corpus_file(name, entry, args), args)
+        plain = _recoded(TokenSide.open(folder), args.default_codec)
+        colbert = _colbert_arms(name, _corpus_file(name, entry, args), args, list(index.doc_ids))
+        for split, queries in entry["splits"].items():
+            hybrid = _hybrid(_score_matrices(index, queries["texts"], args))
+            tokens = [t.vectors for t in encode_token_vectors(model, queries["texts"], role="query")]
+            plain_scores = _token_matrix(plain, tokens)
+            arms = {"hybrid": hybrid, f"tokens:{args.default_codec}": plain_scores,
+                    "hybrid+tokens:0.4": _rescored(hybrid, plain_scores, 0.4, args.rescore)}  # fmt: skip
+            found = colbert(queries["texts"])
+            arms.update(found)
+            for weight in WEIGHTS:
+                arms[f"hybrid+colbert:{weight}"] = _rescored(hybrid, found["colbert:bin"], weight, args.rescore)
+            table[f"{name}-{split}"] = {arm: _ndcg(s, list(index.doc_ids), queries) for arm, s in arms.items()}
+            print(f"{name}-{split}: " + ", ".join(f"{a} {v:.2f}" for a, v in table[f"{name}-{split}"].items()),
+                  flush=True)  # fmt: skip
+    return table
+
+
+def around(args: argparse.Namespace) -> dict[str, Any]:
+    """The token stage reading only the tokens around each rescored document's best windows (by the dense side's
+    cosine), against the stage over every token and the hybrid: nDCG@10 per corpus and split, default codec."""
+    from benchmarks.search.hybrid.quality import _ndcg
+    from lengthwise.core.models import load_plain_model
+    from lengthwise.longdoc.token_vectors import encode_token_vectors
+    from lengthwise.search.tokens import TokenSide
+
+    model = load_plain_model(args.model)
+    table: dict[str, dict[str, float]] = {}
+    for name, entry in _retrieval_sets(args).items():
+        if name not in args.sets:
+            continue
+        index = _indexed(name, entry["ids"], entry["texts"], args, entry.get("corpus"))
+        folder, _ = _tokens_folder(name, _corpus_file(name, entry, args), args)
+        side = _recoded(TokenSide.open(folder), args.default_codec)
+        for split, queries in entry["splits"].items():
+            matrices = _score_matrices(index, queries["texts"], args)
+            hybrid = _hybrid(matrices)
+            dense = np.asarray(index.embed_queries(queries["texts"]), dtype=np.float32)
+            dense /= np.linalg.norm(dense, axis=1, keepdims=True)
+            tokens = [t.vectors for t in encode_token_vectors(model, queries["texts"], role="query")]
+            arms = {"hybrid": hybrid, "hybrid+tokens:0.4": _rescored(hybrid, _token_matrix(side, tokens), 0.4,
+                                                                     args.rescore)}  # fmt: skip
+            for count in AROUND:
+                near = _around_matrix(index, side, hybrid, dense, tokens, count, args.rescore)
+                for weight in (0.3, 0.4, 0.5):
+                    arms[f"around{count}:{weight}"] = _rescored(hybrid, near, weight, args.rescore)
+            table[f"{name}-{split}"] = {arm: _ndcg(s, list(index.doc_ids), queries) for arm, s in arms.items()}
+            print(f"{name}-{split}: " + ", ".join(f"{a} {v:.2f}" for a, v in table[f"{name}-{split}"].items()),
+                  flush=True)  # fmt: skip
+    return table
 
 
 def latency(args: argparse.Namespace) -> dict[str, Any]:
@@ -224,6 +305,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--colbert", type=Path, default=None, help="also score with this ColBERT model's tokens")
     parser.add_argument("--rescore", type=int, default=100, help="hybrid documents the token side rescores")
     parser.add_argument("--latency", action="store_true", help="time the search with the token stage instead")
+    parser.add_argument("--around", action="store_true", help="score only the tokens around the best windows instead")
     parser.add_argument("--queries", type=int, default=40, help="--latency: queries timed")
     parser.add_argument("--rounds", type=int, default=3, help="--latency: alternated rounds (medians)")
     args = parser.parse_args(argv)
@@ -240,11 +322,22 @@ def main(argv: list[str] | None = None) -> None:
                   "command": f"python -m benchmarks.search.tokens --latency --sets {args.sets[0]}"}  # fmt: skip
         write_json_atomic(RESULTS, {**earlier, "latency": timing})
         return
+    if args.colbert is not None:
+        found = {**earlier.get("colbert", {}), **colbert_study(args)}
+        command = f"python -m benchmarks.search.tokens --sets {','.join(args.sets)} --colbert {args.colbert}"
+        write_json_atomic(RESULTS, {**earlier, "colbert": found, "colbert_load": [load, _load()],
+                                    "colbert_model": str(args.colbert), "colbert_command": command})  # fmt: skip
+        return
+    if args.around:
+        found = {**earlier.get("around", {}), **around(args)}
+        write_json_atomic(RESULTS, {**earlier, "around": found, "around_load": [load, _load()],
+                                    "around_command": f"python -m benchmarks.search.tokens --around --sets "
+                                    f"{','.join(args.sets)}"})  # fmt: skip
+        return
     result = study(args)
     table = {**earlier.get("table", {}), **result["table"]}
     sizes = {**earlier.get("sizes", {}), **result["sizes"]}
-    command = f"python -m benchmarks.search.tokens --sets {','.join(args.sets)}" + (
-        f" --colbert {args.colbert}" if args.colbert else "")  # fmt: skip
+    command = f"python -m benchmarks.search.tokens --sets {','.join(args.sets)}"
     write_json_atomic(RESULTS, {**earlier, "table": table, "sizes": sizes, "model": args.model, "rescore": args.rescore,
                                 "default_codec": args.default_codec, "seconds": round(time.perf_counter() - started),
                                 "load": [load, _load()], "environment": environment(), "command": command})  # fmt: skip

@@ -143,6 +143,28 @@ def test_token_side_other_codecs_score_as_the_reference(
     np.testing.assert_allclose(side.scores(query), reference, rtol=1e-5, atol=1e-5)
 
 
+def test_token_side_scores_only_the_tokens_inside_given_spans(tiny_model, tiny_model_dir: Path, tmp_path: Path) -> None:
+    """`rows_within` keeps the tokens that start inside the character spans (overlapping spans merged), and
+    `scores_many` over those rows is `maxsim` over exactly those tokens; the whole text's span is every token."""
+    corpus, out = _corpus(tmp_path, TEXTS), tmp_path / "tokens"
+    encode_tokens(corpus, out, tiny_model_dir, codec="bin", window=32, overlap=8, shard_docs=2)
+    side = TokenSide.open(out)
+    query = encode_token_vectors(tiny_model, ["the budget and the remote"], role="query", overlap=8)[0].vectors
+    spans = side.spans(0)
+    assert side.rows_within(0, [(0, len(TEXTS[0]))]) == [(0, len(spans))]
+    cut = [(100, 300), (250, 400), (900, 1000)]  # the first two overlap: one range
+    rows = side.rows_within(0, cut)
+    inside = np.flatnonzero([any(a <= s < b for a, b in cut) for s in spans[:, 0]])
+    assert [r for a, b in rows for r in range(a, b)] == inside.tolist() and len(rows) == 2
+    third = side.rows_within(2, [(10, 200)])
+    assert third[0][0] >= side.offsets[2] and third[-1][1] <= side.offsets[3]
+    found = side.scores_many([query], [0, 2], [rows, third])[0]
+    wanted = [side.codec.decode(side.codes[np.concatenate([np.arange(a, b) for a, b in r])]) for r in (rows, third)]
+    np.testing.assert_allclose(found, maxsim_exact(side.codec.project(query), wanted), rtol=1e-5, atol=1e-5)
+    whole = [[(int(side.offsets[d]), int(side.offsets[d + 1]))] for d in (0, 2)]
+    np.testing.assert_allclose(side.scores_many([query], [0, 2], whole)[0], side.scores(query, [0, 2]), rtol=1e-6)
+
+
 def test_token_side_refuses_a_window_folder(tiny_model_dir: Path, tmp_path: Path) -> None:
     import lengthwise as lw
 
@@ -198,6 +220,40 @@ def test_hybrid_with_no_weight_on_tokens_keeps_the_hybrid_ranking(indexed_with_t
     assert all(h.tokens is not None for hits in rescored for h in hits)
     assert all(h.tokens is None for hits in dense for h in hits)  # the stage rescores hybrid searches only
     assert [h.dense for h in rescored[0]] == [h.dense for h in plain[0]]
+
+
+def test_the_stage_around_the_best_windows_reads_only_their_tokens(indexed_with_tokens, tiny_model) -> None:
+    """`around=n`: a document's token score is MaxSim over the tokens inside its n best windows by the dense cosine
+    (checked by hand for n = 1); with every window, the same hits and scores as every token."""
+    import torch
+
+    index, tokens = indexed_with_tokens
+    side, every = TokenSide.open(tokens), len(index.doc_ids)
+    index.use_tokens(tokens, weight=1.0, depth=every)
+    try:
+        whole = index.search(QUERIES, k=5, mode="hybrid")
+        index.use_tokens(tokens, weight=1.0, depth=every, around=10_000)
+        wide = index.search(QUERIES, k=5, mode="hybrid")
+        index.use_tokens(tokens, weight=1.0, depth=every, around=1)
+        assert index.token_stage is not None and index.token_stage["around"] == 1
+        one = index.search(QUERIES, k=5, mode="hybrid")
+    finally:
+        index.use_tokens(None)
+    assert [[(h.id, h.tokens) for h in hits] for hits in wide] == [[(h.id, h.tokens) for h in hits] for hits in whole]
+    offsets = index.store.offsets
+    for query, hits in zip(QUERIES, one, strict=True):
+        unit = torch.nn.functional.normalize(torch.as_tensor(np.asarray(index.embed_queries([query]))[0]), dim=-1)
+        vectors = encode_token_vectors(tiny_model, [query], role="query", window=32, overlap=8)[0].vectors
+        for hit in hits:
+            doc = index.doc_ids.index(hit.id)
+            windows = np.asarray(index.vectors[offsets[doc] : offsets[doc + 1]]) @ unit.numpy()
+            start, end = index.lexical.passage(int(offsets[doc]) + int(np.argmax(windows)))
+            row = side.numbers[hit.id]
+            inside = [t for t, (a, _) in enumerate(side.spans(row)) if start <= a < end]
+            exact = maxsim_exact(side.codec.project(vectors), [side.vectors(row)[inside]])[0]
+            assert hit.tokens == pytest.approx(exact, rel=1e-5)
+    with pytest.raises(SettingError, match=r"token_around=2.*give the token folder"):
+        index.use_tokens(None, around=2)
 
 
 def test_use_tokens_refuses_a_folder_whose_model_changed_or_of_another_corpus(

@@ -204,7 +204,12 @@ class SearchIndex(Protocol):
     def queries_embedded_at(self) -> str: ...
 
     def use_tokens(
-        self, folder: str | os.PathLike[str] | None, *, weight: float | None = None, depth: int | None = None
+        self,
+        folder: str | os.PathLike[str] | None,
+        *,
+        weight: float | None = None,
+        depth: int | None = None,
+        around: int | None = None,
     ) -> None: ...
 
     @property

@@ -115,12 +115,18 @@ class Searchable:
                                     depth=depth, vectors=vectors, search_threads=search_threads)  # fmt: skip
 
     def use_tokens(
-        self, folder: str | os.PathLike[str] | None, *, weight: float | None = None, depth: int | None = None
+        self,
+        folder: str | os.PathLike[str] | None,
+        *,
+        weight: float | None = None,
+        depth: int | None = None,
+        around: int | None = None,
     ) -> None:
         """Rescore a hybrid search's best documents by their tokens (`lengthwise.search.tokens.TokenStage`): the
         token folder `lengthwise encode-tokens` wrote for this index's corpus (None: stop). Its queries are read by
         the folder's own model: the index's query model when the folder was made with it, else the recorded one
-        (a ColBERT model, say), loaded and checked against the weights the folder records.
+        (a ColBERT model, say), loaded and checked against the weights the folder records. `around`: a document
+        scored by the tokens inside its `around` best windows only (by the dense cosine; None: every token).
 
         Raises:
             SettingError: a folder that is not a token folder, whose model now has other weights than it was made
@@ -130,9 +136,10 @@ class Searchable:
         from lengthwise.search.tokens import TOKEN_DEPTH, TOKEN_WEIGHT, TokenSide, TokenStage
 
         if folder is None:
-            if weight is not None or depth is not None:
-                raise SettingError("token_weight" if weight is not None else "token_depth", weight or depth,
-                                   "applies to a token stage; give the token folder too (--tokens)")  # fmt: skip
+            given = {"token_weight": weight, "token_depth": depth, "token_around": around}
+            for name, value in given.items():
+                if value is not None:
+                    raise SettingError(name, value, "applies to a token stage; give the token folder too (--tokens)")
             self.searcher.tokens = None
             return
         side = TokenSide.open(folder)
@@ -155,7 +162,8 @@ class Searchable:
                 return method.query_tokens(model, texts, settings)
 
         chosen = TOKEN_WEIGHT if weight is None else weight
-        self.searcher.tokens = TokenStage.bound(side, self.doc_ids, encode, weight=chosen, depth=depth or TOKEN_DEPTH)
+        self.searcher.tokens = TokenStage.bound(side, self.doc_ids, encode, weight=chosen, depth=depth or TOKEN_DEPTH,
+                                                around=around)  # fmt: skip
 
     @property
     def token_stage(self) -> dict[str, object] | None:

@@ -181,7 +181,8 @@ class Searcher:
             matched: list[float | None] = [None] * len(docs)
             token_query = tokens[n]
             if token_query is not None:
-                docs, fused, dense, lexical, matched = self._rescored(docs, fused, dense, lexical, token_query, k)
+                docs, fused, dense, lexical, matched = self._rescored(docs, fused, dense, lexical, token_query, k,
+                                                                      query)  # fmt: skip
             return [replace(self._hit(d, f, dn, lx, query, text, passages), tokens=tk)
                     for d, f, dn, lx, tk in zip(docs, fused, dense, lexical, matched, strict=True)]  # fmt: skip
 
@@ -228,10 +229,18 @@ class Searcher:
         lexical: list[float | None],
         query: np.ndarray,
         k: int,
+        dense_query: torch.Tensor | None = None,
     ) -> tuple[np.ndarray, np.ndarray, list[float | None], list[float | None], list[float | None]]:
-        """The hybrid's ranked documents rescored by the token side (`TokenStage.rescore`), each side's score kept."""
+        """The hybrid's ranked documents rescored by the token side (`TokenStage.rescore`; around each document's
+        best windows for `dense_query` when the stage asks), each side's score kept."""
         assert self.tokens is not None
-        found, scores, tokens = self.tokens.rescore(docs, fused, query, k)
+
+        def windows(doc: int, count: int) -> list[tuple[int, int]]:
+            assert self.lexical is not None and dense_query is not None  # a hybrid search: both there
+            return [self.lexical.passage(row) for row in self.best_windows(doc, dense_query, count)]
+
+        near = None if dense_query is None or self.lexical is None else windows
+        found, scores, tokens = self.tokens.rescore(docs, fused, query, k, near)
         where = {int(d): n for n, d in enumerate(docs)}
         places = [where[int(d)] for d in found]
         return (found, scores, [dense[n] for n in places], [lexical[n] for n in places],
@@ -256,6 +265,13 @@ class Searcher:
 
         found = self._passages(doc, query, text, count) if count else ()
         return Hit(self.store.doc_ids[doc], float(score), clean(dense), clean(lexical), found)
+
+    def best_windows(self, doc: int, query: torch.Tensor, count: int) -> np.ndarray:
+        """The rows of the document's `count` best windows by their dense cosine with the unit `query`, best
+        first."""
+        first, last = int(self.store.offsets[doc]), int(self.store.offsets[doc + 1])
+        vectors = torch.as_tensor(np.array(self.store.window_vectors(first, last)))  # stored unit
+        return first + np.argsort(-(vectors @ query).numpy(), kind="stable")[:count]
 
     def _passages(self, doc: int, query: torch.Tensor | None, text: str, count: int) -> tuple[Passage, ...]:
         """The document's `count` best windows: by their dense cosine with the query, else by the query terms

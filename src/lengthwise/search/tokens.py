@@ -100,44 +100,71 @@ class TokenSide:
         documents `docs` (numbers; None: every document), as float64, in the order given."""
         return self.scores_many([query], docs)[0]
 
-    def scores_many(self, queries: Sequence[np.ndarray], docs: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
+    def scores_many(
+        self,
+        queries: Sequence[np.ndarray],
+        docs: Sequence[int] | np.ndarray | None = None,
+        rows: Sequence[Sequence[tuple[int, int]]] | None = None,
+    ) -> np.ndarray:
         """(len(queries), len(docs)) MaxSim of several queries against the same documents: each block of document
-        tokens is decoded once for all of them."""
+        tokens is decoded once for all of them. `rows`: per document, the token rows scored (ranges of absolute
+        rows, `rows_within`) instead of all its tokens; a document given none scores −inf."""
         docs = np.arange(len(self.doc_ids)) if docs is None else np.asarray(docs, dtype=np.int64)
+        if rows is None:
+            rows = [[(int(self.offsets[d]), int(self.offsets[d + 1]))] for d in docs.tolist()]
         projected = [self.codec.project(query).astype(np.float32) for query in queries]  # (q, d) each
         if self.codec.bits == 8:
             assert self.codec.scale is not None
             projected = [p * self.codec.scale for p in projected]  # int8's decode folded in: codes · (q ⊙ scale)
         best = [np.full((len(p), len(docs)), -np.inf, dtype=np.float32) for p in projected]
-        for rows, starts, places in self._blocks(docs):
-            stacked = np.concatenate([self.codes[a:b] for a, b in rows])
+        for ranges, starts, places in self._blocks(rows):
+            stacked = np.concatenate([self.codes[a:b] for a, b in ranges])
             raw = stacked.astype(np.float32) if self.codec.bits == 8 else self.codec.decode(stacked)
             for query, found in zip(projected, best, strict=True):
                 pieces = np.maximum.reduceat(query @ raw.T, starts, axis=1)  # (q, pieces): each piece's best token
-                found[:, places] = np.maximum(found[:, places], pieces)
+                np.maximum.at(found.T, places, pieces.T)  # a view: a document may have several pieces here
         return np.stack([found.sum(axis=0, dtype=np.float64) for found in best]).reshape(len(projected), len(docs))
 
-    def _blocks(self, docs: np.ndarray) -> Iterator[tuple[list[tuple[int, int]], np.ndarray, np.ndarray]]:
+    @staticmethod
+    def _blocks(
+        ranges: Sequence[Sequence[tuple[int, int]]],
+    ) -> Iterator[tuple[list[tuple[int, int]], np.ndarray, np.ndarray]]:
         """Blocks of at most `TOKEN_BLOCK` document tokens, decoded and scored together while they sit in the CPU's
-        cache: (row ranges, where each piece starts in the block, each piece's place in `docs`). A document longer
-        than a block is cut into pieces of a block; no block holds two pieces of one document."""
+        cache: (row ranges, where each piece starts in the block, each piece's place in `ranges`: its document). A
+        range longer than a block is cut into pieces of a block; no block holds two pieces of one range."""
         rows: list[tuple[int, int]] = []
         starts: list[int] = []
         places: list[int] = []
         size = 0
-        for place, doc in enumerate(docs.tolist()):
-            first, last = int(self.offsets[doc]), int(self.offsets[doc + 1])
-            for start in range(first, last, TOKEN_BLOCK):
-                stop = min(start + TOKEN_BLOCK, last)
-                if size and size + stop - start > TOKEN_BLOCK:
-                    yield rows, np.asarray(starts), np.asarray(places)
-                    rows, starts, places, size = [], [], [], 0
-                rows.append((start, stop))
-                starts.append(size)
-                places.append(place)
-                size += stop - start
+        for place, spans in enumerate(ranges):
+            for first, last in spans:
+                for start in range(first, last, TOKEN_BLOCK):
+                    stop = min(start + TOKEN_BLOCK, last)
+                    if size and size + stop - start > TOKEN_BLOCK:
+                        yield rows, np.asarray(starts), np.asarray(places)
+                        rows, starts, places, size = [], [], [], 0
+                    rows.append((start, stop))
+                    starts.append(size)
+                    places.append(place)
+                    size += stop - start
         if rows:
             yield rows, np.asarray(starts), np.asarray(places)
+
+    def rows_within(self, doc: int, spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+        """The token rows (absolute, merged ranges in order) of document `doc` whose token starts inside one of the
+        character `spans` (``text[start:end]``, e.g. a document's best windows)."""
+        first = int(self.offsets[doc])
+        starts = self.spans(doc)[:, 0]
+        merged: list[tuple[int, int]] = []
+        for lo, hi in sorted((int(np.searchsorted(starts, a, "left")), int(np.searchsorted(starts, b, "left")))
+                             for a, b in spans):  # fmt: skip
+            if lo >= hi:
+                continue
+            if merged and lo <= merged[-1][1] - first:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], first + hi))
+            else:
+                merged.append((first + lo, first + hi))
+        return merged
 
     def passage(self, query: np.ndarray, doc: int, tokens: int = 128) -> tuple[int, int, float]:
         """(start, end, score) of the document's span of `tokens` tokens holding most of the query's best matches:
@@ -180,6 +207,8 @@ class TokenStage:
         encode: Queries → each one's token vectors, as the folder's model reads them.
         weight: The token side's share, in [0, 1].
         depth: The hybrid's best documents rescored (at least the k asked for).
+        around: Score a document by the tokens inside its `around` best windows (by the dense side's cosine with
+            the query) only, not by all its tokens (None: every token).
     """
 
     side: TokenSide
@@ -187,12 +216,15 @@ class TokenStage:
     encode: Callable[[Sequence[str]], list[np.ndarray]]
     weight: float = TOKEN_WEIGHT
     depth: int = TOKEN_DEPTH
+    around: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.weight, (int, float)) or not 0.0 <= self.weight <= 1.0:
             raise SettingError("token_weight", self.weight, "the token side's weight must be in [0, 1]")
         if self.depth < 1:
             raise SettingError("token_depth", self.depth, "must be ≥ 1")
+        if self.around is not None and self.around < 1:
+            raise SettingError("token_around", self.around, "must be ≥ 1 (None: every token)")
 
     @classmethod
     def bound(
@@ -214,15 +246,29 @@ class TokenStage:
     def describe(self) -> dict[str, object]:
         """What a result records of the stage: the folder, its codec and model, the weight and depth."""
         return {"folder": str(self.side.folder), "codec": self.side.codec.spec, "model": self.side.settings["model"],
-                "weight": self.weight, "depth": self.depth}  # fmt: skip
+                "weight": self.weight, "depth": self.depth,
+                **({} if self.around is None else {"around": self.around})}  # fmt: skip
 
-    def rescore(self, docs: np.ndarray, fused: np.ndarray, query: np.ndarray, k: int) -> tuple[np.ndarray, ...]:
+    def rescore(
+        self,
+        docs: np.ndarray,
+        fused: np.ndarray,
+        query: np.ndarray,
+        k: int,
+        windows: Callable[[int, int], Sequence[tuple[int, int]]] | None = None,
+    ) -> tuple[np.ndarray, ...]:
         """(documents, scores, token scores) of the `k` best after rescoring; `docs` and `fused`: the hybrid's
-        documents (the index's numbers) and fused scores, in any order; `query`: the query's token vectors."""
+        documents (the index's numbers) and fused scores, in any order; `query`: the query's token vectors;
+        `windows(doc, n)`: the character spans of the document's `n` best windows for this query (read when the
+        stage scores `around` them; without it, every token is scored)."""
         from lengthwise.core.fusion import fuse_normalised
 
         order = np.argsort(-fused, kind="stable")[: max(self.depth, k)]
-        tokens = self.side.scores(query, self.rows[docs[order]])
+        chosen = docs[order]
+        rows = None
+        if self.around is not None and windows is not None:
+            rows = [self.side.rows_within(int(self.rows[d]), windows(int(d), self.around)) for d in chosen]
+        tokens = self.side.scores_many([query], self.rows[chosen], rows)[0]
         scores = fuse_normalised([fused[order], tokens], [1.0 - self.weight, self.weight], "zscore")
         best = np.argsort(-scores, kind="stable")[:k]
         return docs[order[best]], scores[best], tokens[best]
