@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -186,49 +187,14 @@ def _around_matrix(index: Any, side: Any, hybrid: np.ndarray, dense_queries: np.
     return out
 
 
-def colbert_study(args: argparse.Namespace) -> dict[str, Any]:
-    """A ColBERT's tokens (``--colbert``) against the training-free ones and the hybrid: nDCG@10 per corpus and
-    split of ``colbert:{fp16,bin}`` alone and ``hybrid+colbert:{t}`` (the hybrid's best `--rescore` rescored)."""
-    from benchmarks.search.hybrid.quality import _ndcg
+def _splits(args: argparse.Namespace) -> Iterator[tuple[str, Any, Any, dict[str, Any], np.ndarray, list[np.ndarray]]]:
+    """Per corpus (``--sets``) and split: (corpus, index, its token side in the default codec, the queries, the
+    default hybrid's (Q, n) scores, the queries' token vectors)."""
     from lengthwise.core.models import load_plain_model
     from lengthwise.longdoc.token_vectors import encode_token_vectors
     from lengthwise.search.tokens import TokenSide
 
     model = load_plain_model(args.model)
-    table: dict[str, dict[str, float]] = {}
-    for name, entry in _retrieval_sets(args).items():
-        if name not in args.sets:
-            continue
-        index = _indexed(name, entry["ids"], entry["texts"], args, entry.get("corpus"))
-        folder, _ = _tokens_folder(name, _corpus_file(name, entry, args), args)
-        plain = _recoded(TokenSide.open(folder), args.default_codec)
-        colbert = _colbert_arms(name, _corpus_file(name, entry, args), args, list(index.doc_ids))
-        for split, queries in entry["splits"].items():
-            hybrid = _hybrid(_score_matrices(index, queries["texts"], args))
-            tokens = [t.vectors for t in encode_token_vectors(model, queries["texts"], role="query")]
-            plain_scores = _token_matrix(plain, tokens)
-            arms = {"hybrid": hybrid, f"tokens:{args.default_codec}": plain_scores,
-                    "hybrid+tokens:0.4": _rescored(hybrid, plain_scores, 0.4, args.rescore)}  # fmt: skip
-            found = colbert(queries["texts"])
-            arms.update(found)
-            for weight in WEIGHTS:
-                arms[f"hybrid+colbert:{weight}"] = _rescored(hybrid, found["colbert:bin"], weight, args.rescore)
-            table[f"{name}-{split}"] = {arm: _ndcg(s, list(index.doc_ids), queries) for arm, s in arms.items()}
-            print(f"{name}-{split}: " + ", ".join(f"{a} {v:.2f}" for a, v in table[f"{name}-{split}"].items()),
-                  flush=True)  # fmt: skip
-    return table
-
-
-def around(args: argparse.Namespace) -> dict[str, Any]:
-    """The token stage reading only the tokens around each rescored document's best windows (by the dense side's
-    cosine), against the stage over every token and the hybrid: nDCG@10 per corpus and split, default codec."""
-    from benchmarks.search.hybrid.quality import _ndcg
-    from lengthwise.core.models import load_plain_model
-    from lengthwise.longdoc.token_vectors import encode_token_vectors
-    from lengthwise.search.tokens import TokenSide
-
-    model = load_plain_model(args.model)
-    table: dict[str, dict[str, float]] = {}
     for name, entry in _retrieval_sets(args).items():
         if name not in args.sets:
             continue
@@ -236,20 +202,53 @@ def around(args: argparse.Namespace) -> dict[str, Any]:
         folder, _ = _tokens_folder(name, _corpus_file(name, entry, args), args)
         side = _recoded(TokenSide.open(folder), args.default_codec)
         for split, queries in entry["splits"].items():
-            matrices = _score_matrices(index, queries["texts"], args)
-            hybrid = _hybrid(matrices)
-            dense = np.asarray(index.embed_queries(queries["texts"]), dtype=np.float32)
-            dense /= np.linalg.norm(dense, axis=1, keepdims=True)
+            hybrid = _hybrid(_score_matrices(index, queries["texts"], args))
             tokens = [t.vectors for t in encode_token_vectors(model, queries["texts"], role="query")]
-            arms = {"hybrid": hybrid, "hybrid+tokens:0.4": _rescored(hybrid, _token_matrix(side, tokens), 0.4,
-                                                                     args.rescore)}  # fmt: skip
-            for count in AROUND:
-                near = _around_matrix(index, side, hybrid, dense, tokens, count, args.rescore)
-                for weight in (0.3, 0.4, 0.5):
-                    arms[f"around{count}:{weight}"] = _rescored(hybrid, near, weight, args.rescore)
-            table[f"{name}-{split}"] = {arm: _ndcg(s, list(index.doc_ids), queries) for arm, s in arms.items()}
-            print(f"{name}-{split}: " + ", ".join(f"{a} {v:.2f}" for a, v in table[f"{name}-{split}"].items()),
-                  flush=True)  # fmt: skip
+            yield f"{name}-{split}", index, side, queries, hybrid, tokens
+
+
+def _scored(index: Any, queries: dict[str, Any], arms: dict[str, np.ndarray], key: str) -> dict[str, float]:
+    from benchmarks.search.hybrid.quality import _ndcg
+
+    found = {arm: _ndcg(s, list(index.doc_ids), queries) for arm, s in arms.items()}
+    print(f"{key}: " + ", ".join(f"{a} {v:.2f}" for a, v in found.items()), flush=True)
+    return found
+
+
+def colbert_study(args: argparse.Namespace) -> dict[str, Any]:
+    """A ColBERT's tokens (``--colbert``) against the training-free ones and the hybrid: nDCG@10 per corpus and
+    split of ``colbert:{fp16,bin}`` alone and ``hybrid+colbert:{t}`` (the hybrid's best `--rescore` rescored)."""
+    table: dict[str, dict[str, float]] = {}
+    colberts: dict[str, Any] = {}
+    for key, index, side, queries, hybrid, tokens in _splits(args):
+        name = key.rsplit("-", 1)[0]
+        if name not in colberts:
+            colberts[name] = _colbert_arms(name, _corpus_file(name, _retrieval_sets(args)[name], args), args,
+                                           list(index.doc_ids))  # fmt: skip
+        plain = _token_matrix(side, tokens)
+        arms = {"hybrid": hybrid, f"tokens:{args.default_codec}": plain,
+                "hybrid+tokens:0.4": _rescored(hybrid, plain, 0.4, args.rescore)}  # fmt: skip
+        arms.update(colberts[name](queries["texts"]))
+        for weight in WEIGHTS:
+            arms[f"hybrid+colbert:{weight}"] = _rescored(hybrid, arms["colbert:bin"], weight, args.rescore)
+        table[key] = _scored(index, queries, arms, key)
+    return table
+
+
+def around(args: argparse.Namespace) -> dict[str, Any]:
+    """The token stage reading only the tokens around each rescored document's best windows (by the dense side's
+    cosine), against the stage over every token and the hybrid: nDCG@10 per corpus and split, default codec."""
+    table: dict[str, dict[str, float]] = {}
+    for key, index, side, queries, hybrid, tokens in _splits(args):
+        dense = np.asarray(index.embed_queries(queries["texts"]), dtype=np.float32)
+        dense /= np.linalg.norm(dense, axis=1, keepdims=True)
+        arms = {"hybrid": hybrid, "hybrid+tokens:0.4": _rescored(hybrid, _token_matrix(side, tokens), 0.4,
+                                                                 args.rescore)}  # fmt: skip
+        for count in AROUND:
+            near = _around_matrix(index, side, hybrid, dense, tokens, count, args.rescore)
+            for weight in (0.3, 0.4, 0.5):
+                arms[f"around{count}:{weight}"] = _rescored(hybrid, near, weight, args.rescore)
+        table[key] = _scored(index, queries, arms, key)
     return table
 
 
@@ -270,11 +269,13 @@ def latency(args: argparse.Namespace) -> dict[str, Any]:
     index = lw.LongIndex.open(args.work / name / "index")
     texts = list(read_beir(args.qmsum, "test").query_texts)[: args.queries]
     vectors = np.asarray(index.embed_queries(texts), dtype=np.float32)
-    arms: dict[str, tuple[float | None, int]] = {"hybrid": (None, 0), "tokens@100": (0.4, 100), "tokens@20": (0.4, 20)}
+    arms: dict[str, tuple[float | None, int, int | None]] = {
+        "hybrid": (None, 0, None), "tokens@100": (0.4, 100, None), "tokens@20": (0.4, 20, None),
+        **{f"tokens@100-around{n}": (0.4, 100, n) for n in args.around_counts}}  # fmt: skip
     spent: dict[str, dict[str, list[float]]] = {arm: {"p50": [], "p99": []} for arm in arms}
     for _ in range(args.rounds):
-        for arm, (weight, depth) in arms.items():
-            index.use_tokens(None if weight is None else folder, weight=weight, depth=depth or None)
+        for arm, (weight, depth, near) in arms.items():
+            index.use_tokens(None if weight is None else folder, weight=weight, depth=depth or None, around=near)
 
             def one(n: int) -> None:
                 index.search([texts[n]], k=10, mode="hybrid", vectors=vectors[n : n + 1], search_threads=1)
@@ -306,6 +307,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rescore", type=int, default=100, help="hybrid documents the token side rescores")
     parser.add_argument("--latency", action="store_true", help="time the search with the token stage instead")
     parser.add_argument("--around", action="store_true", help="score only the tokens around the best windows instead")
+    parser.add_argument(
+        "--around-counts",
+        default=(),
+        type=lambda v: tuple(int(n) for n in v.split(",")),
+        help="--latency: also time the stage around these counts of best windows, e.g. 4,8",
+    )
     parser.add_argument("--queries", type=int, default=40, help="--latency: queries timed")
     parser.add_argument("--rounds", type=int, default=3, help="--latency: alternated rounds (medians)")
     args = parser.parse_args(argv)
