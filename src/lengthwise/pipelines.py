@@ -95,6 +95,7 @@ def evaluate(
     backend: Backend | None = None,
     tokens: str | os.PathLike[str] | None = None,
     token_weight: float | None = None,
+    token_around: int | None = None,
     show_progress: bool = False,
 ) -> EvalRecord:
     """`lengthwise eval` as one call: read the data, load the model, build its encoder, score, write `out`.
@@ -110,8 +111,8 @@ def evaluate(
             `precision`: the queries' (an index embedded in fp32 may take another; None: as recorded).
         backend: Where the index is (`lengthwise.search.backend.Backend`): a Milvus backend ranks through
             the index served there (no `index` folder then).
-        tokens, token_weight: Through an index in hybrid mode: rescore its best documents by their tokens
-            (`SearchIndex.use_tokens`), from this folder of `lengthwise encode-tokens`.
+        tokens, token_weight, token_around: Through an index in hybrid mode: rescore its best documents by their
+            tokens (`SearchIndex.use_tokens`: `weight`, `around`), from this folder of `lengthwise encode-tokens`.
         show_progress: Show progress bars while encoding.
 
     Returns:
@@ -132,8 +133,9 @@ def evaluate(
         check_output(Path(out))  # a folder holding other files is refused now, not after the compute
     if searched:
         return evaluate_through_index(config, index, out=out, mode=mode, backend=backend, precision=precision,
-                                      tokens=tokens, token_weight=token_weight)  # fmt: skip
-    for name, value in {"mode": mode, "tokens": tokens, "token_weight": token_weight}.items():
+                                      tokens=tokens, token_weight=token_weight, token_around=token_around)  # fmt: skip
+    asked = {"mode": mode, "tokens": tokens, "token_weight": token_weight, "token_around": token_around}
+    for name, value in asked.items():
         if value is not None:
             raise SettingError(name, str(value), "ranks through an index; give the index to search")
     config, model = resolve(config), DEFAULT_MODEL if model is None else model
@@ -158,6 +160,7 @@ def evaluate_through_index(
     precision: str | None = None,
     tokens: str | os.PathLike[str] | None = None,
     token_weight: float | None = None,
+    token_around: int | None = None,
 ) -> EvalRecord:
     """`lengthwise eval --task retrieval --index INDEX`: the BEIR task ranked through the index (candidates from
     its ANN engine, rescored exactly) and, on the same query vectors, by the exact scan of every window.
@@ -168,8 +171,8 @@ def evaluate_through_index(
     one) searches dense, lexical or hybrid, and the exact scan is that mode's over every document. `backend`: the
     index served in Milvus instead (`index` None), recorded as ``milvus:URI#NAME``. `precision`: the queries'
     (`QueryModel.set_query_precision`; None: the precision the documents were embedded at), recorded as
-    ``query_precision``. `tokens`, `token_weight`: a hybrid search rescored by the token side (`use_tokens`), its
-    exact scan's best documents rescored the same way; recorded as ``tokens``.
+    ``query_precision``. `tokens`, `token_weight`, `token_around`: a hybrid search rescored by the token side
+    (`use_tokens`), its exact scan's best documents rescored the same way; recorded as ``tokens``.
     """
     from lengthwise.evaluation.rankings import index_record, index_task
 
@@ -178,8 +181,8 @@ def evaluate_through_index(
     where = backend.where if milvus else str(index)  # type: ignore[union-attr]  # milvus: a backend
     opened = opened_index(index, backend)
     opened.set_query_precision(precision)
-    if tokens is not None or token_weight is not None:
-        opened.use_tokens(tokens, weight=token_weight)
+    if tokens is not None or token_weight is not None or token_around is not None:
+        opened.use_tokens(tokens, weight=token_weight, around=token_around)
     config, data = index_task(config, where)
     opened.check_corpus(config.data)
     chosen, k = opened.search_mode(mode), config.retrieval.top_k + (1 if config.retrieval.drop_self_hits else 0)

@@ -296,6 +296,16 @@ def test_cli_encode_tokens_then_search_with_them(indexed_with_tokens, tiny_model
     assert run.exit_code == 0, run.output
     hits = json.loads(run.output.strip().splitlines()[-1])["hits"]
     assert len(hits) == 3 and all("tokens" in hit for hit in hits)
+    index.use_tokens(out, weight=0.5, around=1)
+    try:
+        library = index.search(QUERIES[0], k=3, mode="hybrid")[0]
+    finally:
+        index.use_tokens(None)
+    run = CliRunner().invoke(app, ["search", str(index.folder), "-q", QUERIES[0], "--json", "--tokens", str(out),
+                                   "--token-weight", "0.5", "--token-around", "1", "--top-k", "3"])  # fmt: skip
+    assert run.exit_code == 0, run.output
+    near = json.loads(run.output.strip().splitlines()[-1])["hits"]
+    assert [(h["id"], h["tokens"]) for h in near] == [(h.id, pytest.approx(h.tokens, abs=1e-6)) for h in library]
     bad = CliRunner().invoke(app, ["search", str(index.folder), "-q", "x", "--tokens", str(tmp_path)])
     assert bad.exit_code != 0 and "--tokens" in bad.output and "encode" in bad.output
     alone = CliRunner().invoke(app, ["search", str(index.folder), "-q", "x", "--token-weight", "0.5"])

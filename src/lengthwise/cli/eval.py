@@ -18,6 +18,7 @@ from lengthwise.cli.options import (
     PRECISION_HELP,
     DeviceOption,
     NameOption,
+    TokenAroundOption,
     TokensOption,
     TokenWeightOption,
     TrustOption,
@@ -161,6 +162,7 @@ def evaluate(
     name: NameOption = DEFAULT_NAME,
     tokens: TokensOption = None,
     token_weight: TokenWeightOption = None,
+    token_around: TokenAroundOption = None,
 ) -> None:
     """Evaluate a model overall and per token-length bin; writes OUT/results.json and PNG plots.
 
@@ -195,7 +197,10 @@ def evaluate(
     except LengthwiseError as err:
         _fail(setting_message(err))
     _run(config, model, out, device, max_length, trust_remote_code, tempscale, (long, window, stride), precision,
-         (index, mode, (backend, uri, name), (tokens, token_weight)))  # fmt: skip
+         (index, mode, (backend, uri, name), (tokens, token_weight, token_around)))  # fmt: skip
+
+
+TokenAsk = tuple[Path | None, float | None, int | None]  # --tokens, --token-weight, --token-around
 
 
 def _run(
@@ -208,11 +213,11 @@ def _run(
     tempscale: float | None,
     long: tuple[str | None, int | None, int | None] = (None, None, None),
     precision: str | None = None,
-    searched: tuple[Path | None, str | None, tuple[str, str | None, str], tuple[Path | None, float | None]] = (
+    searched: tuple[Path | None, str | None, tuple[str, str | None, str], TokenAsk] = (
         None,
         None,
         ("local", None, ""),
-        (None, None),
+        (None, None, None),
     ),
 ) -> None:
     """Check the device and `--out`, then make the one library call (`lengthwise.evaluate`) and print."""
@@ -223,7 +228,7 @@ def _run(
 
     hf_logging.disable_progress_bar()
     strategy, window, stride = long
-    index, mode, (kind, uri, name), (tokens, token_weight) = searched
+    index, mode, (kind, uri, name), (tokens, token_weight, token_around) = searched
     try:
         backend = served(kind, uri, name or DEFAULT_NAME)
         check_device(device)
@@ -232,7 +237,8 @@ def _run(
             record = evaluate(config, model, out=out, device=device, max_length=max_length,
                               trust_remote_code=trust_remote_code, precision=precision, tempscale=tempscale,
                               long=strategy, window=window, stride=stride, index=index, mode=mode, backend=backend,
-                              tokens=tokens, token_weight=token_weight, show_progress=console.is_terminal)  # fmt: skip
+                              tokens=tokens, token_weight=token_weight, token_around=token_around,
+                              show_progress=console.is_terminal)  # fmt: skip
     except LengthwiseError as err:  # a setting (or the data) refused, a model that does not load
         _fail(setting_message(err))
     except OSError as err:

@@ -19,6 +19,7 @@ from lengthwise.cli.options import (
     BackendOption,
     NameOption,
     QueryPrecisionOption,
+    TokenAroundOption,
     TokensOption,
     TokenWeightOption,
     UriOption,
@@ -193,6 +194,7 @@ def search(
     name: NameOption = DEFAULT_NAME,
     tokens: TokensOption = None,
     token_weight: TokenWeightOption = None,
+    token_around: TokenAroundOption = None,
 ) -> None:
     """Search INDEX (or the index served in Milvus: --backend milvus --uri U): queries embedded with the settings
     recorded in the index, documents best first."""
@@ -206,8 +208,8 @@ def search(
         opened = open_index(served(backend, uri, name), index, model=model, load_model=load_model)
         if precision is not None:  # the queries at another precision than the documents'
             opened.set_query_precision(precision)
-        if tokens is not None or token_weight is not None:  # the token stage, asked for
-            opened.use_tokens(tokens, weight=token_weight)
+        if tokens is not None or token_weight is not None or token_around is not None:  # the token stage, asked for
+            opened.use_tokens(tokens, weight=token_weight, around=token_around)
         results = opened.search([text for _, text in asked], k, mode=mode, passages=passages, candidates=candidates,
                                 probes=probes, depth=depth)  # fmt: skip
     except LengthwiseError as err:

@@ -104,6 +104,15 @@ TokensOption = Annotated[
         "folder of `lengthwise encode-tokens` (the index's corpus and model).",
     ),
 ]
+TokenAroundOption = Annotated[
+    int | None,
+    typer.Option(
+        "--token-around",
+        help="With --tokens: score each rescored document by the tokens inside its N best windows (by the dense "
+        "cosine) only; 0: every token (default: the stage's, docs/longdoc.md).",
+        min=0,
+    ),
+]
 TokenWeightOption = Annotated[
     float | None,
     typer.Option(

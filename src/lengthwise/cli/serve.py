@@ -13,6 +13,7 @@ from lengthwise.cli.options import (
     BackendOption,
     NameOption,
     QueryPrecisionOption,
+    TokenAroundOption,
     TokensOption,
     TokenWeightOption,
     UriOption,
@@ -68,6 +69,7 @@ def serve(
     name: NameOption = DEFAULT_NAME,
     tokens: TokensOption = None,
     token_weight: TokenWeightOption = None,
+    token_around: TokenAroundOption = None,
 ) -> None:
     """Serve INDEX (or the index in Milvus: --backend milvus --uri U) over HTTP: POST /search and /embed, GET
     /health, /info and / (a search page); the model and the index are loaded once, and concurrent queries are
@@ -88,7 +90,7 @@ def serve(
     try:
         config = ServeConfig(host, port, workers, api_key_file, max_batch, batch_wait_ms, threads=threads,
                              search_threads=search_threads, precision=precision, tokens=tokens,
-                             token_weight=token_weight)  # fmt: skip
+                             token_weight=token_weight, token_around=token_around)  # fmt: skip
         run_service(index, config, on_ready=ready, backend=served(backend, uri, name))
     except LengthwiseError as err:  # SettingError, LongDocError, ModelLoadError
         _fail(_message(err, shown))

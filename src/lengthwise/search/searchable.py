@@ -126,14 +126,15 @@ class Searchable:
         token folder `lengthwise encode-tokens` wrote for this index's corpus (None: stop). Its queries are read by
         the folder's own model: the index's query model when the folder was made with it, else the recorded one
         (a ColBERT model, say), loaded and checked against the weights the folder records. `around`: a document
-        scored by the tokens inside its `around` best windows only (by the dense cosine; None: every token).
+        scored by the tokens inside its `around` best windows only, by the dense cosine (0: every token; None:
+        `TOKEN_AROUND`).
 
         Raises:
             SettingError: a folder that is not a token folder, whose model now has other weights than it was made
                 with, or lacking one of the index's documents; a weight outside [0, 1].
         """
         from lengthwise.core.models import load_token_model, model_fingerprint
-        from lengthwise.search.tokens import TOKEN_DEPTH, TOKEN_WEIGHT, TokenSide, TokenStage
+        from lengthwise.search.tokens import TOKEN_AROUND, TOKEN_DEPTH, TOKEN_WEIGHT, TokenSide, TokenStage
 
         if folder is None:
             given = {"token_weight": weight, "token_depth": depth, "token_around": around}
@@ -162,8 +163,9 @@ class Searchable:
                 return method.query_tokens(model, texts, settings)
 
         chosen = TOKEN_WEIGHT if weight is None else weight
+        near = TOKEN_AROUND if around is None else around or None  # 0: every token
         self.searcher.tokens = TokenStage.bound(side, self.doc_ids, encode, weight=chosen, depth=depth or TOKEN_DEPTH,
-                                                around=around)  # fmt: skip
+                                                around=near)  # fmt: skip
 
     @property
     def token_stage(self) -> dict[str, object] | None:

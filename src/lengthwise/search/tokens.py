@@ -23,7 +23,7 @@ from lengthwise.core.errors import LongDocError, SettingError
 from lengthwise.core.shards import MANIFEST, REPAIR, SPANS, read_manifest, shards
 from lengthwise.core.token_codec import CODEC_FILE, TokenCodec, read_codec
 
-__all__ = ["TOKEN_BLOCK", "TOKEN_DEPTH", "TOKEN_WEIGHT", "TokenSide", "TokenStage", "maxsim_exact"]
+__all__ = ["TOKEN_AROUND", "TOKEN_BLOCK", "TOKEN_DEPTH", "TOKEN_WEIGHT", "TokenSide", "TokenStage", "maxsim_exact"]
 
 TOKEN_BLOCK = 2048  # document tokens decoded and scored at once (3 MB of float32 at 384 dimensions: in cache)
 
@@ -194,6 +194,7 @@ def maxsim_exact(query: np.ndarray, documents: Sequence[np.ndarray]) -> np.ndarr
 
 TOKEN_WEIGHT = 0.4  # the token side's share of a rescored hybrid score (docs/longdoc.md, "Token vectors")
 TOKEN_DEPTH = 100  # the hybrid's best documents the token side rescores
+TOKEN_AROUND: int | None = None  # a rescored document's best windows whose tokens are read (None: every token)
 
 
 @dataclass(eq=False)

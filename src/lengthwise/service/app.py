@@ -373,14 +373,15 @@ def describe(index: Any, config: ServeConfig) -> dict[str, Any]:
 
 
 def _tokens(index: Any) -> dict[str, Any] | None:
-    """The token side a hybrid search is rescored by: its folder's name, codec, bytes a token, weight and depth."""
+    """The token side a hybrid search is rescored by: its folder's name, codec, bytes a token, weight, depth and the
+    best windows whose tokens are read (None: every token)."""
     stage = getattr(index.searcher, "tokens", None)
     if stage is None:
         return None
     side = stage.side
     return {"folder": side.folder.name, "model": _names_only(side.settings["model"]),
             "codec": side.codec.spec, "bytes_per_token": side.bytes_per_token, "tokens": len(side.codes),
-            "weight": stage.weight, "depth": stage.depth}  # fmt: skip
+            "weight": stage.weight, "depth": stage.depth, "around": stage.around}  # fmt: skip
 
 
 def _torch_threads() -> int:

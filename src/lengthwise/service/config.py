@@ -72,8 +72,8 @@ class ServeConfig:
             thread (`search_threads_used`; one on two cores).
         precision: What the queries are embedded at (``auto``, ``fp32``, ``bf16``, ``fp16``, ``int8``); None: the
             precision the index's documents were embedded at (`QueryModel.set_query_precision`).
-        tokens, token_weight: A token folder whose tokens rescore each hybrid search's best documents, and their
-            share (`Searchable.use_tokens`); None: no token side.
+        tokens, token_weight, token_around: A token folder whose tokens rescore each hybrid search's best documents,
+            their share, and the best windows whose tokens are read (`Searchable.use_tokens`); None: no token side.
         shutdown_grace_s: After SIGTERM or Ctrl-C, how long the requests in flight are waited for; a client still
             sending or reading after that has its connection closed (one line in the log).
     """
@@ -105,6 +105,9 @@ class ServeConfig:
     )
     token_weight: float | None = field(
         default=None, metadata={"help": "With tokens: the token side's share of the rescored score (default 0.4)."}
+    )
+    token_around: int | None = field(
+        default=None, metadata={"help": "With tokens: read each document's tokens inside its N best windows only."}
     )
     shutdown_grace_s: int = field(
         default=30, metadata={"help": "Seconds the requests in flight are waited for after SIGTERM or Ctrl-C."}
