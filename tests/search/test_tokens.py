@@ -192,7 +192,7 @@ QUERIES = ["the committee and the budget", "a remote control for the television"
 
 def test_hybrid_with_all_weight_on_tokens_is_the_exact_token_maxsim_scan(indexed_with_tokens, tiny_model) -> None:
     index, tokens = indexed_with_tokens
-    index.use_tokens(tokens, weight=1.0, depth=len(index.doc_ids))
+    index.use_tokens(tokens, weight=1.0, depth=len(index.doc_ids), around=0)  # every token
     try:
         found = index.search(QUERIES, k=5, mode="hybrid")
     finally:
@@ -229,7 +229,7 @@ def test_the_stage_around_the_best_windows_reads_only_their_tokens(indexed_with_
 
     index, tokens = indexed_with_tokens
     side, every = TokenSide.open(tokens), len(index.doc_ids)
-    index.use_tokens(tokens, weight=1.0, depth=every)
+    index.use_tokens(tokens, weight=1.0, depth=every, around=0)
     try:
         whole = index.search(QUERIES, k=5, mode="hybrid")
         index.use_tokens(tokens, weight=1.0, depth=every, around=10_000)
@@ -339,7 +339,7 @@ def test_eval_through_the_index_with_tokens_matches_its_exact_reference(
     from lengthwise.search.exact import ranked_with_exact
 
     index, tokens = indexed_with_tokens
-    index.use_tokens(tokens, weight=1.0, depth=len(index.doc_ids))
+    index.use_tokens(tokens, weight=1.0, depth=len(index.doc_ids), around=0)  # every token
     try:
         exact = ranked_with_exact(index.searcher, QUERIES, 5, Mode.HYBRID)["exact"]
     finally:
@@ -353,8 +353,14 @@ def test_eval_through_the_index_with_tokens_matches_its_exact_reference(
     beir = _beir_of(tokens.parent / "corpus.jsonl", tmp_path / "beir")
     config = EvalConfig(task="retrieval", data=beir, split="test")
     record = evaluate_through_index(config, index.folder, mode="hybrid", tokens=tokens, token_weight=0.5)
-    assert record["index"]["tokens"] == {"folder": str(tokens), "codec": "bin", "model": side.settings["model"],
-                                         "weight": 0.5, "depth": 100}  # fmt: skip
+    assert record["index"]["tokens"] == {
+        "folder": str(tokens),
+        "codec": "bin",
+        "model": side.settings["model"],
+        "weight": 0.5,
+        "depth": 100,
+        "around": 8,
+    }  # fmt: skip  (the default: 8)
     assert record["scores"] == record["exact_scores"] and record["index"]["overlap"] == 1.0
     plain = evaluate_through_index(config, index.folder, mode="hybrid")
     assert "tokens" not in plain["index"]
@@ -400,7 +406,7 @@ def test_hybrid_rescored_by_a_colbert_model_is_its_exact_maxsim_scan(indexed_wit
     index, tokens = indexed_with_tokens
     encode_tokens(tokens.parent / "corpus.jsonl", tmp_path / "colbert", tiny_colbert_dir, codec="fp32", window=48,
                   overlap=8)  # fmt: skip
-    index.use_tokens(tmp_path / "colbert", weight=1.0, depth=len(index.doc_ids))
+    index.use_tokens(tmp_path / "colbert", weight=1.0, depth=len(index.doc_ids), around=0)  # every token
     try:
         found = index.search(QUERIES, k=4, mode="hybrid")
     finally:

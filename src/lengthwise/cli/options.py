@@ -109,7 +109,7 @@ TokenAroundOption = Annotated[
     typer.Option(
         "--token-around",
         help="With --tokens: score each rescored document by the tokens inside its N best windows (by the dense "
-        "cosine) only; 0: every token (default: the stage's, docs/longdoc.md).",
+        "cosine) only; 0: every token (default 8).",
         min=0,
     ),
 ]

@@ -194,7 +194,7 @@ def maxsim_exact(query: np.ndarray, documents: Sequence[np.ndarray]) -> np.ndarr
 
 TOKEN_WEIGHT = 0.4  # the token side's share of a rescored hybrid score (docs/longdoc.md, "Token vectors")
 TOKEN_DEPTH = 100  # the hybrid's best documents the token side rescores
-TOKEN_AROUND: int | None = None  # a rescored document's best windows whose tokens are read (None: every token)
+TOKEN_AROUND: int | None = 8  # a rescored document's best windows whose tokens are read (None: every token)
 
 
 @dataclass(eq=False)
