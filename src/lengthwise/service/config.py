@@ -107,7 +107,7 @@ class ServeConfig:
         default=None, metadata={"help": "With tokens: the token side's share of the rescored score (default 0.4)."}
     )
     token_around: int | None = field(
-        default=None, metadata={"help": "With tokens: read each document's tokens inside its N best windows only (default 8; 0: all)."}
+        default=None, metadata={"help": "With tokens: read the tokens of a document's N best windows (8; 0: all)."}
     )
     shutdown_grace_s: int = field(
         default=30, metadata={"help": "Seconds the requests in flight are waited for after SIGTERM or Ctrl-C."}
