@@ -253,9 +253,10 @@ def around(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def latency(args: argparse.Namespace) -> dict[str, Any]:
-    """p50 and p99 of one hybrid query (its vector embedded beforehand) on the corpus's index, without and with the
-    token stage (default codec, rescoring 100 and 20 documents by every token, and 100 by the tokens of their best
-    `--around-counts` windows; the query's token pass included), alternated."""
+    """p50 and p99 of one hybrid query on the corpus's index, without and with the token stage (default codec,
+    rescoring 100 and 20 documents by every token, and 100 by the tokens of their best `--around-counts` windows),
+    alternated: its vector embedded beforehand (the query's token pass included), and from its text (``_text``:
+    the query model's pass included; with the stage, one pass gives both the vector and the tokens)."""
     import lengthwise as lw
     from benchmarks._measure import p50_ms, p99_ms
     from lengthwise.evaluation.data import read_beir
@@ -273,22 +274,30 @@ def latency(args: argparse.Namespace) -> dict[str, Any]:
     arms: dict[str, tuple[float | None, int, int | None]] = {
         "hybrid": (None, 0, None), "tokens@100": (0.4, 100, 0), "tokens@20": (0.4, 20, 0),  # 0: every token
         **{f"tokens@100-around{n}": (0.4, 100, n) for n in args.around_counts}}  # fmt: skip
-    spent: dict[str, dict[str, list[float]]] = {arm: {"p50": [], "p99": []} for arm in arms}
+    spent: dict[str, dict[str, list[float]]] = {arm: {key: [] for key in ("p50", "p99", "p50_text", "p99_text")}
+                                                for arm in arms}  # fmt: skip
     for _ in range(args.rounds):
         for arm, (weight, depth, near) in arms.items():
             index.use_tokens(None if weight is None else folder, weight=weight, depth=depth or None, around=near)
 
-            def one(n: int) -> None:
+            def one(n: int) -> None:  # the query's vector given: the search alone (and the query's token pass)
                 index.search([texts[n]], k=10, mode="hybrid", vectors=vectors[n : n + 1], search_threads=1)
 
+            def text(n: int) -> None:  # text in, hits out: the query model's pass(es) included
+                index.search([texts[n]], k=10, mode="hybrid", search_threads=1)
+
             one(0)  # warm
-            spent[arm]["p50"].append(round(p50_ms(one, len(texts)), 2))
-            spent[arm]["p99"].append(round(p99_ms(one, len(texts)), 2))
+            text(0)
+            for key, run in (("", one), ("_text", text)):
+                spent[arm][f"p50{key}"].append(round(p50_ms(run, len(texts)), 2))
+                spent[arm][f"p99{key}"].append(round(p99_ms(run, len(texts)), 2))
     import statistics
 
     medians = {arm: {key: statistics.median(values) for key, values in found.items()} for arm, found in spent.items()}
     return {"corpus": name, "queries": len(texts), "rounds": args.rounds, "ms": spent, "median_ms": medians,
             "ratio_p50": {arm: round(m["p50"] / medians["hybrid"]["p50"], 2) for arm, m in medians.items()},
+            "ratio_p50_text": {arm: round(m["p50_text"] / medians["hybrid"]["p50_text"], 2)
+                               for arm, m in medians.items()},
             "token_encode_seconds_auto": round(encoded, 1), "load": _load()}  # fmt: skip
 
 

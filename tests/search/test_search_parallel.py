@@ -169,7 +169,7 @@ def test_a_few_documents_are_scored_for_the_whole_batch_in_one_read(index: Any, 
     monkeypatch.setattr(_dense, "multi_vector_scores", counted)
     found = index.search(queries, 5, mode=mode, vectors=vectors, search_threads=2)
     assert whole_reads == [len(queries)]  # one read of the windows for all 16 queries
-    monkeypatch.setattr(_dense.LocalWindows, "whole_scans", lambda self, units, *args: [None] * len(units))
+    monkeypatch.setattr(_dense.LocalWindows, "whole_scans", lambda self, units, *args, **kwargs: [None] * len(units))
     each_alone = index.search(queries, 5, mode=mode, vectors=vectors, search_threads=2)
     assert [[hit.id for hit in row] for row in found] == [[hit.id for hit in row] for row in each_alone]
     assert _same_hits([[hit.to_dict() for hit in row] for row in found],

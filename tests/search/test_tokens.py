@@ -437,3 +437,66 @@ def test_scores_of_several_queries_at_once_are_each_querys_own(tiny_model, tiny_
         np.testing.assert_array_equal(row, side.scores(query, [4, 0, 2]))
         reference = maxsim_exact(side.codec.project(query), [side.vectors(d) for d in (4, 0, 2)])
         np.testing.assert_allclose(row, reference, rtol=1e-5)
+
+
+def test_a_query_is_read_once_for_its_dense_vector_and_its_tokens(indexed_with_tokens) -> None:
+    """With the token stage on the index's own model, a text query's dense vector and token vectors come from one
+    forward pass (`lengthwise.core.forwards`), and the hits are those of the two read apart."""
+    from lengthwise.core.forwards import shared_forwards
+
+    index, tokens = indexed_with_tokens
+    index.use_tokens(tokens, weight=0.5)
+    try:
+        apart = index.search(QUERIES[:1], k=5, mode="hybrid", vectors=index.embed_queries(QUERIES[:1]))
+        model, calls = index.searcher.queries.loaded(), []
+        hook = model.register_forward_hook(lambda *_: calls.append(1))
+        try:
+            together = index.search(QUERIES[:1], k=5, mode="hybrid")
+            assert len(calls) == 1  # two reads of the query: one forward (two before)
+            index.embed_queries(QUERIES)
+            dense = len(calls) - 1
+            index.searcher.tokens.encode(QUERIES)
+            assert dense >= 1 and len(calls) == 1 + 2 * dense  # outside the block every call runs the model
+            with shared_forwards():
+                index.embed_queries(QUERIES)
+                index.searcher.tokens.encode(QUERIES)  # the same batches: read from the dense passes
+                assert len(calls) == 1 + 3 * dense
+                index.searcher.tokens.encode(QUERIES[:2])  # other inputs: a pass of their own
+                assert len(calls) > 1 + 3 * dense
+        finally:
+            hook.remove()
+        with shared_forwards():
+            shared = index.embed_queries(QUERIES), index.searcher.tokens.encode(QUERIES)
+    finally:
+        index.use_tokens(None)
+    assert [h.to_dict() for h in together[0]] == [h.to_dict() for h in apart[0]]
+    np.testing.assert_array_equal(shared[0], index.embed_queries(QUERIES))
+    for one, alone in zip(shared[1], [index.searcher.queries.tokens([q], {"window": 32, "overlap": 8})[0]
+                                      for q in QUERIES], strict=True):  # fmt: skip
+        np.testing.assert_array_equal(one, alone)
+
+
+def test_the_best_windows_kept_from_the_whole_scan_are_those_read_again(
+    indexed_with_tokens, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A few documents: the whole scan keeps each query's window cosines and the stage reads a document's best
+    windows there; read again from the vectors (no whole scan), or with the batch in parts of one query, the hits
+    are the same."""
+    import lengthwise.search.searcher as searcher_module
+    from lengthwise.search.local.windows import LocalWindows
+
+    index, tokens = indexed_with_tokens
+    vectors = index.embed_queries(QUERIES)
+    index.use_tokens(tokens, weight=1.0, depth=len(index.doc_ids), around=2)
+    try:
+        kept = index.search(QUERIES, k=5, mode="hybrid", vectors=vectors)
+        monkeypatch.setattr(searcher_module, "KEPT_COSINES", int(index.store.offsets[-1]))  # one query a part
+        parts = index.search(QUERIES, k=5, mode="hybrid", vectors=vectors)
+        monkeypatch.setattr(LocalWindows, "whole_scans", lambda self, units, *args, **kwargs: [None] * len(units))
+        again = index.search(QUERIES, k=5, mode="hybrid", vectors=vectors)
+    finally:
+        index.use_tokens(None)
+    assert [[h.to_dict() for h in hits] for hits in parts] == [[h.to_dict() for h in hits] for hits in kept]
+    assert [[h.id for h in hits] for hits in again] == [[h.id for h in hits] for hits in kept]
+    for hits, others in zip(again, kept, strict=True):
+        np.testing.assert_allclose([h.tokens for h in hits], [h.tokens for h in others], rtol=1e-6)

@@ -29,6 +29,7 @@ from sentence_transformers import SentenceTransformer
 
 from lengthwise.core.embed import HostCopy, WindowBatches, eval_mode
 from lengthwise.core.encoder import MultiVectors
+from lengthwise.core.forwards import forward_once
 from lengthwise.core.models import live_patch, position_limit
 from lengthwise.core.scoring import WindowScoring
 from lengthwise.core.tokens import special_tokens, windows
@@ -394,7 +395,7 @@ class LongEncoder:
         if self._prompt(role):
             features["prompt_length"] = len(self.specials.prefix) + len(self._prompt(role))
         with torch.inference_mode():
-            out = self.model(features, **({"task": role} if role is not None else {}))
+            out = forward_once(self.model, features, **({"task": role} if role is not None else {}))
             self.stats["forwarded_windows"] += len(lengths)
             self.stats["forwarded_tokens"] += int(lengths.sum()) + len(lengths) * self._extra(role)
             if not tokens:

@@ -80,10 +80,17 @@ class WindowStore(Protocol):
         ...
 
     def whole_scans(
-        self, units: torch.Tensor, scoring: WindowScoring | int, count: int, search_threads: int | None = None
+        self,
+        units: torch.Tensor,
+        scoring: WindowScoring | int,
+        count: int,
+        search_threads: int | None = None,
+        *,
+        windows: list[torch.Tensor] | None = None,
     ) -> list[torch.Tensor | None]:
         """Per unit query row, every document's exact scores (n,) when the store reads them for the whole batch at
-        once (a few long documents), else None each."""
+        once (a few long documents), else None each; then, where the store keeps them, each query's (W,) window
+        cosines appended to `windows` (as `row_products` computes them)."""
         ...
 
     def scan(self, units: torch.Tensor, scoring: WindowScoring | int) -> torch.Tensor:

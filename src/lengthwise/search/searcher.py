@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 import torch
 
+from lengthwise.core.encoder import row_products
 from lengthwise.core.errors import SettingError
+from lengthwise.core.forwards import shared_forwards
 from lengthwise.core.fusion import Mode
 from lengthwise.core.parallel import each, search_pool
 from lengthwise.search.fusion import fuse, top
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = ["Searcher"]
 
 DenseFound = list[tuple[str, float]] | np.ndarray  # per query: dense hits (dense mode), proposed documents (hybrid)
+KEPT_COSINES = 1 << 26  # window cosines a batch keeps for the token stage at most (256 MiB of fp32); more: in parts
 
 
 @dataclass(eq=False)
@@ -119,6 +122,7 @@ class Searcher:
         """
         texts = _checked(queries, k, passages, candidates, probes, depth, search_threads)
         chosen = self.mode(mode)
+        tokens: list[np.ndarray] | None = None
         if chosen is Mode.LEXICAL:
             assert self.lexical is not None  # `mode` checked it
             for text in texts:
@@ -126,13 +130,16 @@ class Searcher:
                     raise SettingError("query", text, "holds no word the documents hold (stop words only, or "
                                        "unknown words): nothing to search lexically; use dense or hybrid")  # fmt: skip
             vectors = None
+        elif vectors is None and chosen is Mode.HYBRID and self.tokens is not None:
+            with shared_forwards():  # the token side's model is the query model: one forward pass for both reads
+                vectors, tokens = self.queries.embed(texts), list(self.tokens.encode(texts))
         elif vectors is None:
             vectors = self.queries.embed(texts)
         elif len(vectors) != len(texts):
             raise SettingError("vectors", len(vectors), f"give one vector per query ({len(texts)})")
         fusion = self.fusion if depth is None else replace(self.fusion, depth=depth)
         return self.rank(vectors, texts, k, chosen, fusion, passages=passages, candidates=candidates, probes=probes,
-                         search_threads=search_threads)  # fmt: skip
+                         search_threads=search_threads, tokens=tokens)  # fmt: skip
 
     def rank(
         self,
@@ -146,11 +153,21 @@ class Searcher:
         candidates: int | None = None,
         probes: int | None = None,
         search_threads: int | None = None,
+        tokens: Sequence[np.ndarray] | None = None,
     ) -> list[list[Hit]]:
         """The `k` best documents per query (`vectors`: unit query rows, None in lexical mode); `candidates` and
-        `probes`: the dense side's (`WindowStore.search_vectors`). The dense side's candidates of every query come
-        from one engine call; then each query is scored, fused and cut into passages on one of `search_threads`
-        threads (`lengthwise.core.parallel`; default one per core less one), by the same code as alone."""
+        `probes`: the dense side's (`WindowStore.search_vectors`); `tokens`: each query's token vectors for the token
+        stage, when already read (else read here). The dense side's candidates of every query come from one engine
+        call; then each query is scored, fused and cut into passages on one of `search_threads` threads
+        (`lengthwise.core.parallel`; default one per core less one), by the same code as alone."""
+        staged = mode is Mode.HYBRID and self.tokens is not None and len(texts) > 0
+        around = staged and self.tokens is not None and self.tokens.around is not None
+        step = max(1, KEPT_COSINES // max(1, int(self.store.offsets[-1])))
+        if around and len(texts) > step:  # each query's window cosines are kept: a batch in parts that fit the bound
+            return [hits for first in range(0, len(texts), step) for hits in self.rank(
+                None if vectors is None else vectors[first : first + step], texts[first : first + step], k, mode,
+                fusion, passages=passages, candidates=candidates, probes=probes, search_threads=search_threads,
+                tokens=None if tokens is None else tokens[first : first + step])]  # fmt: skip
         depth = max(fusion.depth, 10 * k)
         dense_lists: Sequence[DenseFound] = [[] for _ in texts]  # dense: (id, score) hits; hybrid: numbers
         if mode is Mode.DENSE:
@@ -165,24 +182,29 @@ class Searcher:
         units = [None if vectors is None else torch.nn.functional.normalize(
             torch.as_tensor(np.asarray(vectors[n], dtype=np.float32)), dim=-1) for n in range(len(texts))]  # fmt: skip
         wholes: list[torch.Tensor | None] = [None] * len(texts)
+        cosines: list[torch.Tensor] = []  # each query's window cosines, where the whole scan keeps them
         if mode is Mode.HYBRID and len(texts):  # every document proposed: scored for the whole batch at once
             stacked = torch.stack(cast(list[torch.Tensor], units))
-            wholes = self.store.whole_scans(stacked, self.scoring, depth, search_threads)
+            keep = cosines if around else None
+            wholes = self.store.whole_scans(stacked, self.scoring, depth, search_threads, windows=keep)
+        windows: Sequence[torch.Tensor | None] = cosines if len(cosines) == len(texts) else [None] * len(texts)
 
-        tokens: list[np.ndarray | None] = [None] * len(texts)
-        if mode is Mode.HYBRID and self.tokens is not None and len(texts):  # the token side's queries, one batch
-            tokens = list(self.tokens.encode(texts))
+        token_queries: Sequence[np.ndarray | None] = [None] * len(texts)
+        if staged and self.tokens is not None:  # the token side's queries, one batch
+            token_queries = list(self.tokens.encode(texts)) if tokens is None else tokens
+            if len(token_queries) != len(texts):
+                raise SettingError("tokens", len(token_queries), f"give one query's token vectors per query "
+                                   f"({len(texts)})")  # fmt: skip
 
         def one(n: int) -> list[Hit]:  # BM25's tokenizer (PyStemmer) holds the GIL: its calls never overlap
-            text, query = texts[n], units[n]
-            kept = k if tokens[n] is None or self.tokens is None else max(k, self.tokens.depth)  # to be rescored
+            text, query, token_query = texts[n], units[n], token_queries[n]
+            kept = k if token_query is None or self.tokens is None else max(k, self.tokens.depth)  # to be rescored
             docs, fused, dense, lexical = self._ranked(mode, fusion, text, query, dense_lists[n], depth, kept,
                                                        wholes[n])  # fmt: skip
             matched: list[float | None] = [None] * len(docs)
-            token_query = tokens[n]
             if token_query is not None:
                 docs, fused, dense, lexical, matched = self._rescored(docs, fused, dense, lexical, token_query, k,
-                                                                      query)  # fmt: skip
+                                                                      query, windows[n])  # fmt: skip
             return [replace(self._hit(d, f, dn, lx, query, text, passages), tokens=tk)
                     for d, f, dn, lx, tk in zip(docs, fused, dense, lexical, matched, strict=True)]  # fmt: skip
 
@@ -230,14 +252,16 @@ class Searcher:
         query: np.ndarray,
         k: int,
         dense_query: torch.Tensor | None = None,
+        cosines: torch.Tensor | None = None,
     ) -> tuple[np.ndarray, np.ndarray, list[float | None], list[float | None], list[float | None]]:
         """The hybrid's ranked documents rescored by the token side (`TokenStage.rescore`; around each document's
-        best windows for `dense_query` when the stage asks), each side's score kept."""
+        best windows for `dense_query` when the stage asks, read from `cosines`, every window's, when the whole
+        scan kept them), each side's score kept."""
         assert self.tokens is not None
 
         def windows(doc: int, count: int) -> list[tuple[int, int]]:
             assert self.lexical is not None and dense_query is not None  # a hybrid search: both there
-            return [self.lexical.passage(row) for row in self.best_windows(doc, dense_query, count)]
+            return [self.lexical.passage(row) for row in self.best_windows(doc, dense_query, count, cosines)]
 
         near = None if dense_query is None or self.lexical is None else windows
         found, scores, tokens = self.tokens.rescore(docs, fused, query, k, near)
@@ -266,12 +290,19 @@ class Searcher:
         found = self._passages(doc, query, text, count) if count else ()
         return Hit(self.store.doc_ids[doc], float(score), clean(dense), clean(lexical), found)
 
-    def best_windows(self, doc: int, query: torch.Tensor, count: int) -> np.ndarray:
-        """The rows of the document's `count` best windows by their dense cosine with the unit `query`, best
-        first."""
+    def best_windows(
+        self, doc: int, query: torch.Tensor, count: int, cosines: torch.Tensor | None = None
+    ) -> np.ndarray:
+        """The rows of the document's `count` best windows by their dense cosine with the unit `query`, best first
+        (ties: the earlier window); `cosines`: every window's, when a whole scan kept them (`row_products`, as
+        here: the same bits)."""
         first, last = int(self.store.offsets[doc]), int(self.store.offsets[doc + 1])
-        vectors = torch.as_tensor(np.array(self.store.window_vectors(first, last)))  # stored unit
-        return first + np.argsort(-(vectors @ query).numpy(), kind="stable")[:count]
+        if cosines is None:
+            vectors = torch.as_tensor(np.array(self.store.window_vectors(first, last)))  # stored unit
+            found = row_products(query[None], vectors)[0].numpy()
+        else:
+            found = cosines[first:last].numpy()
+        return first + np.argsort(-found, kind="stable")[:count]
 
     def _passages(self, doc: int, query: torch.Tensor | None, text: str, count: int) -> tuple[Passage, ...]:
         """The document's `count` best windows: by their dense cosine with the query, else by the query terms

@@ -8,6 +8,7 @@ their candidate windows, then the best on all their windows (`lengthwise.search.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -148,17 +149,27 @@ class LocalWindows:
         return multi_vector_scores(query[None], subset, scoring, unit=True)[0].numpy()
 
     def whole_scans(
-        self, units: torch.Tensor, scoring: WindowScoring | int, count: int, search_threads: int | None = None
+        self,
+        units: torch.Tensor,
+        scoring: WindowScoring | int,
+        count: int,
+        search_threads: int | None = None,
+        *,
+        windows: list[torch.Tensor] | None = None,
     ) -> list[torch.Tensor | None]:
         """Per unit query row, every document's exact scores (n,), when a query's rescoring may reach `count`
         documents and the index holds no more (a few long documents: each query would read every window), else None
         each. The windows are read once for the whole batch, in blocks spread over `search_threads` (`row_products`:
         a query's scores are the same bits alone and in a batch of any size; a query alone takes this path too, so
-        its hits are the same)."""
+        its hits are the same). `windows`, when given: each query's (W,) window cosines are appended to it (the
+        token stage reads a document's best windows there instead of reading its vectors again; the caller bounds
+        the batch, Q · W floats)."""
         if len(self.doc_ids) > count or not len(units) or not len(self.vectors):
             return [None] * len(units)
         blocks = -(-len(self.vectors) // ROW_BLOCK)
         products = partial(row_products, pool=search_pool(search_threads, blocks))
+        if windows is not None:
+            products = partial(_keeping, products, windows)
         held = len(self.vectors)  # floats a query's scoring holds: its products, or every document's padded windows
         if WindowScoring.of(scoring).best_windows > 1:
             held = max(held, len(self.doc_ids) * int(np.diff(self.offsets).max()))
@@ -264,3 +275,15 @@ class LocalWindows:
     def window_vectors(self, first: int, last: int) -> np.ndarray:
         """The unit window vectors of rows `first` to `last`, read from the memory map."""
         return np.asarray(self.vectors[first:last])
+
+
+def _keeping(
+    products: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    kept: list[torch.Tensor],
+    queries: torch.Tensor,
+    vectors: torch.Tensor,
+) -> torch.Tensor:
+    """`products(queries, vectors)`, each query's row also appended to `kept`."""
+    out = products(queries, vectors)
+    kept.extend(out)
+    return out

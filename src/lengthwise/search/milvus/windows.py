@@ -161,7 +161,13 @@ class MilvusWindows:
         return multi_vector_scores(units, self._every_window(), scoring, unit=True)
 
     def whole_scans(
-        self, units: torch.Tensor, scoring: WindowScoring | int, count: int, search_threads: int | None = None
+        self,
+        units: torch.Tensor,
+        scoring: WindowScoring | int,
+        count: int,
+        search_threads: int | None = None,
+        *,
+        windows: list[torch.Tensor] | None = None,
     ) -> list[torch.Tensor | None]:
         """None for each query: the engine scores each query's documents on their own (`document_scores`)."""
         return [None] * len(units)
