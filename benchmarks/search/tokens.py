@@ -336,7 +336,9 @@ def main(argv: list[str] | None = None) -> None:
     earlier = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
     if args.latency:
         timing = {**latency(args), "load_before": load, "environment": environment(),
-                  "command": f"python -m benchmarks.search.tokens --latency --sets {args.sets[0]}"}  # fmt: skip
+                  "command": f"python -m benchmarks.search.tokens --latency --sets {args.sets[0]}"
+                             + (f" --around-counts {','.join(map(str, args.around_counts))}"
+                                if args.around_counts else "")}  # fmt: skip
         write_json_atomic(RESULTS, {**earlier, "latency": timing})
         return
     if args.colbert is not None:
