@@ -15,7 +15,9 @@ token. Arms (nDCG@10 per split):
 - instead, with ``--colbert MODEL`` (a ColBERT folder, e.g. the one `benchmarks.train.colbert` trains; section
   ``colbert``): ``colbert:{codec}``, its token MaxSim alone (``fp16`` and one bit), and ``hybrid+colbert:{t}``;
 - instead, with ``--around`` (section ``around``): the stage reading only the tokens inside each rescored document's
-  best 1–16 windows by the dense side's cosine (``around{n}:{t}``).
+  best 1–16 windows by the dense side's cosine (``around{n}:{t}``);
+- instead, with ``--synthetic passkey,needle`` (section ``synthetic``): Acc@1 by length on the realistic synthetic
+  tasks' test sets of the hybrid, token MaxSim and the stage (`synthetic`).
 
     python -m benchmarks.search.tokens --sets qmsum            # writes docs/results/token_side.json
     python -m benchmarks.search.tokens --sets qmsum,newsgroups,replies,scifact --colbert /tmp/lengthwise-colbert/model
@@ -252,6 +254,50 @@ def around(args: argparse.Namespace) -> dict[str, Any]:
     return table
 
 
+def synthetic(args: argparse.Namespace) -> dict[str, Any]:
+    """Realistic passkey and needle, test (``--per-length`` documents a length, seed 0, as the hybrid quality stage
+    makes them): Acc@1 within each length of the hybrid, token MaxSim alone, and the hybrid rescored by every token
+    and by the tokens of its best 8 windows (w = 0.4, the default codec), each query ranking its own length's
+    documents."""
+    from benchmarks.search.hybrid._common import _synthetic_sets
+    from benchmarks.search.hybrid.quality import _acc1
+    from lengthwise.core.models import load_plain_model
+    from lengthwise.longdoc.token_vectors import encode_token_vectors
+    from lengthwise.search.tokens import TokenSide
+
+    model = load_plain_model(args.model)
+    made = _synthetic_sets(argparse.Namespace(per_length=args.per_length, dev_per_length=1), model.tokenizer)
+    table: dict[str, Any] = {}
+    for name in (f"{task}-test" for task in args.synthetic):
+        entry = made[name]
+        index = _indexed(name, entry["ids"], entry["texts"], args)
+        folder, seconds = _tokens_folder(name, args.work / name / "corpus.jsonl", args)
+        side = _recoded(TokenSide.open(folder), args.default_codec)
+        assert side.doc_ids == list(index.doc_ids), "the token folder's documents in the index's order"
+        texts = [item.query for item in entry["data"].items]
+        dense = np.asarray(index.embed_queries(texts), dtype=np.float32)
+        dense /= np.linalg.norm(dense, axis=1, keepdims=True)
+        hybrid = _hybrid(_score_matrices(index, texts, args))
+        queries = [t.vectors for t in encode_token_vectors(model, texts, role="query")]
+        grouped, tokens = np.full(hybrid.shape, -np.inf), np.zeros(hybrid.shape)
+        groups = np.asarray([item.group for item in entry["data"].items])
+        for group in np.unique(groups):  # each query ranks its own length's documents (query i asks for document i)
+            members = np.flatnonzero(groups == group)
+            grouped[np.ix_(members, members)] = hybrid[np.ix_(members, members)]
+            tokens[np.ix_(members, members)] = side.scores_many([queries[q] for q in members], members)
+        arms = {"hybrid": grouped, f"tokens:{args.default_codec}": tokens,
+                "hybrid+tokens:0.4": _rescored(grouped, tokens, 0.4, args.rescore),
+                "around8:0.4": _rescored(grouped, _around_matrix(index, side, grouped, dense, queries, 8,
+                                                                 args.rescore), 0.4, args.rescore)}  # fmt: skip
+        found = {arm: _acc1(scores, entry["data"]) for arm, scores in arms.items()}
+        table[name] = {arm: result["mean"] for arm, result in found.items()}
+        table[f"{name}:by_length"] = {arm: result["by_length"] for arm, result in found.items()}
+        table[f"{name}:size"] = {"documents": len(side.doc_ids), "tokens": len(side.codes),
+                                 "token_encode_seconds": round(seconds, 1)}  # fmt: skip
+        print(f"{name}: " + ", ".join(f"{a} {v:.2f}" for a, v in table[name].items()), flush=True)
+    return table
+
+
 def latency(args: argparse.Namespace) -> dict[str, Any]:
     """p50 and p99 of one hybrid query on the corpus's index, without and with the token stage (default codec,
     rescoring 100 and 20 documents by every token, and 100 by the tokens of their best `--around-counts` windows),
@@ -323,6 +369,13 @@ def main(argv: list[str] | None = None) -> None:
         type=lambda v: tuple(int(n) for n in v.split(",")),
         help="--latency: also time the stage around these counts of best windows, e.g. 4,8",
     )
+    parser.add_argument(
+        "--synthetic",
+        default=(),
+        type=lambda v: tuple(v.split(",")),
+        help="passkey,needle: the realistic synthetic tasks' test sets instead (section synthetic)",
+    )
+    parser.add_argument("--per-length", type=int, default=20, help="--synthetic: documents a length")
     parser.add_argument("--queries", type=int, default=40, help="--latency: queries timed")
     parser.add_argument("--rounds", type=int, default=3, help="--latency: alternated rounds (medians)")
     args = parser.parse_args(argv)
@@ -340,6 +393,15 @@ def main(argv: list[str] | None = None) -> None:
                              + (f" --around-counts {','.join(map(str, args.around_counts))}"
                                 if args.around_counts else "")}  # fmt: skip
         write_json_atomic(RESULTS, {**earlier, "latency": timing})
+        return
+    if args.synthetic:
+        found = {**earlier.get("synthetic", {}), **synthetic(args)}
+        run = {"tasks": list(args.synthetic), "per_length": args.per_length, "load": [load, _load()],
+               "seconds": round(time.perf_counter() - started), "environment": environment(),
+               "command": f"python -m benchmarks.search.tokens --synthetic {','.join(args.synthetic)} "
+                          f"--per-length {args.per_length}"}  # fmt: skip
+        write_json_atomic(RESULTS, {**earlier, "synthetic": found, "synthetic_runs": [
+            *earlier.get("synthetic_runs", []), run]})  # fmt: skip
         return
     if args.colbert is not None:
         found = {**earlier.get("colbert", {}), **colbert_study(args)}

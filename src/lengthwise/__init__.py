@@ -46,6 +46,7 @@ _EXPORTS = {
     "LongDocConfig": "lengthwise.longdoc.config",
     "LongIndex": "lengthwise.facade",
     "MilvusIndex": "lengthwise.facade",
+    "TokenChoice": "lengthwise.search.types",
 }
 __all__ = sorted([*_EXPORTS, "__version__"])
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

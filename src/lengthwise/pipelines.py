@@ -18,6 +18,7 @@ from lengthwise.core.defaults import DEFAULT_MODEL
 from lengthwise.core.errors import SettingError
 from lengthwise.core.fusion import TUNED_WEIGHTS
 from lengthwise.facade import LongIndex, build_encoder, load_model, opened_index
+from lengthwise.search.types import TokenChoice
 
 if TYPE_CHECKING:
     from lengthwise.audit.config import AuditJob
@@ -93,9 +94,7 @@ def evaluate(
     index: str | os.PathLike[str] | None = None,
     mode: str | None = None,
     backend: Backend | None = None,
-    tokens: str | os.PathLike[str] | None = None,
-    token_weight: float | None = None,
-    token_around: int | None = None,
+    tokens: TokenChoice | str | os.PathLike[str] | None = None,
     show_progress: bool = False,
 ) -> EvalRecord:
     """`lengthwise eval` as one call: read the data, load the model, build its encoder, score, write `out`.
@@ -111,8 +110,8 @@ def evaluate(
             `precision`: the queries' (an index embedded in fp32 may take another; None: as recorded).
         backend: Where the index is (`lengthwise.search.backend.Backend`): a Milvus backend ranks through
             the index served there (no `index` folder then).
-        tokens, token_weight, token_around: Through an index in hybrid mode: rescore its best documents by their
-            tokens (`SearchIndex.use_tokens`: `weight`, `around`), from this folder of `lengthwise encode-tokens`.
+        tokens: Through an index in hybrid mode: rescore its best documents by their tokens (a `TokenChoice`: the
+            folder of `lengthwise encode-tokens`, the weight and windows read; a folder alone: the defaults).
         show_progress: Show progress bars while encoding.
 
     Returns:
@@ -133,11 +132,10 @@ def evaluate(
         check_output(Path(out))  # a folder holding other files is refused now, not after the compute
     if searched:
         return evaluate_through_index(config, index, out=out, mode=mode, backend=backend, precision=precision,
-                                      tokens=tokens, token_weight=token_weight, token_around=token_around)  # fmt: skip
-    asked = {"mode": mode, "tokens": tokens, "token_weight": token_weight, "token_around": token_around}
-    for name, value in asked.items():
-        if value is not None:
-            raise SettingError(name, str(value), "ranks through an index; give the index to search")
+                                      tokens=tokens)  # fmt: skip
+    for name, wanted in {"mode": mode, **TokenChoice.of(tokens).given()}.items():
+        if wanted is not None:
+            raise SettingError(name, str(wanted), "ranks through an index; give the index to search")
     config, model = resolve(config), DEFAULT_MODEL if model is None else model
     data = load_data(config)
     loaded = load_model(model, device=device, trust_remote_code=trust_remote_code, max_seq_length=max_length,
@@ -158,9 +156,7 @@ def evaluate_through_index(
     mode: str | None = None,
     backend: Backend | None = None,
     precision: str | None = None,
-    tokens: str | os.PathLike[str] | None = None,
-    token_weight: float | None = None,
-    token_around: int | None = None,
+    tokens: TokenChoice | str | os.PathLike[str] | None = None,
 ) -> EvalRecord:
     """`lengthwise eval --task retrieval --index INDEX`: the BEIR task ranked through the index (candidates from
     its ANN engine, rescored exactly) and, on the same query vectors, by the exact scan of every window.
@@ -171,8 +167,8 @@ def evaluate_through_index(
     one) searches dense, lexical or hybrid, and the exact scan is that mode's over every document. `backend`: the
     index served in Milvus instead (`index` None), recorded as ``milvus:URI#NAME``. `precision`: the queries'
     (`QueryModel.set_query_precision`; None: the precision the documents were embedded at), recorded as
-    ``query_precision``. `tokens`, `token_weight`, `token_around`: a hybrid search rescored by the token side
-    (`use_tokens`), its exact scan's best documents rescored the same way; recorded as ``tokens``.
+    ``query_precision``. `tokens`: a hybrid search rescored by the token side (`TokenChoice`), its exact scan's
+    best documents rescored the same way; recorded as ``tokens``.
     """
     from lengthwise.evaluation.rankings import index_record, index_task
 
@@ -181,15 +177,14 @@ def evaluate_through_index(
     where = backend.where if milvus else str(index)  # type: ignore[union-attr]  # milvus: a backend
     opened = opened_index(index, backend)
     opened.set_query_precision(precision)
-    if tokens is not None or token_weight is not None or token_around is not None:
-        opened.use_tokens(tokens, weight=token_weight, around=token_around)
+    TokenChoice.of(tokens).apply(opened)
     config, data = index_task(config, where)
     opened.check_corpus(config.data)
     chosen, k = opened.search_mode(mode), config.retrieval.top_k + (1 if config.retrieval.drop_self_hits else 0)
     stage = opened.token_stage  # described once: the check below and the record
     if stage is not None and chosen.value != "hybrid":
-        raise SettingError("tokens", str(tokens), f"rescores a hybrid search, not a {chosen.value} one; rank in hybrid "
-                           "mode (--mode hybrid) or leave the tokens out")  # fmt: skip
+        raise SettingError("tokens", stage["folder"], f"rescores a hybrid search, not a {chosen.value} one; rank "
+                           "in hybrid mode (--mode hybrid) or leave the tokens out")  # fmt: skip
     runs = opened.ranked_with_exact(list(data.query_texts), k, chosen)  # k: room for the self-hit that is dropped
     described = {"engine": "milvus" if milvus else opened.settings["engine"],
                  "quantize": opened.settings["quantize"], "mode": chosen.value,

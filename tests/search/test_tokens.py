@@ -14,6 +14,7 @@ from lengthwise.core.token_codec import TokenCodec, parse_codec, read_codec
 from lengthwise.longdoc.storage.tokens import encode_tokens
 from lengthwise.longdoc.token_vectors import encode_token_vectors
 from lengthwise.search.tokens import TokenSide, maxsim_exact
+from lengthwise.search.types import TokenChoice
 
 PROSE = (Path(__file__).resolve().parents[1] / "longdoc" / "prose.txt").read_text()
 
@@ -352,7 +353,7 @@ def test_eval_through_the_index_with_tokens_matches_its_exact_reference(
 
     beir = _beir_of(tokens.parent / "corpus.jsonl", tmp_path / "beir")
     config = EvalConfig(task="retrieval", data=beir, split="test")
-    record = evaluate_through_index(config, index.folder, mode="hybrid", tokens=tokens, token_weight=0.5)
+    record = evaluate_through_index(config, index.folder, mode="hybrid", tokens=TokenChoice(tokens, weight=0.5))
     assert record["index"]["tokens"] == {
         "folder": str(tokens),
         "codec": "bin",
@@ -500,3 +501,19 @@ def test_the_best_windows_kept_from_the_whole_scan_are_those_read_again(
     assert [[h.id for h in hits] for hits in again] == [[h.id for h in hits] for hits in kept]
     for hits, others in zip(again, kept, strict=True):
         np.testing.assert_allclose([h.tokens for h in hits], [h.tokens for h in others], rtol=1e-6)
+
+
+def test_a_token_choice_applies_what_was_asked_and_nothing_else(indexed_with_tokens) -> None:
+    index, tokens = indexed_with_tokens
+    assert TokenChoice.of(tokens) == TokenChoice(tokens) and TokenChoice.of(None) == TokenChoice()
+    assert not TokenChoice().asked and TokenChoice().given() == {}
+    assert TokenChoice(tokens, around=0).given() == {"tokens": tokens, "token_around": 0}
+    TokenChoice(tokens, weight=0.3, around=2).apply(index)
+    try:
+        assert index.token_stage is not None and (index.token_stage["weight"], index.token_stage["around"]) == (0.3, 2)
+        TokenChoice().apply(index)  # nothing asked: the stage stays
+        assert index.token_stage is not None and index.token_stage["weight"] == 0.3
+    finally:
+        index.use_tokens(None)
+    with pytest.raises(SettingError, match=r"token_weight=0\.3.*give the token folder"):
+        TokenChoice(weight=0.3).apply(index)

@@ -42,6 +42,7 @@ from lengthwise.evaluation.config import (
     Task,
 )
 from lengthwise.search.backend import DEFAULT_NAME
+from lengthwise.search.types import TokenChoice
 
 if TYPE_CHECKING:  # rich.table loads when a command prints, not for `lengthwise --help`
     from rich.table import Table
@@ -197,10 +198,7 @@ def evaluate(
     except LengthwiseError as err:
         _fail(setting_message(err))
     _run(config, model, out, device, max_length, trust_remote_code, tempscale, (long, window, stride), precision,
-         (index, mode, (backend, uri, name), (tokens, token_weight, token_around)))  # fmt: skip
-
-
-TokenAsk = tuple[Path | None, float | None, int | None]  # --tokens, --token-weight, --token-around
+         (index, mode, (backend, uri, name), TokenChoice(tokens, token_weight, token_around)))  # fmt: skip
 
 
 def _run(
@@ -213,11 +211,11 @@ def _run(
     tempscale: float | None,
     long: tuple[str | None, int | None, int | None] = (None, None, None),
     precision: str | None = None,
-    searched: tuple[Path | None, str | None, tuple[str, str | None, str], TokenAsk] = (
+    searched: tuple[Path | None, str | None, tuple[str, str | None, str], TokenChoice] = (
         None,
         None,
         ("local", None, ""),
-        (None, None, None),
+        TokenChoice(),
     ),
 ) -> None:
     """Check the device and `--out`, then make the one library call (`lengthwise.evaluate`) and print."""
@@ -228,7 +226,7 @@ def _run(
 
     hf_logging.disable_progress_bar()
     strategy, window, stride = long
-    index, mode, (kind, uri, name), (tokens, token_weight, token_around) = searched
+    index, mode, (kind, uri, name), tokens = searched
     try:
         backend = served(kind, uri, name or DEFAULT_NAME)
         check_device(device)
@@ -237,7 +235,7 @@ def _run(
             record = evaluate(config, model, out=out, device=device, max_length=max_length,
                               trust_remote_code=trust_remote_code, precision=precision, tempscale=tempscale,
                               long=strategy, window=window, stride=stride, index=index, mode=mode, backend=backend,
-                              tokens=tokens, token_weight=token_weight, token_around=token_around,
+                              tokens=tokens if tokens.asked else None,
                               show_progress=console.is_terminal)  # fmt: skip
     except LengthwiseError as err:  # a setting (or the data) refused, a model that does not load
         _fail(setting_message(err))

@@ -29,6 +29,7 @@ from lengthwise.cli.options import (
 )
 from lengthwise.core.fusion import LEXICAL_GRANULARITY, TUNED_WEIGHTS
 from lengthwise.search.backend import DEFAULT_NAME
+from lengthwise.search.types import TokenChoice
 
 if TYPE_CHECKING:
     from lengthwise.search.types import IndexSettings
@@ -208,8 +209,7 @@ def search(
         opened = open_index(served(backend, uri, name), index, model=model, load_model=load_model)
         if precision is not None:  # the queries at another precision than the documents'
             opened.set_query_precision(precision)
-        if tokens is not None or token_weight is not None or token_around is not None:  # the token stage, asked for
-            opened.use_tokens(tokens, weight=token_weight, around=token_around)
+        TokenChoice(tokens, token_weight, token_around).apply(opened)  # the token stage, when asked for
         results = opened.search([text for _, text in asked], k, mode=mode, passages=passages, candidates=candidates,
                                 probes=probes, depth=depth)  # fmt: skip
     except LengthwiseError as err:

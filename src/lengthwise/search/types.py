@@ -1,5 +1,6 @@
 """The search room's vocabulary: what a search is asked (its mode, its fusion), what an index holds (its lexical
-granularity, its engine and candidate vectors) and what it answers (`Hit`, `Passage`).
+granularity, its engine and candidate vectors), the token stage asked for (`TokenChoice`) and what it answers (`Hit`,
+`Passage`).
 
 The search modes and fusion rules themselves (`Mode`, `Fusion`) are the hall's (`lengthwise.core.fusion`), shared with
 the retrieval audit.
@@ -7,10 +8,11 @@ the retrieval audit.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any, TypedDict
+from typing import Any, Protocol, TypedDict
 
 from lengthwise.core.errors import SettingError, enum_member
 from lengthwise.core.fusion import FUSION, FUSION_WEIGHT, Fusion
@@ -30,6 +32,7 @@ __all__ = [
     "ModelRecord",
     "Passage",
     "Quantize",
+    "TokenChoice",
 ]
 
 DEPTH = 100  # documents each side proposes per query (at least 10·k)
@@ -197,3 +200,42 @@ class Hit:
         if self.passages:
             out["passages"] = [{**asdict(p), "score": round(p.score, 6)} for p in self.passages]
         return out
+
+
+class _TakesTokens(Protocol):
+    """What `TokenChoice.apply` needs of an index (`SearchIndex.use_tokens`)."""
+
+    def use_tokens(
+        self, folder: str | os.PathLike[str] | None, *, weight: float | None = None, around: int | None = None
+    ) -> None: ...
+
+
+@dataclass(frozen=True)
+class TokenChoice:
+    """A token stage as asked for (``--tokens``, ``--token-weight``, ``--token-around``; `SearchIndex.use_tokens`):
+    the folder of `lengthwise encode-tokens` and the stage's weight and windows read (None: the defaults)."""
+
+    folder: str | os.PathLike[str] | None = None
+    weight: float | None = None
+    around: int | None = None
+
+    @classmethod
+    def of(cls, tokens: TokenChoice | str | os.PathLike[str] | None) -> TokenChoice:
+        """`tokens` as a choice: a folder alone is the stage at its default weight and windows."""
+        return tokens if isinstance(tokens, TokenChoice) else cls(tokens)
+
+    @property
+    def asked(self) -> bool:
+        """Whether any of the three was given."""
+        return any(value is not None for value in (self.folder, self.weight, self.around))
+
+    def given(self) -> dict[str, object]:
+        """The settings given, by their names in a `SettingError` (``tokens``, ``token_weight``, ...)."""
+        named = {"tokens": self.folder, "token_weight": self.weight, "token_around": self.around}
+        return {name: value for name, value in named.items() if value is not None}
+
+    def apply(self, index: _TakesTokens) -> None:
+        """Put the stage on `index` (`use_tokens`, which refuses a folder that does not fit) when anything was asked;
+        else leave the index as it is."""
+        if self.asked:
+            index.use_tokens(self.folder, weight=self.weight, around=self.around)

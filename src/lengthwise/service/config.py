@@ -14,6 +14,7 @@ from pathlib import Path
 
 from lengthwise.core.errors import SettingError
 from lengthwise.core.parallel import SEARCH_THREADS_AT_MOST, default_search_threads
+from lengthwise.search.types import TokenChoice
 
 __all__ = ["KEY_FILE_MAX_BYTES", "Limits", "ServeConfig"]
 
@@ -134,6 +135,11 @@ class ServeConfig:
             Precision.parse(self.precision)  # a misspelt name refuses before anything loads
         if not self.host or any(c.isspace() for c in self.host):
             raise SettingError("host", self.host, "give an address such as 127.0.0.1 or 0.0.0.0")
+
+    @property
+    def token_choice(self) -> TokenChoice:
+        """The token stage asked for (`tokens`, `token_weight`, `token_around`)."""
+        return TokenChoice(self.tokens, self.token_weight, self.token_around)
 
     @property
     def search_threads_used(self) -> int:

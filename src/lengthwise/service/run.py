@@ -20,6 +20,7 @@ from typing import Any
 
 from lengthwise.core.errors import SettingError
 from lengthwise.search.backend import Backend
+from lengthwise.search.types import TokenChoice
 from lengthwise.service.config import Limits, ServeConfig
 
 __all__ = ["open_checked", "serve", "worker_app"]
@@ -31,7 +32,7 @@ def open_checked(
     folder: str | os.PathLike[str] | None,
     backend: Backend | None = None,
     precision: str | None = None,
-    tokens: tuple[Path | None, float | None, int | None] = (None, None, None),
+    tokens: TokenChoice | None = None,
 ) -> Any:
     """The index at `folder` (or the one `backend` serves in Milvus), its lexical side opened and its model loaded,
     checked against the index's recorded weights and set to the queries' `precision` (None: as recorded): what the
@@ -44,7 +45,8 @@ def open_checked(
     index = open_index(backend, folder, load_model=load_model)
     index.set_query_precision(precision)
     _ = index.lexical  # a damaged lexical side refuses now, not at the first hybrid query
-    index.use_tokens(tokens[0], weight=tokens[1], around=tokens[2])  # a token folder that does not fit refuses now
+    if tokens is not None:
+        tokens.apply(index)  # a token folder that does not fit refuses now
     index.embed_queries(["warm up"])  # loads the recorded model and checks its weights against the index
     return index
 
@@ -107,9 +109,8 @@ def serve(
         raise SettingError("workers", config.workers, "a Milvus Lite database is opened by one process; serve it with "
                            "--workers 1, or serve from a Milvus server (--uri http://host:19530)")  # fmt: skip
     _set_threads(config)
-    index = open_checked(
-        folder, backend, config.precision, (config.tokens, config.token_weight, config.token_around)
-    )  # before FastAPI and uvicorn: a refusal comes fast
+    index = open_checked(folder, backend, config.precision, config.token_choice)  # before FastAPI and uvicorn: a
+    # refusal comes fast
 
     from lengthwise.service.app import create_app
 
@@ -183,5 +184,5 @@ def worker_app() -> Any:
     _set_threads(config)
     index = open_index(Backend(**made["backend"]), made["folder"], load_model=load_model)
     index.set_query_precision(config.precision)
-    index.use_tokens(config.tokens, weight=config.token_weight, around=config.token_around)
+    config.token_choice.apply(index)
     return create_app(index, config)
