@@ -517,3 +517,40 @@ def test_a_token_choice_applies_what_was_asked_and_nothing_else(indexed_with_tok
         index.use_tokens(None)
     with pytest.raises(SettingError, match=r"token_weight=0\.3.*give the token folder"):
         TokenChoice(weight=0.3).apply(index)
+
+
+def test_the_service_reads_a_batch_once_for_its_vectors_and_tokens(indexed_with_tokens) -> None:
+    """The service embeds a batch on the model's thread before searching it: with the token stage its token vectors
+    come from that pass too (`embed_for_search`), and the hits are the library's."""
+    from lengthwise.service.app import SEARCH_FIELDS
+    from lengthwise.service.app import Searcher as ServiceSearcher
+
+    index, tokens = indexed_with_tokens
+    index.use_tokens(tokens, weight=0.5, around=2)
+    try:
+        expected = index.search(QUERIES, k=5, mode="hybrid")
+        model, calls = index.searcher.queries.loaded(), []
+        index.embed_queries(QUERIES)
+        hook = model.register_forward_hook(lambda *_: calls.append(1))
+        try:
+            index.embed_queries(QUERIES)
+            dense = len(calls)
+            service = ServiceSearcher(index)
+            key = ("search", *{"top_k": 5, "mode": "hybrid", "passages": 0, "context": 0, "document": False,
+                               "candidates": None, "probes": None, "depth": None}.values())  # fmt: skip
+            assert len(key) == 1 + len(SEARCH_FIELDS)
+            prepared = service.prepare(key, QUERIES)
+            assert len(calls) == 2 * dense  # the tokens read in the same pass (before: a pass of their own)
+            vectors, token_vectors = prepared
+            assert len(vectors) == len(token_vectors) == len(QUERIES)
+            found = service.finish(key, QUERIES, prepared)
+            assert len(calls) == 2 * dense  # no pass while searching
+        finally:
+            hook.remove()
+        lexical = service.prepare(("search", 5, "lexical", 0, 0, False, None, None, None), QUERIES)
+    finally:
+        index.use_tokens(None)
+    assert [[hit["id"] for hit in hits] for hits in found] == [[h.id for h in hits] for hits in expected]
+    assert [[hit["tokens"] for hit in hits] for hits in found] == [[round(h.tokens, 6) for h in hits]
+                                                                    for hits in expected]  # fmt: skip
+    assert lexical == (None, None)

@@ -234,7 +234,12 @@ class SearchIndex(Protocol):
         depth: int | None = None,
         vectors: np.ndarray | None = None,
         search_threads: int | None = None,
+        tokens: Sequence[np.ndarray] | None = None,
     ) -> list[list[Hit]]: ...
+
+    def embed_for_search(
+        self, queries: Sequence[str], mode: str | None = None
+    ) -> tuple[np.ndarray | None, list[np.ndarray] | None]: ...
 
     def ranked_with_exact(self, texts: list[str], k: int, mode: Mode) -> dict[str, Ranked]: ...
 

@@ -109,10 +109,19 @@ class Searchable:
         depth: int | None = None,
         vectors: np.ndarray | None = None,
         search_threads: int | None = None,
+        tokens: Sequence[np.ndarray] | None = None,
     ) -> list[list[Hit]]:
         """The `k` best documents for each query, best first (`Searcher.search`, which says every argument)."""
         return self.searcher.search(queries, k, mode=mode, passages=passages, candidates=candidates, probes=probes,
-                                    depth=depth, vectors=vectors, search_threads=search_threads)  # fmt: skip
+                                    depth=depth, vectors=vectors, search_threads=search_threads,
+                                    tokens=tokens)  # fmt: skip
+
+    def embed_for_search(
+        self, queries: Sequence[str], mode: str | None = None
+    ) -> tuple[np.ndarray | None, list[np.ndarray] | None]:
+        """The queries' vectors and, with the token stage in a hybrid search, their token vectors, from one pass
+        (`Searcher.embed_for_search`): what `search(vectors=, tokens=)` takes."""
+        return self.searcher.embed_for_search(list(queries), self.searcher.mode(mode))
 
     def use_tokens(
         self,

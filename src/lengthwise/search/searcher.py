@@ -100,6 +100,7 @@ class Searcher:
         depth: int | None = None,
         vectors: np.ndarray | None = None,
         search_threads: int | None = None,
+        tokens: Sequence[np.ndarray] | None = None,
     ) -> list[list[Hit]]:
         """The `k` best documents for each query, best first, as `Hit`s (id, score, each side's exact score, and the
         `passages` best windows of each with their character spans and text).
@@ -114,32 +115,41 @@ class Searcher:
             depth: Documents each side proposes to a hybrid search (at least 10·k; default: the index's recorded
                 fusion, 100). Deeper finds more of the exact fused top k where many documents tie on one side
                 (near-duplicates), at some cost per query (docs/longdoc.md, the 10M-window run).
-            vectors: The queries' vectors when already embedded (`QueryModel.embed`; e.g. by a service that embeds
-                the next batch while this one is searched); embedded here when None.
+            vectors: The queries' vectors when already embedded (`QueryModel.embed`, or `embed_for_search`; e.g. by
+                a service that embeds the next batch while this one is searched); embedded here when None.
+            tokens: With `vectors`, the queries' token vectors for the token stage, when `embed_for_search` read them
+                (else the stage reads them).
             search_threads: Threads the queries are searched on, each query on one (default: one per core less one,
                 1–32; `lengthwise.core.parallel`). The candidate windows of all queries come from one engine call;
                 the hits are the same whatever the number of threads.
         """
         texts = _checked(queries, k, passages, candidates, probes, depth, search_threads)
         chosen = self.mode(mode)
-        tokens: list[np.ndarray] | None = None
         if chosen is Mode.LEXICAL:
             assert self.lexical is not None  # `mode` checked it
             for text in texts:
                 if not self.lexical.query_tokens(text):
                     raise SettingError("query", text, "holds no word the documents hold (stop words only, or "
                                        "unknown words): nothing to search lexically; use dense or hybrid")  # fmt: skip
-            vectors = None
-        elif vectors is None and chosen is Mode.HYBRID and self.tokens is not None:
-            with shared_forwards():  # the token side's model is the query model: one forward pass for both reads
-                vectors, tokens = self.queries.embed(texts), list(self.tokens.encode(texts))
+            vectors, tokens = None, None
         elif vectors is None:
-            vectors = self.queries.embed(texts)
+            vectors, tokens = self.embed_for_search(texts, chosen)
         elif len(vectors) != len(texts):
             raise SettingError("vectors", len(vectors), f"give one vector per query ({len(texts)})")
         fusion = self.fusion if depth is None else replace(self.fusion, depth=depth)
         return self.rank(vectors, texts, k, chosen, fusion, passages=passages, candidates=candidates, probes=probes,
                          search_threads=search_threads, tokens=tokens)  # fmt: skip
+
+    def embed_for_search(self, texts: Sequence[str], mode: Mode) -> tuple[np.ndarray | None, list[np.ndarray] | None]:
+        """What a search in `mode` reads of its queries: their vectors (None in lexical mode) and, for a hybrid
+        search with the token stage, their token vectors, from the same forward pass where the stage's model is the
+        query model (`lengthwise.core.forwards.shared_forwards`; else None)."""
+        if mode is Mode.LEXICAL:
+            return None, None
+        if mode is not Mode.HYBRID or self.tokens is None:
+            return self.queries.embed(texts), None
+        with shared_forwards():
+            return self.queries.embed(texts), list(self.tokens.encode(texts))
 
     def rank(
         self,

@@ -52,10 +52,11 @@ class Searcher:
         self.index, self.search_threads = index, search_threads
 
     def prepare(self, key: Hashable, texts: list[str]) -> Any:
-        """The query vectors (None for a lexical search: no model needed)."""
+        """The query vectors; for a search, (vectors, token vectors) as `embed_for_search` reads them (None for a
+        lexical search: no model needed; the tokens where the token stage rescores a hybrid search)."""
         assert isinstance(key, tuple)
-        if key[0] == "search" and self.index.search_mode(key[1 + SEARCH_FIELDS.index("mode")]).value == "lexical":
-            return None
+        if key[0] == "search":
+            return self.index.embed_for_search(texts, key[1 + SEARCH_FIELDS.index("mode")])
         return self.index.embed_queries(texts)
 
     def finish(self, key: Hashable, texts: list[str], prepared: Any) -> list[Any]:
@@ -71,8 +72,9 @@ class Searcher:
         context, document = settings.pop("context"), settings.pop("document")
         if document and self.index.lexical is None:
             raise SettingError("document", True, "the index holds no text of its documents; leave document out")
-        results = self.index.search(texts, settings.pop("top_k"), vectors=prepared, search_threads=self.search_threads,
-                                    **settings)  # fmt: skip
+        vectors, tokens = prepared
+        results = self.index.search(texts, settings.pop("top_k"), vectors=vectors, tokens=tokens,
+                                    search_threads=self.search_threads, **settings)  # fmt: skip
         return [[self._hit(hit, context, document) for hit in hits] for hits in results]
 
     def _hit(self, hit: Any, context: int, document: bool = False) -> dict[str, Any]:
