@@ -554,3 +554,67 @@ def test_the_service_reads_a_batch_once_for_its_vectors_and_tokens(indexed_with_
     assert [[hit["tokens"] for hit in hits] for hits in found] == [[round(h.tokens, 6) for h in hits]
                                                                     for hits in expected]  # fmt: skip
     assert lexical == (None, None)
+
+
+def test_index_tune_with_tokens_tries_the_stage_and_records_its_weight(indexed_with_tokens, tmp_path: Path) -> None:
+    """`index tune --tokens`: the best fusion rescored at each token weight, each arm's score that of a search at
+    that weight; a winning weight recorded (what `use_tokens` then takes), dropped by a tuning without tokens."""
+    import shutil
+
+    import lengthwise as lw
+    from lengthwise.core.fusion import TUNED_WEIGHTS, Mode
+    from lengthwise.evaluation.objectives import qrels_objective
+    from lengthwise.pipelines import tune_hybrid
+    from lengthwise.search.tuning import TUNED_TOKEN_WEIGHTS, _arms
+
+    index, tokens = indexed_with_tokens
+    folder = tmp_path / "idx"
+    shutil.copytree(index.folder, folder)  # a tuning is recorded in the index: a copy of the module's
+    beir = _beir_of(tokens.parent / "corpus.jsonl", tmp_path / "beir")
+    with pytest.raises(SettingError, match=r"token_weight=0\.5.*leave it out"):
+        tune_hybrid(folder, beir, split="test", tokens=TokenChoice(tokens, weight=0.5))
+    result = tune_hybrid(folder, beir, split="test", tokens=tokens)
+    rescored = {arm: score for arm, score in result["scores"].items() if "+tokens-" in arm}
+    assert len(rescored) == len(TUNED_TOKEN_WEIGHTS) and "tokens" in result
+    opened = lw.LongIndex.open(folder)
+    texts, ndcg = qrels_objective(beir, "test", opened.doc_ids)
+    for arm, score in rescored.items():  # each arm is a search through the index at that weight
+        fusion, weight = arm.split("+tokens-")
+        opened.use_tokens(tokens, weight=float(weight))
+        found = opened.searcher.rank(
+            opened.embed_queries(texts), texts, 10, Mode.HYBRID, _arms(TUNED_WEIGHTS)[fusion][1]
+        )
+        assert ndcg([[(h.id, h.score) for h in hits] for hits in found]) == pytest.approx(score, abs=1e-12)
+    plain = max(score for arm, score in result["scores"].items() if "+tokens-" not in arm)
+    assert (result["tokens"] is not None) == (max(rescored.values()) > plain)
+
+    rigged = iter([0.1] * len(_arms(TUNED_WEIGHTS)) + [0.2, 0.9, 0.5, 0.9, 0.1])  # rated in order: plain, tokens
+    opened.use_tokens(tokens)
+    chosen = opened.tune_fusion(texts, lambda _: next(rigged), record={"data": "rigged"})
+    assert chosen["tokens"] == {"weight": 0.3} and chosen["mode"] == "hybrid"  # a tie: the lower weight
+    reopened = lw.LongIndex.open(folder)
+    reopened.use_tokens(tokens)
+    assert reopened.token_stage is not None and reopened.token_stage["weight"] == 0.3
+    again = tune_hybrid(folder, beir, split="test")  # without tokens: the recorded weight goes
+    assert "tokens" not in again and all("+tokens-" not in arm for arm in again["scores"])
+    reopened = lw.LongIndex.open(folder)
+    assert reopened.lexical.settings.get("tokens") is None
+    reopened.use_tokens(tokens)
+    assert reopened.token_stage is not None and reopened.token_stage["weight"] == 0.4  # the default again
+
+
+def test_cli_index_tune_with_tokens(indexed_with_tokens, tmp_path: Path) -> None:
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from lengthwise.cli import app
+
+    index, tokens = indexed_with_tokens
+    folder = tmp_path / "idx"
+    shutil.copytree(index.folder, folder)
+    beir = _beir_of(tokens.parent / "corpus.jsonl", tmp_path / "beir")
+    run = CliRunner().invoke(app, ["index", "tune", str(folder), "-d", str(beir), "--split", "test", "--tokens",
+                                   str(tokens), "--token-around", "2"])  # fmt: skip
+    assert run.exit_code == 0, run.output
+    assert "+tokens-0.4" in run.output and "chosen:" in run.output

@@ -238,9 +238,12 @@ def tune(
     weights: Annotated[
         str, typer.Option("--weights", help="Lexical weights of the convex fusion tried, comma-separated.")
     ] = ",".join(f"{w:g}" for w in TUNED_WEIGHTS),
+    tokens: TokensOption = None,
+    token_around: TokenAroundOption = None,
 ) -> None:
     """Choose INDEX's search mode and fusion (dense, lexical, RRF, convex at each weight) by nDCG@10 on a dev split,
-    and record it in the index: `lengthwise search` then uses it by default."""
+    and record it in the index: `lengthwise search` then uses it by default. With --tokens, the best fusion
+    rescored by the token stage at each weight too; the winning weight is what `search --tokens` then takes."""
     from lengthwise.core.errors import LengthwiseError
     from lengthwise.pipelines import tune_hybrid
 
@@ -252,10 +255,11 @@ def tune(
     if not chosen:  # the library refuses it too, but an empty list reads as no value after the flag
         _fail(f"--weights {weights!r}: no lexical weight to try; give one or more in [0, 1], e.g. 0.3,0.5")
     try:
-        result = tune_hybrid(index, data, split=split, weights=chosen,
+        result = tune_hybrid(index, data, split=split, weights=chosen, tokens=TokenChoice(tokens, around=token_around),
                              on_eval=lambda arm, score: say(f"{arm:>12}  nDCG@10 {score:.2f}"))  # fmt: skip
     except LengthwiseError as err:
         _fail(setting_message(err))
     fusion = result["fusion"]
-    print(f"chosen: {result['mode']}" + (f" ({fusion['fusion']}, lexical weight {fusion['weight']:g})"
+    rescored = f", rescored by the tokens at {result['tokens']['weight']:g}" if result.get("tokens") else ""
+    print(f"chosen: {result['mode']}" + (f" ({fusion['fusion']}, lexical weight {fusion['weight']:g}{rescored})"
                                          if result["mode"] == "hybrid" else "") + f"; recorded in {index}")  # fmt: skip

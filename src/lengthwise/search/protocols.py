@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from lengthwise.core.fusion import Mode
     from lengthwise.core.scoring import WindowScoring
-    from lengthwise.search.types import FusionSettings, Hit, IndexSettings, LexicalSettings
+    from lengthwise.search.types import FusionSettings, Hit, IndexSettings, LexicalSettings, TokenSettings
 
 __all__ = ["LexicalSide", "QueryEncoder", "SearchIndex", "WindowCut", "WindowMethod", "WindowStore"]
 
@@ -167,9 +167,7 @@ class WindowMethod(Protocol):
         """How a document's text is cut into its window rows (the lexical side's passages)."""
         ...
 
-    def query_tokens(
-        self, model: SentenceTransformer, texts: Sequence[str], tokens: Mapping[str, Any]
-    ) -> list[np.ndarray]:
+    def query_tokens(self, model: SentenceTransformer, texts: Sequence[str], tokens: TokenSettings) -> list[np.ndarray]:
         """Each query's token vectors (q_i, D), unit rows, read as a token folder's `tokens` settings say."""
         ...
 

@@ -5,7 +5,7 @@ recorded weights and TempScale, at the precision asked for, around the long-docu
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
     from lengthwise.core.models import ModelLoader
     from lengthwise.search.protocols import WindowMethod
+    from lengthwise.search.types import EncodeSettings, ModelRecord, TokenSettings
 
 __all__ = ["QUERY_MODEL_KEYS", "QueryModel", "check_query_model", "given_name"]
 
@@ -38,8 +39,8 @@ class QueryModel:
         model: The loaded model (None: loaded on the first query).
     """
 
-    recorded: Mapping[str, Any]
-    made: Mapping[str, Any]
+    recorded: ModelRecord
+    made: EncodeSettings
     method: WindowMethod
     load_model: ModelLoader | None = None
     model: SentenceTransformer | None = None
@@ -73,7 +74,7 @@ class QueryModel:
             self.model = self._at_query_precision(model)
         return self.model
 
-    def tokens(self, queries: Sequence[str], settings: Mapping[str, Any]) -> list[np.ndarray]:
+    def tokens(self, queries: Sequence[str], settings: TokenSettings) -> list[np.ndarray]:
         """Each query's token vectors, read as a token folder's `settings` say (the token side's queries)."""
         return self.method.query_tokens(self.loaded(), queries, settings)
 
@@ -145,7 +146,7 @@ class QueryModel:
 
 
 def check_query_model(
-    recorded: Mapping[str, Any],
+    recorded: ModelRecord,
     model: SentenceTransformer,
     *,
     given: str | None = None,
@@ -181,9 +182,7 @@ def given_name(model: SentenceTransformer) -> str:
     return str(getattr(config, "_name_or_path", "") or "the model given")
 
 
-def _other_tempscale(
-    recorded: Mapping[str, Any], fingerprint: dict[str, Any], given: str | None, as_saved: bool
-) -> str:
+def _other_tempscale(recorded: ModelRecord, fingerprint: dict[str, Any], given: str | None, as_saved: bool) -> str:
     """Why another TempScale is refused, with the advice that fits how the model came: given in place of the
     recorded one, the recorded one loaded as saved, or loaded plain."""
     built, found = _tempscale(recorded["tempscale"]), _tempscale(fingerprint["tempscale"])
@@ -198,7 +197,7 @@ def _other_tempscale(
             "with load_model=lengthwise.load_model), or build the index again")  # fmt: skip
 
 
-def _other_weights(recorded: Mapping[str, Any], fingerprint: dict[str, Any], precision: str) -> str:
+def _other_weights(recorded: ModelRecord, fingerprint: dict[str, Any], precision: str) -> str:
     """Why other weights are refused: the same model at another precision (say so, and how to query at the index's),
     or other weights."""
     hashes = f"weights {fingerprint['weights_sha256_16']}, the index's {recorded['weights_sha256_16']}"

@@ -134,9 +134,9 @@ class Searchable:
         """Rescore a hybrid search's best documents by their tokens (`lengthwise.search.tokens.TokenStage`): the
         token folder `lengthwise encode-tokens` wrote for this index's corpus (None: stop). Its queries are read by
         the folder's own model: the index's query model when the folder was made with it, else the recorded one
-        (a ColBERT model, say), loaded and checked against the weights the folder records. `around`: a document
-        scored by the tokens inside its `around` best windows only, by the dense cosine (0: every token; None:
-        `TOKEN_AROUND`).
+        (a ColBERT model, say), loaded and checked against the weights the folder records. `weight` None: the one
+        `index tune --tokens` recorded, else `TOKEN_WEIGHT`. `around`: a document scored by the tokens inside its
+        `around` best windows only, by the dense cosine (0: every token; None: `TOKEN_AROUND`).
 
         Raises:
             SettingError: a folder that is not a token folder, whose model now has other weights than it was made
@@ -171,7 +171,8 @@ class Searchable:
             def encode(texts: Sequence[str]) -> list[np.ndarray]:
                 return method.query_tokens(model, texts, settings)
 
-        chosen = TOKEN_WEIGHT if weight is None else weight
+        tuned = self.lexical.settings.get("tokens") if self.lexical is not None else None
+        chosen = weight if weight is not None else tuned["weight"] if tuned else TOKEN_WEIGHT
         near = TOKEN_AROUND if around is None else around or None  # 0: every token
         self.searcher.tokens = TokenStage.bound(side, self.doc_ids, encode, weight=chosen, depth=depth or TOKEN_DEPTH,
                                                 around=near)  # fmt: skip

@@ -15,13 +15,13 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from lengthwise.core.errors import LongDocError, SettingError
 from lengthwise.core.shards import MANIFEST, REPAIR, SPANS, read_manifest, shards
 from lengthwise.core.token_codec import CODEC_FILE, TokenCodec, read_codec
+from lengthwise.search.types import ModelRecord, TokenSettings
 
 __all__ = ["TOKEN_AROUND", "TOKEN_BLOCK", "TOKEN_DEPTH", "TOKEN_WEIGHT", "TokenSide", "TokenStage", "maxsim_exact"]
 
@@ -39,8 +39,8 @@ class TokenSide:
     offsets: np.ndarray
     span_parts: list[np.ndarray]
     codec: TokenCodec
-    settings: dict[str, Any]
-    model: dict[str, Any]
+    settings: TokenSettings
+    model: ModelRecord
 
     @classmethod
     def open(cls, folder: str | os.PathLike[str]) -> TokenSide:
@@ -48,7 +48,7 @@ class TokenSide:
         folder = Path(folder)
         if not (folder / MANIFEST).is_file() or not (folder / CODEC_FILE).is_file():
             raise SettingError("tokens", str(folder), "not a token folder; make one with `lengthwise encode-tokens`")
-        settings = read_manifest(folder)["settings"]
+        settings: TokenSettings = read_manifest(folder)["settings"]
         if settings.get("kind") != "tokens":
             raise SettingError(
                 "tokens", str(folder), "holds window embeddings, not tokens; use `lengthwise encode-tokens`"
@@ -67,7 +67,7 @@ class TokenSide:
         if not ids:
             raise SettingError("tokens", str(folder), "holds no finished shard; run `lengthwise encode-tokens` on it")
         model_file = folder / "model.json"
-        model = json.loads(model_file.read_text(encoding="utf-8")) if model_file.is_file() else {}
+        model: ModelRecord = json.loads(model_file.read_text(encoding="utf-8")) if model_file.is_file() else {}
         offsets = np.concatenate([[0], np.cumsum(np.concatenate(counts))]).astype(np.int64)
         return cls(folder, ids, np.concatenate(codes), offsets, spans, codec, settings, model)
 
@@ -239,7 +239,10 @@ class TokenStage:
         side: TokenSide,
         doc_ids: Sequence[str],
         encode: Callable[[Sequence[str]], list[np.ndarray]],
-        **settings: Any,
+        *,
+        weight: float = TOKEN_WEIGHT,
+        depth: int = TOKEN_DEPTH,
+        around: int | None = None,
     ) -> TokenStage:
         """The stage for an index holding `doc_ids`; refused when the token folder lacks one of them."""
         missing = [doc_id for doc_id in doc_ids if doc_id not in side.numbers]
@@ -248,7 +251,7 @@ class TokenStage:
                                f"documents (first: {missing[0]!r}); encode the index's corpus with "
                                "`lengthwise encode-tokens`")  # fmt: skip
         rows = np.asarray([side.numbers[doc_id] for doc_id in doc_ids], dtype=np.int64)
-        return cls(side, rows, encode, **settings)
+        return cls(side, rows, encode, weight, depth, around)
 
     def describe(self) -> dict[str, object]:
         """What a result records of the stage: the folder, its codec and model, the weight and depth."""

@@ -33,6 +33,7 @@ __all__ = [
     "Passage",
     "Quantize",
     "TokenChoice",
+    "TokenSettings",
 ]
 
 DEPTH = 100  # documents each side proposes per query (at least 10·k)
@@ -112,6 +113,7 @@ class ModelRecord(TypedDict, total=False):
     modules: list[str]
     pooling: dict[str, Any] | None
     weights_sha256_16: str
+    tempscale: dict[str, Any] | None  # the live TempScale patch the model carried (`describe()`), if any
     precision: str
     device: str
 
@@ -127,6 +129,20 @@ class EncodeSettings(TypedDict, total=False):
     runner: str  # "ray" when Ray Data encoded them
     format: str  # "parquet" or "npy", when not the runner's default
     texts_sha256: str  # the digest of every (id, text) encoded (`lengthwise.core.corpus.TEXTS`)
+
+
+class TokenSettings(TypedDict, total=False):
+    """How a token folder was made (its manifest's settings, `lengthwise encode-tokens`)."""
+
+    kind: str  # "tokens"
+    model: str
+    data: str
+    codec: str  # the codec asked for (`lengthwise.core.token_codec`; "auto" by default)
+    window: int | None  # tokens a pass reads (None: the model's longest)
+    overlap: int  # tokens consecutive passes share
+    precision: str
+    colbert: bool  # read as a ColBERT (`MultiVectorEncoder`)
+    texts_sha256: str  # the digest of every (id, text) encoded
 
 
 class IndexSettings(TypedDict, total=False):
@@ -163,6 +179,7 @@ class LexicalSettings(TypedDict, total=False):
     texts_sha256: str
     generation: str
     fusion: dict[str, Any]  # `FusionSettings.to_dict()`
+    tokens: dict[str, float] | None  # the token side's weight `index tune --tokens` chose (None: it did not win)
     mode: str  # a `lengthwise.core.fusion.Mode` value, once `index tune` chose one
     tuned: dict[str, Any] | None  # what the tuning was scored on
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import torch
@@ -177,7 +177,12 @@ class LocalWindows:
         passes = (self.scan(units[first : first + step], scoring, products) for first in range(0, len(units), step))
         return [row for scores in passes for row in scores]
 
-    def scan(self, units: torch.Tensor, scoring: WindowScoring | int, products: Any = None) -> torch.Tensor:
+    def scan(
+        self,
+        units: torch.Tensor,
+        scoring: WindowScoring | int,
+        products: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    ) -> torch.Tensor:
         """(Q, n) exact scores of every document for unit queries, read from the memory map as it is (no copy);
         `products` as `multi_vector_scores` takes it."""
         return multi_vector_scores(units, MultiVectors(self.vectors, self.offsets), scoring, unit=True,
