@@ -35,7 +35,14 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.search.hybrid._common import DEFAULT_MODEL, ROOT, _indexed, _load, _retrieval_sets, _score_matrices
+from benchmarks.search.hybrid._common import (
+    ROOT,
+    _indexed,
+    _load,
+    _retrieval_sets,
+    _score_matrices,
+    corpus_options,
+)
 
 RESULTS = ROOT / "docs" / "results" / "token_side.json"
 CODECS = ("fp16", "int8", "bin", "pca256-bin", "pca192-bin", "pca128-bin", "pca128-int8", "pca64-int8",
@@ -349,14 +356,7 @@ def latency(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--work", type=Path, default=Path("/tmp/lengthwise-bench-hybrid"))
-    parser.add_argument("--qmsum", type=Path, default=ROOT / "data" / "qmsum")
-    parser.add_argument("--newsgroups", type=Path, default=ROOT / "data" / "newsgroups")
-    parser.add_argument("--replies", type=Path, default=ROOT / "data" / "replies")
-    parser.add_argument("--scifact", type=Path, default=ROOT.parent / "shared" / "data" / "scifact")
-    parser.add_argument("--model", default=DEFAULT_MODEL)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--sets", default="qmsum", type=lambda v: v.split(","))
+    corpus_options(parser, "qmsum")
     parser.add_argument("--codecs", default=",".join(CODECS), type=lambda v: v.split(","))
     parser.add_argument("--default-codec", default="bin")
     parser.add_argument("--colbert", type=Path, default=None, help="also score with this ColBERT model's tokens")

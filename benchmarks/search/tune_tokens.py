@@ -17,7 +17,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.search.hybrid._common import DEFAULT_MODEL, ROOT, _indexed, _load, _retrieval_sets, _scifact_beir
+from benchmarks.search.hybrid._common import (
+    ROOT,
+    _indexed,
+    _load,
+    _retrieval_sets,
+    _scifact_beir,
+    corpus_options,
+)
 
 RESULTS = ROOT / "docs" / "results" / "token_tune.json"
 
@@ -61,14 +68,7 @@ def one_corpus(name: str, entry: dict[str, Any], args: argparse.Namespace) -> di
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--work", type=Path, default=Path("/tmp/lengthwise-bench-hybrid"))
-    parser.add_argument("--qmsum", type=Path, default=ROOT / "data" / "qmsum")
-    parser.add_argument("--newsgroups", type=Path, default=ROOT / "data" / "newsgroups")
-    parser.add_argument("--replies", type=Path, default=ROOT / "data" / "replies")
-    parser.add_argument("--scifact", type=Path, default=ROOT.parent / "shared" / "data" / "scifact")
-    parser.add_argument("--model", default=DEFAULT_MODEL)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--sets", default="qmsum,newsgroups,scifact", type=lambda v: v.split(","))
+    corpus_options(parser, "qmsum,newsgroups,scifact")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch

@@ -51,6 +51,19 @@ def _section(name: str) -> dict[str, Any]:
 # --- data sets --------------------------------------------------------------------------------------------------------
 
 
+def corpus_options(parser: argparse.ArgumentParser, sets: str) -> None:
+    """The options of a study over the repository's corpora: the work folder, each corpus's folder, the model, the
+    threads and the corpora run (`sets`: the default)."""
+    parser.add_argument("--work", type=Path, default=Path("/tmp/lengthwise-bench-hybrid"))
+    parser.add_argument("--qmsum", type=Path, default=ROOT / "data" / "qmsum")
+    parser.add_argument("--newsgroups", type=Path, default=ROOT / "data" / "newsgroups")
+    parser.add_argument("--replies", type=Path, default=ROOT / "data" / "replies")
+    parser.add_argument("--scifact", type=Path, default=ROOT.parent / "shared" / "data" / "scifact")
+    parser.add_argument("--model", default=DEFAULT_MODEL)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--sets", default=sets, type=lambda v: v.split(","))
+
+
 def _retrieval_sets(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """name → {"ids", "texts", "queries": {split: (ids, texts)}, "qrels"}: the BEIR folders of the repository
     (QMSum, 20 Newsgroups subjects and replies) and the SciFact sample."""
