@@ -1,8 +1,9 @@
 """`index tune --tokens` on the repository's corpora (issue 64, step 5): on each corpus the search mode, fusion and
 token weight chosen on its dev split (`tune_hybrid` on a copy of its index), then nDCG@10 on its test split through
 the index (`evaluate_through_index`), against the untuned default hybrid and the default token stage (w = 0.4, the
-tokens of the best 8 windows). The indexes and one-bit token folders are those of `benchmarks.search.tokens` (built
-here when absent, resumable).
+tokens of the best 8 windows). The windows and one-bit token folders are those of `benchmarks.search.tokens` (built
+here when absent, resumable); the index is built from them with every default (``index-default``: BM25 at both
+granularities, as `lengthwise index build` makes it).
 
     python -m benchmarks.search.tune_tokens --sets qmsum,newsgroups,scifact    # writes docs/results/token_tune.json
 """
@@ -35,12 +36,17 @@ def _beir(name: str, args: argparse.Namespace) -> Path:
 
 def one_corpus(name: str, entry: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     """The tuning on dev and the three searches on test for one corpus."""
+    import lengthwise as lw
     from lengthwise.evaluation.config import EvalConfig
     from lengthwise.longdoc.storage.tokens import encode_tokens
     from lengthwise.pipelines import evaluate_through_index, tune_hybrid
     from lengthwise.search.types import TokenChoice
 
-    index = _indexed(name, entry["ids"], entry["texts"], args, entry.get("corpus"))
+    _indexed(name, entry["ids"], entry["texts"], args, entry.get("corpus"))  # the windows encoded (resumable)
+    default = args.work / name / "index-default"  # built with every default (BM25 at both granularities)
+    if not (default / "index.json").is_file():
+        lw.LongIndex.build(args.work / name / "encoded", default)
+    index = lw.LongIndex.open(default)
     beir = _beir(name, args)
     corpus = entry.get("corpus") or args.work / name / "corpus.jsonl"
     tokens = args.work / name / "tokens-auto"
