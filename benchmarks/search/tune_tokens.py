@@ -83,22 +83,19 @@ def main(argv: list[str] | None = None) -> None:
     from lengthwise.core.results import environment, write_json_atomic
 
     started, load = time.perf_counter(), _load()
-    earlier = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
-    table = {**earlier.get("corpora", {})}
-    for name, entry in _retrieval_sets(args).items():
-        if name in args.sets:
-            table[name] = one_corpus(name, entry, args)
-    write_json_atomic(
-        RESULTS,
-        {
-            "corpora": table,
-            "model": args.model,
+    sets = _retrieval_sets(args)
+    for name in args.sets:  # in the order asked; the results file written after each corpus
+        found = one_corpus(name, sets[name], args)
+        earlier = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+        run = {
+            "corpus": name,
             "load": [load, _load()],
             "seconds": round(time.perf_counter() - started),
-            "environment": environment(),
-            "command": f"python -m benchmarks.search.tune_tokens --sets {','.join(args.sets)}",
-        },
-    )
+            "command": f"python -m benchmarks.search.tune_tokens --sets {name}",
+        }
+        write_json_atomic(RESULTS, {**earlier, "corpora": {**earlier.get("corpora", {}), name: found},
+                                    "model": args.model, "environment": environment(),
+                                    "runs": [*earlier.get("runs", []), run]})  # fmt: skip
 
 
 if __name__ == "__main__":
