@@ -23,6 +23,10 @@ starts, so the two never share the CPU). The issue's goals (issue 36) are checke
     # the queries embedded in bf16 on an fp32 index, against fp32 (the default) and an earlier commit's server
     python -m benchmarks.serve.serve INDEX --precision default,bf16 --reference /tmp/before/src \
         --reference-index OLD_INDEX --rounds 4 --out docs/results/bench_serve_precision.json
+    # the token stage (issue 64): the default server against one with --tokens, alternated
+    python -m benchmarks.serve.serve /tmp/lengthwise-bench-hybrid/qmsum/index-default --queries \
+        data/qmsum/queries.jsonl.gz --mode hybrid --clients 1,32 --requests 300 --rounds 2 \
+        --tokens /tmp/lengthwise-bench-hybrid/qmsum/tokens-auto --out docs/results/bench_serve_tokens.json
     # this checkout's server against an earlier commit's (a git worktree), in turn on this machine (issue 48.3)
     git worktree add /tmp/before d3262f9
     python -m benchmarks.serve.serve INDEX --clients 1,8,32 --requests 1000 --reference /tmp/before/src \
@@ -284,6 +288,12 @@ def main() -> None:
                         "(one of the layout it reads; default: INDEX)")  # fmt: skip
     parser.add_argument("--rounds", type=int, default=1, help="with several --search-threads: rounds of all of "
                         "them, in the order A B, then B A, …")  # fmt: skip
+    parser.add_argument(
+        "--tokens",
+        type=Path,
+        default=None,
+        help="a token folder: also serve with --tokens it, an arm beside the default server, alternated over --rounds",
+    )
     parser.add_argument("--out", type=Path, default=None, help="write the figures here as JSON")
     args = parser.parse_args()
     if (args.index is None) == (not args.tiny):
@@ -336,6 +346,8 @@ def run(folder: Path, args: argparse.Namespace, settings: dict[str, Any], scratc
     if args.precision is not None:  # each query precision (`default`: the flag left out), with each search threads
         chosen = [p if p == "default" else f"precision={p}" for p in args.precision.split(",")]
         arms = chosen if args.search_threads is None else [f"{t}+{p}" for t in arms for p in chosen]
+    if args.tokens is not None:  # the default server against one rescoring by these tokens (issue 64)
+        arms = [*arms, f"tokens={args.tokens}"]
     if args.reference is not None:
         serve["reference"] = {"source": args.reference, "index": args.reference_index or folder}
         arms.append(REFERENCE)
@@ -375,6 +387,8 @@ def _arm_flags(arm: str) -> list[str]:
         return []
     if arm.startswith("precision="):
         return ["--precision", arm.removeprefix("precision=")]
+    if arm.startswith("tokens="):
+        return ["--tokens", arm.removeprefix("tokens=")]
     return ["--search-threads", str(int(arm))]
 
 
