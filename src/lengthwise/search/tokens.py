@@ -161,9 +161,10 @@ class TokenSide:
         character `spans` (``text[start:end]``, e.g. a document's best windows)."""
         first = int(self.offsets[doc])
         starts = self.starts[first : int(self.offsets[doc + 1])]
+        edges = np.asarray(spans, dtype=np.int64).reshape(-1, 2)  # every span's two ends looked up at once
+        found = np.searchsorted(starts, edges.ravel(), "left").reshape(-1, 2)
         merged: list[tuple[int, int]] = []
-        for lo, hi in sorted((int(np.searchsorted(starts, a, "left")), int(np.searchsorted(starts, b, "left")))
-                             for a, b in spans):  # fmt: skip
+        for lo, hi in sorted(map(tuple, found.tolist())):
             if lo >= hi:
                 continue
             if merged and lo <= merged[-1][1] - first:
