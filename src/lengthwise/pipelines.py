@@ -313,13 +313,11 @@ def tune_hybrid(
 ) -> dict[str, Any]:
     """`lengthwise index tune`: choose an index's search mode and fusion by nDCG@10 through the index on a BEIR dev
     split of its corpus (`LongIndex.tune_fusion`, scored by `qrels_objective`) and, with `save`, record them in it
-    for `LongIndex.search` and `lengthwise search`; `split` is the one tuned on, never the one reported. `tokens`
-    (a token folder, or a `TokenChoice` without a weight): the best fusion rescored by the token stage at each
-    weight of `TUNED_TOKEN_WEIGHTS` too, the winning weight recorded for searches with these tokens.
+    for `LongIndex.search` and `lengthwise search`; `split` is the one tuned on, never the one reported. `tokens`:
+    the token stage among the arms, its weight tuned (`LongIndex.tune_fusion`).
 
     Returns:
-        ``{"split", "scores": {arm: nDCG@10}, "mode", "fusion"}`` (and ``"tokens"``: the weight chosen, or None,
-        with `tokens`).
+        ``{"split", "scores": {arm: nDCG@10}, "mode", "fusion"}`` (and the ``"tokens"`` weight chosen, with tokens).
     """
     from lengthwise.evaluation.objectives import qrels_objective
 
@@ -330,10 +328,7 @@ def tune_hybrid(
         raise SettingError("index", opened.name, "is served in Milvus, and a tuning is recorded in the index's own "
                            "folder: tune the local index, then load it into Milvus again")  # fmt: skip
     opened.check_corpus(data)  # the same ids and texts, as `evaluate_through_index` checks
-    choice = TokenChoice.of(tokens)
-    if choice.weight is not None:
-        raise SettingError("token_weight", choice.weight, "is what a tuning with tokens chooses; leave it out")
-    choice.apply(opened)
     texts, ndcg = qrels_objective(data, split, opened.doc_ids)
     tuned = {"data": str(data), "split": split} if save else None
-    return {"split": split, **opened.tune_fusion(texts, ndcg, weights=weights, on_eval=on_eval, record=tuned)}
+    return {"split": split, **opened.tune_fusion(texts, ndcg, weights=weights, on_eval=on_eval, record=tuned,
+                                                 tokens=TokenChoice.of(tokens))}  # fmt: skip

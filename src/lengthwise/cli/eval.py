@@ -235,7 +235,7 @@ def _run(
             record = evaluate(config, model, out=out, device=device, max_length=max_length,
                               trust_remote_code=trust_remote_code, precision=precision, tempscale=tempscale,
                               long=strategy, window=window, stride=stride, index=index, mode=mode, backend=backend,
-                              tokens=tokens if tokens.asked else None,
+                              tokens=tokens,
                               show_progress=console.is_terminal)  # fmt: skip
     except LengthwiseError as err:  # a setting (or the data) refused, a model that does not load
         _fail(setting_message(err))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lengthwise.core.errors import SettingError
 from lengthwise.core.fusion import LEXICAL_GRANULARITY, TUNED_WEIGHTS
 from lengthwise.search import tuning
 from lengthwise.search.lexical.bm25 import LEXICAL, SETTINGS_FILE, BothGranularities, LexicalIndex, open_lexical
@@ -24,7 +25,7 @@ from lengthwise.search.local.generations import GENERATION, Hold, hold, rebuilt
 from lengthwise.search.local.windows import LocalWindows
 from lengthwise.search.query_model import QueryModel, given_name
 from lengthwise.search.searchable import Searchable
-from lengthwise.search.types import Engine, Granularity, IndexSettings, Quantize
+from lengthwise.search.types import Engine, Granularity, IndexSettings, Quantize, TokenChoice
 
 if TYPE_CHECKING:
     import numpy as np
@@ -246,9 +247,12 @@ class LongIndex(Searchable):
         weights: Sequence[float] = TUNED_WEIGHTS,
         on_eval: Callable[[str, float], None] | None = None,
         record: dict[str, Any] | None = None,
+        tokens: TokenChoice | None = None,
     ) -> dict[str, Any]:
         """Choose the search mode and fusion that `score` rates best on the queries `texts`, and record it in the
-        index when `record` is given (with `record` as the note of what it was tuned on).
+        index when `record` is given (with `record` as the note of what it was tuned on). `tokens` (a token folder,
+        without a weight: the weight is what is tuned), or a token stage already on (`use_tokens`): the best fusion
+        is also rescored by it at each of `tuning.TUNED_TOKEN_WEIGHTS` (`tuning.tune_fusion`).
 
         The arms are dense, lexical, RRF, and convex and z-score fusion (the default's rule) at each of `weights`,
         each searched for the 10 best documents per query. A fusion becomes the mode only if its score is above both
@@ -259,5 +263,9 @@ class LongIndex(Searchable):
         Returns:
             ``{"scores": {arm: score}, "mode", "fusion"}``.
         """
+        if tokens is not None and tokens.weight is not None:
+            raise SettingError("token_weight", tokens.weight, "is what a tuning with tokens chooses; leave it out")
+        if tokens is not None:
+            tokens.apply(self)
         return tuning.tune_fusion(self.searcher, self.lexical, self.name, texts, score, weights=weights,
                                   on_eval=on_eval, record=record)  # fmt: skip

@@ -90,7 +90,7 @@ class WindowStore(Protocol):
     ) -> list[torch.Tensor | None]:
         """Per unit query row, every document's exact scores (n,) when the store reads them for the whole batch at
         once (a few long documents), else None each; then, where the store keeps them, each query's (W,) window
-        cosines appended to `windows` (as `row_products` computes them)."""
+        cosines appended to `windows`."""
         ...
 
     def scan(self, units: torch.Tensor, scoring: WindowScoring | int) -> torch.Tensor:

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 import torch
 
-from lengthwise.core.encoder import row_products
 from lengthwise.core.errors import SettingError
 from lengthwise.core.forwards import shared_forwards
 from lengthwise.core.fusion import Mode
@@ -304,15 +303,13 @@ class Searcher:
         self, doc: int, query: torch.Tensor, count: int, cosines: torch.Tensor | None = None
     ) -> np.ndarray:
         """The rows of the document's `count` best windows by their dense cosine with the unit `query`, best first
-        (ties: the earlier window); `cosines`: every window's, when a whole scan kept them (`row_products`, as
-        here: the same bits)."""
+        (ties: the earlier window); `cosines`: every window's, when a whole scan kept them (its products may differ
+        from these in a last bit, so two windows within that of each other may come in either order)."""
         first, last = int(self.store.offsets[doc]), int(self.store.offsets[doc + 1])
-        if cosines is None:
-            vectors = torch.as_tensor(np.array(self.store.window_vectors(first, last)))  # stored unit
-            found = row_products(query[None], vectors)[0].numpy()
-        else:
-            found = cosines[first:last].numpy()
-        return first + np.argsort(-found, kind="stable")[:count]
+        if cosines is not None:
+            return first + np.argsort(-cosines[first:last].numpy(), kind="stable")[:count]
+        vectors = torch.as_tensor(np.array(self.store.window_vectors(first, last)))  # stored unit
+        return first + np.argsort(-(vectors @ query).numpy(), kind="stable")[:count]
 
     def _passages(self, doc: int, query: torch.Tensor | None, text: str, count: int) -> tuple[Passage, ...]:
         """The document's `count` best windows: by their dense cosine with the query, else by the query terms

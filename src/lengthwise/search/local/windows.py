@@ -169,7 +169,7 @@ class LocalWindows:
         blocks = -(-len(self.vectors) // ROW_BLOCK)
         products = partial(row_products, pool=search_pool(search_threads, blocks))
         if windows is not None:
-            products = partial(_keeping, products, windows)
+            products = partial(_keeping, products, windows, len(self.vectors))
         held = len(self.vectors)  # floats a query's scoring holds: its products, or every document's padded windows
         if WindowScoring.of(scoring).best_windows > 1:
             held = max(held, len(self.doc_ids) * int(np.diff(self.offsets).max()))
@@ -285,10 +285,13 @@ class LocalWindows:
 def _keeping(
     products: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     kept: list[torch.Tensor],
+    windows: int,
     queries: torch.Tensor,
     vectors: torch.Tensor,
 ) -> torch.Tensor:
-    """`products(queries, vectors)`, each query's row also appended to `kept`."""
+    """`products(queries, vectors)`, each query's row also appended to `kept` when `vectors` are the `windows`
+    window rows (not the documents' mean vectors a scoring that fuses them asks for too)."""
     out = products(queries, vectors)
-    kept.extend(out)
+    if len(vectors) == windows:
+        kept.extend(out)
     return out
