@@ -13,7 +13,9 @@ from lengthwise.core.errors import SettingError
 from lengthwise.core.token_codec import TokenCodec, parse_codec, read_codec
 from lengthwise.longdoc.storage.tokens import encode_tokens
 from lengthwise.longdoc.token_vectors import encode_token_vectors
-from lengthwise.search.tokens import TokenSide, maxsim_exact
+from lengthwise.search.fusion import top_set
+from lengthwise.search.rows import best_rows
+from lengthwise.search.tokens import TokenSide, TokenStage, flat_rows, maxsim_exact
 from lengthwise.search.types import TokenChoice
 
 PROSE = (Path(__file__).resolve().parents[1] / "longdoc" / "prose.txt").read_text()
@@ -47,6 +49,56 @@ def test_codec_specs_size_and_round_trip(spec: str, dims: int | None, bits: int,
         assert inside.mean() >= 0.99  # at 500 rows the percentile sits below the largest of each dimension
     again = TokenCodec.from_arrays(codec.to_arrays())
     np.testing.assert_array_equal(again.encode(rows), codes)
+
+
+@pytest.mark.parametrize("spec", ["fp32", "fp16", "int8", "int4", "bin", "pca16-bin", "pca16-int8"])
+def test_codec_products_are_the_queries_dot_products_with_the_decoded_tokens(spec: str) -> None:
+    """`TokenCodec.products` (one bit: 2 · q·bits − Σq, never writing ±1; int8: the scale folded into the query) is
+    each query row's dot product with each decoded token, to float rounding."""
+    rng = np.random.default_rng(3)
+    rows = _unit(rng.standard_normal((300, 48)))
+    codec = TokenCodec.fit(spec, rows)
+    codes, queries = codec.encode(rows), codec.project(_unit(rng.standard_normal((7, 48))))
+    found = codec.products(queries, codes)
+    assert found.shape == (7, 300) and found.dtype == np.float32
+    wanted = queries.astype(np.float64) @ codec.decode(codes).astype(np.float64).T
+    np.testing.assert_allclose(found, wanted, rtol=1e-5, atol=1e-5)
+
+
+def test_flat_rows_reads_each_row_once_for_each_place() -> None:
+    """Overlapping ranges of one place give each row once; the same rows for two places are read for each."""
+    rng = np.random.default_rng(4)
+    for _ in range(500):
+        count = int(rng.integers(0, 9))
+        starts = rng.integers(0, 40, count)
+        ranges = np.stack([starts, starts + rng.integers(0, 12, count)], axis=1).astype(np.int64)
+        places = rng.integers(0, 3, count).astype(np.int64)
+        rows, owners = flat_rows(ranges.reshape(-1, 2), places)
+        wanted = [(r, p) for p in range(3)
+                  for r in sorted({r for (a, b), q in zip(ranges.tolist(), places.tolist(), strict=True) if q == p
+                                   for r in range(a, b)})]  # fmt: skip
+        assert list(zip(rows.tolist(), owners.tolist(), strict=True)) == wanted
+
+
+def test_best_rows_is_each_documents_stable_sort_with_ties_to_the_earlier_window() -> None:
+    """`best_rows` (one partition for every document) and `top_set` keep the windows a stable sort of each document
+    keeps, ties included (duplicated text gives equal cosines), documents of fewer windows whole."""
+    rng = np.random.default_rng(5)
+    for trial in range(500):
+        sizes = rng.integers(0, 12, int(rng.integers(1, 6)))
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        values = rng.integers(0, 3, int(offsets[-1])) if trial % 2 else rng.standard_normal(int(offsets[-1]))
+        values = values.astype(np.float32)
+        docs = rng.permutation(len(sizes))[: int(rng.integers(1, len(sizes) + 1))].astype(np.int64)
+        count = int(rng.integers(1, 10))
+        rows, places = best_rows(values, offsets, docs, count)
+        wanted = [(int(offsets[d]) + int(w), p) for p, d in enumerate(docs.tolist())
+                  for w in np.sort(np.argsort(-values[offsets[d] : offsets[d + 1]], kind="stable")[:count])
+                  ]  # fmt: skip
+        assert list(zip(rows.tolist(), places.tolist(), strict=True)) == wanted
+        for d in docs.tolist():
+            own = values[offsets[d] : offsets[d + 1]]
+            assert top_set(own, count).tolist() == np.sort(np.argsort(-own, kind="stable")[:count]).tolist()
 
 
 def test_codec_projection_keeps_dot_products_of_low_rank_tokens() -> None:
@@ -164,6 +216,33 @@ def test_token_side_scores_only_the_tokens_inside_given_spans(tiny_model, tiny_m
     np.testing.assert_allclose(found, maxsim_exact(side.codec.project(query), wanted), rtol=1e-5, atol=1e-5)
     whole = [[(int(side.offsets[d]), int(side.offsets[d + 1]))] for d in (0, 2)]
     np.testing.assert_allclose(side.scores_many([query], [0, 2], whole)[0], side.scores(query, [0, 2]), rtol=1e-6)
+
+
+def test_window_tokens_are_each_windows_rows_within_read_once_a_document(
+    indexed_with_tokens, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`TokenStage.window_tokens`: a window's token rows are `ranges_within` its span; a document's windows are
+    looked up once (the spans read once a document), then kept."""
+    index, tokens = indexed_with_tokens
+    side = TokenSide.open(tokens)
+    stage = TokenStage.bound(side, index.doc_ids, lambda texts: [])
+    offsets = np.asarray(index.store.offsets)
+    read: list[int] = []
+
+    def spans(doc: int) -> np.ndarray:
+        read.append(doc)
+        return index.lexical.passages(np.arange(offsets[doc], offsets[doc + 1]))
+
+    rows = np.asarray([int(offsets[2]) + 1, int(offsets[0]), int(offsets[2])], dtype=np.int64)
+    found = stage.window_tokens(rows, offsets, spans)
+    again = stage.window_tokens(rows[::-1].copy(), offsets, spans)
+    assert sorted(read) == [0, 2]  # each document once, the second call from what was kept
+    np.testing.assert_array_equal(again, found[::-1])
+    for row, (start, end) in zip(rows.tolist(), found.tolist(), strict=True):
+        doc = int(np.searchsorted(offsets, row, side="right")) - 1
+        span = index.lexical.passage(row)
+        assert (start, end) == tuple(side.ranges_within(side.numbers[index.doc_ids[doc]], [span])[0])
+        assert start < end  # every window holds tokens
 
 
 def test_token_side_refuses_a_window_folder(tiny_model_dir: Path, tmp_path: Path) -> None:

@@ -130,6 +130,10 @@ class LexicalSide(Protocol):
         """The character span of window `row` in its document's text."""
         ...
 
+    def passages(self, rows: np.ndarray) -> np.ndarray:
+        """(len(rows), 2) int64: the character spans of window `rows` (of one document), read at once."""
+        ...
+
 
 class QueryEncoder(Protocol):
     """Queries embedded as the index's documents were (`lengthwise.longdoc.encoder.LongEncoder` is one)."""

@@ -26,7 +26,8 @@ from lengthwise.core.errors import SettingError
 from lengthwise.core.forwards import shared_forwards
 from lengthwise.core.fusion import Mode
 from lengthwise.core.parallel import each, search_pool
-from lengthwise.search.fusion import fuse, top
+from lengthwise.search.fusion import fuse, top, top_set
+from lengthwise.search.rows import best_rows
 from lengthwise.search.types import FusionSettings, Hit, Passage
 
 if TYPE_CHECKING:
@@ -268,9 +269,22 @@ class Searcher:
         scan kept them), each side's score kept."""
         assert self.tokens is not None
 
-        def windows(doc: int, count: int) -> list[tuple[int, int]]:
-            assert self.lexical is not None and dense_query is not None  # a hybrid search: both there
-            return [self.lexical.passage(row) for row in self.best_windows(doc, dense_query, count, cosines)]
+        kept = None if cosines is None else cosines.numpy()
+        offsets = self.store.offsets
+
+        def spans(doc: int) -> np.ndarray:
+            assert self.lexical is not None  # a hybrid search: there
+            return self.lexical.passages(np.arange(int(offsets[doc]), int(offsets[doc + 1])))
+
+        def windows(chosen: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+            assert self.tokens is not None and dense_query is not None  # a hybrid search: there
+            if kept is not None:  # every document's best windows at once
+                rows, places = best_rows(kept, offsets, chosen, count)
+            else:
+                found = [self.best_windows(int(doc), dense_query, count) for doc in chosen]
+                rows = np.concatenate(found) if found else np.empty(0, dtype=np.int64)
+                places = np.repeat(np.arange(len(found)), [len(f) for f in found])
+            return self.tokens.window_tokens(rows, offsets, spans), places
 
         near = None if dense_query is None or self.lexical is None else windows
         found, scores, tokens = self.tokens.rescore(docs, fused, query, k, near)
@@ -299,17 +313,15 @@ class Searcher:
         found = self._passages(doc, query, text, count) if count else ()
         return Hit(self.store.doc_ids[doc], float(score), clean(dense), clean(lexical), found)
 
-    def best_windows(
-        self, doc: int, query: torch.Tensor, count: int, cosines: torch.Tensor | None = None
-    ) -> np.ndarray:
-        """The rows of the document's `count` best windows by their dense cosine with the unit `query`, best first
+    def best_windows(self, doc: int, query: torch.Tensor, count: int, cosines: np.ndarray | None = None) -> np.ndarray:
+        """The rows of the document's `count` best windows by their dense cosine with the unit `query`, ascending
         (ties: the earlier window); `cosines`: every window's, when a whole scan kept them (its products may differ
-        from these in a last bit, so two windows within that of each other may come in either order)."""
+        from these in a last bit, so two windows within that of each other may swap)."""
         first, last = int(self.store.offsets[doc]), int(self.store.offsets[doc + 1])
         if cosines is not None:
-            return first + np.argsort(-cosines[first:last].numpy(), kind="stable")[:count]
+            return first + top_set(cosines[first:last], count)
         vectors = torch.as_tensor(np.array(self.store.window_vectors(first, last)))  # stored unit
-        return first + np.argsort(-(vectors @ query).numpy(), kind="stable")[:count]
+        return first + top_set((vectors @ query).numpy(), count)
 
     def _passages(self, doc: int, query: torch.Tensor | None, text: str, count: int) -> tuple[Passage, ...]:
         """The document's `count` best windows: by their dense cosine with the query, else by the query terms

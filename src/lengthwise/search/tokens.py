@@ -9,10 +9,11 @@ not coded. `passage` gives the span of the document where the query's best-match
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
@@ -21,11 +22,12 @@ import numpy as np
 from lengthwise.core.errors import LongDocError, SettingError
 from lengthwise.core.shards import MANIFEST, REPAIR, SPANS, read_manifest, shards
 from lengthwise.core.token_codec import CODEC_FILE, TokenCodec, read_codec
+from lengthwise.search.rows import documents_of
 from lengthwise.search.types import ModelRecord, TokenSettings
 
 __all__ = ["TOKEN_AROUND", "TOKEN_BLOCK", "TOKEN_DEPTH", "TOKEN_WEIGHT", "TokenSide", "TokenStage", "maxsim_exact"]
 
-TOKEN_BLOCK = 2048  # document tokens decoded and scored at once (3 MB of float32 at 384 dimensions: in cache)
+TOKEN_BLOCK = 8192  # document tokens decoded and scored at once (12 MB of float32 at 384 dimensions)
 
 
 @dataclass(eq=False)
@@ -117,61 +119,57 @@ class TokenSide:
         rows, `rows_within`) instead of all its tokens; a document given none scores −inf."""
         docs = np.arange(len(self.doc_ids)) if docs is None else np.asarray(docs, dtype=np.int64)
         if rows is None:
-            rows = [[(int(self.offsets[d]), int(self.offsets[d + 1]))] for d in docs.tolist()]
-        projected = [self.codec.project(query).astype(np.float32) for query in queries]  # (q, d) each
-        if self.codec.bits == 8:
-            assert self.codec.scale is not None
-            projected = [p * self.codec.scale for p in projected]  # int8's decode folded in: codes · (q ⊙ scale)
-        best = [np.full((len(p), len(docs)), -np.inf, dtype=np.float32) for p in projected]
-        for ranges, starts, places in self._blocks(rows):
-            stacked = np.concatenate([self.codes[a:b] for a, b in ranges])
-            raw = stacked.astype(np.float32) if self.codec.bits == 8 else self.codec.decode(stacked)
-            for query, found in zip(projected, best, strict=True):
-                pieces = np.maximum.reduceat(query @ raw.T, starts, axis=1)  # (q, pieces): each piece's best token
-                np.maximum.at(found.T, places, pieces.T)  # a view: a document may have several pieces here
-        return np.stack([found.sum(axis=0, dtype=np.float64) for found in best]).reshape(len(projected), len(docs))
+            ranges = np.stack([self.offsets[docs], self.offsets[docs + 1]], axis=1)
+            places = np.arange(len(docs))
+        else:
+            ranges = np.asarray([r for spans in rows for r in spans], dtype=np.int64).reshape(-1, 2)
+            places = np.repeat(np.arange(len(rows)), [len(spans) for spans in rows])
+        return self.scores_of_ranges(queries, len(docs), ranges, places)
 
-    @staticmethod
-    def _blocks(
-        ranges: Sequence[Sequence[tuple[int, int]]],
-    ) -> Iterator[tuple[list[tuple[int, int]], np.ndarray, np.ndarray]]:
-        """Blocks of at most `TOKEN_BLOCK` document tokens, decoded and scored together while they sit in the CPU's
-        cache: (row ranges, where each piece starts in the block, each piece's place in `ranges`: its document). A
-        range longer than a block is cut into pieces of a block; no block holds two pieces of one range."""
-        rows: list[tuple[int, int]] = []
-        starts: list[int] = []
-        places: list[int] = []
-        size = 0
-        for place, spans in enumerate(ranges):
-            for first, last in spans:
-                for start in range(first, last, TOKEN_BLOCK):
-                    stop = min(start + TOKEN_BLOCK, last)
-                    if size and size + stop - start > TOKEN_BLOCK:
-                        yield rows, np.asarray(starts), np.asarray(places)
-                        rows, starts, places, size = [], [], [], 0
-                    rows.append((start, stop))
-                    starts.append(size)
-                    places.append(place)
-                    size += stop - start
-        if rows:
-            yield rows, np.asarray(starts), np.asarray(places)
+    def scores_of_ranges(
+        self, queries: Sequence[np.ndarray], count: int, ranges: np.ndarray, places: np.ndarray
+    ) -> np.ndarray:
+        """(len(queries), count) MaxSim over the token rows of `ranges` (R, 2) (absolute, ``[start, end)``; they may
+        overlap: each token is scored once), range r read for the document in place ``places[r]`` (< `count`; two
+        places never share a row); a place given no token scores −inf. The rows are gathered, decoded and scored
+        `TOKEN_BLOCK` at a time, each block once for all the queries."""
+        projected = [self.codec.project(query).astype(np.float32) for query in queries]  # (q, d) each
+        if not projected:
+            return np.empty((0, count), dtype=np.float64)
+        sizes = np.cumsum([0] + [len(p) for p in projected])
+        together = np.concatenate(projected)
+        best = np.full((len(together), count), -np.inf, dtype=np.float32)
+        flat, owners = flat_rows(np.asarray(ranges, dtype=np.int64).reshape(-1, 2), np.asarray(places, np.int64))
+        for first in range(0, len(flat), TOKEN_BLOCK):
+            owner = owners[first : first + TOKEN_BLOCK]
+            products = self.codec.products(together, self.codes[flat[first : first + TOKEN_BLOCK]])  # every query's
+            runs = np.concatenate([[0], np.flatnonzero(owner[1:] != owner[:-1]) + 1])  # each owner's rows here
+            pieces = np.maximum.reduceat(products, runs, axis=1)  # (tokens, runs): each run's best token
+            np.maximum.at(best.T, owner[runs], pieces.T)  # a view: an owner's rows may go on in the next block
+        return np.stack([best[a:b].sum(axis=0, dtype=np.float64) for a, b in itertools.pairwise(sizes)]).reshape(
+            len(projected), count
+        )
 
     def rows_within(self, doc: int, spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
         """The token rows (absolute, merged ranges in order) of document `doc` whose token starts inside one of the
         character `spans` (``text[start:end]``, e.g. a document's best windows)."""
+        merged: list[tuple[int, int]] = []
+        for lo, hi in sorted(map(tuple, self.ranges_within(doc, spans).tolist())):
+            if lo >= hi:
+                continue
+            if merged and lo <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+            else:
+                merged.append((lo, hi))
+        return merged
+
+    def ranges_within(self, doc: int, spans: np.ndarray | Sequence[tuple[int, int]]) -> np.ndarray:
+        """(len(spans), 2) int64: for each character span of document `doc`, the absolute token rows ``[start,
+        end)`` whose token starts inside it (empty where none; not merged: `flat_rows` reads overlaps once)."""
         first = int(self.offsets[doc])
         starts = self.starts[first : int(self.offsets[doc + 1])]
         edges = np.asarray(spans, dtype=np.int64).reshape(-1, 2)  # every span's two ends looked up at once
-        found = np.searchsorted(starts, edges.ravel(), "left").reshape(-1, 2)
-        merged: list[tuple[int, int]] = []
-        for lo, hi in sorted(map(tuple, found.tolist())):
-            if lo >= hi:
-                continue
-            if merged and lo <= merged[-1][1] - first:
-                merged[-1] = (merged[-1][0], max(merged[-1][1], first + hi))
-            else:
-                merged.append((first + lo, first + hi))
-        return merged
+        return first + np.searchsorted(starts, edges.ravel(), "left").reshape(-1, 2)
 
     def passage(self, query: np.ndarray, doc: int, tokens: int = 128) -> tuple[int, int, float]:
         """(start, end, score) of the document's span of `tokens` tokens holding most of the query's best matches:
@@ -225,6 +223,7 @@ class TokenStage:
     weight: float = TOKEN_WEIGHT
     depth: int = TOKEN_DEPTH
     around: int | None = None
+    _windows: np.ndarray | None = field(default=None, init=False, repr=False)  # `window_tokens`'s (W, 2); −1: unread
 
     def __post_init__(self) -> None:
         if not isinstance(self.weight, (int, float)) or not 0.0 <= self.weight <= 1.0:
@@ -254,6 +253,20 @@ class TokenStage:
         rows = np.asarray([side.numbers[doc_id] for doc_id in doc_ids], dtype=np.int64)
         return cls(side, rows, encode, weight, depth, around)
 
+    def window_tokens(self, rows: np.ndarray, offsets: np.ndarray, spans: Callable[[int], np.ndarray]) -> np.ndarray:
+        """(len(rows), 2) int64: the token rows ``[start, end)`` (absolute, in `side`) whose tokens start inside each
+        of the index's window `rows` (`offsets`: the index's window offsets; `spans(doc)`: the character spans of
+        every window of document `doc`). A document's windows are looked up the first time one is asked for and
+        kept: 16 bytes a window of the index, filled as searches reach its documents."""
+        if self._windows is None or len(self._windows) != int(offsets[-1]):
+            self._windows = np.full((int(offsets[-1]), 2), -1, dtype=np.int64)
+        known = self._windows
+        unread = rows[known[rows, 0] < 0]
+        for doc in np.unique(documents_of(offsets, unread)).tolist():  # each written whole: a racing search reads
+            first, last = int(offsets[doc]), int(offsets[doc + 1])  # it whole or computes it again, the same
+            known[first:last] = self.side.ranges_within(int(self.rows[doc]), spans(doc))
+        return known[rows]
+
     def describe(self) -> dict[str, object]:
         """What a result records of the stage: the folder, its codec and model, the weight and depth."""
         return {"folder": str(self.side.folder), "codec": self.side.codec.spec, "model": self.side.settings["model"],
@@ -266,20 +279,43 @@ class TokenStage:
         fused: np.ndarray,
         query: np.ndarray,
         k: int,
-        windows: Callable[[int, int], Sequence[tuple[int, int]]] | None = None,
+        windows: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]] | None = None,
     ) -> tuple[np.ndarray, ...]:
         """(documents, scores, token scores) of the `k` best after rescoring; `docs` and `fused`: the hybrid's
         documents (the index's numbers) and fused scores, in any order; `query`: the query's token vectors;
-        `windows(doc, n)`: the character spans of the document's `n` best windows for this query (read when the
-        stage scores `around` them; without it, every token is scored)."""
+        `windows(docs, n)`: the token rows of each of `docs`' `n` best windows for this query, as (ranges (R, 2),
+        each range's place in `docs`) (`window_tokens`; read when the stage scores `around` them; without it, every
+        token is scored)."""
         from lengthwise.core.fusion import fuse_normalised
 
         order = np.argsort(-fused, kind="stable")[: max(self.depth, k)]
         chosen = docs[order]
-        rows = None
         if self.around is not None and windows is not None:
-            rows = [self.side.rows_within(int(self.rows[d]), windows(int(d), self.around)) for d in chosen]
-        tokens = self.side.scores_many([query], self.rows[chosen], rows)[0]
+            ranges, places = windows(chosen, self.around)
+            tokens = self.side.scores_of_ranges([query], len(chosen), ranges, places)[0]
+        else:
+            tokens = self.side.scores_many([query], self.rows[chosen])[0]
         scores = fuse_normalised([fused[order], tokens], [1.0 - self.weight, self.weight], "zscore")
         best = np.argsort(-scores, kind="stable")[:k]
         return docs[order[best]], scores[best], tokens[best]
+
+
+def flat_rows(ranges: np.ndarray, places: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every row of the row `ranges` (R, 2) once per place, with the place of the range it came from, a place's rows
+    ascending and together: a range overlapping an earlier one of its place is cut where that one ends."""
+    order = np.lexsort((ranges[:, 0], places))  # by place, then start
+    starts, ends, owners = ranges[order, 0], ranges[order, 1], places[order]
+    shift = owners * (1 << 40)  # a place's rows after every earlier place's: one running max serves them all
+    reached = np.maximum.accumulate(ends + shift) - shift  # the furthest row a range of this place up to here covers
+    if len(starts) > 1:
+        same = owners[1:] == owners[:-1]
+        starts[1:][same] = np.maximum(starts[1:][same], reached[:-1][same])  # what earlier ranges hold, dropped
+    lengths = np.maximum(ends - starts, 0)
+    kept = lengths > 0
+    starts, lengths, owners = starts[kept], lengths[kept], owners[kept]
+    if not len(starts):
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    steps = np.ones(int(lengths.sum()), dtype=np.int64)  # consecutive rows, a jump where each range begins
+    steps[0] = starts[0]
+    steps[np.cumsum(lengths)[:-1]] = starts[1:] - (starts[:-1] + lengths[:-1] - 1)
+    return np.cumsum(steps), np.repeat(owners, lengths)

@@ -238,6 +238,10 @@ class LexicalIndex:
         start, end = self.spans[row]
         return int(start), int(end)
 
+    def passages(self, rows: np.ndarray) -> np.ndarray:
+        """(len(rows), 2) int64: the character spans of window `rows`, one read."""
+        return np.asarray(self.spans[np.asarray(rows, dtype=np.int64)], dtype=np.int64).reshape(-1, 2)
+
     def query_tokens(self, query: str) -> list[int]:
         """The query's terms known to the corpus (stop words and unknown words dropped)."""
         ids = self.tokenizer.tokenize([query], update_vocab=False, return_as="ids", show_progress=False)[0]
@@ -330,6 +334,9 @@ class BothGranularities:
 
     def passage(self, row: int) -> tuple[int, int]:
         return self.window.passage(row)
+
+    def passages(self, rows: np.ndarray) -> np.ndarray:
+        return self.window.passages(rows)
 
     def query_tokens(self, query: str) -> list[int]:
         return self.window.query_tokens(query)

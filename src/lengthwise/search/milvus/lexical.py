@@ -180,6 +180,15 @@ class EngineLexical:
         start, end = self._document(doc)["spans"][row - int(self.offsets[doc])]
         return int(start), int(end)
 
+    def passages(self, rows: np.ndarray) -> np.ndarray:
+        """(len(rows), 2) int64: the character spans of window `rows` of one document, from its record read once."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if not len(rows):
+            return np.empty((0, 2), dtype=np.int64)
+        doc = int(np.searchsorted(self.offsets, rows[0], side="right")) - 1
+        spans = np.asarray(self._document(doc)["spans"], dtype=np.int64).reshape(-1, 2)
+        return spans[rows - int(self.offsets[doc])]
+
 
 def engine_sides(client: Any, collection: str, found: dict[str, Any], served: str) -> list[EngineBM25]:
     """The BM25 sides a load recorded (`found`: its records), whole documents first, each with its tokenizer.
