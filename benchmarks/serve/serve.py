@@ -292,7 +292,8 @@ def main() -> None:
         "--tokens",
         type=Path,
         default=None,
-        help="a token folder: also serve with --tokens it, an arm beside the default server, alternated over --rounds",
+        help="a token folder: also serve with --tokens it (at each --search-threads), arms beside the default "
+        "server's, alternated over --rounds",
     )
     parser.add_argument("--out", type=Path, default=None, help="write the figures here as JSON")
     args = parser.parse_args()
@@ -346,8 +347,9 @@ def run(folder: Path, args: argparse.Namespace, settings: dict[str, Any], scratc
     if args.precision is not None:  # each query precision (`default`: the flag left out), with each search threads
         chosen = [p if p == "default" else f"precision={p}" for p in args.precision.split(",")]
         arms = chosen if args.search_threads is None else [f"{t}+{p}" for t in arms for p in chosen]
-    if args.tokens is not None:  # the default server against one rescoring by these tokens (issue 64)
-        arms = [*arms, f"tokens={args.tokens}"]
+    if args.tokens is not None:  # the default server against one rescoring by these tokens (issue 64), at each
+        threads = (args.search_threads or "default").split(",")  # --search-threads asked
+        arms = [*arms, *(f"tokens={args.tokens}" if t == "default" else f"{t}+tokens={args.tokens}" for t in threads)]
     if args.reference is not None:
         serve["reference"] = {"source": args.reference, "index": args.reference_index or folder}
         arms.append(REFERENCE)

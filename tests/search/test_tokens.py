@@ -65,6 +65,33 @@ def test_codec_products_are_the_queries_dot_products_with_the_decoded_tokens(spe
     np.testing.assert_allclose(found, wanted, rtol=1e-5, atol=1e-5)
 
 
+def test_one_bit_products_in_integers_match_the_float_path_and_fall_back_to_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One-bit codes: the integer product (three signed bytes of each fixed-point query row, ``torch._int_mm``) is
+    the float64 dot product to 1e-6, closer than float32's; where torch has no integer product the float path
+    answers, the same to rounding."""
+    import torch
+
+    rng = np.random.default_rng(6)
+    rows = _unit(rng.standard_normal((400, 64)))
+    codec = TokenCodec.fit("bin", rows)
+    codes, queries = codec.encode(rows), codec.project(_unit(rng.standard_normal((9, 64))))
+    queries[3] = 0.0  # a row of zeros is scaled by one, not divided by zero
+    wanted = queries.astype(np.float64) @ codec.decode(codes).astype(np.float64).T
+    integer = codec.products(queries, codes)
+    assert np.abs(integer - wanted).max() <= 1e-6
+    assert not integer[3].any()
+
+    def refused(*args: object) -> None:
+        raise RuntimeError("no integer matrix product here")
+
+    monkeypatch.setattr(torch, "_int_mm", refused)
+    fallback = codec.products(queries, codes)
+    assert fallback.dtype == np.float32
+    np.testing.assert_allclose(fallback, wanted, rtol=1e-5, atol=1e-5)
+
+
 def test_flat_rows_reads_each_row_once_for_each_place() -> None:
     """Overlapping ranges of one place give each row once; the same rows for two places are read for each."""
     rng = np.random.default_rng(4)

@@ -139,8 +139,12 @@ class TokenCodec:
 
         query = torch.from_numpy(np.ascontiguousarray(queries, dtype=np.float32))
         if self.bits == 1:
-            bits = np.unpackbits(codes, axis=1, count=self.dims).astype(np.float32)  # numpy's cast: 5× torch's here
-            return (query @ torch.from_numpy(bits).T).mul_(2).sub_(query.sum(dim=1, keepdim=True)).numpy()
+            bits = np.unpackbits(codes, axis=1, count=self.dims)  # (n, d) 0/1
+            found = _sign_products(queries, bits)
+            if found is None:  # no integer product here: the bits as float32 (numpy's cast: 5× torch's)
+                ones = query @ torch.from_numpy(bits.astype(np.float32)).T
+                found = ones.mul_(2).sub_(query.sum(dim=1, keepdim=True)).numpy()
+            return found
         if self.bits == 8:
             assert self.scale is not None
             query = query * torch.from_numpy(self.scale)
@@ -177,3 +181,33 @@ def _signed(basis: np.ndarray) -> np.ndarray:
     """Each column with its largest-magnitude entry positive: the SVD's sign is arbitrary, the saved basis is not."""
     flip = np.sign(basis[np.abs(basis).argmax(axis=0), np.arange(basis.shape[1])])
     return basis * np.where(flip == 0, 1.0, flip)
+
+
+_INT_DIGITS = 1 << 22  # a query row's largest value in fixed point: three signed bytes hold ±2²² (23 bits)
+
+
+def _sign_products(queries: np.ndarray, bits: np.ndarray) -> np.ndarray | None:
+    """(q, n) float32 ``queries · (2 · bits − 1)ᵀ`` for 0/1 `bits` (n, d), as ``2 · queries · bitsᵀ − Σ queries``
+    with ``queries · bitsᵀ`` in integers: each query row in fixed point (23 bits of its largest value, as float32's
+    mantissa), cut into three signed bytes, each byte's rows times the bits by ``torch._int_mm`` (int8 in, int32 out:
+    exact; VNNI or AMX where the CPU has them: 1.6× float32 on this project's hosts), joined in float32. None where
+    torch has no integer matrix product for these."""
+    import torch
+
+    rows = np.asarray(queries, dtype=np.float64)
+    scale = np.abs(rows).max(axis=1, keepdims=True) / _INT_DIGITS
+    scale[scale == 0] = 1.0
+    fixed = np.rint(rows / scale).astype(np.int64)
+    low = (fixed + 128) % 256 - 128
+    middle = ((fixed - low) // 256 + 128) % 256 - 128
+    high = (fixed - low - 256 * middle) // 65536  # within ±64
+    digits = torch.from_numpy(np.concatenate([high, middle, low]).astype(np.int8))
+    try:
+        parts = torch._int_mm(digits, torch.from_numpy(bits.view(np.int8)).T).to(torch.float32)  # each exact
+    except (AttributeError, RuntimeError, NotImplementedError):
+        return None
+    count = len(rows)
+    twice = torch.from_numpy((2 * scale).astype(np.float32))
+    out = parts[:count].mul_(twice * 65536).add_(parts[count : 2 * count].mul_(twice * 256))
+    out.add_(parts[2 * count :].mul_(twice)).sub_(torch.from_numpy(rows.sum(axis=1, keepdims=True).astype(np.float32)))
+    return out.numpy()

@@ -16,11 +16,12 @@ Example (an index loaded before, by `load_into_milvus` or ``lengthwise index bui
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from lengthwise.core.errors import LongDocError
+from lengthwise.search.milvus.client import MilvusClient
 from lengthwise.search.milvus.lexical import EngineLexical, engine_sides
 from lengthwise.search.milvus.store import (
     RECORDS,
@@ -112,7 +113,7 @@ class MilvusIndex(Searchable):
         return self.windows.collection
 
     @property
-    def client(self) -> Any:
+    def client(self) -> MilvusClient:
         """The `pymilvus.MilvusClient` the index reads through."""
         return self.windows.client
 

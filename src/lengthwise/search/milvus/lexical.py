@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from lengthwise.core.errors import LongDocError, SettingError
+from lengthwise.search.milvus.client import MilvusClient, Record
 from lengthwise.search.milvus.store import (
     DOCUMENTS,
     RECORDS,
@@ -43,7 +44,7 @@ class EngineBM25:
     window's document is found from its row number (`offsets`). Asked for no field, the engine sends every one back
     (each row's sparse weights: at 1M windows a search of 16,384 rows took 14 s that way, 1.7 s with the ids)."""
 
-    client: Any
+    client: MilvusClient
     collection: str
     tokenizer: Any
     offsets: np.ndarray  # (n + 1,) each document's first window row
@@ -118,12 +119,12 @@ class EngineLexical:
     `BothGranularities.side_scores` orders them) and the documents' texts and spans (passages), read from the
     records."""
 
-    client: Any
+    client: MilvusClient
     collection: str
     settings: LexicalSettings
     sides: list[EngineBM25]
     offsets: np.ndarray  # (n + 1,) each document's first window row
-    read: dict[int, dict[str, Any]] = field(default_factory=dict)  # documents' texts and spans read (passages)
+    read: dict[int, Record] = field(default_factory=dict)  # documents' texts and spans read (passages)
     cut: dict[str, tuple[bool, ...]] = field(default_factory=dict)  # per query: which sides' searches were cut
 
     def query_tokens(self, query: str) -> list[int]:
@@ -158,7 +159,7 @@ class EngineLexical:
                 out[n, unknown] = side.scores_among(query, unknown)
         return out
 
-    def _document(self, doc: int) -> dict[str, Any]:
+    def _document(self, doc: int) -> Record:
         """Document `doc`'s text and its windows' spans, read from the records (the last `TEXTS_KEPT` kept)."""
         if doc not in self.read:
             found = read_records(self.client, self.collection + RECORDS, [f"{TEXT}{doc}"]).get(f"{TEXT}{doc}")
@@ -190,7 +191,7 @@ class EngineLexical:
         return spans[rows - int(self.offsets[doc])]
 
 
-def engine_sides(client: Any, collection: str, found: dict[str, Any], served: str) -> list[EngineBM25]:
+def engine_sides(client: MilvusClient, collection: str, found: dict[str, Any], served: str) -> list[EngineBM25]:
     """The BM25 sides a load recorded (`found`: its records), whole documents first, each with its tokenizer.
 
     Raises:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from lengthwise.core.errors import SettingError
+from lengthwise.search.milvus.client import MilvusClient
 
 __all__ = ["LITE_ATTEMPTS", "open_client"]
 
@@ -49,7 +50,7 @@ _HELD: dict[str, int] = {}  # a database's resolved path → the descriptor that
 _LOCK = threading.Lock()  # one open at a time in this process (`open_client`): `_HELD`, HOME, file descriptor 2
 
 
-def open_client(pymilvus: Any, uri: str, kind: str) -> Any:
+def open_client(pymilvus: Any, uri: str, kind: str) -> MilvusClient:
     """A `pymilvus.MilvusClient` on the Milvus Lite database at `uri` (made when new), served by an engine of `kind`
     (``lite``: 2.x, a SQLite file; ``lite-python``: 3.x, a folder). On this process's first open of `uri`: the path
     checked, the lock taken, another program's engine asked for, the tables read, then the engine started; later
@@ -74,7 +75,7 @@ def open_client(pymilvus: Any, uri: str, kind: str) -> Any:
             raise
 
 
-def _start(pymilvus: Any, uri: str) -> Any:
+def _start(pymilvus: Any, uri: str) -> MilvusClient:
     """The client, its engine started quietly (`quiet_start`), tried `LITE_ATTEMPTS` times: Milvus Lite's channel,
     throttled (gRPC GOAWAY) on a busy machine, can fail a first connect. Not tried again when the engine found the
     database open in another program: Milvus Lite 2.5.1 removes its lock file then, and the next try would open it."""

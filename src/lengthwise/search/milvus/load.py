@@ -30,6 +30,7 @@ import numpy as np
 
 from lengthwise.core.errors import SettingError
 from lengthwise.search.lexical.bm25 import BothGranularities, LexicalIndex
+from lengthwise.search.milvus.client import IndexParams, MilvusClient, Schema
 from lengthwise.search.milvus.index import MilvusIndex
 from lengthwise.search.milvus.store import (
     DOCUMENTS,
@@ -60,7 +61,7 @@ MUTABLE = ("generation", "mode", "fusion", "tuned")  # lexical settings that cha
 Progress = Callable[[int, int], None] | None
 
 
-def _windows_schema(client: Any, dim: int, kind: str, sparse: bool) -> tuple[Any, Any]:
+def _windows_schema(client: MilvusClient, dim: int, kind: str, sparse: bool) -> tuple[Schema, IndexParams]:
     """The windows collection: each window's row, document number and vector, and with `sparse` (an index with BM25
     over its windows) its BM25 weights. Without it the collection has no sparse field, so a dense index loads into
     a Milvus without sparse vectors (2.3) and stores no placeholder weights."""
@@ -78,12 +79,12 @@ def _windows_schema(client: Any, dim: int, kind: str, sparse: bool) -> tuple[Any
     return schema, params
 
 
-def _has_sparse(client: Any, collection: str) -> bool:
+def _has_sparse(client: MilvusClient, collection: str) -> bool:
     """Whether `collection` has the BM25 field (a load begun by an earlier lengthwise always made one)."""
     return any(field.get("name") == "bm25" for field in client.describe_collection(collection)["fields"])
 
 
-def _documents_schema(client: Any) -> tuple[Any, Any]:
+def _documents_schema(client: MilvusClient) -> tuple[Schema, IndexParams]:
     from pymilvus import DataType
 
     schema = client.create_schema(auto_id=False)
@@ -94,7 +95,7 @@ def _documents_schema(client: Any) -> tuple[Any, Any]:
     return schema, params
 
 
-def _records_schema(client: Any) -> tuple[Any, Any]:
+def _records_schema(client: MilvusClient) -> tuple[Schema, IndexParams]:
     from pymilvus import DataType
 
     schema = client.create_schema(auto_id=False)
@@ -205,7 +206,7 @@ def load_into_milvus(
     return MilvusIndex.open(uri, name, method=index.queries.method)
 
 
-def _create(client: Any, uri: str, collection: str, schema: Any, params: Any) -> None:
+def _create(client: MilvusClient, uri: str, collection: str, schema: Schema, params: IndexParams) -> None:
     """Create `collection` with its indexes, or nothing (a collection made before its index was refused is dropped).
 
     Raises:
@@ -229,7 +230,7 @@ def _create(client: Any, uri: str, collection: str, schema: Any, params: Any) ->
         quiet.setLevel(level)
 
 
-def _load_documents(client: Any, collection: str, records: str, side: Any, batch: int) -> None:
+def _load_documents(client: MilvusClient, collection: str, records: str, side: Any, batch: int) -> None:
     """One row per document with its whole-document BM25 weights, inserted in batches after the last one recorded
     (``document_progress``), as the windows are."""
     count = int(side.settings["documents"])
@@ -273,7 +274,7 @@ def _vocabulary(tokenizer: Any) -> dict[str, Any]:
             "word_to_id": tokenizer.word_to_id}  # fmt: skip
 
 
-def _publish(client: Any, name: str, windows: str) -> None:
+def _publish(client: MilvusClient, name: str, windows: str) -> None:
     """Make `name` serve `windows` (its one record, in the collection ``name + SERVED``, rewritten in one upsert),
     keeping the collection it named before (an index opened on it still reads it) and dropping any older load of
     `name`."""
@@ -292,7 +293,7 @@ def _publish(client: Any, name: str, windows: str) -> None:
             client.drop_collection(collection)
 
 
-def _settled(client: Any, *collections: str) -> None:
+def _settled(client: MilvusClient, *collections: str) -> None:
     """Flush `collections` and load them again, so the engine serves them from sealed segments with their indexes
     (HNSW, the sparse inverted index), not from the growing segments a load leaves, which it scans: several times
     faster a query, for seconds more at the load (docs/benchmarks.md, `benchmarks/bench_milvus_read.py`)."""

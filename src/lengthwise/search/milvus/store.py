@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from lengthwise.core.errors import SettingError
+from lengthwise.search.milvus.client import Hits, MilvusClient
 
 SEARCH_LIMIT = 16_384  # Milvus's largest `limit` of one search
 LOAD_ATTEMPTS = 3  # loads of a collection before its error is reported (`load_collection`)
@@ -36,7 +37,7 @@ STRONG = "Strong"  # the consistency records are read at (`read_records`)
 SERVED = "__served"  # suffix of the records collection whose one record names the collection a name serves
 
 
-def connect(uri: str) -> Any:
+def connect(uri: str) -> MilvusClient:
     """A `pymilvus.MilvusClient` on `uri`: a local ``.db`` path (an embedded Milvus Lite, created when new; opened by
     one process at a time, `lengthwise.search.milvus.lite.open_client`) or a server's URL
     (``http://host:19530``: Milvus standalone or a cluster; the same calls either way).
@@ -93,7 +94,7 @@ def check_name(name: str) -> str:
     return name
 
 
-def write_records(client: Any, collection: str, records: dict[str, Any] | Iterable[tuple[str, Any]]) -> None:
+def write_records(client: MilvusClient, collection: str, records: dict[str, Any] | Iterable[tuple[str, Any]]) -> None:
     """Each record as JSON in rows of at most `CHUNK` characters (``key:000000``, …), then ``key`` with its count,
     upserted in batches of about `BATCH_CHARS` characters: a batch's parts before their counts, so a key whose count
     row is there is whole."""
@@ -112,13 +113,15 @@ def write_records(client: Any, collection: str, records: dict[str, Any] | Iterab
     _upsert_records(client, collection, parts, counts)
 
 
-def _upsert_records(client: Any, collection: str, parts: list[dict[str, Any]], counts: list[dict[str, Any]]) -> None:
+def _upsert_records(
+    client: MilvusClient, collection: str, parts: list[dict[str, Any]], counts: list[dict[str, Any]]
+) -> None:
     for rows in (parts, counts):
         if rows:
             client.upsert(collection, rows)
 
 
-def read_records(client: Any, collection: str, keys: Sequence[str]) -> dict[str, Any]:
+def read_records(client: MilvusClient, collection: str, keys: Sequence[str]) -> dict[str, Any]:
     """The records `keys` that `write_records` wrote whole (a key without its count row is absent). Read at strong
     consistency: a server reads at bounded staleness by default, and a load's progress or the name it has just
     published, read back at once, was not there yet (a Milvus 2.3.5 standalone server: `open` after a load found no
@@ -138,7 +141,7 @@ def read_records(client: Any, collection: str, keys: Sequence[str]) -> dict[str,
     return found
 
 
-def ensure_loaded(client: Any, *collections: str) -> None:
+def ensure_loaded(client: MilvusClient, *collections: str) -> None:
     """Load `collections` into the engine's memory for search and query: Milvus keeps a collection released in a
     process that did not create it (a Milvus Lite database opened again, a server restarted)."""
     for collection in collections:
@@ -146,7 +149,7 @@ def ensure_loaded(client: Any, *collections: str) -> None:
             load_collection(client, collection)
 
 
-def load_collection(client: Any, collection: str) -> None:
+def load_collection(client: MilvusClient, collection: str) -> None:
     """Load `collection`, tried `LOAD_ATTEMPTS` times: Milvus Lite (3.2) can read a segment's index file while its own
     thread is still writing it after a flush ("Failed to read all data for array ... file seems not fully written",
     seen under load in the tests), and a later try reads it whole. A load is idempotent, on a server too."""
@@ -166,7 +169,7 @@ def _loaded_state() -> Any:
     return LoadState.Loaded
 
 
-def served_collection(client: Any, name: str) -> str | None:
+def served_collection(client: MilvusClient, name: str) -> str | None:
     """The windows collection served as `name` (the record ``collection`` of the collection ``name + SERVED``), or
     None."""
     pointer = name + SERVED
@@ -177,7 +180,7 @@ def served_collection(client: Any, name: str) -> str | None:
     return None if found is None else str(found)
 
 
-def hit_arrays(hits: Any) -> tuple[np.ndarray, np.ndarray]:
+def hit_arrays(hits: Hits) -> tuple[np.ndarray, np.ndarray]:
     """(row ids, distances) of one query's search hits, in their order: from the arrays pymilvus keeps
     (``ids``, ``distances``) rather than a dict per hit (a thousand hits: 0.03 ms rather than 0.26 here), or from
     the hits themselves where they are plain dicts (a list of them)."""

@@ -19,6 +19,7 @@ from lengthwise.core.encoder import MultiVectors, multi_vector_scores
 from lengthwise.core.errors import LongDocError
 from lengthwise.core.parallel import each, search_pool
 from lengthwise.core.scoring import WindowScoring
+from lengthwise.search.milvus.client import Hits, MilvusClient
 from lengthwise.search.milvus.store import LISTS, READ_ROWS, SEARCH_LIMIT, hit_arrays
 from lengthwise.search.rows import documents_of, rescored_count, window_rows
 
@@ -34,7 +35,7 @@ class MilvusWindows:
     """The window vectors of one served index (its windows collection), searched by document (see the module
     docstring)."""
 
-    client: Any
+    client: MilvusClient
     uri: str
     collection: str  # the windows collection the served name named when opened
     doc_ids: list[str]
@@ -195,7 +196,7 @@ class MilvusWindows:
             out.append((owners, windows))
         return out
 
-    def _hits(self, hits: Any) -> tuple[np.ndarray, np.ndarray]:
+    def _hits(self, hits: Hits) -> tuple[np.ndarray, np.ndarray]:
         """(documents, similarities) of a dense search's hits, in its order: a window's document from its row
         number (`offsets`)."""
         rows, similarities = hit_arrays(hits)
