@@ -314,6 +314,45 @@ def test_hybrid_with_all_weight_on_tokens_is_the_exact_token_maxsim_scan(indexed
         np.testing.assert_allclose([hit.tokens for hit in hits], exact[order], rtol=1e-5)
 
 
+def test_the_stage_holds_on_duplicated_text(tiny_model_dir: Path, tiny_model, tmp_path: Path) -> None:
+    """A corpus with a document copied under another id and one that says its text twice: the copies score the same
+    tokens; every token and around the best window (ties: the earlier window) score as the exact scans."""
+    import torch
+
+    import lengthwise as lw
+    from tests.search.conftest import encode_windows, haystack_rows
+
+    rows = haystack_rows(6)
+    rows += [
+        {"_id": "copy0", "text": rows[0]["text"]},
+        {"_id": "twice1", "text": f"{rows[1]['text']} {rows[1]['text']}"},
+    ]
+    encoded = encode_windows(tmp_path, rows, tiny_model_dir)
+    index = lw.LongIndex.build(encoded, tmp_path / "idx", quantize="none", engine="faiss")
+    encode_tokens(tmp_path / "corpus.jsonl", tmp_path / "tokens", tiny_model_dir, window=32, overlap=8, shard_docs=3)
+    side, every = TokenSide.open(tmp_path / "tokens"), len(rows)
+    found = {}
+    for around in (0, 1):
+        index.use_tokens(tmp_path / "tokens", weight=1.0, depth=every, around=around)
+        found[around] = index.search(QUERIES, k=every, mode="hybrid")
+    index.use_tokens(None)
+    offsets = index.store.offsets
+    for query, whole, near in zip(QUERIES, found[0], found[1], strict=True):
+        vectors = side.codec.project(encode_token_vectors(tiny_model, [query], role="query", overlap=8)[0].vectors)
+        exact = maxsim_exact(vectors, [side.vectors(d) for d in range(every)])
+        scores = {hit.id: hit.tokens for hit in whole}
+        assert scores["copy0"] == scores[rows[0]["_id"]]  # the same tokens: the same score, bit for bit
+        np.testing.assert_allclose([scores[i] for i in side.doc_ids], exact, rtol=1e-5)
+        unit = torch.nn.functional.normalize(torch.as_tensor(np.asarray(index.embed_queries([query]))[0]), dim=-1)
+        for hit in near:
+            doc = index.doc_ids.index(hit.id)
+            cosines = np.asarray(index.vectors[offsets[doc] : offsets[doc + 1]]) @ unit.numpy()
+            start, end = index.lexical.passage(int(offsets[doc]) + int(np.argmax(cosines)))  # the earliest best
+            row = side.numbers[hit.id]
+            inside = [t for t, (a, _) in enumerate(side.spans(row)) if start <= a < end]
+            assert hit.tokens == pytest.approx(maxsim_exact(vectors, [side.vectors(row)[inside]])[0], rel=1e-5)
+
+
 def test_hybrid_with_no_weight_on_tokens_keeps_the_hybrid_ranking(indexed_with_tokens) -> None:
     index, tokens = indexed_with_tokens
     plain = index.search(QUERIES, k=5, mode="hybrid")
