@@ -598,6 +598,13 @@ def test_served_with_tokens_answers_as_the_library_with_them(index_dir: Path, ti
             for got, hits in zip(answer.json()["results"], expected, strict=True):
                 assert [hit["id"] for hit in got["hits"]] == [hit.id for hit in hits]
                 assert [hit["tokens"] for hit in got["hits"]] == pytest.approx([hit.tokens for hit in hits], abs=1e-5)
+            asked = {"queries": QUERIES[:1], "top_k": 3, "mode": "hybrid", "passages": 1, "context": 5}
+            hits = session.post("/search", json=asked).json()["results"][0]["hits"]
+            with_passages = library.search(QUERIES[:1], k=3, mode="hybrid", passages=1)[0]
+            for got, hit in zip(hits, with_passages, strict=True):  # the token stage's passage, with its context
+                assert hit.matched is not None and got["matched"]["text"] == hit.matched.text
+                text = library.lexical.text(library.numbers[hit.id])
+                assert got["matched"]["before"] == text[max(0, hit.matched.start - 5) : hit.matched.start]
             info = session.get("/info").json()["tokens"]
             assert info["codec"] == "bin" and info["weight"] == 0.5 and info["folder"] == "tokens"
             assert info["around"] == 2

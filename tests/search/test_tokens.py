@@ -353,6 +353,39 @@ def test_the_stage_holds_on_duplicated_text(tiny_model_dir: Path, tiny_model, tm
             assert hit.tokens == pytest.approx(maxsim_exact(vectors, [side.vectors(row)[inside]])[0], rel=1e-5)
 
 
+def test_a_rescored_hit_with_passages_says_where_its_tokens_matched(indexed_with_tokens, tiny_model) -> None:
+    """With the token stage and passages asked, a hit's `matched` is `TokenSide.passage` of its document (the span
+    of `TOKEN_PASSAGE` tokens where the query's best-matched tokens gather), its text and the window it starts in;
+    without passages, or without the stage, there is none."""
+    from lengthwise.search.tokens import TOKEN_PASSAGE
+
+    index, tokens = indexed_with_tokens
+    side = TokenSide.open(tokens)
+    plain = index.search(QUERIES, k=3, mode="hybrid", passages=1)
+    index.use_tokens(tokens, weight=0.5, around=2)
+    try:
+        found = index.search(QUERIES, k=3, mode="hybrid", passages=1)
+        bare = index.search(QUERIES, k=3, mode="hybrid")
+    finally:
+        index.use_tokens(None)
+    assert all(hit.matched is None for hits in [*plain, *bare] for hit in hits)
+    offsets = index.store.offsets
+    for query, hits in zip(QUERIES, found, strict=True):
+        vectors = encode_token_vectors(tiny_model, [query], role="query", overlap=8)[0].vectors
+        for hit in hits:
+            assert hit.matched is not None and hit.to_dict()["matched"]["text"] == hit.matched.text
+            start, end, score = side.passage(vectors, side.numbers[hit.id], tokens=TOKEN_PASSAGE)
+            doc = index.doc_ids.index(hit.id)
+            text = index.lexical.text(doc)
+            assert (hit.matched.start, hit.matched.end, hit.matched.text) == (start, end, text[start:end])
+            assert hit.matched.score == pytest.approx(score)
+            first, _ = index.lexical.passage(int(offsets[doc]) + hit.matched.window)
+            assert first <= start and (
+                hit.matched.window + 1 == offsets[doc + 1] - offsets[doc]
+                or index.lexical.passage(int(offsets[doc]) + hit.matched.window + 1)[0] > start
+            )
+
+
 def test_hybrid_with_no_weight_on_tokens_keeps_the_hybrid_ranking(indexed_with_tokens) -> None:
     index, tokens = indexed_with_tokens
     plain = index.search(QUERIES, k=5, mode="hybrid")

@@ -180,7 +180,15 @@ def search(
         str | None,
         typer.Option("--mode", help="dense, lexical (BM25) or hybrid (default: hybrid when the index holds text)."),
     ] = None,
-    passages: Annotated[int, typer.Option("--passages", help="Best windows shown with each hit.", min=0)] = 0,
+    passages: Annotated[
+        int,
+        typer.Option(
+            "--passages",
+            min=0,
+            help="Best windows shown with each hit (with --tokens, also the span where its "
+            "best-matched tokens gather).",
+        ),
+    ] = 0,
     depth: Annotated[
         int | None,
         typer.Option("--depth", help="Hybrid: documents each side proposes (default 100; deeper: more exact).", min=1),
@@ -222,12 +230,15 @@ def search(
 
 
 def _print_hits(query_id: str, hits: list) -> None:
-    """The hits of one query as text: rank, score, id, and each passage's span and text on its own line."""
+    """The hits of one query as text: rank, score, id, and each passage's span and text on its own line (the token
+    stage's `matched` passage marked ``tokens``)."""
     print(f"{query_id}:")
     for rank, hit in enumerate(hits, 1):
         print(f"  {rank:>3}  {hit.score:.4f}  {json.dumps(hit.id, ensure_ascii=False)}")
-        for passage in hit.passages:
-            print(f"         [{passage.start}:{passage.end}] {passage.score:.4f}  {' '.join(passage.text.split())}")
+        for passage, mark in [*((p, "") for p in hit.passages), *([(hit.matched, "tokens ")] if hit.matched else [])]:
+            print(
+                f"         {mark}[{passage.start}:{passage.end}] {passage.score:.4f}  {' '.join(passage.text.split())}"
+            )
 
 
 @app.command()

@@ -211,12 +211,15 @@ class Searcher:
             kept = k if token_query is None or self.tokens is None else max(k, self.tokens.depth)  # to be rescored
             docs, fused, dense, lexical = self._ranked(mode, fusion, text, query, dense_lists[n], depth, kept,
                                                        wholes[n])  # fmt: skip
-            matched: list[float | None] = [None] * len(docs)
-            if token_query is not None:
-                docs, fused, dense, lexical, matched = self._rescored(docs, fused, dense, lexical, token_query, k,
-                                                                      query, windows[n])  # fmt: skip
-            return [replace(self._hit(d, f, dn, lx, query, text, passages), tokens=tk)
-                    for d, f, dn, lx, tk in zip(docs, fused, dense, lexical, matched, strict=True)]  # fmt: skip
+            scored: list[float | None] = [None] * len(docs)
+            if token_query is None:
+                return [self._hit(d, f, dn, lx, query, text, passages)
+                        for d, f, dn, lx in zip(docs, fused, dense, lexical, strict=True)]  # fmt: skip
+            docs, fused, dense, lexical, scored = self._rescored(docs, fused, dense, lexical, token_query, k, query,
+                                                                 windows[n])  # fmt: skip
+            return [replace(self._hit(d, f, dn, lx, query, text, passages), tokens=tk,
+                            matched=self._matched(int(d), token_query) if passages else None)
+                    for d, f, dn, lx, tk in zip(docs, fused, dense, lexical, scored, strict=True)]  # fmt: skip
 
         return each(search_pool(search_threads, len(texts)), one, range(len(texts)))
 
@@ -292,6 +295,20 @@ class Searcher:
         places = [where[int(d)] for d in found]
         return (found, scores, [dense[n] for n in places], [lexical[n] for n in places],
                 [float(t) for t in tokens])  # fmt: skip
+
+    def _matched(self, doc: int, query: np.ndarray) -> Passage | None:
+        """The token stage's passage of document `doc` for a query's token vectors `query`: the span of
+        `TOKEN_PASSAGE` tokens where its best-matched tokens gather, with the window it starts in (None without
+        the text)."""
+        from lengthwise.search.tokens import TOKEN_PASSAGE
+
+        if self.tokens is None or self.lexical is None:
+            return None
+        start, end, score = self.tokens.side.passage(query, int(self.tokens.rows[doc]), tokens=TOKEN_PASSAGE)
+        first, last = int(self.store.offsets[doc]), int(self.store.offsets[doc + 1])
+        starts = self.lexical.passages(np.arange(first, last))[:, 0]
+        window = max(int(np.searchsorted(starts, start, side="right")) - 1, 0)
+        return Passage(window, start, end, score, self.lexical.text(doc)[start:end])
 
     def dense_scores(self, query: torch.Tensor, docs: np.ndarray) -> np.ndarray:
         """Exact dense scores of documents `docs` (every window, fp32), as float64."""

@@ -25,7 +25,17 @@ from lengthwise.core.token_codec import CODEC_FILE, TokenCodec, read_codec
 from lengthwise.search.rows import documents_of
 from lengthwise.search.types import ModelRecord, TokenSettings
 
-__all__ = ["TOKEN_AROUND", "TOKEN_BLOCK", "TOKEN_DEPTH", "TOKEN_WEIGHT", "TokenSide", "TokenStage", "maxsim_exact"]
+__all__ = [
+    "TOKEN_AROUND",
+    "TOKEN_BLOCK",
+    "TOKEN_DEPTH",
+    "TOKEN_PASSAGE",
+    "TOKEN_WEIGHT",
+    "TokenSide",
+    "TokenStage",
+    "flat_rows",
+    "maxsim_exact",
+]
 
 TOKEN_BLOCK = 8192  # document tokens decoded and scored at once (12 MB of float32 at 384 dimensions)
 
@@ -175,12 +185,12 @@ class TokenSide:
         """(start, end, score) of the document's span of `tokens` tokens holding most of the query's best matches:
         each query token's best document token adds its similarity where it sits; the span with the largest sum
         wins (ties: the earliest)."""
-        vectors = self.vectors(doc)  # (n, d)
-        similarity = self.codec.project(query).astype(np.float32) @ vectors.T  # (q, n)
+        codes = self.codes[self.offsets[doc] : self.offsets[doc + 1]]
+        similarity = self.codec.products(self.codec.project(query), codes)  # (q, n)
         best = similarity.argmax(axis=1)
-        weight = np.zeros(len(vectors))
+        weight = np.zeros(len(codes))
         np.add.at(weight, best, similarity[np.arange(len(best)), best])
-        width = min(tokens, len(vectors))
+        width = min(tokens, len(codes))
         sums = np.convolve(weight, np.ones(width), mode="valid")  # sums[i]: tokens i .. i + width - 1
         first = int(np.argmax(sums))
         spans = self.spans(doc)
@@ -200,6 +210,7 @@ def maxsim_exact(query: np.ndarray, documents: Sequence[np.ndarray]) -> np.ndarr
 TOKEN_WEIGHT = 0.4  # the token side's share of a rescored hybrid score (docs/longdoc.md, "Token vectors")
 TOKEN_DEPTH = 100  # the hybrid's best documents the token side rescores
 TOKEN_AROUND: int | None = 8  # a rescored document's best windows whose tokens are read (None: every token)
+TOKEN_PASSAGE = 128  # the tokens of a hit's `matched` passage (`TokenSide.passage`)
 
 
 @dataclass(eq=False)

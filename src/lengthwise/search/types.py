@@ -198,7 +198,8 @@ class Passage:
 @dataclass(frozen=True)
 class Hit:
     """One document found for a query: its id and fused score (the side's own score in a one-sided mode), each
-    side's exact score where computed, and its best passages."""
+    side's exact score where computed, and its best passages; with the token stage and passages asked, `matched`:
+    the span where the query's best-matched tokens gather (`lengthwise.search.tokens.TokenSide.passage`)."""
 
     id: str
     score: float
@@ -206,6 +207,7 @@ class Hit:
     lexical: float | None = None
     passages: tuple[Passage, ...] = field(default_factory=tuple)
     tokens: float | None = None  # the token side's MaxSim, when it rescored the hit
+    matched: Passage | None = None  # the token side's passage (its `window`: the window where it starts)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: scores rounded to 6 places, passages only when there are some."""
@@ -216,6 +218,8 @@ class Hit:
                 out[name] = round(value, 6)
         if self.passages:
             out["passages"] = [{**asdict(p), "score": round(p.score, 6)} for p in self.passages]
+        if self.matched is not None:
+            out["matched"] = {**asdict(self.matched), "score": round(self.matched.score, 6)}
         return out
 
 

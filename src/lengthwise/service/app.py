@@ -81,9 +81,9 @@ class Searcher:
         out: dict[str, Any] = hit.to_dict()
         if document:
             out["text"] = self.index.lexical.text(self.index.numbers[hit.id])
-        if context and out.get("passages") and self.index.lexical is not None:
+        if context and (out.get("passages") or out.get("matched")) and self.index.lexical is not None:
             text = self.index.lexical.text(self.index.numbers[hit.id])
-            for passage in out["passages"]:
+            for passage in [*out.get("passages", []), *([out["matched"]] if out.get("matched") else [])]:
                 start, end = passage["start"], passage["end"]
                 passage["before"], passage["after"] = text[max(0, start - context) : start], text[end : end + context]
         return out
