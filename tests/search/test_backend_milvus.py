@@ -586,3 +586,7 @@ def test_the_token_side_rescores_a_milvus_hybrid_search_as_the_local_one(encoded
     _same(_ranked(found), _ranked(expected))
     assert [[hit.tokens for hit in row] for row in found] == [[hit.tokens for hit in row] for row in expected]
     assert all(hit.tokens is not None for row in found for hit in row)
+    near = local.search(QUERIES[:1], k=3, mode="hybrid", vectors=vectors[:1], passages=1)[0]
+    far = engine.search(QUERIES[:1], k=3, mode="hybrid", vectors=vectors[:1], passages=1)[0]
+    assert [hit.matched for hit in far] == [hit.matched for hit in near]  # where the tokens matched, read back
+    assert all(hit.matched is not None for hit in far)

@@ -211,7 +211,6 @@ class Searcher:
             kept = k if token_query is None or self.tokens is None else max(k, self.tokens.depth)  # to be rescored
             docs, fused, dense, lexical = self._ranked(mode, fusion, text, query, dense_lists[n], depth, kept,
                                                        wholes[n])  # fmt: skip
-            scored: list[float | None] = [None] * len(docs)
             if token_query is None:
                 return [self._hit(d, f, dn, lx, query, text, passages)
                         for d, f, dn, lx in zip(docs, fused, dense, lexical, strict=True)]  # fmt: skip
@@ -330,13 +329,11 @@ class Searcher:
         found = self._passages(doc, query, text, count) if count else ()
         return Hit(self.store.doc_ids[doc], float(score), clean(dense), clean(lexical), found)
 
-    def best_windows(self, doc: int, query: torch.Tensor, count: int, cosines: np.ndarray | None = None) -> np.ndarray:
+    def best_windows(self, doc: int, query: torch.Tensor, count: int) -> np.ndarray:
         """The rows of the document's `count` best windows by their dense cosine with the unit `query`, ascending
-        (ties: the earlier window); `cosines`: every window's, when a whole scan kept them (its products may differ
-        from these in a last bit, so two windows within that of each other may swap)."""
+        (ties: the earlier window), its vectors read back (where no whole scan kept the cosines: `best_rows` reads
+        those; its products may differ from these in a last bit, so two windows within that may swap)."""
         first, last = int(self.store.offsets[doc]), int(self.store.offsets[doc + 1])
-        if cosines is not None:
-            return first + top_set(cosines[first:last], count)
         vectors = torch.as_tensor(np.array(self.store.window_vectors(first, last)))  # stored unit
         return first + top_set((vectors @ query).numpy(), count)
 
