@@ -44,9 +44,14 @@ def best_rows(values: np.ndarray, offsets: np.ndarray, docs: np.ndarray, count: 
     grid[valid] = found
     keep = min(count, width)
     edge = np.partition(grid, width - keep, axis=1)[:, width - keep : width - keep + 1]  # each row's keep-th highest
-    above = (grid > edge) & valid
-    tied = (grid == edge) & valid
-    taken = above | (tied & (np.cumsum(tied, axis=1) <= count - above.sum(axis=1, keepdims=True)))
-    taken |= valid & (sizes[:, None] <= count)  # a document of `count` windows or fewer: all of them
+    above = grid > edge  # a document of more than `count` windows: its edge is one of them, above every pad
+    tied = grid == edge
+    room = count - above.sum(axis=1, keepdims=True)  # how many of the edge's value each document still takes
+    crowded = tied.sum(axis=1, keepdims=True) > room  # more windows at the edge value than room: the earlier ones
+    if crowded.any():
+        tied &= ~crowded | (np.cumsum(tied, axis=1) <= room)
+    taken = above | tied
+    few = sizes <= count  # a document of `count` windows or fewer: all of them (its edge may be a pad)
+    taken[few] = valid[few]
     places, columns = np.nonzero(taken)
     return firsts[places] + columns, places
