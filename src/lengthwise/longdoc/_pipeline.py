@@ -90,10 +90,18 @@ def window_spans(n: int, size: int, stride: int) -> tuple[np.ndarray, np.ndarray
     return starts, starts + size
 
 
+LEAST_WIDTH = 16  # a bucketed window is padded to at least this many tokens: every product then has ≥ 16 rows
+
+
 def padded_widths(lengths: np.ndarray, bucket: int, most: int) -> np.ndarray:
     """The width each window of `lengths` tokens is padded to when batches are bucketed: the next multiple of
-    `bucket`, but at most `most` (the widest window there can be). A function of the window's own length alone."""
-    return np.minimum(-(-lengths // bucket) * bucket, max(most, int(lengths.max(initial=0))))
+    `bucket`, at least `LEAST_WIDTH`, but at most `most` (the widest window there can be). A function of the
+    window's own length alone. The floor: MKL's float32 GEMM takes another kernel for a product of fewer than 16
+    rows (measured on an Intel Xeon with AVX-512 and AMX, torch 2.13), so a short query alone (one row of 8 tokens)
+    came out apart from the same query in a batch in the last bits; at 16 tokens or more a row's products do not
+    depend on the row count."""
+    widths = np.maximum(-(-lengths // bucket) * bucket, LEAST_WIDTH)
+    return np.minimum(widths, max(most, int(lengths.max(initial=0))))
 
 
 def padded_batches(lengths: np.ndarray, batch_size: int, bucket: int | None = None, most: int = 0) -> list[slice]:
@@ -105,8 +113,10 @@ def padded_batches(lengths: np.ndarray, batch_size: int, bucket: int | None = No
     depend on what else is in its batch, in any precision. It did before: the kernels (attention's blocking over the
     padded length, a half GEMM's) change with the padded width, so a query alone and the same query beside a longer
     one came out apart in the last bits (fp32) or in the third decimal (bf16: 39 of 64 queries moved, up to 1.2e-3;
-    issue 62.1). The row count does not matter (checked on 804 rows, one and two threads). A batch of mixed-length
-    queries also pads little: at most ``bucket - 1`` tokens a row.
+    issue 62.1). The row count does not matter in float32 once a product has 16 rows or more (`LEAST_WIDTH`;
+    checked on 804 rows, one and two threads, on an AMD host; on an Intel host with AMX products of 16 to 512 rows
+    agree, fewer do not); half-precision queries on a CPU are forwarded one a batch (`LongEncoder._batch_windows`).
+    A batch of mixed-length queries also pads little: at most ``bucket - 1`` tokens a row (16 at least).
     """
     count = len(lengths)
     if bucket is None:
