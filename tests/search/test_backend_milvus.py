@@ -272,8 +272,12 @@ def test_a_hybrid_search_asks_each_bm25_side_for_its_proposals_rows_and_fuses_th
     expected = local.searcher.rank(units, QUERIES, 1, Mode.HYBRID, fusion)
     assert [[h.id for h in row] for row in found] == [[h.id for h in row] for row in expected]
     for got, want in zip(found, expected, strict=True):
-        np.testing.assert_allclose([[h.score, h.dense, h.lexical] for h in got],
-                                   [[h.score, h.dense, h.lexical] for h in want], rtol=1e-5, atol=1e-5)  # fmt: skip
+        np.testing.assert_allclose([[h.dense, h.lexical] for h in got], [[h.dense, h.lexical] for h in want],
+                                   rtol=1e-5, atol=1e-5)  # fmt: skip
+        # the fused score is a z-score over the proposals, whose dense cosines the tiny BERT packs within a few
+        # thousandths (std 0.002-0.007): a last-bit difference in one of them (1.2e-7 between the engine's read-back
+        # and the local whole scan, measured) moves it by up to 6e-5
+        np.testing.assert_allclose([h.score for h in got], [h.score for h in want], rtol=1e-4, atol=1e-4)
     first, again = [n for n in limits if n < milvus_lexical.BM25_LIMIT], limits.count(milvus_lexical.BM25_LIMIT)
     assert max(first) <= 12 * rows_per_proposal + 1, limits  # each side's first search asked for its proposals' rows
     if rows_per_proposal == 1:  # 13 windows: too few documents, or a tie at the last row: the window side asks again
