@@ -29,6 +29,7 @@ from collections.abc import Callable
 import numpy as np
 
 from lengthwise.core.fusion import Fusion, convex_fuse, fuse_normalised
+from lengthwise.search.rows import best_rows
 from lengthwise.search.types import FusionSettings
 
 __all__ = ["CANDIDATE_FUSIONS", "RULES", "exact_candidates", "fuse", "fuse_exact", "top", "top_set"]
@@ -126,10 +127,5 @@ def top(scores: np.ndarray, count: int) -> np.ndarray:
 
 def top_set(scores: np.ndarray, count: int) -> np.ndarray:
     """The indices of the `count` highest scores, ascending: the set ``argsort(-scores, stable)[:count]`` holds
-    (ties at the edge: the earlier index), found by one partition instead of a sort."""
-    if count >= len(scores):
-        return np.arange(len(scores))
-    edge = np.partition(scores, len(scores) - count)[len(scores) - count]  # the count-th highest
-    above = np.flatnonzero(scores > edge)
-    tied = np.flatnonzero(scores == edge)[: count - len(above)]
-    return np.sort(np.concatenate([above, tied]))  # disjoint
+    (ties at the edge: the earlier index), by one partition (`lengthwise.search.rows.best_rows` of one document)."""
+    return best_rows(np.asarray(scores), np.asarray([0, len(scores)]), np.zeros(1, dtype=np.int64), count)[0]
