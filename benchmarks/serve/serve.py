@@ -353,6 +353,8 @@ def run(folder: Path, args: argparse.Namespace, settings: dict[str, Any], scratc
     if args.reference is not None:
         serve["reference"] = {"source": args.reference, "index": args.reference_index or folder}
         arms.append(REFERENCE)
+        if args.tokens is not None:  # the earlier checkout's token stage too: both stages' ratios from one run
+            arms.append(f"{REFERENCE}+tokens={args.tokens}")
     report = {"index": str(folder) if not args.tiny else "tiny (random 2-layer BERT, 200 documents)",
               "measured": described, "queries": {"file": str(args.queries) if args.queries else None,
                                                  "distinct": len(queries)},
@@ -397,8 +399,9 @@ def _arm_flags(arm: str) -> list[str]:
 def served(serve: dict[str, Any], arm: str) -> tuple[list[dict[str, Any]], int]:
     """One server (`serve`'s folder and flags, and the arm's --search-threads) started, loaded at each concurrency
     in turn, and stopped: each level's figures, and the server's exit status."""
-    if arm == REFERENCE:  # another checkout's lengthwise, on its own index folder, with the flags of its day
-        source, folder, extra = serve["reference"]["source"], serve["reference"]["index"], serve["extra"]
+    if arm.split("+")[0] == REFERENCE:  # another checkout's lengthwise, on its own index folder, with the flags of its
+        source, folder = serve["reference"]["source"], serve["reference"]["index"]  # day (and its token stage)
+        extra = serve["extra"] + _arm_flags(arm.removeprefix(REFERENCE).removeprefix("+") or "default")
     else:
         source, folder, extra = None, serve["folder"], serve["extra"] + _arm_flags(arm)
     process, url = start_server(folder, extra, serve["log"], serve["threads"], source)

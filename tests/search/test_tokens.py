@@ -128,6 +128,24 @@ def test_best_rows_is_each_documents_stable_sort_with_ties_to_the_earlier_window
             assert top_set(own, count).tolist() == np.sort(np.argsort(-own, kind="stable")[:count]).tolist()
 
 
+def test_best_rows_on_wide_documents_with_crowded_edges() -> None:
+    """Documents of up to 2,000 windows (``torch.topk`` picks its set differently on wide rows) whose cosines take
+    a few values only (copied text): each document's set is still its stable sort's, earlier windows at the edge."""
+    rng = np.random.default_rng(6)
+    for trial in range(40):
+        sizes = rng.integers(1, 2000, int(rng.integers(1, 8)))
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        levels = rng.standard_normal(int(rng.integers(1, 6)))  # one to five distinct cosines
+        values = levels[rng.integers(0, len(levels), int(offsets[-1]))].astype(np.float32 if trial % 2 else np.float64)
+        docs = rng.permutation(len(sizes)).astype(np.int64)
+        count = int(rng.choice([1, 8, 16, 100, 2500]))
+        rows, places = best_rows(values, offsets, docs, count)
+        wanted = [(int(offsets[d]) + int(w), p) for p, d in enumerate(docs.tolist())
+                  for w in np.sort(np.argsort(-values[offsets[d] : offsets[d + 1]], kind="stable")[:count])
+                  ]  # fmt: skip
+        assert list(zip(rows.tolist(), places.tolist(), strict=True)) == wanted
+
+
 def test_codec_projection_keeps_dot_products_of_low_rank_tokens() -> None:
     rng = np.random.default_rng(1)
     rows = _unit(rng.standard_normal((2000, 8)) @ rng.standard_normal((8, 64)))  # rank 8 in 64 dimensions

@@ -30,28 +30,31 @@ def rescored_count(k: int) -> int:
 def best_rows(values: np.ndarray, offsets: np.ndarray, docs: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
     """(rows, places): the window rows of each document `docs[p]` holding its `count` highest `values` (one per
     window row), ascending, with p beside each; the set ``argsort(-values[rows of d], stable)[:count]`` holds (ties at
-    the edge: the earlier window), found for every document at once by one partition of a padded (docs, widest)
-    grid instead of a sort per document (`values`: finite)."""
+    the edge: the earlier window), found for every document at once: ``torch.topk`` of one more than `count` over a
+    padded (docs, widest) grid, and where that one ties the edge, the earliest of the edge's windows (`values`:
+    finite)."""
+    import torch
+
     firsts, sizes = offsets[docs], offsets[docs + 1] - offsets[docs]
     if not len(docs) or not sizes.any():
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
     width = int(sizes.max())
-    valid = np.arange(width) < sizes[:, None]
     kind = values.dtype if np.issubdtype(values.dtype, np.floating) else np.float64
     found = values[window_rows(offsets, docs)]
-    below = float(found.min()) - 1.0 - np.arange(width)  # pads under every value, distinct: a quick partition
+    below = float(found.min()) - 1.0 - np.arange(width)  # pads under every value, distinct: never an edge's tie
     grid = np.broadcast_to(below.astype(kind), (len(docs), width)).copy()
-    grid[valid] = found
+    grid[np.arange(width) < sizes[:, None]] = found
     keep = min(count, width)
-    edge = np.partition(grid, width - keep, axis=1)[:, width - keep : width - keep + 1]  # each row's keep-th highest
-    above = grid > edge  # a document of more than `count` windows: its edge is one of them, above every pad
-    tied = grid == edge
-    room = count - above.sum(axis=1, keepdims=True)  # how many of the edge's value each document still takes
-    crowded = tied.sum(axis=1, keepdims=True) > room  # more windows at the edge value than room: the earlier ones
-    if crowded.any():
-        tied &= ~crowded | (np.cumsum(tied, axis=1) <= room)
-    taken = above | tied
-    few = sizes <= count  # a document of `count` windows or fewer: all of them (its edge may be a pad)
-    taken[few] = valid[few]
-    places, columns = np.nonzero(taken)
-    return firsts[places] + columns, places
+    best, found_at = torch.topk(torch.from_numpy(grid), min(keep + 1, width), dim=1, sorted=False)
+    best, order = torch.sort(best, dim=1, descending=True)  # the one beyond `keep` says whether the edge has more
+    columns = torch.gather(found_at, 1, order).numpy()[:, :keep]
+    edges = best[:, keep - 1].numpy()
+    crowded = (best[:, keep].numpy() == edges) if keep < width else np.zeros(len(docs), dtype=bool)
+    for row in np.flatnonzero(crowded).tolist():  # more windows at the edge value than room: the earliest of them
+        above = np.flatnonzero(grid[row] > edges[row])
+        tied = np.flatnonzero(grid[row] == edges[row])[: keep - len(above)]
+        columns[row] = np.concatenate([above, tied])
+    columns = np.sort(columns, axis=1)
+    taken = columns < sizes[:, None]  # a document of fewer windows than `keep`: its pads dropped
+    places = np.broadcast_to(np.arange(len(docs))[:, None], columns.shape)[taken]
+    return firsts[places] + columns[taken], places
