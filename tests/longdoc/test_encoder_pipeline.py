@@ -277,10 +277,10 @@ def test_encode_writes_each_shard_in_a_writer_thread_and_raises_its_error(tiny_m
         encode_corpus(encoder, corpus, EmbeddingStore(tmp_path / "emb2", settings), shard_docs=4)
 
 
-@pytest.mark.parametrize("strategy", ["multi-vector", "chunk-mean"])
-def test_the_encode_bar_counts_documents_embedded_not_read(tiny_model, tmp_path, monkeypatch, strategy) -> None:
-    """The bar advanced by a whole shard before the shard was embedded: 100 % while the last shard still ran (15
-    minutes of all-mpnet-base-v2 on one thread); now it moves after each document's windows are embedded."""
+def _watched_encode(tiny_model: Any, tmp_path: Path, monkeypatch: Any, strategy: str, texts: list[str],
+                    shard_docs: int) -> tuple[list[int], list[int], Any]:  # fmt: skip
+    """`encode_corpus` of `texts` with a progress bar: the bar's count as each document comes out of the encoder,
+    and at the start of each batch the model runs; the bar."""
     import json
 
     import tqdm.auto
@@ -288,7 +288,7 @@ def test_the_encode_bar_counts_documents_embedded_not_read(tiny_model, tmp_path,
     from lengthwise.longdoc.storage.store import EmbeddingStore, encode_corpus
 
     corpus = tmp_path / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps({"_id": f"d{i}", "text": text}) + "\n" for i, text in enumerate(_corpus())))
+    corpus.write_text("".join(json.dumps({"_id": f"d{i}", "text": text}) + "\n" for i, text in enumerate(texts)))
     encoder = LongEncoder(tiny_model, strategy=strategy, window=32, stride=16)
     bars: list[Any] = []
     real_bar = tqdm.auto.tqdm
@@ -297,17 +297,49 @@ def test_the_encode_bar_counts_documents_embedded_not_read(tiny_model, tmp_path,
         bars.append(real_bar(*args, **kwargs))
         return bars[-1]
 
-    seen: list[int] = []  # the bar's count as each document's windows come out of the forward
-    real_iter = LongEncoder.iter_windows
+    out: list[int] = []  # the bar's count as each document's windows come out of the encoder
+    forwards: list[int] = []  # … and as each batch of windows starts through the model
+    real_iter, real_forward = LongEncoder.iter_windows, LongEncoder._forward_windows
 
     def watched(self: LongEncoder, *args: Any, **kwargs: Any) -> Any:
         for part in real_iter(self, *args, **kwargs):
-            seen.append(bars[0].n)  # the encode bar (the encoder makes its own, disabled, after it)
+            out.append(bars[0].n)  # the encode bar (the encoder makes its own, disabled, after it)
             yield part
+
+    def forwarding(self: LongEncoder, *args: Any, **kwargs: Any) -> Any:
+        forwards.append(bars[0].n)
+        return real_forward(self, *args, **kwargs)
 
     monkeypatch.setattr(tqdm.auto, "tqdm", recorded)
     monkeypatch.setattr(LongEncoder, "iter_windows", watched)
+    monkeypatch.setattr(LongEncoder, "_forward_windows", forwarding)
     store = EmbeddingStore(tmp_path / "emb", {"model": "tiny", "long": {"strategy": strategy}})
-    assert encode_corpus(encoder, corpus, store, shard_docs=4, show_progress=True) == len(_corpus())
-    assert seen == list(range(len(_corpus())))  # before each document: the documents embedded before it
-    assert bars[0].n == len(_corpus())
+    assert encode_corpus(encoder, corpus, store, shard_docs=shard_docs, show_progress=True) == len(texts)
+    assert encoder.on_forward is None  # the bar's hook is let go with the bar
+    return out, forwards, bars[0]
+
+
+@pytest.mark.parametrize("strategy", ["multi-vector", "chunk-mean"])
+def test_the_encode_bar_counts_documents_embedded_not_read(tiny_model, tmp_path, monkeypatch, strategy) -> None:
+    """The bar advanced by a whole shard before the shard was embedded: 100 % while the last shard still ran (15
+    minutes of all-mpnet-base-v2 on one thread); now it never counts a document before its block's windows start
+    through the model, and by no more than the block's share done."""
+    texts = _corpus()
+    out, forwards, bar = _watched_encode(tiny_model, tmp_path, monkeypatch, strategy, texts, shard_docs=4)
+    for n, count in enumerate(out):  # shards of 4 documents, one block each: at most the shards begun are counted
+        assert n <= count <= 4 * (n // 4 + 1)
+    assert forwards[0] == 0  # nothing counted before the first batch
+    assert forwards == sorted(forwards) and bar.n == len(texts)
+
+
+def test_the_encode_bar_moves_inside_a_block_of_long_documents(tiny_model, tmp_path, monkeypatch) -> None:
+    """A block of long documents (minutes on a CPU with a real model) gives its documents out only at its end: the
+    bar moves with its batches meanwhile, by the documents whose share of the block's windows is done, and reaches
+    the documents' count only when they are out (issue 62: a QMSum encode printed 1/70 after 4 minutes, 5 hours
+    left, then nothing)."""
+    hay = [line for line in (HERE / "haystack.txt").read_text().splitlines() if line.strip()]
+    prose = [line for line in (HERE / "prose.txt").read_text().splitlines() if line.strip()]
+    texts = [" ".join(prose[i % 13 :] + hay + prose[: i % 13]) for i in range(6)]  # one block, ~1,300 tokens each
+    out, forwards, bar = _watched_encode(tiny_model, tmp_path, monkeypatch, "multi-vector", texts, shard_docs=6)
+    assert 0 < max(forwards) < len(texts)  # counted while the block ran, never all of it before its end
+    assert forwards == sorted(forwards) and out[0] >= max(forwards) and bar.n == len(texts)

@@ -107,6 +107,9 @@ class LongEncoder:
         self.normalizes = any(type(module).__name__ == "Normalize" for module in model)
         self.stats = {"documents": 0, "windows": 0, "forwarded_windows": 0, "forwarded_tokens": 0}
         self._prompts: dict[Role, list[int]] = {}
+        self.on_forward: Callable[[], None] | None = None  # told after each batch of windows (`block_progress`)
+        self._block: BlockWindows | None = None  # the block being embedded, and its documents read so far
+        self._block_docs = 0
 
     # --- the TextEncoder protocol -----------------------------------------------------------------------------
 
@@ -168,6 +171,16 @@ class LongEncoder:
             raise LongDocError(None, None, "no texts to encode")
         return np.stack(pooled)
 
+    def block_progress(self) -> float:
+        """Documents of the block being embedded whose share is done: the block's documents read so far times the
+        share of its distinct windows forwarded or found in the cache (a block of long documents takes minutes on a
+        CPU, and its documents come out only when it ends: a progress line moves with this meanwhile)."""
+        block = self._block
+        if block is None or not block.index:
+            return 0.0
+        done = len(block.hits) + sum(len(rows) for rows, _ in block.results)
+        return self._block_docs * min(done / len(block.index), 1.0)
+
     # --- streaming -------------------------------------------------------------------------------------------
 
     def iter_windows(
@@ -206,10 +219,15 @@ class LongEncoder:
                                      batch_size=self._batch_windows(batch_size, full + self._extra(role), role),
                                      forward=forward, extra=self._extra(role),
                                      bucket=bucket)  # fmt: skip
-                docs = self._read_block(pieces, block, role)
-                if not docs:
-                    return
-                table = block.finish()
+                docs: list[_Doc] = []
+                self._block, self._block_docs = block, 0
+                try:
+                    self._read_block(pieces, block, role, docs)
+                    if not docs:
+                        return
+                    table = block.finish()
+                finally:
+                    self._block = None
                 yield from self._late_outputs(docs, block, table, role) if late else self._outputs(docs, table)
                 self.stats["documents"] += len(docs)
                 bar.update(len(docs))
@@ -249,11 +267,11 @@ class LongEncoder:
             first += len(block)
 
     def _read_block(
-        self, pieces: Iterator[tuple[np.ndarray, np.ndarray] | None], block: BlockWindows, role: Role
-    ) -> list[_Doc]:
-        """Register the next block's windows a piece at a time; per document (offset, tokens, rows, starts, ends)."""
+        self, pieces: Iterator[tuple[np.ndarray, np.ndarray] | None], block: BlockWindows, role: Role, docs: list[_Doc]
+    ) -> None:
+        """Register the next block's windows a piece at a time, appending to `docs` per document (offset, tokens,
+        rows, starts, ends)."""
         late = self.config.strategy is Strategy.late_chunking
-        docs: list[_Doc] = []
         for piece in pieces:
             if piece is None:
                 break
@@ -266,11 +284,11 @@ class LongEncoder:
             counts = np.fromiter((len(starts) for starts, _ in spans), dtype=np.int64, count=len(spans))
             shift = np.repeat(local + base, counts)  # (windows,) their document's offset in the block
             starts, ends = (np.concatenate(column) + shift for column in zip(*spans, strict=True))
+            self._block_docs += len(lengths)  # before their windows go: `block_progress` during the piece's batches
             rows = block.add(starts, ends)
             split = np.split(rows, np.cumsum(counts)[:-1])  # one registration for the piece, rows per document
             for at, n, (starts, ends), doc_rows in zip(local.tolist(), lengths.tolist(), spans, split, strict=True):
                 docs.append((base + at, n, doc_rows, starts, ends))
-        return docs
 
     def _outputs(self, docs: list[_Doc], table: Any) -> Iterator[DocumentWindows]:
         for _, _, rows, starts, ends in docs:
@@ -403,6 +421,8 @@ class LongEncoder:
             out = forward_once(self.model, features, **({"task": role} if role is not None else {}))
             self.stats["forwarded_windows"] += len(lengths)
             self.stats["forwarded_tokens"] += int(lengths.sum()) + len(lengths) * self._extra(role)
+            if self.on_forward is not None:  # the batch's rows are recorded once this returns: told a batch late
+                self.on_forward()
             if not tokens:
                 return HostCopy(out["sentence_embedding"].float())  # (B, D)
             states = out["token_embeddings"].float().cpu().numpy()  # (B, T, D)

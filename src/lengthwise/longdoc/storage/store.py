@@ -262,7 +262,7 @@ def encode_corpus(
     desc = "encode" if worker[1] == 1 else f"encode (worker {worker[0] + 1} of {worker[1]})"
     with writer, progress_bar(desc, len(mine), mode, initial=sum(doc_id in done for doc_id in mine),
                               interval=progress_interval) as bar:  # fmt: skip
-        embedded = _counter(bar, encoder)  # the bar counts documents embedded, not read
+        embedded = _counter(bar, encoder)  # the bar counts documents embedded (or a block's done share), not read
         for position, (doc_id, text) in enumerate(corpus_rows(path)):
             if position % worker[1] != worker[0] or doc_id in done:
                 continue
@@ -273,6 +273,8 @@ def encode_corpus(
         if pending:
             written += len(pending)
             flush(embedded)
+        if hasattr(encoder, "on_forward"):
+            encoder.on_forward = None  # the bar it moved closes here
         for future in writing:
             future.result()
     if repair:  # the whole job in this process: record the texts digest
@@ -281,15 +283,28 @@ def encode_corpus(
 
 
 def _counter(bar: Any, encoder: Any) -> Callable[[], None]:
-    """The `on_document` of an encode: one more document on `bar`, with the windows (or a token encoder's tokens)
-    `encoder` has embedded since (its ``stats``, when it keeps them)."""
+    """The `on_document` of an encode: one more document on `bar` as each comes out of `encoder`, with the windows
+    (or a token encoder's tokens) it has run through its model since (its ``stats``, when it keeps them). An encoder
+    that says how far it is into a block of documents (`LongEncoder.block_progress`, told after each batch through
+    its ``on_forward``) moves the bar with every batch meanwhile, by the documents whose share of the block's
+    windows is done: a block of long documents takes minutes on a CPU and gives its documents out only at its end."""
     stats = getattr(encoder, "stats", None)
     unit = next((name for name in ("windows", "tokens") if isinstance(stats, dict) and name in stats), None)
-    first = stats[unit] if stats is not None and unit is not None else 0
+    keeps = isinstance(stats, dict) and "forwarded_windows" in stats
+    key = "forwarded_windows" if unit == "windows" and keeps else unit  # counted during a block too
+    first = stats[key] if stats is not None and key is not None else 0
+    start, out = bar.n, [0]  # the bar's count before, and the documents out of the encoder since
+
+    def show(done: float) -> None:
+        if stats is not None and key is not None:
+            bar.set_postfix_str(f"{stats[key] - first:,} {unit}", refresh=False)
+        if (target := start + int(done)) > bar.n:  # never back: a block's estimate gives way to its documents
+            bar.update(target - bar.n)
 
     def embedded() -> None:
-        if stats is not None and unit is not None:
-            bar.set_postfix_str(f"{stats[unit] - first:,} {unit}", refresh=False)
-        bar.update(1)
+        out[0] += 1
+        show(out[0])
 
+    if callable(getattr(encoder, "block_progress", None)) and hasattr(encoder, "on_forward"):
+        encoder.on_forward = lambda: show(out[0] + encoder.block_progress())
     return embedded
