@@ -23,6 +23,7 @@ import numpy as np
 from lengthwise.core.errors import LongDocError, SettingError, enum_member
 from lengthwise.core.fusion import DEFAULT_FUSION
 from lengthwise.search.lexical import shards as _bm25_build
+from lengthwise.search.lexical.bm25s_calls import Bm25Retriever, Bm25Tokenizer
 from lengthwise.search.lexical.texts import TextSource, in_memory
 from lengthwise.search.local.files import read_settings
 from lengthwise.search.local.generations import GENERATION, check_marked, mark, rebuilt
@@ -51,7 +52,7 @@ def require_bm25s() -> Any:
     return require("bm25s", "Stemmer", extra="index", field="mode", value="lexical")
 
 
-def _tokenizer(language: str) -> Any:
+def _tokenizer(language: str) -> Bm25Tokenizer:
     require_bm25s()
     import Stemmer
     from bm25s.tokenization import Tokenizer
@@ -67,8 +68,8 @@ class LexicalIndex:
 
     folder: Path
     settings: LexicalSettings
-    retriever: Any  # bm25s.BM25, memory-mapped
-    tokenizer: Any  # bm25s.tokenization.Tokenizer with the corpus vocabulary
+    retriever: Bm25Retriever  # bm25s.BM25, memory-mapped
+    tokenizer: Bm25Tokenizer  # bm25s's tokenizer with the corpus vocabulary
     text_offsets: np.ndarray  # (n + 1,) byte offsets into texts.npy
     texts: np.ndarray  # texts.npy (uint8), memory-mapped
     spans: np.ndarray  # (W, 2) character spans of the dense windows

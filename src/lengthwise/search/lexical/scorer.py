@@ -70,8 +70,8 @@ class BM25Scorer:
         if not len(terms) or not texts:
             return out
         ids = self.tokenizer.tokenize(list(texts), update_vocab=True, return_as="ids", show_progress=False)
-        for row, doc in enumerate(ids):
-            doc = np.asarray(doc, dtype=np.int64)
+        for row, tokens in enumerate(ids):
+            doc = np.asarray(tokens, dtype=np.int64)
             tf = (doc[None, :] == terms[:, None]).sum(axis=1).astype(np.float64)  # per query term (repeats kept)
             norm = self.k1 * (1 - self.b + self.b * len(doc) / self.mean_length)
             out[row] = float(np.sum(self.idf[terms] * tf / (tf + norm)))

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from lengthwise.search.lexical.bm25s_calls import Bm25Tokenizer
 from lengthwise.search.lexical.texts import TextSource, read_texts
 
 BLOCK = 2_000  # progress is reported every BLOCK documents tokenized
@@ -107,7 +108,7 @@ def _allocate(path: Path, dtype: Any, shape: tuple[int, ...]) -> None:
 
 def _tokenize_shards(
     staging: Path,
-    tokenizer: Any,
+    tokenizer: Bm25Tokenizer,
     source: TextSource,
     whole: bool,
     bounds: list[int],
@@ -178,7 +179,7 @@ def _units(
             yield from (text[start:end] for start, end in pairs.tolist())
 
 
-def _tokenize_shard(tokenizer: Any, units: Iterator[str]) -> tuple[np.ndarray, np.ndarray]:
+def _tokenize_shard(tokenizer: Bm25Tokenizer, units: Iterator[str]) -> tuple[np.ndarray, np.ndarray]:
     """The units' token ids back to back (int32) and each unit's length, with bm25s's tokenizer growing its
     vocabulary as bm25s's own indexing does (a unit without a term holds the empty-text placeholder)."""
     ids, lengths = array("i"), array("q")
@@ -203,7 +204,7 @@ def _shard(staging: Path, shard: int) -> tuple[np.ndarray, np.ndarray]:
     return postings, np.load(folder / f"{shard:05d}.lengths.npy", allow_pickle=False)
 
 
-def _write_bm25(staging: Path, shards: int, tokenizer: Any, k1: float, b: float) -> None:
+def _write_bm25(staging: Path, shards: int, tokenizer: Bm25Tokenizer, k1: float, b: float) -> None:
     """Pass 2: the BM25 matrix of bm25s (Lucene scores, CSC by term: ``data`` float32 scores, ``indices`` int32
     units, ``indptr`` int64), assembled from the shards' postings into memory-mapped arrays, as
     ``bm25s.BM25(k1, b, method="lucene").index`` and ``save`` would write it from every unit's tokens at once.

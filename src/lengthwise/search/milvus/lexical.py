@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from lengthwise.core.errors import LongDocError, SettingError
+from lengthwise.search.lexical.bm25s_calls import Bm25Tokenizer
 from lengthwise.search.milvus.client import MilvusClient, Record
 from lengthwise.search.milvus.store import (
     DOCUMENTS,
@@ -46,7 +47,7 @@ class EngineBM25:
 
     client: MilvusClient
     collection: str
-    tokenizer: Any
+    tokenizer: Bm25Tokenizer
     offsets: np.ndarray  # (n + 1,) each document's first window row
     whole: bool  # rows are documents (the whole-document side), not windows
 
@@ -230,7 +231,7 @@ def _decided(owners: np.ndarray, scores: np.ndarray, limit: int, wanted: int) ->
     return len(docs) >= wanted and bool(ranked[wanted - 1] > scores.min())
 
 
-def _recorded_tokenizer(recorded: dict[str, Any]) -> Any:
+def _recorded_tokenizer(recorded: dict[str, Any]) -> Bm25Tokenizer:
     """bm25s's tokenizer with the vocabulary recorded at load (as `LexicalIndex.open` reads it from its folder)."""
     from lengthwise.search.lexical.bm25 import _tokenizer
 
