@@ -181,6 +181,7 @@ class BlockWindows:
         self.waiting: list[int] = []  # full-width pending rows not yet forwarded
         self.early: list[np.ndarray] = []  # full-width rows forwarded before the block ended
         self.results: list[tuple[np.ndarray, HostCopy | list[np.ndarray]]] = []
+        self.forwarded = 0  # rows through the model so far (with `hits`: the block's share done)
 
     def add_ids(self, flat: np.ndarray) -> int:
         """Append a piece's token ids; returns the offset of its first id."""
@@ -229,6 +230,7 @@ class BlockWindows:
 
     def _run(self, rows: np.ndarray) -> None:
         self.results.append((rows, self.forward(self.ids.array, self.starts.array[rows], self.lengths.array[rows])))
+        self.forwarded += len(rows)
 
     def finish(self) -> np.ndarray | list[np.ndarray]:
         """Forward what is left (longest first), store new outputs in the cache; every row's output, by row."""

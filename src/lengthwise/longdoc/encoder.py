@@ -178,8 +178,7 @@ class LongEncoder:
         block = self._block
         if block is None or not block.index:
             return 0.0
-        done = len(block.hits) + sum(len(rows) for rows, _ in block.results)
-        return self._block_docs * min(done / len(block.index), 1.0)
+        return self._block_docs * min((len(block.hits) + block.forwarded) / len(block.index), 1.0)
 
     # --- streaming -------------------------------------------------------------------------------------------
 
