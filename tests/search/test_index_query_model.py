@@ -125,18 +125,25 @@ def test_the_same_model_at_another_precision_is_refused_as_such(plain_index: Pat
     assert opened.search(QUERIES, k=2, mode="dense")[0]
 
 
-def test_auto_refused_on_a_half_or_int8_index_says_what_auto_means_here(plain_index: Path) -> None:
-    """`--precision auto` on a bf16 index was refused without saying what auto resolves to on this device (fp32 on
-    a CPU without native bf16): the refusal names it. The index's record says int8 here, which auto never means."""
-    from lengthwise.core.precision import resolve_precision
+def test_auto_refused_on_a_half_or_int8_index_says_what_auto_means_here(
+    plain_index: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--precision auto` on an int8 index was refused without saying what auto resolves to on the device: the
+    refusal names it. On a CPU auto means the recorded precision (nothing refused); on a GPU (told here) bf16."""
+    from lengthwise.core import precision as precision_module
+    from lengthwise.core.precision import Precision
     from lengthwise.facade import LongIndex
 
     opened = LongIndex.open(plain_index)
     opened.settings["encode_settings"]["precision"] = "int8"
-    means = resolve_precision("auto", "cpu").value
+    opened.set_query_precision("auto")  # on a CPU: as recorded
+    assert opened.query_precision is None and opened.queries_embedded_at == "int8"
+    monkeypatch.setattr(precision_module, "device_type", lambda device: "cuda")
+    monkeypatch.setattr(precision_module, "_auto", lambda kind, device: Precision.BF16)
+    monkeypatch.setattr(precision_module, "_check_on", lambda wanted, kind, device: None)
     with pytest.raises(SettingError) as refused:
         opened.set_query_precision("auto")
     assert str(refused.value) == (
-        f"precision='auto': auto means {means} on this device (cpu); the index's documents were embedded in int8 "
+        "precision='auto': auto means bf16 on this device (cuda); the index's documents were embedded in int8 "
         "and its queries can be only so; leave it out or give int8"
     )

@@ -107,18 +107,34 @@ def test_the_query_precision_can_be_changed_again_and_back(index_dir: Path, tiny
     assert model_precision(given) == "fp32"
 
 
-def test_the_recorded_precision_or_auto_meaning_it_changes_nothing(index_dir: Path) -> None:
-    from lengthwise.core.precision import resolve_precision
+def test_the_recorded_precision_or_auto_on_a_cpu_changes_nothing(
+    index_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--precision auto` for queries meant bf16 on a CPU with native bf16, where each bf16 query is its own forward
+    and costs more than fp32 queries in batches (docs/serving.md, "Measured"): on a CPU it now means the recorded
+    precision, whatever the CPU has (told here that it has native bf16)."""
+    from lengthwise.core import precision as precision_module
     from lengthwise.facade import LongIndex
 
+    monkeypatch.setattr(precision_module, "cpu_half_support", lambda: {"bf16": True, "fp16": True, "amx": True})
+    assert precision_module.resolve_precision("auto", "cpu").value == "bf16"  # what auto means for documents
     index = LongIndex.open(index_dir)
     index.set_query_precision("fp32")
     assert index.query_precision is None
-    index.set_query_precision("auto")  # bf16 on a CPU with AMX, else fp32 (as recorded)
-    auto = resolve_precision("auto").value
-    assert index.query_precision == (None if auto == "fp32" else auto)
+    index.set_query_precision("auto")
+    assert index.query_precision is None and index.queries_embedded_at == "fp32"
     index.set_query_precision(None)
     assert index.query_precision is None
+
+
+def test_auto_for_queries_on_a_gpu_means_half_precision(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lengthwise.core import precision as precision_module
+    from lengthwise.core.precision import Precision, resolve_query_precision
+
+    monkeypatch.setattr(precision_module, "_auto", lambda kind, device: Precision.BF16)
+    monkeypatch.setattr(precision_module, "device_type", lambda device: "cuda")
+    assert resolve_query_precision("auto", "fp32", "cuda:0") is Precision.BF16
+    assert resolve_query_precision("fp32", "bf16", "cuda:0") is Precision.FP32  # a name asked for is kept
 
 
 def test_an_index_embedded_in_half_precision_refuses_another_query_precision(index_dir: Path) -> None:

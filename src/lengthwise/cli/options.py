@@ -91,11 +91,11 @@ PRECISION_HELP = (
 )
 PrecisionOption = Annotated[str, typer.Option("--precision", help=PRECISION_HELP)]
 QUERY_PRECISION_HELP = (
-    "The queries' precision: auto, fp32, bf16, fp16 or int8 (as --precision elsewhere). Default: the precision the "
-    "index's documents were embedded at. An index embedded in fp32 may take another (bf16 or fp16: a few times "
-    "faster on a GPU, query vectors within a cosine of about 1e-4 of fp32's; on a CPU each half-precision query is "
-    "its own forward, so its vector does not depend on its batch-mates, which costs more than fp32 queries in "
-    "batches: docs/serving.md)."
+    "The queries' precision: fp32, bf16, fp16, int8, or auto (on a CPU the index's precision; on a GPU bf16, else "
+    "fp16). Default: the precision the index's documents were embedded at. An index embedded in fp32 may take "
+    "another (bf16 or fp16: a few times faster on a GPU, query vectors within a cosine of about 1e-4 of fp32's; on a "
+    "CPU each half-precision query is its own forward, so its vector does not depend on its batch-mates, which costs "
+    "more than fp32 queries in batches: docs/serving.md)."
 )
 QueryPrecisionOption = Annotated[str | None, typer.Option("--precision", help=QUERY_PRECISION_HELP, show_default=False)]
 TokensOption = Annotated[

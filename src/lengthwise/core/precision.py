@@ -42,6 +42,7 @@ __all__ = [
     "device_type",
     "model_precision",
     "resolve_precision",
+    "resolve_query_precision",
     "transformer_module",
 ]
 
@@ -144,6 +145,23 @@ def resolve_precision(precision: str | Precision, *devices: str | torch.device |
         means = " but ".join(f"{p.value} on {d}" for p, d in found.items())
         raise SettingError("precision", wanted.value, f"means {means}; name one precision")
     return next(iter(found))
+
+
+def resolve_query_precision(
+    precision: str | Precision, recorded: str | Precision, device: str | torch.device | None = None
+) -> Precision:
+    """What queries run at on `device` for an index whose documents were embedded at `recorded`: as
+    `resolve_precision`, except that ``auto`` on a CPU means `recorded`. On a CPU each half-precision query is its own
+    forward (so that its vector does not depend on its batch-mates), which costs more than fp32 queries in batches
+    even where the CPU has native bf16 (docs/serving.md, "Measured"); on a GPU ``auto`` is bf16 (else fp16).
+
+    Example:
+        >>> resolve_query_precision("auto", "fp32", "cpu")
+        <Precision.FP32: 'fp32'>
+    """
+    if Precision.parse(precision) is Precision.AUTO and device_type(device) == "cpu":
+        return Precision.parse(recorded)
+    return resolve_precision(precision, device)
 
 
 def transformer_module(model: SentenceTransformer, precision: str) -> torch.nn.Module:

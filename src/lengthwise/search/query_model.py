@@ -92,29 +92,30 @@ class QueryModel:
     def set_query_precision(self, precision: str | None) -> None:
         """Embed the queries at `precision` (``auto``, ``fp32``, ``bf16``, ``fp16`` or ``int8``;
         `lengthwise.core.precision`) rather than at the precision the documents were embedded at (None: as
-        recorded, the default).
+        recorded, the default). ``auto`` is the recorded precision on a CPU and bf16 (else fp16) on a GPU
+        (`resolve_query_precision`: a half-precision query on a CPU is its own forward, slower than fp32 batches).
 
         The query model is loaded as recorded and checked against the index's weights, then cast (bf16, fp16) or
         quantized (int8), as `lengthwise.load_model(precision=)` would load it: a query vector then differs from the
         recorded precision's by what the precision changes (bf16 on all-MiniLM-L6-v2: mean cosine 0.99995 to fp32's,
-        docs/benchmarks.md "Half precision"), and the query encoder runs several times faster on a CPU with AMX or
-        on a GPU. Only an index embedded in fp32 can change: half or int8 weights do not give back the fp32 ones.
+        docs/benchmarks.md "Half precision"), and the query encoder runs faster on a GPU. Only an index embedded in
+        fp32 can change: half or int8 weights do not give back the fp32 ones.
         A model already loaded is copied before it changes, so a model given to `open` is left as it was.
 
         Raises:
             SettingError: on ``precision``: an unknown name, a precision the query model's device runs slowly or
-                not at all (`resolve_precision`), or another precision than recorded for an index not embedded in
+                not at all (`resolve_query_precision`), or another precision than recorded for an index not embedded in
                 fp32.
         """
         import copy
 
-        from lengthwise.core.precision import Precision, device_type, resolve_precision
+        from lengthwise.core.precision import Precision, device_type, resolve_query_precision
 
         wanted: str | None = None
         if precision is not None:
             recorded = Precision.parse(self.recorded_precision)
             device = None if self.model is None else self.model.device
-            concrete = resolve_precision(precision, device)
+            concrete = resolve_query_precision(precision, recorded, device)
             if concrete is not recorded and recorded is not Precision.FP32:
                 problem = f"the index's documents were embedded in {recorded.value} and its queries can be only so"
                 if Precision.parse(precision) is Precision.AUTO:  # what auto meant, or the refusal reads as a riddle
