@@ -572,6 +572,11 @@ def test_the_engine_reads_any_row_range_of_window_vectors_as_the_local_index_hol
             np.testing.assert_array_equal(got, np.asarray(local.vectors[first:last]))
     with pytest.raises(LongDocError, match="missing"):
         engine.windows.window_vectors(total - 1, total + 2)
+    rows = np.flatnonzero(np.random.default_rng(0).random(total) < 0.3)  # any ascending rows: `rows_vectors`
+    for windows in (engine.windows, local.store):
+        np.testing.assert_array_equal(windows.rows_vectors(rows), np.asarray(local.vectors[rows]))
+    with pytest.raises(LongDocError, match="missing"):
+        engine.windows.rows_vectors(np.asarray([0, total + 5]))
 
 
 def test_the_token_side_rescores_a_milvus_hybrid_search_as_the_local_one(encoded: Path, tiny_model_dir: Path,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from lengthwise.core.errors import SettingError
 from lengthwise.core.token_codec import TokenCodec, parse_codec, read_codec
@@ -697,6 +698,26 @@ def test_the_best_windows_kept_from_the_whole_scan_are_those_read_again(
     assert [[h.id for h in hits] for hits in again] == [[h.id for h in hits] for hits in kept]
     for hits, others in zip(again, kept, strict=True):
         np.testing.assert_allclose([h.tokens for h in hits], [h.tokens for h in others], rtol=1e-6)
+
+
+def test_the_best_windows_read_in_one_call_are_each_documents_own(indexed_with_tokens) -> None:
+    """Where no whole scan kept the cosines (an index of more documents than the stage rescores), a rescored
+    document's best windows come from one read of every chosen document's windows (`Searcher.best_rows_read`): the
+    set each document's own vectors give by a stable sort of their cosines, for documents in any order, counts
+    above a document's windows included; places ascending, each document's rows ascending."""
+    index, _ = indexed_with_tokens
+    searcher, offsets = index.searcher, index.store.offsets
+    query = torch.nn.functional.normalize(torch.as_tensor(index.embed_queries(QUERIES[:1])[0]), dim=-1)
+    rng = np.random.default_rng(3)
+    for count in (1, 2, 3, 50):
+        chosen = rng.permutation(len(index.doc_ids))[: int(rng.integers(1, len(index.doc_ids) + 1))].astype(np.int64)
+        rows, places = searcher.best_rows_read(chosen, query, count)
+        wanted = []
+        for place, doc in enumerate(chosen.tolist()):
+            first, last = int(offsets[doc]), int(offsets[doc + 1])
+            own = (torch.as_tensor(index.store.window_vectors(first, last)) @ query).numpy()
+            wanted += [(first + int(w), place) for w in np.sort(np.argsort(-own, kind="stable")[:count])]
+        assert list(zip(rows.tolist(), places.tolist(), strict=True)) == wanted
 
 
 def test_a_token_choice_applies_what_was_asked_and_nothing_else(indexed_with_tokens) -> None:

@@ -45,6 +45,10 @@ class WindowStore(Protocol):
         """The unit window vectors of rows `first` to `last` (fp32, (last - first, D))."""
         ...
 
+    def rows_vectors(self, rows: np.ndarray) -> np.ndarray:
+        """The unit window vectors of the ascending window `rows` (fp32, (len(rows), D)), in one read."""
+        ...
+
     def default_candidates(self) -> int:
         """Candidate windows per dense query when none are asked for."""
         ...

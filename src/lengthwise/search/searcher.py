@@ -22,12 +22,13 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 import torch
 
+from lengthwise.core.encoder import row_products
 from lengthwise.core.errors import SettingError
 from lengthwise.core.forwards import shared_forwards
 from lengthwise.core.fusion import Mode
 from lengthwise.core.parallel import each, search_pool
-from lengthwise.search.fusion import fuse, top, top_set
-from lengthwise.search.rows import best_rows
+from lengthwise.search.fusion import fuse, top
+from lengthwise.search.rows import best_rows, window_rows
 from lengthwise.search.types import FusionSettings, Hit, Passage
 
 if TYPE_CHECKING:
@@ -283,9 +284,7 @@ class Searcher:
             if kept is not None:  # every document's best windows at once
                 rows, places = best_rows(kept, offsets, chosen, count)
             else:
-                found = [self.best_windows(int(doc), dense_query, count) for doc in chosen]
-                rows = np.concatenate(found) if found else np.empty(0, dtype=np.int64)
-                places = np.repeat(np.arange(len(found)), [len(f) for f in found])
+                rows, places = self.best_rows_read(chosen, dense_query, count)
             return self.tokens.window_tokens(rows, offsets, spans), places
 
         near = None if dense_query is None or self.lexical is None else windows
@@ -329,13 +328,22 @@ class Searcher:
         found = self._passages(doc, query, text, count) if count else ()
         return Hit(self.store.doc_ids[doc], float(score), clean(dense), clean(lexical), found)
 
-    def best_windows(self, doc: int, query: torch.Tensor, count: int) -> np.ndarray:
-        """The rows of the document's `count` best windows by their dense cosine with the unit `query`, ascending
-        (ties: the earlier window), its vectors read back (where no whole scan kept the cosines: `best_rows` reads
-        those; its products may differ from these in a last bit, so two windows within that may swap)."""
-        first, last = int(self.store.offsets[doc]), int(self.store.offsets[doc + 1])
-        vectors = torch.as_tensor(np.array(self.store.window_vectors(first, last)))  # stored unit
-        return first + top_set((vectors @ query).numpy(), count)
+    def best_rows_read(self, docs: np.ndarray, query: torch.Tensor, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """`best_rows` of documents `docs` for the unit `query` where no whole scan kept the cosines: their windows'
+        vectors read in one call (`WindowStore.rows_vectors`), scored by `row_products` (the whole scan's product),
+        each document's `count` best picked at once; (rows, places in `docs`), a place's rows ascending and
+        together, places ascending."""
+        order = np.argsort(docs, kind="stable")  # the rows ascending: one read of the store
+        ordered = docs[order]
+        offsets = self.store.offsets
+        sizes = offsets[ordered + 1] - offsets[ordered]
+        local = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        vectors = torch.as_tensor(self.store.rows_vectors(window_rows(offsets, ordered)))
+        cosines = row_products(query[None, :], vectors)[0].numpy()
+        found, at = best_rows(cosines, local, np.arange(len(ordered)), count)
+        rows, places = offsets[ordered[at]] + found - local[at], order[at]
+        regrouped = np.argsort(places, kind="stable")  # each place's rows stay ascending
+        return rows[regrouped], places[regrouped]
 
     def _passages(self, doc: int, query: torch.Tensor | None, text: str, count: int) -> tuple[Passage, ...]:
         """The document's `count` best windows: by their dense cosine with the query, else by the query terms

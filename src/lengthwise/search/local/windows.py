@@ -281,6 +281,10 @@ class LocalWindows:
         """The unit window vectors of rows `first` to `last`, read from the memory map."""
         return np.asarray(self.vectors[first:last])
 
+    def rows_vectors(self, rows: np.ndarray) -> np.ndarray:
+        """The unit window vectors of the ascending window `rows`, read from the memory map."""
+        return np.asarray(self.vectors[rows])
+
 
 def _keeping(
     products: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],

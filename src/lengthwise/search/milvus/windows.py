@@ -138,10 +138,15 @@ class MilvusWindows:
 
     def window_vectors(self, first: int, last: int) -> np.ndarray:
         """The unit window vectors of rows `first` to `last`, read back from the engine by primary key."""
-        ids, vectors = self._read_rows(np.arange(first, last, dtype=np.int64))
-        if len(ids) != last - first:
-            raise LongDocError(None, None, f"{self.uri}: {last - first - len(ids)} of the window rows {first} to "
-                               f"{last} are missing from {self.collection}; load the index again")  # fmt: skip
+        return self.rows_vectors(np.arange(first, last, dtype=np.int64))
+
+    def rows_vectors(self, rows: np.ndarray) -> np.ndarray:
+        """The unit window vectors of the ascending window `rows`, read back from the engine by primary key."""
+        ids, vectors = self._read_rows(np.asarray(rows, dtype=np.int64))
+        if len(ids) != len(rows):
+            raise LongDocError(None, None, f"{self.uri}: {len(rows) - len(ids)} of {len(rows)} window rows (from "
+                               f"{int(rows[0])} to {int(rows[-1])}) are missing from {self.collection}; load the "
+                               "index again")  # fmt: skip
         return vectors
 
     def _every_window(self) -> MultiVectors:
