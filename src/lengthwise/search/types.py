@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol, TypedDict
 
@@ -24,13 +24,16 @@ __all__ = [
     "RESCORED_AT_LEAST",
     "EncodeSettings",
     "Engine",
+    "FusionRecord",
     "FusionSettings",
     "Granularity",
     "Hit",
+    "HitRecord",
     "IndexSettings",
     "LexicalSettings",
     "ModelRecord",
     "Passage",
+    "PassageRecord",
     "Quantize",
     "TokenChoice",
     "TokenSettings",
@@ -67,6 +70,14 @@ class Quantize(str, Enum):
     UBINARY = "ubinary"  # the sign bit of each dimension, packed: D / 8 bytes
 
 
+class FusionRecord(TypedDict, total=False):
+    """`FusionSettings` as an index records it (``lexical.json`` "fusion"; records before issue 41 lack the depth)."""
+
+    fusion: str  # a `Fusion` value
+    weight: float
+    depth: int
+
+
 @dataclass(frozen=True)
 class FusionSettings:
     """How a hybrid search fuses: the rule, the lexical weight (convex) and each side's proposals per query.
@@ -89,11 +100,11 @@ class FusionSettings:
         if self.depth < 1:
             raise SettingError("depth", self.depth, "must be ≥ 1")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> FusionRecord:
         return {"fusion": self.fusion.value, "weight": self.weight, "depth": self.depth}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> FusionSettings:
+    def from_dict(cls, data: FusionRecord) -> FusionSettings:
         return cls(Fusion(data["fusion"]), float(data["weight"]), int(data.get("depth", DEPTH)))
 
     @classmethod
@@ -178,7 +189,7 @@ class LexicalSettings(TypedDict, total=False):
     units: int
     texts_sha256: str
     generation: str
-    fusion: dict[str, Any]  # `FusionSettings.to_dict()`
+    fusion: FusionRecord  # `FusionSettings.to_dict()`
     tokens: dict[str, float] | None  # the token side's weight `index tune --tokens` chose (None: it did not win)
     mode: str  # a `lengthwise.core.fusion.Mode` value, once `index tune` chose one
     tuned: dict[str, Any] | None  # what the tuning was scored on
@@ -193,6 +204,33 @@ class Passage:
     end: int
     score: float
     text: str
+
+    def to_dict(self) -> PassageRecord:
+        """JSON-ready, the score rounded to 6 places."""
+        return {"window": self.window, "start": self.start, "end": self.end, "score": round(self.score, 6),
+                "text": self.text}  # fmt: skip
+
+
+class PassageRecord(TypedDict):
+    """A `Passage` as a search's JSON gives it (`Passage.to_dict`)."""
+
+    window: int
+    start: int
+    end: int
+    score: float
+    text: str
+
+
+class HitRecord(TypedDict, total=False):
+    """A `Hit` as a search's JSON gives it (`Hit.to_dict`): each side's score only where computed."""
+
+    id: str
+    score: float
+    dense: float
+    lexical: float
+    tokens: float
+    passages: list[PassageRecord]
+    matched: PassageRecord
 
 
 @dataclass(frozen=True)
@@ -209,17 +247,19 @@ class Hit:
     tokens: float | None = None  # the token side's MaxSim, when it rescored the hit
     matched: Passage | None = None  # the token side's passage (its `window`: the window where it starts)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> HitRecord:
         """JSON-ready: scores rounded to 6 places, passages only when there are some."""
-        out: dict[str, Any] = {"id": self.id, "score": round(self.score, 6)}
-        for name in ("dense", "lexical", "tokens"):
-            value = getattr(self, name)
-            if value is not None:
-                out[name] = round(value, 6)
+        out: HitRecord = {"id": self.id, "score": round(self.score, 6)}
+        if self.dense is not None:
+            out["dense"] = round(self.dense, 6)
+        if self.lexical is not None:
+            out["lexical"] = round(self.lexical, 6)
+        if self.tokens is not None:
+            out["tokens"] = round(self.tokens, 6)
         if self.passages:
-            out["passages"] = [{**asdict(p), "score": round(p.score, 6)} for p in self.passages]
+            out["passages"] = [p.to_dict() for p in self.passages]
         if self.matched is not None:
-            out["matched"] = {**asdict(self.matched), "score": round(self.matched.score, 6)}
+            out["matched"] = self.matched.to_dict()
         return out
 
 

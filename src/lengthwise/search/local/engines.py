@@ -6,13 +6,14 @@ and USearch (HNSW over i8, f32 or b1 vectors). Keys are the running numbers of t
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol
+from types import ModuleType
+from typing import Protocol
 
 import numpy as np
 
 from lengthwise.search.types import Engine, Quantize
 
-__all__ = ["CANDIDATES", "ENGINES", "EngineIndex", "ivf_lists"]
+__all__ = ["CANDIDATES", "ENGINES", "EngineIndex", "EngineKind", "ivf_lists"]
 
 
 # Candidate windows per query. Sign bits rank windows more coarsely, so they get more before the exact rescoring,
@@ -31,7 +32,14 @@ class EngineIndex(Protocol):
     def save(self, path: Path) -> None: ...
 
 
-def _require(engine: Engine) -> Any:
+class EngineKind(Protocol):
+    """An adapter class: a new empty index, or one saved by `EngineIndex.save` read back (`view`: memory-mapped)."""
+
+    def __call__(self, quantize: Quantize, dim: int, windows: int) -> EngineIndex: ...
+    def load(self, path: Path, quantize: Quantize, view: bool = True) -> EngineIndex: ...
+
+
+def _require(engine: Engine) -> ModuleType:
     from lengthwise.core._optional import require
 
     module = {"faiss": "faiss", "usearch": "usearch.index"}[engine.value]
@@ -143,4 +151,4 @@ class _USearch:
         return engine
 
 
-ENGINES: dict[Engine, Any] = {Engine.FAISS: _Faiss, Engine.USEARCH: _USearch}
+ENGINES: dict[Engine, EngineKind] = {Engine.FAISS: _Faiss, Engine.USEARCH: _USearch}

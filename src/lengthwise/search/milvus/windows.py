@@ -10,7 +10,6 @@ therefore gets the score it gets from the local index.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
@@ -242,7 +241,7 @@ class MilvusWindows:
         their documents, the best ``max(10·k, 100)`` are scored exactly on all their windows."""
         units, scoring, found = self._found(queries, scoring, candidates, probes)
 
-        def rescored(pair: tuple[torch.Tensor, Any]) -> list[tuple[str, float]]:
+        def rescored(pair: tuple[torch.Tensor, tuple[np.ndarray, np.ndarray]]) -> list[tuple[str, float]]:
             docs = np.sort(self._proposed(pair[0], pair[1], scoring)[: rescored_count(k)])
             scores = self.document_scores(pair[0], docs, scoring)
             return [(self.doc_ids[docs[j]], float(scores[j])) for j in np.argsort(-scores, kind="stable")[:k]]
