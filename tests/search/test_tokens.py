@@ -736,6 +736,43 @@ def test_a_token_choice_applies_what_was_asked_and_nothing_else(indexed_with_tok
         TokenChoice(weight=0.3).apply(index)
 
 
+def test_a_long_query_beside_short_ones_costs_the_token_pass_its_own_forward_only(indexed_with_tokens) -> None:
+    """A query longer than the index's window is cut into windows for its dense vector and read whole for its
+    tokens. Its windows were batched with the short queries of their width, so the token pass, which reads those
+    short queries alone, could not reuse that forward and ran those rows again. Now, inside `shared_forwards`, the
+    dense pass batches whole texts apart from the windows of longer ones: the token pass adds only the long query's
+    row to what the model reads, and every vector is the same bits as outside."""
+    from lengthwise.core.fusion import Mode
+
+    index, tokens = indexed_with_tokens
+    words = "the committee agreed on the budget for the new remote control and the television after a long debate"
+    queries = [*QUERIES, words, words + " about the contract and who signed it"]
+    tokenizer = index.searcher.queries.loaded().tokenizer
+    sizes = [len(tokenizer(q, add_special_tokens=False)["input_ids"]) for q in queries]
+    assert 14 < sizes[3] <= 22 < sizes[4] <= 30, sizes  # a short query as wide as the long one's 24-token windows
+    index.use_tokens(tokens, weight=0.5, around=2)
+    try:
+        model, calls = index.searcher.queries.loaded(), []
+        alone = np.asarray(index.embed_queries(queries))
+        alone_tokens = index.searcher.tokens.encode(queries)
+        hook = model.register_forward_hook(lambda _, args, __: calls.append(len(args[0]["input_ids"])))  # rows
+        try:
+            index.embed_queries(queries)
+            dense = sum(calls)
+            index.searcher.tokens.encode(queries[-1:])
+            long_only = sum(calls) - dense
+            vectors, token_vectors = index.searcher.embed_for_search(queries, Mode.HYBRID)
+            both = sum(calls) - dense - long_only
+        finally:
+            hook.remove()
+    finally:
+        index.use_tokens(None)
+    assert long_only == 1 and both == dense + long_only  # the rows through the model
+    np.testing.assert_array_equal(vectors, alone)
+    for found, expected in zip(token_vectors, alone_tokens, strict=True):
+        np.testing.assert_array_equal(found, expected)
+
+
 def test_the_service_reads_a_batch_once_for_its_vectors_and_tokens(indexed_with_tokens) -> None:
     """The service embeds a batch on the model's thread before searching it: with the token stage its token vectors
     come from that pass too (`embed_for_search`), and the hits are the library's."""

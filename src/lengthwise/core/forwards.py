@@ -17,7 +17,7 @@ import contextvars
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-__all__ = ["forward_once", "shared_forwards"]
+__all__ = ["forward_once", "shared_forwards", "sharing"]
 
 _SHARED: contextvars.ContextVar[dict[tuple[object, ...], Any] | None] = contextvars.ContextVar(
     "lengthwise_shared_forwards", default=None
@@ -33,6 +33,11 @@ def shared_forwards() -> Iterator[None]:
         yield
     finally:
         _SHARED.reset(token)
+
+
+def sharing() -> bool:
+    """Whether this thread is inside `shared_forwards` (a caller may then batch as the second pass will)."""
+    return _SHARED.get() is not None
 
 
 def forward_once(model: Callable[..., Any], features: Mapping[str, Any], **keywords: Any) -> Any:

@@ -24,6 +24,7 @@ from typing import TypeVar, cast
 import numpy as np
 
 from lengthwise.core.embed import HostCopy
+from lengthwise.core.forwards import sharing
 from lengthwise.longdoc._cache import WindowCache
 
 __all__ = ["BlockWindows", "Forward", "padded_batches", "padded_widths", "prefetch", "window_spans"]
@@ -182,13 +183,15 @@ class BlockWindows:
         self.early: list[np.ndarray] = []  # full-width rows forwarded before the block ended
         self.results: list[tuple[np.ndarray, HostCopy | list[np.ndarray]]] = []
         self.forwarded = 0  # rows through the model so far (with `hits`: the block's share done)
+        self.whole: set[int] = set()  # rows that are a whole text (its one window): `finish` may batch them apart
 
     def add_ids(self, flat: np.ndarray) -> int:
         """Append a piece's token ids; returns the offset of its first id."""
         return self.ids.extend(flat)
 
-    def add(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-        """The rows of windows ``ids[start:end]`` (offsets into the block's ids), new ones registered: (k,)."""
+    def add(self, starts: np.ndarray, ends: np.ndarray, whole: np.ndarray | None = None) -> np.ndarray:
+        """The rows of windows ``ids[start:end]`` (offsets into the block's ids), new ones registered: (k,).
+        `whole`: (k,) bool, the windows that are a whole text (a text of one window)."""
         lengths = ends - starts  # (k,)
         width = max(self.full, int(lengths.max()))
         inside = np.arange(width, dtype=np.int64) < lengths[:, None]  # (k, W)
@@ -200,6 +203,8 @@ class BlockWindows:
             fresh = np.flatnonzero(rows >= before)
             first = fresh[np.unique(rows[fresh], return_index=True)[1]]  # each new row's first window
             self._register(starts[first], lengths[first])
+        if whole is not None:
+            self.whole.update(rows[whole].tolist())
         return rows
 
     def _register(self, starts: np.ndarray, lengths: np.ndarray) -> None:
@@ -237,9 +242,14 @@ class BlockWindows:
         pending = np.concatenate(self.pending) if self.pending else np.empty(0, dtype=np.int64)
         rest = pending[~np.isin(pending, np.concatenate(self.early))] if self.early else pending
         order = np.argsort(-self.lengths.array[rest], kind="stable")
-        lengths = self.lengths.array[rest[order]] + self.extra
-        for batch in padded_batches(lengths, self.batch_size, self.bucket, self.full + self.extra):
-            self._run(rest[order[batch]])
+        groups = [order]
+        if self.bucket is not None and sharing():  # a second pass reads whole texts: their batches, its batches
+            apart = ~np.isin(rest[order], np.fromiter(self.whole, dtype=np.int64, count=len(self.whole)))
+            groups = [order[~apart], order[apart]]
+        for group in groups:
+            lengths = self.lengths.array[rest[group]] + self.extra
+            for batch in padded_batches(lengths, self.batch_size, self.bucket, self.full + self.extra):
+                self._run(rest[group[batch]])
         table = self._table()
         if self.cache.max_bytes > 0:
             for row in pending.tolist():

@@ -284,7 +284,7 @@ class LongEncoder:
             shift = np.repeat(local + base, counts)  # (windows,) their document's offset in the block
             starts, ends = (np.concatenate(column) + shift for column in zip(*spans, strict=True))
             self._block_docs += len(lengths)  # before their windows go: `block_progress` during the piece's batches
-            rows = block.add(starts, ends)
+            rows = block.add(starts, ends, whole=np.repeat(counts == 1, counts))
             split = np.split(rows, np.cumsum(counts)[:-1])  # one registration for the piece, rows per document
             for at, n, (starts, ends), doc_rows in zip(local.tolist(), lengths.tolist(), spans, split, strict=True):
                 docs.append((base + at, n, doc_rows, starts, ends))
