@@ -8,6 +8,7 @@ import hashlib
 import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Final
 
 from lengthwise.core.errors import LongDocError
 
@@ -21,7 +22,7 @@ __all__ = [
     "texts_sha256",
 ]
 
-TEXTS = "texts_sha256"  # a manifest's (and an index's) digest of every (id, text) it holds: the folder's, not a setting
+TEXTS: Final = "texts_sha256"  # a manifest's (and an index's) digest of every (id, text) it holds: not a setting
 
 
 def text_digest(text: str) -> int:

@@ -25,7 +25,7 @@ from lengthwise.search.local.generations import GENERATION, Hold, hold, rebuilt
 from lengthwise.search.local.windows import LocalWindows
 from lengthwise.search.query_model import QueryModel, given_name
 from lengthwise.search.searchable import Searchable
-from lengthwise.search.types import Engine, Granularity, IndexSettings, Quantize, TokenChoice
+from lengthwise.search.types import EncodedManifest, Engine, Granularity, IndexSettings, Quantize, TokenChoice
 
 if TYPE_CHECKING:
     import numpy as np
@@ -113,7 +113,7 @@ class LongIndex(Searchable):
         *,
         quantize: Quantize | str = Quantize.INT8,
         engine: Engine | str = Engine.USEARCH,
-    ) -> dict[str, Any]:
+    ) -> EncodedManifest:
         """Check a build's inputs before anything is loaded or written (`build` and `build_windows` call it before
         the model loads): the settings, the encoded folder's manifest, and `out`. Returns the manifest.
 

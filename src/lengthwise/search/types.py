@@ -23,6 +23,7 @@ __all__ = [
     "RESCORED",
     "RESCORED_AT_LEAST",
     "EncodeSettings",
+    "EncodedManifest",
     "Engine",
     "FusionRecord",
     "FusionSettings",
@@ -140,6 +141,13 @@ class EncodeSettings(TypedDict, total=False):
     runner: str  # "ray" when Ray Data encoded them
     format: str  # "parquet" or "npy", when not the runner's default
     texts_sha256: str  # the digest of every (id, text) encoded (`lengthwise.core.corpus.TEXTS`)
+
+
+class EncodedManifest(TypedDict):
+    """An encoded folder's ``manifest.json`` as an index build reads it (`lengthwise.core.shards.read_manifest`)."""
+
+    format: int
+    settings: EncodeSettings
 
 
 class TokenSettings(TypedDict, total=False):

@@ -46,7 +46,7 @@ from lengthwise.search.local.generations import GENERATION, INDEX_FILE, new_gene
 from lengthwise.search.local.staging import BUILD_STATE, record_plan, shard_layout, staging_folder
 from lengthwise.search.local.windows import LocalWindows
 from lengthwise.search.query_model import QUERY_MODEL_KEYS
-from lengthwise.search.types import Engine, Granularity, Quantize
+from lengthwise.search.types import EncodedManifest, EncodeSettings, Engine, Granularity, Quantize
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -59,12 +59,13 @@ __all__ = ["build", "build_windows", "check_build"]
 
 def check_build(
     encoded: str | os.PathLike[str], out: str | os.PathLike[str], *, quantize: Quantize | str, engine: Engine | str
-) -> dict[str, Any]:
+) -> EncodedManifest:
     """Check a build's inputs before anything is loaded or written: the settings, the encoded folder's manifest,
     and `out` (`LongIndex.check_build`). Returns the manifest."""
     enum_member(Quantize, "quantize", quantize), enum_member(Engine, "engine", engine)
     check_out(Path(encoded), Path(out))
-    return read_manifest(Path(encoded))
+    manifest: EncodedManifest = read_manifest(Path(encoded))  # type: ignore[assignment]  # JSON, as written
+    return manifest
 
 
 def build(
@@ -111,7 +112,7 @@ def build(
 
 
 def _build_text(
-    staged: LocalWindows, cut: WindowCut, corpus: Path, made: dict[str, Any], granularity: str, on_progress: Progress
+    staged: LocalWindows, cut: WindowCut, corpus: Path, made: EncodeSettings, granularity: str, on_progress: Progress
 ) -> None:
     from lengthwise.search.lexical.build import build_text_side
 

@@ -14,13 +14,12 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from lengthwise.core.errors import DataFormatError, LongDocError, SettingError
 from lengthwise.core.shards import RECORD
-from lengthwise.search.local.engines import ENGINES
+from lengthwise.search.local.engines import ENGINES, EngineIndex
 from lengthwise.search.local.generations import GENERATION, INDEX_FILE, generation_folder, is_generation, mark
 from lengthwise.search.local.staging import content_address, unit_vectors
 from lengthwise.search.types import Engine, IndexSettings, Quantize
@@ -160,7 +159,7 @@ def fill_engine(
     save_engine(ann, path)
 
 
-def save_engine(ann: Any, path: Path) -> None:
+def save_engine(ann: EngineIndex, path: Path) -> None:
     """Save the engine to `path` atomically (written beside it, then renamed over it)."""
     part = path.with_name(path.name + ".part")
     ann.save(part)
