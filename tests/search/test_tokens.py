@@ -191,6 +191,31 @@ def test_token_encode_is_byte_identical_across_runs_and_resumes(tiny_model_dir: 
     assert _files(again) == _files(whole)
 
 
+def test_token_encode_on_two_processes_codes_every_document_as_one_process(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """`encode_tokens(devices=["cpu", "cpu"])` (`encode-tokens --devices cpu,cpu`): the codec is fitted once, on the
+    first shard's documents as one process fits it, and each process codes its share (documents k, k + 2, …) with
+    it: every document's codes and spans are those of the one-process run; the model is recorded; a second call
+    resumes with nothing to do."""
+    corpus = _corpus(tmp_path, TEXTS)
+    one, two = tmp_path / "one", tmp_path / "two"
+    common = {"codec": "pca16-int8", "window": 32, "overlap": 8, "shard_docs": 2, "threads": 1}
+    assert encode_tokens(corpus, one, tiny_model_dir, **common) == 5
+    assert encode_tokens(corpus, two, tiny_model_dir, devices=["cpu", "cpu"], **common) == 5
+    assert {p.name for p in two.glob("w1-*.npy")}  # the second process wrote shards of its own
+    assert (two / "codec.npz").read_bytes() == (one / "codec.npz").read_bytes()
+    assert (two / "model.json").read_text() == (one / "model.json").read_text()
+    first, second = TokenSide.open(one), TokenSide.open(two)
+    assert sorted(second.doc_ids) == sorted(first.doc_ids)
+    for doc_id in first.doc_ids:
+        a, b = first.numbers[doc_id], second.numbers[doc_id]
+        np.testing.assert_array_equal(second.codes[second.offsets[b] : second.offsets[b + 1]],
+                                      first.codes[first.offsets[a] : first.offsets[a + 1]])  # fmt: skip
+        np.testing.assert_array_equal(second.spans(b), first.spans(a))
+    assert encode_tokens(corpus, two, tiny_model_dir, devices=["cpu", "cpu"], **common) == 0
+
+
 def test_token_encode_refuses_other_settings_and_re_embeds_a_damaged_shard(
     tiny_model_dir: Path, tmp_path: Path
 ) -> None:

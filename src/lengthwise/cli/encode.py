@@ -69,20 +69,15 @@ def encode(
     (`pip install 'lengthwise[ray]'`), with Parquet by default. Progress: a bar on a terminal; in a log (nohup, a
     pipe) a line every 30 s (LENGTHWISE_PROGRESS_INTERVAL) with documents, windows, rate and time left.
     """
-    from lengthwise.core.errors import LengthwiseError, SettingError
+    from lengthwise.core.errors import LengthwiseError
     from lengthwise.facade import load_model
     from lengthwise.longdoc.storage.encode import encode as encode_corpus
 
     def note(line: str) -> None:
         say(f"repair: {line}")
 
-    targets = [d.strip() for d in devices.split(",") if d.strip()] if devices is not None else [None]
     try:
-        for device in targets:
-            try:
-                check_device(device)
-            except SettingError as err:  # the flag here is --devices
-                raise SettingError("devices", devices, err.problem) from None
+        targets = _devices(devices)
         check_out_dir(out)
         written = encode_corpus(data, out, model, load_model=load_model, long=long, devices=targets,
                                 shard_docs=shard_docs,
@@ -114,8 +109,12 @@ def encode_tokens(
     overlap: Annotated[int, typer.Option("--overlap", help="Tokens consecutive passes share.", min=0)] = 64,
     shard_docs: Annotated[int, typer.Option("--shard-docs", help="Documents per shard file.")] = 32,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Windows per forward pass.")] = 32,
-    threads: Annotated[int | None, typer.Option("--threads", help="Torch threads.")] = None,
+    threads: Annotated[int | None, typer.Option("--threads", help="Torch threads per process.")] = None,
     precision: PrecisionOption = "fp32",
+    devices: Annotated[
+        str | None,
+        typer.Option("--devices", help="Comma-separated devices, one process each (e.g. cuda:0,cuda:1 or cpu,cpu)."),
+    ] = None,
     colbert: Annotated[
         bool | None,
         typer.Option(
@@ -139,12 +138,26 @@ def encode_tokens(
     from lengthwise.longdoc.storage.tokens import encode_tokens as encode_corpus_tokens
 
     try:
+        targets = _devices(devices)
         check_out_dir(out)
         written = encode_corpus_tokens(data, out, model, load_model=load_model, colbert=colbert, codec=codec,
-                                       window=window,
-                                       overlap=overlap, shard_docs=shard_docs, batch_size=batch_size, threads=threads,
-                                       precision=precision, show_progress=True,
+                                       window=window, overlap=overlap, shard_docs=shard_docs, batch_size=batch_size,
+                                       threads=threads, precision=precision, devices=targets, show_progress=True,
                                        on_note=lambda line: say(f"repair: {line}"))  # fmt: skip
     except LengthwiseError as err:
         _fail(setting_message(err))
     say(f"encoded the tokens of {written} new documents into {out} (codec {codec})")
+
+
+def _devices(devices: str | None) -> list[str | None]:
+    """``--devices`` as a list (None: the best device, one process), each device checked (a `SettingError` on
+    ``devices``)."""
+    from lengthwise.core.errors import SettingError
+
+    targets: list[str | None] = [d.strip() for d in devices.split(",") if d.strip()] if devices is not None else [None]
+    for device in targets:
+        try:
+            check_device(device)
+        except SettingError as err:  # the flag here is --devices
+            raise SettingError("devices", devices, err.problem) from None
+    return targets

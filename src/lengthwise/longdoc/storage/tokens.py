@@ -121,6 +121,7 @@ def encode_tokens(
     batch_size: int = 32,
     threads: int | None = None,
     precision: str = "fp32",
+    devices: Sequence[str | None] = (None,),
     show_progress: bool = False,
     on_note: Callable[[str], None] | None = None,
 ) -> int:
@@ -136,59 +137,132 @@ def encode_tokens(
             one; True for a hub id or a PyLate/Stanford checkpoint).
         codec: How each token is kept (`lengthwise.core.token_codec`); ``auto``: `auto_codec`, at most 64 bytes.
         window, overlap: Tokens per pass (None: the model's max length) and tokens consecutive passes share.
-        shard_docs, batch_size, threads, precision: Documents per shard, windows per forward pass, torch threads,
-            the model's precision (recorded: queries are read at it).
+        shard_docs, batch_size, threads, precision: Documents per shard, windows per forward pass, torch threads
+            (per process), the model's precision (recorded: queries are read at it).
+        devices: One process per entry (None: the best device), each taking documents k, k + n, … by position,
+            as `lengthwise encode --devices`; the codec is fitted first, in this process, on the first
+            `shard_docs` documents (as one process fits it on its first shard), then every process codes with it.
         show_progress: Progress on stderr (tqdm's bar on a terminal, plain lines in a log file).
 
     Returns:
         The number of documents encoded by this call.
     """
-    from lengthwise.core.models import (
-        is_multi_vector_folder,
-        load_plain_model,
-        load_token_model,
-        model_fingerprint,
-        resolve_model_path,
-    )
+    from lengthwise.core.models import is_multi_vector_folder, resolve_model_path
     from lengthwise.core.precision import resolve_precision
-    from lengthwise.core.progress import progress_interval, progress_mode
-    from lengthwise.longdoc.storage.store import EmbeddingStore, corpus_digests, encode_corpus
-    from lengthwise.longdoc.token_vectors import iter_token_vectors
+    from lengthwise.longdoc.storage.store import EmbeddingStore, corpus_digests
 
     if codec != TOKEN_CODEC:
         parse_codec(codec)
     for name, value in (("shard_docs", shard_docs), ("batch_size", batch_size), ("threads", threads)):
         if value is not None and value < 1:
             raise SettingError(name, value, "must be ≥ 1")
+    if not devices:
+        raise SettingError("devices", list(devices), "name at least one device, e.g. cpu or cuda:0,cuda:1")
     path, folder = corpus_file(Path(data)), Path(out)
     digests = corpus_digests(path)
     if not digests:
         raise SettingError("data", str(path), "holds no documents; pass a corpus.jsonl with one _id and text per line")
-    precision = resolve_precision(precision, None).value
+    precision = resolve_precision(precision, *devices).value
     if colbert is None:
         colbert = is_multi_vector_folder(resolve_model_path(model))
     settings = {"kind": "tokens", "model": str(model), "data": str(path.resolve()), "codec": codec,
                 "window": window, "overlap": overlap, "precision": precision, "colbert": colbert}  # fmt: skip
     store = EmbeddingStore(folder, settings)  # checks the folder (settings, a stranger's files) before any compute
-    if threads:
-        import torch
-
-        torch.set_num_threads(threads)
-    if colbert:
-        loaded = load_token_model(str(model), colbert=True, precision=precision)
+    job = {"model": str(model), "colbert": colbert, "codec": codec, "window": window, "overlap": overlap,
+           "shard_docs": shard_docs, "batch_size": batch_size, "threads": threads, "precision": precision,
+           "settings": settings, "count": len(devices), "show_progress": show_progress}  # fmt: skip
+    if len(devices) == 1:
+        written, fingerprint = _token_worker(load_model, devices[0], path, folder, {**job, "index": 0}, on_note)
     else:
-        loaded = (load_model or load_plain_model)(str(model), precision=precision)
-    fingerprint = model_fingerprint(loaded, model)
+        fingerprint = _fit_codec(load_model, devices[0], path, folder, job)
+        for line in store.repair(digests)[1]:
+            if on_note is not None:
+                on_note(line)
+        import multiprocessing
 
-    def read(texts: Sequence[str]) -> Iterator[TokenVectors]:
-        return iter_token_vectors(loaded, texts, window=window, overlap=overlap, batch_size=batch_size)
-
-    encoder = TokenShardEncoder(read, codec, folder, store.start)
-    written = encode_corpus(encoder, path, store, shard_docs=shard_docs, batch_size=batch_size,
-                            show_progress=progress_mode(show_progress, processes=1) or False, on_note=on_note,
-                            progress_interval=progress_interval())  # fmt: skip
+        with multiprocessing.get_context("spawn").Pool(len(devices)) as pool:
+            args = [(load_model, device, path, folder, {**job, "index": k}) for k, device in enumerate(devices)]
+            written = sum(found for found, _ in pool.starmap(_token_worker, args))
+            pool.close()  # the workers exit on their own (see `lengthwise.longdoc.storage.encode`)
+            pool.join()
     _record_model(folder, fingerprint)
     return written
+
+
+def _token_model(load_model: ModelLoader | None, device: str | None, job: dict[str, Any]) -> Any:
+    """The model a token job reads with, on `device` (a ColBERT through `load_token_model`)."""
+    from lengthwise.core.models import load_plain_model, load_token_model
+
+    if job["threads"]:
+        import torch
+
+        torch.set_num_threads(job["threads"])
+    if job["colbert"]:
+        return load_token_model(job["model"], colbert=True, device=device, precision=job["precision"])
+    return (load_model or load_plain_model)(job["model"], device=device, precision=job["precision"])
+
+
+def _shard_encoder(loaded: Any, folder: Path, job: dict[str, Any], start: Callable[[], None]) -> TokenShardEncoder:
+    from lengthwise.longdoc.token_vectors import iter_token_vectors
+
+    def read(texts: Sequence[str]) -> Iterator[TokenVectors]:
+        return iter_token_vectors(loaded, texts, window=job["window"], overlap=job["overlap"],
+                                  batch_size=job["batch_size"])  # fmt: skip
+
+    return TokenShardEncoder(read, job["codec"], folder, start)
+
+
+def _fit_codec(
+    load_model: ModelLoader | None, device: str | None, path: Path, folder: Path, job: dict[str, Any]
+) -> dict[str, Any]:
+    """Before several processes start: the codec fitted on the first `shard_docs` documents' tokens and saved in
+    `folder` (unless it holds one), and the model's fingerprint; the model is let go before they start."""
+    from itertools import islice
+
+    from lengthwise.core.corpus import corpus_rows
+    from lengthwise.core.models import model_fingerprint
+    from lengthwise.longdoc.storage.store import EmbeddingStore
+
+    loaded = _token_model(load_model, device, job)
+    fingerprint = model_fingerprint(loaded, job["model"])
+    if read_codec(folder) is None:
+        store = EmbeddingStore(folder, job["settings"])
+        texts = [text for _, text in islice(corpus_rows(path), job["shard_docs"])]
+        _shard_encoder(loaded, folder, job, store.start).encode_documents_multi(texts)  # fits and saves the codec
+    del loaded
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()  # the workers' device memory
+    return fingerprint
+
+
+def _token_worker(
+    load_model: ModelLoader | None,
+    device: str | None,
+    path: Path,
+    folder: Path,
+    job: dict[str, Any],
+    on_note: Callable[[str], None] | None = None,
+) -> tuple[int, dict[str, Any]]:
+    """Encode one process's share of the documents (``k, k + n, …``; all of them for one process): (documents
+    encoded, the model's fingerprint)."""
+    from transformers.utils import logging as hf_logging
+
+    from lengthwise.core.models import model_fingerprint
+    from lengthwise.core.progress import progress_interval, progress_mode
+    from lengthwise.longdoc.storage.store import EmbeddingStore, encode_corpus
+
+    if job["count"] > 1:
+        hf_logging.disable_progress_bar()
+    loaded = _token_model(load_model, device, job)
+    store = EmbeddingStore(folder, job["settings"])
+    encoder = _shard_encoder(loaded, folder, job, store.start)
+    shown = progress_mode(job["show_progress"], processes=job["count"]) or False
+    written = encode_corpus(encoder, path, store, shard_docs=job["shard_docs"], batch_size=job["batch_size"],
+                            worker=(job["index"], job["count"]), show_progress=shown, repair=job["count"] == 1,
+                            on_note=on_note, progress_interval=progress_interval())  # fmt: skip
+    return written, model_fingerprint(loaded, job["model"])
 
 
 def _record_model(folder: Path, fingerprint: dict[str, Any]) -> None:
