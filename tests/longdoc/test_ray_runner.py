@@ -84,6 +84,27 @@ def test_ray_actors_give_the_windows_of_one_local_process(multi: dict[str, Path]
     assert shards == ["w0-00000.shard.json", "w0-00001.shard.json", "w0-00002.shard.json"]
 
 
+def test_ray_actors_code_the_tokens_of_one_local_process(cluster: Any, tiny_model_dir: Path, tmp_path: Path) -> None:
+    """`encode-tokens --runner ray`: the codec fitted on the driver (the first shard's documents, as one process
+    fits it), each actor coding whole shards with it: every document's codes and spans are the local run's; a
+    second call has nothing to do."""
+    from lengthwise.longdoc.storage.tokens import encode_tokens
+    from lengthwise.search.tokens import TokenSide
+
+    corpus = _corpus(tmp_path)
+    common = {"codec": "pca16-int8", "window": 32, "overlap": 8, "shard_docs": 4, "threads": 1}
+    assert encode_tokens(corpus, tmp_path / "local", tiny_model_dir, **common) == COUNT
+    assert encode_tokens(corpus, tmp_path / "ray", tiny_model_dir, runner="ray", workers=2, **common) == COUNT
+    assert (tmp_path / "ray" / "codec.npz").read_bytes() == (tmp_path / "local" / "codec.npz").read_bytes()
+    local, ray = TokenSide.open(tmp_path / "local"), TokenSide.open(tmp_path / "ray")
+    assert ray.doc_ids == local.doc_ids
+    np.testing.assert_array_equal(ray.offsets, local.offsets)
+    np.testing.assert_array_equal(ray.codes, local.codes)
+    for doc in range(COUNT):
+        np.testing.assert_array_equal(ray.spans(doc), local.spans(doc))
+    assert encode_tokens(corpus, tmp_path / "ray", tiny_model_dir, runner="ray", workers=2, **common) == 0
+
+
 def test_parquet_rows_are_the_windows_of_the_shards(multi: dict[str, Path]) -> None:
     assert_window_rows(multi["ray"])  # Parquet is the Ray runner's default format
 

@@ -115,6 +115,15 @@ def encode_tokens(
         str | None,
         typer.Option("--devices", help="Comma-separated devices, one process each (e.g. cuda:0,cuda:1 or cpu,cpu)."),
     ] = None,
+    runner: Annotated[
+        str, typer.Option("--runner", help="local (this machine) or ray: Ray Data actors, one per GPU.")
+    ] = "local",
+    address: Annotated[
+        str | None, typer.Option("--address", help="Ray cluster to join (--runner ray); default: a local one.")
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option("--workers", help="CPU actors for --runner ray (default: one per 4 CPUs).")
+    ] = None,
     colbert: Annotated[
         bool | None,
         typer.Option(
@@ -142,7 +151,8 @@ def encode_tokens(
         check_out_dir(out)
         written = encode_corpus_tokens(data, out, model, load_model=load_model, colbert=colbert, codec=codec,
                                        window=window, overlap=overlap, shard_docs=shard_docs, batch_size=batch_size,
-                                       threads=threads, precision=precision, devices=targets, show_progress=True,
+                                       threads=threads, precision=precision, devices=targets, runner=runner,
+                                       address=address, workers=workers, show_progress=True,
                                        on_note=lambda line: say(f"repair: {line}"))  # fmt: skip
     except LengthwiseError as err:
         _fail(setting_message(err))

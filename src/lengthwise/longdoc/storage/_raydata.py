@@ -125,14 +125,18 @@ class ShardWriter:
         from lengthwise.longdoc.encoder import LongEncoder
 
         hf_logging.disable_progress_bar()
+        self.store = EmbeddingStore(job["out"], job["settings"])
+        self.job = job
+        if job.get("tokens") is not None:  # `encode-tokens --runner ray`: job["encoder"] makes the token encoder
+            tokens = {**job["tokens"], "threads": job["threads"]}
+            self.encoder: Any = job["encoder"](job["loader"], job["device"], tokens, Path(job["out"]), self.store.start)
+            return
         if job["threads"]:
             import torch
 
             torch.set_num_threads(job["threads"])
         model = job["loader"](job["model"], device=job["device"], precision=job["precision"])
         self.encoder = LongEncoder(model, job["config"])
-        self.store = EmbeddingStore(job["out"], job["settings"])
-        self.job = job
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         from lengthwise.longdoc.storage._parquet import shard_part
@@ -146,6 +150,8 @@ class ShardWriter:
         shard = int(batch[_SHARD][0])
         embeddings = self._embed(texts, f"{PREFIX}{self.job['base'] + shard:05d}")
         part = shard_part(self.encoder, ids, texts, embeddings) if self.job["parquet"] else None
+        if self.job.get("tokens") is not None:
+            part = self.encoder.shard_extra()  # the tokens' spans
         self.store.write(PREFIX, ids, embeddings, number=self.job["base"] + shard, extra=part,
                          digests=[int(batch[_DIGEST][i]) for i in order])  # fmt: skip
         return {"shard": np.asarray([shard]), "docs": np.asarray([len(ids)])}
@@ -271,7 +277,7 @@ def encode_on_ray(
     loader: Callable[..., Any],
     data: Path,
     store: EmbeddingStore,
-    config: LongDocConfig,
+    config: LongDocConfig | None,
     job: dict[str, Any],
     *,
     address: str | None = None,
@@ -283,7 +289,9 @@ def encode_on_ray(
     """Embed the documents of `data` not yet in `store` on a Ray cluster (see the module docstring).
 
     `loader(model, device=, precision=)` loads the model in each actor; `job` holds ``model``, ``precision``,
-    ``threads``, ``shard_docs``, ``batch_size`` and ``parquet`` (write the window rows). The corpus has been
+    ``threads``, ``shard_docs``, ``batch_size`` and ``parquet`` (write the window rows); with ``tokens`` (a token
+    encode's job, `lengthwise.longdoc.storage.tokens`; `config` None) each actor codes every token with the codec
+    the folder holds. The corpus has been
     checked (`corpus_digests`: `corpus`, id → text digest; a shard holding a document whose text changed is
     embedded again). `progress`: Ray Data's own bars (``"bar"``), or each actor's lines for its shard
     (``"lines"``, `lengthwise.core.progress.ProgressLines`, every ``job["interval"]`` seconds). Returns the number

@@ -122,6 +122,9 @@ def encode_tokens(
     threads: int | None = None,
     precision: str = "fp32",
     devices: Sequence[str | None] = (None,),
+    runner: str = "local",
+    address: str | None = None,
+    workers: int | None = None,
     show_progress: bool = False,
     on_note: Callable[[str], None] | None = None,
 ) -> int:
@@ -142,6 +145,9 @@ def encode_tokens(
         devices: One process per entry (None: the best device), each taking documents k, k + n, … by position,
             as `lengthwise encode --devices`; the codec is fitted first, in this process, on the first
             `shard_docs` documents (as one process fits it on its first shard), then every process codes with it.
+        runner, address, workers: ``"local"`` (this process, or one per entry of `devices`) or ``"ray"``: Ray
+            Data actors (`address`: a cluster's; `workers`: actors) code the shards, as `lengthwise encode --runner
+            ray` embeds windows (the codec fitted first here, as for `devices`; the same ``.npy`` shards).
         show_progress: Progress on stderr (tqdm's bar on a terminal, plain lines in a log file).
 
     Returns:
@@ -149,6 +155,7 @@ def encode_tokens(
     """
     from lengthwise.core.models import is_multi_vector_folder, resolve_model_path
     from lengthwise.core.precision import resolve_precision
+    from lengthwise.longdoc.storage.encode import _check_runner
     from lengthwise.longdoc.storage.store import EmbeddingStore, corpus_digests
 
     if codec != TOKEN_CODEC:
@@ -158,6 +165,7 @@ def encode_tokens(
             raise SettingError(name, value, "must be ≥ 1")
     if not devices:
         raise SettingError("devices", list(devices), "name at least one device, e.g. cpu or cuda:0,cuda:1")
+    _check_runner(runner, devices, workers, address)
     path, folder = corpus_file(Path(data)), Path(out)
     digests = corpus_digests(path)
     if not digests:
@@ -171,7 +179,10 @@ def encode_tokens(
     job = {"model": str(model), "colbert": colbert, "codec": codec, "window": window, "overlap": overlap,
            "shard_docs": shard_docs, "batch_size": batch_size, "threads": threads, "precision": precision,
            "settings": settings, "count": len(devices), "show_progress": show_progress}  # fmt: skip
-    if len(devices) == 1:
+    if runner == "ray":
+        fingerprint = _fit_codec(load_model, None, path, folder, job)
+        written = _on_ray(load_model, path, store, job, address, workers, digests, on_note)
+    elif len(devices) == 1:
         written, fingerprint = _token_worker(load_model, devices[0], path, folder, {**job, "index": 0}, on_note)
     else:
         fingerprint = _fit_codec(load_model, devices[0], path, folder, job)
@@ -187,6 +198,37 @@ def encode_tokens(
             pool.join()
     _record_model(folder, fingerprint)
     return written
+
+
+def _on_ray(
+    load_model: ModelLoader | None,
+    path: Path,
+    store: Any,
+    job: dict[str, Any],
+    address: str | None,
+    workers: int | None,
+    digests: dict[str, int],
+    on_note: Callable[[str], None] | None,
+) -> int:
+    """The token shards coded by Ray Data actors (`lengthwise.longdoc.storage._raydata.encode_on_ray`)."""
+    from lengthwise.core.models import load_plain_model
+    from lengthwise.core.progress import progress_interval, progress_mode
+    from lengthwise.longdoc.storage._raydata import encode_on_ray
+
+    ray_job = {"model": job["model"], "precision": job["precision"], "threads": job["threads"],
+               "shard_docs": job["shard_docs"], "batch_size": job["batch_size"], "parquet": False,
+               "interval": progress_interval(), "tokens": job, "encoder": _actor_encoder}  # fmt: skip
+    return encode_on_ray(load_model or load_plain_model, path, store, None, ray_job, address=address,
+                         workers=workers, progress=progress_mode(job["show_progress"], processes=1) or None,
+                         on_note=on_note, corpus=digests)  # fmt: skip
+
+
+def _actor_encoder(
+    load_model: ModelLoader | None, device: str | None, job: dict[str, Any], folder: Path, start: Callable[[], None]
+) -> TokenShardEncoder:
+    """A Ray actor's token encoder (`lengthwise.longdoc.storage._raydata.ShardWriter`): the model on `device`,
+    coding with the codec `folder` holds."""
+    return _shard_encoder(_token_model(load_model, device, job), folder, job, start)
 
 
 def _token_model(load_model: ModelLoader | None, device: str | None, job: dict[str, Any]) -> Any:
