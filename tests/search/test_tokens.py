@@ -622,6 +622,40 @@ def test_a_colbert_models_tokens_are_its_own_document_vectors(tiny_colbert_dir: 
     np.testing.assert_allclose(side.vectors(0), own[1 + prefix : -1], atol=1e-5)
 
 
+def test_a_colbert_skiplist_leaves_tokens_out_as_encode_document(tiny_colbert_dir: Path, tmp_path: Path) -> None:
+    """A ColBERT whose `MultiVectorMask` skips punctuation in documents (PyLate's and Stanford's checkpoints load
+    so): the token folder holds the document vectors `encode_document` gives, the skipped tokens left out (before,
+    every content token was kept: the punctuation matched queries the model never scores against)."""
+    import string
+
+    from sentence_transformers.multi_vector_encoder.modules import MultiVectorMask
+
+    from lengthwise.core.models import load_token_model
+
+    model = load_token_model(tiny_colbert_dir)
+    mask = next(module for module in model if isinstance(module, MultiVectorMask))
+    mask.skiplist_words = list(string.punctuation)
+    mask.resolve_with_tokenizer(model.tokenizer)
+    model.save(str(tmp_path / "skipping"))
+    model = load_token_model(tmp_path / "skipping")
+    short = "The committee met on Tuesday, then again; to discuss the budget."
+    corpus = _corpus(tmp_path, [short, PROSE[:600]])
+    encode_tokens(corpus, tmp_path / "tokens", tmp_path / "skipping", codec="fp32", window=64, overlap=8)
+    side = TokenSide.open(tmp_path / "tokens")
+    tokenizer = model.tokenizer
+    prefix = tokenizer("[unused1] ", add_special_tokens=False)["input_ids"]
+    text = tokenizer(short, add_special_tokens=False)["input_ids"]
+    full = np.asarray([tokenizer.cls_token_id, *prefix, *text, tokenizer.sep_token_id])
+    skipped = [tokenizer.convert_tokens_to_ids(p) for p in string.punctuation]
+    kept = np.flatnonzero(~np.isin(full, skipped))  # the positions `encode_document` keeps
+    own = model.encode_document([short])[0].numpy()
+    assert len(own) == len(kept) and len(kept) < len(full)  # its mask left tokens out
+    content = [n for n, at in enumerate(kept.tolist()) if 1 + len(prefix) <= at < len(full) - 1]
+    np.testing.assert_allclose(side.vectors(0), own[content], atol=1e-5)
+    starts = side.spans(0)[:, 0]
+    assert not any(short[start] in string.punctuation for start in starts.tolist())
+
+
 def test_hybrid_rescored_by_a_colbert_model_is_its_exact_maxsim_scan(indexed_with_tokens, tiny_colbert_dir: Path,
                                                                      tmp_path: Path) -> None:  # fmt: skip
     from lengthwise.core.models import load_token_model

@@ -3,15 +3,17 @@
 `encode_token_vectors` reads each text through overlapping windows (`window_spans`) with `LongEncoder`'s own forward
 (the model's special tokens, its prompt for the role, a live TempScale patch) and keeps every content token's
 contextual state (the model's last hidden states, ``token_embeddings``: training-free) once, from the window where
-it sits farthest from a cut (`macro_assignment`); special tokens, prompts and padding are left out. Each token
-carries its character span in the text (the fast tokenizer's offsets), so a match can be shown as a passage.
+it sits farthest from a cut (`macro_assignment`); special tokens, prompts and padding are left out, and so are the
+tokens a ColBERT's `MultiVectorMask` leaves out of the role's scoring (its skiplist, e.g. punctuation in PyLate and
+Stanford checkpoints; `scored_tokens`). Each token carries its character span in the text (the fast tokenizer's
+offsets), so a match can be shown as a passage.
 `token_maxsim` scores queries against documents: the sum over query tokens of the best document token's similarity
 (`sentence_transformers.util.maxsim`; cosine when the rows are normalised).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
 
@@ -25,7 +27,7 @@ from lengthwise.longdoc.config import LongDocConfig, LongDocError, Strategy
 from lengthwise.longdoc.encoder import LongEncoder, Role
 from lengthwise.longdoc.pooling import macro_assignment
 
-__all__ = ["TokenVectors", "encode_token_vectors", "iter_token_vectors", "token_maxsim"]
+__all__ = ["TokenVectors", "encode_token_vectors", "iter_token_vectors", "scored_tokens", "token_maxsim"]
 
 _BLOCK_DOCUMENTS = 64  # documents whose windows are forwarded together (sorted by length, `batch_size` a batch)
 
@@ -122,6 +124,7 @@ def _block_vectors(
         if len(row) == 0:
             raise LongDocError(None, None, f"text #{first + index} has no tokens for this tokenizer")
     budget = encoder.content_budget(role)
+    scored = scored_tokens(encoder.model, role)
     spans = [window_spans(len(row), budget, stride) for row in ids]  # (starts, ends) per text
     bases = np.cumsum([0, *map(len, ids)])[:-1]  # each text's first id in `flat`
     flat = np.concatenate(ids)
@@ -142,7 +145,39 @@ def _block_vectors(
         if normalize:
             norms = np.linalg.norm(vectors, axis=1, keepdims=True)  # (n, 1)
             vectors /= np.where(norms > 0, norms, 1.0)
-        yield TokenVectors(vectors, np.asarray(offsets, dtype=np.int64).reshape(n, 2))
+        spans_of = np.asarray(offsets, dtype=np.int64).reshape(n, 2)
+        if scored is not None:
+            keep = scored(row)
+            vectors, spans_of = vectors[keep], spans_of[keep]
+        yield TokenVectors(vectors, spans_of)
+
+
+def scored_tokens(model: SentenceTransformer, role: Role) -> Callable[[np.ndarray], np.ndarray] | None:
+    """Content token ids → the (n,) mask of those a ColBERT scores for `role` (None: every token): its
+    `MultiVectorMask`'s skiplist where `role` (None counting as a document) is one of its ``skiplist_tasks``, and
+    its ``keep_only_token_ids`` for anything but queries, as sentence-transformers' mask drops them from
+    ``encode_document``. A plain model has no such module."""
+    from sentence_transformers.multi_vector_encoder.modules import MultiVectorMask
+
+    mask = next((module for module in model if isinstance(module, MultiVectorMask)), None)
+    if mask is None:
+        return None
+    task = role or "document"
+    skipped = np.asarray([], dtype=np.int64)
+    if mask.skiplist_words and task in mask.skiplist_tasks:
+        unknown, tokenizer = model.tokenizer.unk_token_id, model.tokenizer
+        found = [tokenizer.convert_tokens_to_ids(word) for word in mask.skiplist_words]
+        skipped = np.asarray([i for i, word in zip(found, mask.skiplist_words, strict=True)
+                              if i != unknown or word == tokenizer.unk_token], dtype=np.int64)  # fmt: skip
+    only = None if task == "query" or mask.keep_only_token_ids is None else np.asarray(mask.keep_only_token_ids)
+    if not len(skipped) and only is None:
+        return None
+
+    def keep(ids: np.ndarray) -> np.ndarray:
+        kept = ~np.isin(ids, skipped)
+        return kept if only is None else kept & np.isin(ids, only)
+
+    return keep
 
 
 def _forward_all(
