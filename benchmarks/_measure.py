@@ -1,17 +1,26 @@
 """The measures the benchmarks share: wall time of a call, the p50 and p99 of repeated calls, the process's peak
-resident memory, bytes on disk, recall of a top k against the exact one and nDCG@10 through trec_eval. Each is the
+resident memory, bytes on disk, recall of a top k against the exact one, nDCG@10 through trec_eval, and the command
+line a results file was made by. Each is the
 one formula (and rounding) the benchmarks used before they shared it; a benchmark imports it as
 ``from benchmarks._measure import …``."""
 
 from __future__ import annotations
 
+import shlex
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+
+def command_line(module: str, argv: list[str] | None = None) -> str:
+    """How this run was started, to be recorded beside its figures: ``python -m MODULE`` and its arguments
+    (`argv`; None: this process's), quoted as a shell would need them."""
+    return shlex.join(["python", "-m", module, *(sys.argv[1:] if argv is None else argv)])
 
 
 def timed(run: Callable[[], Any]) -> tuple[float, Any]:
@@ -46,11 +55,18 @@ def p99_ms(call: Callable[[int], Any], times: int) -> float:
 def peak_rss_bytes() -> int:
     """This process's peak resident set size in bytes, the most it has held since it started (not what it holds
     now): ``resource.getrusage(resource.RUSAGE_SELF).ru_maxrss × 1024``, right on Linux, where ``ru_maxrss`` is in
-    kilobytes (macOS reports bytes, so the figure would be 1024 times too large there; Windows has no `resource`).
-    Linux keeps it through fork and exec: a child process starts at its parent's resident size at the fork."""
+    kilobytes (macOS reports bytes, so the figure would be 1024 times too large there; Windows has no `resource`),
+    or ``VmHWM`` of ``/proc/self/status`` where that is larger: some kernels (6.18 here) update ``ru_maxrss`` lazily,
+    a few hundred kilobytes behind what the process holds. Linux keeps ``ru_maxrss`` through fork and exec: a child
+    process starts at its parent's resident size at the fork."""
     import resource
 
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            return max(peak, next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:")))
+    except (OSError, StopIteration):
+        return peak
 
 
 def disk_bytes(path: Path) -> int:

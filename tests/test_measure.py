@@ -73,3 +73,13 @@ def test_peak_rss_is_in_bytes_and_grows_with_50_mb_touched() -> None:
     before, after, total = (int(word) for word in done.stdout.split())
     assert total == 50_000_000 // 8  # every page of the array written
     assert 40_000_000 <= after - before <= 100_000_000
+
+
+def test_a_command_line_is_the_module_and_its_arguments_as_a_shell_reads_them() -> None:
+    from benchmarks._measure import command_line
+
+    line = command_line("benchmarks.serve.serve", ["INDEX", "--queries", "my queries.jsonl", "--clients", "32"])
+    assert line == "python -m benchmarks.serve.serve INDEX --queries 'my queries.jsonl' --clients 32"
+    import shlex
+
+    assert shlex.split(line)[3:] == ["INDEX", "--queries", "my queries.jsonl", "--clients", "32"]

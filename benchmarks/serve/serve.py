@@ -305,9 +305,11 @@ def main() -> None:
         report = run(folder, args, settings, Path(scratch))
     print(json.dumps(report, indent=2))
     if args.out is not None:
+        from benchmarks._measure import command_line
         from lengthwise.core.results import environment, write_json_atomic
 
-        write_json_atomic(args.out, {**report, "environment": environment()})
+        write_json_atomic(args.out, {**report, "command": command_line("benchmarks.serve.serve"),
+                                     "environment": environment()})  # fmt: skip
 
 
 def _described(index: Any, mode: str | None) -> dict[str, Any]:
