@@ -16,7 +16,16 @@ import typer
 from lengthwise.cli.console import fail as _fail
 from lengthwise.cli.console import say
 from lengthwise.cli.longdoc import long_options
-from lengthwise.cli.options import ModelOption, PrecisionOption, check_device, check_out_dir, setting_message
+from lengthwise.cli.options import (
+    AddressOption,
+    DevicesOption,
+    ModelOption,
+    PrecisionOption,
+    WorkersOption,
+    check_device,
+    check_out_dir,
+    setting_message,
+)
 from lengthwise.core.defaults import DEFAULT_MODEL
 from lengthwise.longdoc.config import LongDocConfig
 
@@ -34,22 +43,15 @@ def encode(
     model: ModelOption = DEFAULT_MODEL,
     shard_docs: Annotated[int, typer.Option("--shard-docs", help="Documents per shard file.")] = 1000,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Windows per forward pass.")] = 32,
-    devices: Annotated[
-        str | None,
-        typer.Option("--devices", help="Comma-separated devices, one process each (e.g. cuda:0,cuda:1 or cpu,cpu)."),
-    ] = None,
+    devices: DevicesOption = None,
     threads: Annotated[int | None, typer.Option("--threads", help="Torch threads per process.")] = None,
     precision: PrecisionOption = "fp32",
     runner: Annotated[
         str,
         typer.Option("--runner", help="local (this machine) or ray: Ray Data actors, one per GPU; adds Parquet rows."),
     ] = "local",
-    address: Annotated[
-        str | None, typer.Option("--address", help="Ray cluster to join (--runner ray); default: a local one.")
-    ] = None,
-    workers: Annotated[
-        int | None, typer.Option("--workers", help="CPU actors for --runner ray (default: one per 4 CPUs).")
-    ] = None,
+    address: AddressOption = None,
+    workers: WorkersOption = None,
     format: Annotated[
         str | None,
         typer.Option(
@@ -111,19 +113,12 @@ def encode_tokens(
     batch_size: Annotated[int, typer.Option("--batch-size", help="Windows per forward pass.")] = 32,
     threads: Annotated[int | None, typer.Option("--threads", help="Torch threads per process.")] = None,
     precision: PrecisionOption = "fp32",
-    devices: Annotated[
-        str | None,
-        typer.Option("--devices", help="Comma-separated devices, one process each (e.g. cuda:0,cuda:1 or cpu,cpu)."),
-    ] = None,
+    devices: DevicesOption = None,
     runner: Annotated[
         str, typer.Option("--runner", help="local (this machine) or ray: Ray Data actors, one per GPU.")
     ] = "local",
-    address: Annotated[
-        str | None, typer.Option("--address", help="Ray cluster to join (--runner ray); default: a local one.")
-    ] = None,
-    workers: Annotated[
-        int | None, typer.Option("--workers", help="CPU actors for --runner ray (default: one per 4 CPUs).")
-    ] = None,
+    address: AddressOption = None,
+    workers: WorkersOption = None,
     colbert: Annotated[
         bool | None,
         typer.Option(

@@ -18,13 +18,16 @@ import typer
 __all__ = [
     "FLAGS",
     "PRECISION_HELP",
+    "AddressOption",
     "BackendOption",
     "DeviceOption",
+    "DevicesOption",
     "ModelOption",
     "NameOption",
     "PrecisionOption",
     "TrustOption",
     "UriOption",
+    "WorkersOption",
     "check_device",
     "check_out_dir",
     "field_default",
@@ -82,6 +85,16 @@ def field_option(config: type, name: str, *flags: str, **kwargs: Any) -> Any:
 
 
 ModelOption = Annotated[str, typer.Option("--model", "-m", help="Model directory or Hugging Face id.")]
+DevicesOption = Annotated[
+    str | None,
+    typer.Option("--devices", help="Comma-separated devices, one process each (e.g. cuda:0,cuda:1 or cpu,cpu)."),
+]
+AddressOption = Annotated[
+    str | None, typer.Option("--address", help="Ray cluster to join (--runner ray); default: a local one.")
+]
+WorkersOption = Annotated[
+    int | None, typer.Option("--workers", help="CPU actors for --runner ray (default: one per 4 CPUs).")
+]
 DeviceOption = Annotated[str | None, typer.Option("--device", help="cpu, cuda, mps… Default: best available.")]
 TrustOption = Annotated[bool, typer.Option("--trust-remote-code", help="Allow the model repository's own code to run.")]
 PRECISION_HELP = (
