@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -28,17 +27,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from benchmarks._measure import peak_rss_bytes
+
 REPO = Path(__file__).resolve().parents[2]
 MODULE = "benchmarks.audit.audit_memory"  # run as python -m MODULE, from the repository root
 DEFAULT_DOCS = REPO.parent / "shared" / "data" / "wiki1m_simcse_head" / "wiki1m_for_simcse.head11914.txt.gz"
 DEFAULT_OUT = REPO / "docs" / "results" / "bench_audit_memory.json"
 MIB = 2**20
-
-
-def _rss_peak_bytes() -> int:
-    """Peak resident set size of this process so far (ru_maxrss is KiB on Linux, bytes on macOS)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak if sys.platform == "darwin" else peak * 1024)
 
 
 def _rss_now_bytes() -> int:
@@ -68,7 +63,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     seconds = time.perf_counter() - started
     _, traced_peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    peak = _rss_peak_bytes()
+    peak = peak_rss_bytes()
     dim = model.get_embedding_dimension() or 0
     tokens, layers = section["tokens"], len(section["intra"]["layers"])
     n, n_long = tokens["n_docs"], tokens["elongated_docs"]

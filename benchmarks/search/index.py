@@ -44,7 +44,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -65,7 +64,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 
-from benchmarks._measure import ndcg_at_10  # noqa: E402
+from benchmarks._measure import ndcg_at_10, peak_rss_bytes  # noqa: E402
 
 
 def _encoded(cache: Path) -> Path:
@@ -507,7 +506,7 @@ def main() -> None:
             load_after=os.getloadavg(),
             seconds=round(time.perf_counter() - started),
             date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            peak_rss_mb_of_this_process=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            peak_rss_mb_of_this_process=peak_rss_bytes() / 2**20,
         )
         results[scale_key if stage == "scale" else stage] = section
         write_json_atomic(args.out, results)  # after each stage: a later stage's failure keeps this one

@@ -21,12 +21,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from benchmarks._measure import peak_rss_bytes
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "scifact"
@@ -36,7 +37,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 def _peak_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+    return peak_rss_bytes() / 2**20
 
 
 def _child(mode: str, args: argparse.Namespace) -> dict[str, Any]:
