@@ -354,6 +354,35 @@ def latency(args: argparse.Namespace) -> dict[str, Any]:
             "token_encode_seconds_auto": round(encoded, 1), "load": _load()}  # fmt: skip
 
 
+AROUND_ARMS = ("hybrid", "hybrid+tokens:0.4", "around4:0.4", "around8:0.4", "around16:0.4")
+
+
+def choose_around(around: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """Leave one corpus out over the ``around`` section's corpora (no new scoring): for each corpus held out, the arm
+    with the best mean dev nDCG@10 over the others, its test score on the held-out corpus and its regret against
+    that corpus's best test arm; beside it, each arm kept fixed everywhere (its worst and mean test regret)."""
+    corpora = sorted({key.rsplit("-", 1)[0] for key in around})
+    folds: dict[str, Any] = {}
+    regrets: dict[str, list[float]] = {arm: [] for arm in AROUND_ARMS}
+    for held in corpora:
+        others = [c for c in corpora if c != held]
+        dev = {arm: sum(around[f"{c}-dev"][arm] for c in others) / len(others) for arm in AROUND_ARMS}
+        chosen = max(AROUND_ARMS, key=lambda arm: dev[arm])  # ties: the earlier arm
+        test = {arm: around[f"{held}-test"][arm] for arm in AROUND_ARMS}
+        best = max(test.values())
+        folds[held] = {
+            "chosen": chosen,
+            "test": test[chosen],
+            "best_test": best,
+            "regret": round(best - test[chosen], 2),
+        }
+        for arm in AROUND_ARMS:
+            regrets[arm].append(round(best - test[arm], 2))
+    fixed = {arm: {"worst_regret": max(r), "mean_regret": round(sum(r) / len(r), 2)} for arm, r in regrets.items()}
+    return {"corpora": corpora, "folds": folds, "fixed": fixed,
+            "command": "python -m benchmarks.search.tokens --choose-around"}  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     corpus_options(parser, "qmsum")
@@ -363,6 +392,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rescore", type=int, default=100, help="hybrid documents the token side rescores")
     parser.add_argument("--latency", action="store_true", help="time the search with the token stage instead")
     parser.add_argument("--around", action="store_true", help="score only the tokens around the best windows instead")
+    parser.add_argument("--choose-around", action="store_true",
+                        help="leave one corpus out over the recorded around section (around_choice)")  # fmt: skip
     parser.add_argument(
         "--around-counts",
         default=(),
@@ -387,6 +418,9 @@ def main(argv: list[str] | None = None) -> None:
 
     started, load = time.perf_counter(), _load()
     earlier = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+    if args.choose_around:
+        write_json_atomic(RESULTS, {**earlier, "around_choice": choose_around(earlier["around"])})
+        return
     if args.latency:
         timing = {**latency(args), "load_before": load, "environment": environment(),
                   "command": f"python -m benchmarks.search.tokens --latency --sets {args.sets[0]}"
