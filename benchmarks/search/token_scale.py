@@ -75,7 +75,9 @@ def scale_tokens(index: Path, source: Path, docs: int) -> Path:
 
 def _spans_file(spans: np.ndarray) -> Callable[[str], dict[str, bytes]]:
     """A shard's ``.spans.npy`` (int32), as `TokenShardEncoder.shard_extra` gives it to the store."""
-    data = _npy(spans.astype(np.int32))
+    from lengthwise.longdoc.storage.store import _npy_bytes
+
+    data = _npy_bytes(spans.astype(np.int32))
     return lambda stem: {f"{stem}.spans.npy": data}
 
 
@@ -83,14 +85,6 @@ def _multi(codes: np.ndarray, counts: np.ndarray) -> Any:
     from lengthwise.core.encoder import MultiVectors
 
     return MultiVectors(codes, np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
-
-
-def _npy(array: np.ndarray) -> bytes:
-    import io
-
-    buffer = io.BytesIO()
-    np.save(buffer, array, allow_pickle=False)
-    return buffer.getvalue()
 
 
 def latency(args: argparse.Namespace) -> dict[str, Any]:

@@ -149,9 +149,10 @@ class ShardWriter:
                 raise LongDocError(None, None, f"{self.job['data']}: document {batch[_ID][i]!r}: {MISALIGNED}")
         shard = int(batch[_SHARD][0])
         embeddings = self._embed(texts, f"{PREFIX}{self.job['base'] + shard:05d}")
-        part = shard_part(self.encoder, ids, texts, embeddings) if self.job["parquet"] else None
         if self.job.get("tokens") is not None:
             part = self.encoder.shard_extra()  # the tokens' spans
+        else:
+            part = shard_part(self.encoder, ids, texts, embeddings) if self.job["parquet"] else None
         self.store.write(PREFIX, ids, embeddings, number=self.job["base"] + shard, extra=part,
                          digests=[int(batch[_DIGEST][i]) for i in order])  # fmt: skip
         return {"shard": np.asarray([shard]), "docs": np.asarray([len(ids)])}

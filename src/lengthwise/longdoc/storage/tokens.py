@@ -98,12 +98,11 @@ class TokenShardEncoder:
         """The last encoded shard's span file, for its record (bound now: the next shard may be encoding when it is
         written)."""
         from lengthwise.core.shards import SPANS
+        from lengthwise.longdoc.storage.store import _npy_bytes
 
         spans, self._spans = self._spans, None
         assert spans is not None, "encode_documents_multi first"
-        buffer = io.BytesIO()
-        np.save(buffer, spans, allow_pickle=False)
-        data = buffer.getvalue()
+        data = _npy_bytes(spans)
         return lambda stem: {f"{stem}{SPANS}": data}
 
 
@@ -143,11 +142,12 @@ def encode_tokens(
         shard_docs, batch_size, threads, precision: Documents per shard, windows per forward pass, torch threads
             (per process), the model's precision (recorded: queries are read at it).
         devices: One process per entry (None: the best device), each taking documents k, k + n, … by position,
-            as `lengthwise encode --devices`; the codec is fitted first, in this process, on the first
-            `shard_docs` documents (as one process fits it on its first shard), then every process codes with it.
+            as `lengthwise encode --devices`; in a new folder this process first codes the first `shard_docs`
+            documents as its first shard, fitting the codec on them as one process does, then every process codes
+            the rest with it.
         runner, address, workers: ``"local"`` (this process, or one per entry of `devices`) or ``"ray"``: Ray
             Data actors (`address`: a cluster's; `workers`: actors) code the shards, as `lengthwise encode --runner
-            ray` embeds windows (the codec fitted first here, as for `devices`; the same ``.npy`` shards).
+            ray` embeds windows (the first shard written here first, as for `devices`; the same ``.npy`` shards).
         show_progress: Progress on stderr (tqdm's bar on a terminal, plain lines in a log file).
 
     Returns:
@@ -180,12 +180,12 @@ def encode_tokens(
            "shard_docs": shard_docs, "batch_size": batch_size, "threads": threads, "precision": precision,
            "settings": settings, "count": len(devices), "show_progress": show_progress}  # fmt: skip
     if runner == "ray":
-        fingerprint = _fit_codec(load_model, None, path, folder, job)
-        written = _on_ray(load_model, path, store, job, address, workers, digests, on_note)
+        fingerprint, first = _first_shard(load_model, None, path, folder, job)
+        written = first + _on_ray(load_model, path, store, job, address, workers, digests, on_note)
     elif len(devices) == 1:
         written, fingerprint = _token_worker(load_model, devices[0], path, folder, {**job, "index": 0}, on_note)
     else:
-        fingerprint = _fit_codec(load_model, devices[0], path, folder, job)
+        fingerprint, first = _first_shard(load_model, devices[0], path, folder, job)
         for line in store.repair(digests)[1]:
             if on_note is not None:
                 on_note(line)
@@ -193,7 +193,7 @@ def encode_tokens(
 
         with multiprocessing.get_context("spawn").Pool(len(devices)) as pool:
             args = [(load_model, device, path, folder, {**job, "index": k}) for k, device in enumerate(devices)]
-            written = sum(found for found, _ in pool.starmap(_token_worker, args))
+            written = first + sum(found for found, _ in pool.starmap(_token_worker, args))
             pool.close()  # the workers exit on their own (see `lengthwise.longdoc.storage.encode`)
             pool.join()
     _record_model(folder, fingerprint)
@@ -254,29 +254,34 @@ def _shard_encoder(loaded: Any, folder: Path, job: dict[str, Any], start: Callab
     return TokenShardEncoder(read, job["codec"], folder, start)
 
 
-def _fit_codec(
+def _first_shard(
     load_model: ModelLoader | None, device: str | None, path: Path, folder: Path, job: dict[str, Any]
-) -> dict[str, Any]:
-    """Before several processes start: the codec fitted on the first `shard_docs` documents' tokens and saved in
-    `folder` (unless it holds one), and the model's fingerprint; the model is let go before they start."""
+) -> tuple[dict[str, Any], int]:
+    """Before several processes start: in a new folder, the first `shard_docs` documents coded and written as its
+    first shard, the codec fitted on their tokens and saved (as one process does it; the processes then skip those
+    documents); and the model's fingerprint. (fingerprint, documents written); the model is let go before they
+    start."""
     from itertools import islice
 
-    from lengthwise.core.corpus import corpus_rows
+    from lengthwise.core.corpus import corpus_rows, text_digest
     from lengthwise.core.models import model_fingerprint
     from lengthwise.longdoc.storage.store import EmbeddingStore
 
     loaded = _token_model(load_model, device, job)
-    fingerprint = model_fingerprint(loaded, job["model"])
+    fingerprint, written = model_fingerprint(loaded, job["model"]), 0
     if read_codec(folder) is None:
         store = EmbeddingStore(folder, job["settings"])
-        texts = [text for _, text in islice(corpus_rows(path), job["shard_docs"])]
-        _shard_encoder(loaded, folder, job, store.start).encode_documents_multi(texts)  # fits and saves the codec
+        ids, texts = zip(*islice(corpus_rows(path), job["shard_docs"]), strict=True)
+        encoder = _shard_encoder(loaded, folder, job, store.start)
+        codes = encoder.encode_documents_multi(list(texts))  # fits and saves the codec first
+        store.write("w0-", list(ids), codes, extra=encoder.shard_extra(), digests=[text_digest(t) for t in texts])
+        written = len(ids)
     del loaded
     import torch
 
     if torch.cuda.is_available():
         torch.cuda.empty_cache()  # the workers' device memory
-    return fingerprint
+    return fingerprint, written
 
 
 def _token_worker(
