@@ -35,7 +35,9 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks._measure import command_line
 from benchmarks.search.hybrid._common import (
+    DEFAULT_MODEL,
     ROOT,
     _indexed,
     _load,
@@ -262,10 +264,10 @@ def around(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def synthetic(args: argparse.Namespace) -> dict[str, Any]:
-    """Realistic passkey and needle, test (``--per-length`` documents a length, seed 0, as the hybrid quality stage
-    makes them): Acc@1 within each length of the hybrid, token MaxSim alone, and the hybrid rescored by every token
-    and by the tokens of its best 8 windows (w = 0.4, the default codec), each query ranking its own length's
-    documents."""
+    """Realistic passkey and needle, test (``--per-length`` documents a length, seed 0) and with ``--synthetic-splits
+    dev,test`` dev (``--dev-per-length``, seed 1), as the hybrid quality stage makes them: Acc@1 within each length
+    of the hybrid, token MaxSim alone, and the hybrid rescored by every token (w = 0.4) and by the tokens of its best
+    8 windows (w = 0.3, 0.4, 0.5; the default codec), each query ranking its own length's documents."""
     from benchmarks.search.hybrid._common import _synthetic_sets
     from benchmarks.search.hybrid.quality import _acc1
     from lengthwise.core.models import load_plain_model
@@ -273,9 +275,10 @@ def synthetic(args: argparse.Namespace) -> dict[str, Any]:
     from lengthwise.search.tokens import TokenSide
 
     model = load_plain_model(args.model)
-    made = _synthetic_sets(argparse.Namespace(per_length=args.per_length, dev_per_length=1), model.tokenizer)
+    made = _synthetic_sets(argparse.Namespace(per_length=args.per_length, dev_per_length=args.dev_per_length),
+                           model.tokenizer)  # fmt: skip
     table: dict[str, Any] = {}
-    for name in (f"{task}-test" for task in args.synthetic):
+    for name in (f"{task}-{split}" for task in args.synthetic for split in args.synthetic_splits):
         entry = made[name]
         index = _indexed(name, entry["ids"], entry["texts"], args)
         folder, seconds = _tokens_folder(name, args.work / name / "corpus.jsonl", args)
@@ -292,10 +295,10 @@ def synthetic(args: argparse.Namespace) -> dict[str, Any]:
             members = np.flatnonzero(groups == group)
             grouped[np.ix_(members, members)] = hybrid[np.ix_(members, members)]
             tokens[np.ix_(members, members)] = side.scores_many([queries[q] for q in members], members)
+        near = _around_matrix(index, side, grouped, dense, queries, 8, args.rescore)
         arms = {"hybrid": grouped, f"tokens:{args.default_codec}": tokens,
                 "hybrid+tokens:0.4": _rescored(grouped, tokens, 0.4, args.rescore),
-                "around8:0.4": _rescored(grouped, _around_matrix(index, side, grouped, dense, queries, 8,
-                                                                 args.rescore), 0.4, args.rescore)}  # fmt: skip
+                **{f"around8:{w}": _rescored(grouped, near, w, args.rescore) for w in (0.3, 0.4, 0.5)}}  # fmt: skip
         found = {arm: _acc1(scores, entry["data"]) for arm, scores in arms.items()}
         table[name] = {arm: result["mean"] for arm, result in found.items()}
         table[f"{name}:by_length"] = {arm: result["by_length"] for arm, result in found.items()}
@@ -383,11 +386,43 @@ def choose_around(around: dict[str, dict[str, float]]) -> dict[str, Any]:
             "command": "python -m benchmarks.search.tokens --choose-around"}  # fmt: skip
 
 
+def _results() -> dict[str, Any]:
+    """The results file as it is now (read again before each write: two runs of the study may overlap)."""
+    return json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+
+
+def _auto_codec(model: str) -> str:
+    """The codec `encode-tokens` chooses for `model` by default (`auto_codec` of its dimension)."""
+    from lengthwise.core.models import load_plain_model
+    from lengthwise.longdoc.storage.tokens import auto_codec
+
+    return auto_codec(int(load_plain_model(model).get_embedding_dimension()))
+
+
+def _merged(args: argparse.Namespace, sections: dict[str, dict[str, Any]], runs: str, run: dict[str, Any]) -> None:
+    """Write `sections` (each merged into the one recorded: a run of some corpora keeps the others' rows) and append
+    `run` to the list `runs`: at the top of the results file for the default model, else under ``models`` keyed by
+    the model's folder name. The file is read again here: two runs of this study may overlap."""
+    from lengthwise.core.results import write_json_atomic
+
+    earlier = _results()
+    name = Path(args.model).name
+    other = args.model != DEFAULT_MODEL
+    target = earlier.get("models", {}).get(name, {}) if other else earlier
+    out = {**target, **{key: {**target.get(key, {}), **rows} for key, rows in sections.items()},
+           runs: [*target.get(runs, []), run]}  # fmt: skip
+    if other:
+        out = {**earlier, "models": {**earlier.get("models", {}), name: {
+            **out, "model": args.model, "default_codec": args.default_codec, "rescore": args.rescore}}}  # fmt: skip
+    write_json_atomic(RESULTS, out)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     corpus_options(parser, "qmsum")
     parser.add_argument("--codecs", default=",".join(CODECS), type=lambda v: v.split(","))
-    parser.add_argument("--default-codec", default="bin")
+    parser.add_argument("--default-codec", default="bin",
+                        help="the fused arms' codec; auto: what encode-tokens chooses for --model")  # fmt: skip
     parser.add_argument("--colbert", type=Path, default=None, help="also score with this ColBERT model's tokens")
     parser.add_argument("--rescore", type=int, default=100, help="hybrid documents the token side rescores")
     parser.add_argument("--latency", action="store_true", help="time the search with the token stage instead")
@@ -406,7 +441,10 @@ def main(argv: list[str] | None = None) -> None:
         type=lambda v: tuple(v.split(",")),
         help="passkey,needle: the realistic synthetic tasks' test sets instead (section synthetic)",
     )
-    parser.add_argument("--per-length", type=int, default=20, help="--synthetic: documents a length")
+    parser.add_argument("--per-length", type=int, default=20, help="--synthetic: test documents a length")
+    parser.add_argument("--dev-per-length", type=int, default=20, help="--synthetic: dev documents a length")
+    parser.add_argument("--synthetic-splits", default=("test",), type=lambda v: tuple(v.split(",")),
+                        help="--synthetic: the splits scored, e.g. dev,test")  # fmt: skip
     parser.add_argument("--queries", type=int, default=40, help="--latency: queries timed")
     parser.add_argument("--rounds", type=int, default=3, help="--latency: alternated rounds (medians)")
     args = parser.parse_args(argv)
@@ -417,8 +455,18 @@ def main(argv: list[str] | None = None) -> None:
     from lengthwise.core.results import environment, write_json_atomic
 
     started, load = time.perf_counter(), _load()
-    earlier = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+    if args.default_codec == "auto":
+        args.default_codec = _auto_codec(args.model)
+    if args.model != DEFAULT_MODEL:  # another model family: its own work folder, its section under "models"
+        args.work = args.work / f"model-{Path(args.model).name}"
+
+    def run(**fields: Any) -> dict[str, Any]:
+        return {"sets": list(args.sets), "command": command_line("benchmarks.search.tokens", argv),
+                "load": [load, _load()], "seconds": round(time.perf_counter() - started), "environment": environment(),
+                **fields}  # fmt: skip
+
     if args.choose_around:
+        earlier = _results()
         write_json_atomic(RESULTS, {**earlier, "around_choice": choose_around(earlier["around"])})
         return
     if args.latency:
@@ -426,36 +474,27 @@ def main(argv: list[str] | None = None) -> None:
                   "command": f"python -m benchmarks.search.tokens --latency --sets {args.sets[0]}"
                              + (f" --around-counts {','.join(map(str, args.around_counts))}"
                                 if args.around_counts else "")}  # fmt: skip
-        write_json_atomic(RESULTS, {**earlier, "latency": timing})
+        write_json_atomic(RESULTS, {**_results(), "latency": timing})
         return
     if args.synthetic:
-        found = {**earlier.get("synthetic", {}), **synthetic(args)}
-        run = {"tasks": list(args.synthetic), "per_length": args.per_length, "load": [load, _load()],
-               "seconds": round(time.perf_counter() - started), "environment": environment(),
-               "command": f"python -m benchmarks.search.tokens --synthetic {','.join(args.synthetic)} "
-                          f"--per-length {args.per_length}"}  # fmt: skip
-        write_json_atomic(RESULTS, {**earlier, "synthetic": found, "synthetic_runs": [
-            *earlier.get("synthetic_runs", []), run]})  # fmt: skip
+        scored = synthetic(args)
+        _merged(args, {"synthetic": scored}, "synthetic_runs", run(
+            tasks=list(args.synthetic), splits=list(args.synthetic_splits), per_length=args.per_length,
+            dev_per_length=args.dev_per_length))  # fmt: skip
         return
     if args.colbert is not None:
-        found = {**earlier.get("colbert", {}), **colbert_study(args)}
+        scored = colbert_study(args)
+        earlier = _results()
+        found = {**earlier.get("colbert", {}), **scored}
         command = f"python -m benchmarks.search.tokens --sets {','.join(args.sets)} --colbert {args.colbert}"
         write_json_atomic(RESULTS, {**earlier, "colbert": found, "colbert_load": [load, _load()],
                                     "colbert_model": str(args.colbert), "colbert_command": command})  # fmt: skip
         return
     if args.around:
-        found = {**earlier.get("around", {}), **around(args)}
-        write_json_atomic(RESULTS, {**earlier, "around": found, "around_load": [load, _load()],
-                                    "around_command": f"python -m benchmarks.search.tokens --around --sets "
-                                    f"{','.join(args.sets)}"})  # fmt: skip
+        _merged(args, {"around": around(args)}, "around_runs", run())
         return
     result = study(args)
-    table = {**earlier.get("table", {}), **result["table"]}
-    sizes = {**earlier.get("sizes", {}), **result["sizes"]}
-    command = f"python -m benchmarks.search.tokens --sets {','.join(args.sets)}"
-    write_json_atomic(RESULTS, {**earlier, "table": table, "sizes": sizes, "model": args.model, "rescore": args.rescore,
-                                "default_codec": args.default_codec, "seconds": round(time.perf_counter() - started),
-                                "load": [load, _load()], "environment": environment(), "command": command})  # fmt: skip
+    _merged(args, {"table": result["table"], "sizes": result["sizes"]}, "runs", run())
 
 
 if __name__ == "__main__":
