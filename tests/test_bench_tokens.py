@@ -57,3 +57,30 @@ def test_a_second_models_rows_go_under_models_and_keep_the_defaults(tmp_path, mo
     mpnet = written["models"]["all-mpnet-base-v2"]
     assert mpnet["table"] == {"scifact-dev": {"hybrid": 90.0}, "scifact-test": {"hybrid": 89.0}}
     assert (mpnet["model"], mpnet["default_codec"], len(mpnet["runs"])) == (other.model, "pca512-bin", 2)
+
+
+def test_the_default_is_rechosen_over_corpora_and_models_and_left_out_one_corpus_at_a_time() -> None:
+    tokens = importlib.import_module("benchmarks.search.tokens")
+    arms = tokens.DEFAULT_ARMS  # hybrid, every token at 0.4, around8 at 0.3 / 0.4 / 0.5
+
+    def row(*scores: float) -> dict[str, float]:
+        return dict(zip(arms, scores, strict=True))
+
+    results = {
+        "model": tokens.DEFAULT_MODEL,
+        "around": {"qmsum-dev": row(50, 51, 52, 53, 50.5), "qmsum-test": row(60, 61, 62, 63, 64),
+                   "scifact-dev": row(90, 89, 90, 90.5, 91), "scifact-test": row(88, 88, 89, 90, 87)},
+        "synthetic": {"needle-dev": row(80, 80, 80, 80, 80), "needle-dev:by_length": {"256": 1}},
+        "models": {"other": {"around": {"qmsum-dev": row(40, 40, 40, 42, 41), "qmsum-test": row(45, 44, 44, 46, 47)}}},
+    }  # fmt: skip
+    chosen = tokens.choose_default(results)
+    assert chosen["pairs"] == [["qmsum", "all-MiniLM-L6-v2"], ["qmsum", "other"], ["scifact", "all-MiniLM-L6-v2"]]
+    assert ["needle", "all-MiniLM-L6-v2"] in chosen["missing"] and ["scifact", "other"] in chosen["missing"]
+    # worst dev regrets: around8:0.4 loses 0.5 at most (scifact), around8:0.5 2.5 (qmsum): only 0.4 is admissible
+    assert chosen["admissible"] == ["around8:0.4"] and chosen["chosen"] == "around8:0.4"
+    # scifact held out: on the two qmsum dev rows around8:0.4 is best; scored on scifact's test split (best 90)
+    held = chosen["held_out"]["scifact/all-MiniLM-L6-v2"]
+    assert held == {"chosen": "around8:0.4", "test": 90, "best": "around8:0.4", "loss": 0}
+    # qmsum held out: scifact's dev row alone picks around8:0.5 (91), scored on each model's qmsum test split
+    assert chosen["held_out"]["qmsum/other"]["chosen"] == "around8:0.5"
+    assert chosen["held_out"]["qmsum/all-MiniLM-L6-v2"]["loss"] == 0

@@ -386,6 +386,57 @@ def choose_around(around: dict[str, dict[str, float]]) -> dict[str, Any]:
             "command": "python -m benchmarks.search.tokens --choose-around"}  # fmt: skip
 
 
+DEFAULT_ARMS = ("hybrid", "hybrid+tokens:0.4", "around8:0.3", "around8:0.4", "around8:0.5")  # the search's default?
+
+
+def _default_rows(results: dict[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
+    """model → {"{corpus}-{split}": {arm: score}}: the ``around`` and ``synthetic`` rows of the default model and of
+    each model under ``models`` (per-length and size rows left out)."""
+    sources = {Path(results.get("model", DEFAULT_MODEL)).name: results, **results.get("models", {})}
+    return {model: {key: row for section in ("around", "synthetic") for key, row in found.get(section, {}).items()
+                    if ":" not in key} for model, found in sources.items()}  # fmt: skip
+
+
+def _pick_arm(dev: list[dict[str, float]]) -> dict[str, Any]:
+    """The hybrid's rule over these dev rows: each arm's worst regret and mean, the admissible arms (worst regret ≤
+    1 point) and the chosen one (the highest mean among them; none admissible: the smallest worst regret)."""
+    from benchmarks.search.hybrid._rule import TOLERANCE
+
+    worst = {a: max(max(row[b] for b in DEFAULT_ARMS) - row[a] for row in dev) for a in DEFAULT_ARMS}
+    means = {a: float(np.mean([row[a] for row in dev])) for a in DEFAULT_ARMS}
+    admissible = [a for a in DEFAULT_ARMS if worst[a] <= TOLERANCE + 1e-9]
+    key = (lambda a: -round(means[a], 6)) if admissible else (lambda a: (round(worst[a], 6), -round(means[a], 6)))
+    return {"worst_regret": {a: round(w, 2) for a, w in worst.items()},
+            "means": {a: round(m, 2) for a, m in means.items()}, "admissible": admissible,
+            "chosen": sorted(admissible or DEFAULT_ARMS, key=key)[0]}  # fmt: skip
+
+
+def choose_default(results: dict[str, Any]) -> dict[str, Any]:
+    """The default re-chosen with the token stage among the arms (`DEFAULT_ARMS`) by the hybrid's rule (`_pick_arm`;
+    `benchmarks.search.hybrid._rule.RULE`) over every (corpus, model) whose dev and test rows hold all the arms.
+    Leave one corpus out: the rule on the other corpora's dev splits (every model), scored on the held-out corpus's
+    test split of each model. The rule's corpora (`SETS`) without rows for a model are named under ``missing``."""
+    from benchmarks.search.hybrid._rule import SETS
+
+    rows = _default_rows(results)
+    pairs = sorted((c, m) for m, table in rows.items() for c in SETS
+                   if all(set(DEFAULT_ARMS) <= set(table.get(f"{c}-{s}", {})) for s in ("dev", "test")))  # fmt: skip
+    out: dict[str, Any] = {"arms": list(DEFAULT_ARMS), "pairs": [list(p) for p in pairs],
+                           "missing": [[c, m] for m in sorted(rows) for c in SETS if (c, m) not in pairs]}  # fmt: skip
+    if pairs:
+        out.update(_pick_arm([rows[m][f"{c}-dev"] for c, m in pairs]))
+    out["held_out"] = {}
+    for held in sorted({c for c, _ in pairs}):
+        rest = [rows[m][f"{c}-dev"] for c, m in pairs if c != held]
+        chosen = _pick_arm(rest)["chosen"] if rest else None
+        for model in (m for c, m in pairs if c == held and chosen is not None):
+            test = rows[model][f"{held}-test"]
+            best = max(DEFAULT_ARMS, key=lambda a: test[a])
+            out["held_out"][f"{held}/{model}"] = {"chosen": chosen, "test": test[chosen], "best": best,
+                                                  "loss": round(test[best] - test[chosen], 2)}  # fmt: skip
+    return out
+
+
 def _results() -> dict[str, Any]:
     """The results file as it is now (read again before each write: two runs of the study may overlap)."""
     return json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
@@ -427,6 +478,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rescore", type=int, default=100, help="hybrid documents the token side rescores")
     parser.add_argument("--latency", action="store_true", help="time the search with the token stage instead")
     parser.add_argument("--around", action="store_true", help="score only the tokens around the best windows instead")
+    parser.add_argument(
+        "--choose",
+        action="store_true",
+        help="the default re-chosen over the recorded corpora and models, the stage among the arms",
+    )
     parser.add_argument("--choose-around", action="store_true",
                         help="leave one corpus out over the recorded around section (around_choice)")  # fmt: skip
     parser.add_argument(
@@ -465,6 +521,11 @@ def main(argv: list[str] | None = None) -> None:
                 "load": [load, _load()], "seconds": round(time.perf_counter() - started), "environment": environment(),
                 **fields}  # fmt: skip
 
+    if args.choose:
+        earlier = _results()
+        write_json_atomic(RESULTS, {**earlier, "default_choice": {**choose_default(earlier), "command": command_line(
+            "benchmarks.search.tokens", argv)}})  # fmt: skip
+        return
     if args.choose_around:
         earlier = _results()
         write_json_atomic(RESULTS, {**earlier, "around_choice": choose_around(earlier["around"])})
