@@ -16,6 +16,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, cast
 
 import numpy as np
@@ -45,7 +46,7 @@ POSTINGS_PATH_SHARE = 16
 logger = logging.getLogger(__name__)
 
 
-def require_bm25s() -> Any:
+def require_bm25s() -> ModuleType:
     """The bm25s module (and PyStemmer, its stemmer), or a `MissingExtra` (a `SettingError`) naming the extra."""
     from lengthwise.core._optional import require
 
@@ -304,11 +305,11 @@ class LexicalIndex:
         return best
 
 
-def _granularity(value: Any) -> Granularity:
+def _granularity(value: str | Granularity) -> Granularity:
     return enum_member(Granularity, "granularity", value)
 
 
-def _checked_settings(granularity: Any, k1: float, b: float) -> Granularity:
+def _checked_settings(granularity: str | Granularity, k1: float, b: float) -> Granularity:
     """The granularity, once it and BM25's parameters are checked (`SettingError` naming the one that is not)."""
     if k1 <= 0 or not 0 <= b <= 1:
         raise SettingError("k1" if k1 <= 0 else "b", k1 if k1 <= 0 else b, "use k1 > 0 and 0 ≤ b ≤ 1")

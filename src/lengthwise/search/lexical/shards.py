@@ -100,7 +100,7 @@ def _start(staging: Path, sizes: np.ndarray, counts: np.ndarray) -> None:
     _allocate(staging / "spans.npy", np.int64, (int(counts.sum()), 2))
 
 
-def _allocate(path: Path, dtype: Any, shape: tuple[int, ...]) -> None:
+def _allocate(path: Path, dtype: type[np.generic], shape: tuple[int, ...]) -> None:
     """An ``.npy`` file of `shape` (zeros, its blocks not written), filled later through a memory map."""
     array = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=shape)
     del array

@@ -17,7 +17,7 @@ from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import BinaryIO
 
 import numpy as np
 
@@ -144,14 +144,14 @@ def _checked_digest(corpus: Path, doc_ids: Sequence[str], digests: np.ndarray, r
     return found
 
 
-def _layout(sizes: np.ndarray, counts: np.ndarray) -> Any:
+def _layout(sizes: np.ndarray, counts: np.ndarray) -> hashlib._Hash:
     """A sha256 begun over the texts' sizes and the documents' window counts."""
     layout = hashlib.sha256(np.ascontiguousarray(sizes, dtype=np.int64).tobytes())
     layout.update(np.ascontiguousarray(counts, dtype=np.int64).tobytes())
     return layout
 
 
-def _utf8_sizes(texts: Sequence[str], digest: Any) -> np.ndarray:
+def _utf8_sizes(texts: Sequence[str], digest: hashlib._Hash | None) -> np.ndarray:
     """The UTF-8 size of each text, each text fed to `digest` (size first) when given."""
     sizes = array("q")
     for text in texts:
@@ -163,7 +163,7 @@ def _utf8_sizes(texts: Sequence[str], digest: Any) -> np.ndarray:
     return np.frombuffer(sizes, dtype=np.int64)
 
 
-def _data_start(handle: Any) -> int:
+def _data_start(handle: BinaryIO) -> int:
     """Where the data of the ``.npy`` file open in `handle` starts (after its header)."""
     handle.seek(0)
     major, _ = np.lib.format.read_magic(handle)

@@ -83,7 +83,9 @@ class EngineBM25:
         np.maximum.at(best, owners, scores)
         return best, len(owners) >= limit
 
-    def _search(self, weights: dict[int, float], limit: int, among: np.ndarray | None = None) -> tuple[Any, Any]:
+    def _search(
+        self, weights: dict[int, float], limit: int, among: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(documents, scores) of the best `limit` rows for the query `weights` (sparse inner product; among the rows
         numbered `among` alone where given), best first; the rows' ids alone come back, a window's document is found
         from its row number."""

@@ -28,7 +28,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import ModuleType
 
 from lengthwise.core.errors import SettingError
 from lengthwise.search.milvus.client import MilvusClient
@@ -50,7 +50,7 @@ _HELD: dict[str, int] = {}  # a database's resolved path → the descriptor that
 _LOCK = threading.Lock()  # one open at a time in this process (`open_client`): `_HELD`, HOME, file descriptor 2
 
 
-def open_client(pymilvus: Any, uri: str, kind: str) -> MilvusClient:
+def open_client(pymilvus: ModuleType, uri: str, kind: str) -> MilvusClient:
     """A `pymilvus.MilvusClient` on the Milvus Lite database at `uri` (made when new), served by an engine of `kind`
     (``lite``: 2.x, a SQLite file; ``lite-python``: 3.x, a folder). On this process's first open of `uri`: the path
     checked, the lock taken, another program's engine asked for, the tables read, then the engine started; later
@@ -75,7 +75,7 @@ def open_client(pymilvus: Any, uri: str, kind: str) -> MilvusClient:
             raise
 
 
-def _start(pymilvus: Any, uri: str) -> MilvusClient:
+def _start(pymilvus: ModuleType, uri: str) -> MilvusClient:
     """The client, its engine started quietly (`quiet_start`), tried `LITE_ATTEMPTS` times: Milvus Lite's channel,
     throttled (gRPC GOAWAY) on a busy machine, can fail a first connect. Not tried again when the engine found the
     database open in another program: Milvus Lite 2.5.1 removes its lock file then, and the next try would open it."""

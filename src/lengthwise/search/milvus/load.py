@@ -24,13 +24,14 @@ import json
 import logging
 import re
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
 from lengthwise.core.errors import SettingError
 from lengthwise.search.lexical.bm25 import BothGranularities, LexicalIndex
-from lengthwise.search.milvus.client import IndexParams, MilvusClient, Schema
+from lengthwise.search.lexical.bm25s_calls import Bm25Tokenizer
+from lengthwise.search.milvus.client import IndexParams, MilvusClient, Record, Schema
 from lengthwise.search.milvus.index import MilvusIndex
 from lengthwise.search.milvus.store import (
     DOCUMENTS,
@@ -49,6 +50,8 @@ from lengthwise.search.milvus.store import (
 )
 
 if TYPE_CHECKING:
+    from scipy.sparse import csr_matrix
+
     from lengthwise.search.index import LongIndex
 
 __all__ = ["load_into_milvus"]
@@ -113,7 +116,22 @@ def _window_side(lexical: LexicalIndex | BothGranularities) -> LexicalIndex:
     return lexical.window if isinstance(lexical, BothGranularities) else lexical
 
 
-def _texts(lexical: LexicalIndex | BothGranularities, offsets: np.ndarray) -> Iterator[tuple[str, Any]]:
+class PassageTexts(TypedDict):
+    """The record ``text/N``: document N's text and its windows' character spans."""
+
+    text: str
+    spans: list[list[int]]
+
+
+class Vocabulary(TypedDict):
+    """What bm25s's tokenizer needs to give a query the term ids of one BM25 side."""
+
+    word_to_stem: dict[str, str]
+    stem_to_sid: dict[str, int]
+    word_to_id: dict[str, int]
+
+
+def _texts(lexical: LexicalIndex | BothGranularities, offsets: np.ndarray) -> Iterator[tuple[str, PassageTexts]]:
     """Each document's text and its windows' character spans, as the records ``text/N`` (passages)."""
     texts = _window_side(lexical)
     for doc in range(len(offsets) - 1):
@@ -131,7 +149,7 @@ def _load_id(index: LongIndex) -> str:
     return hashlib.sha256(json.dumps(made, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-def _unit_weights(lexical: Any, units: int) -> Any:
+def _unit_weights(lexical: LexicalIndex, units: int) -> csr_matrix:
     """(units, V) each window's (or, at granularity document, each document's) BM25 term scores (CSR), from
     bm25s's (term-major) score matrix."""
     from scipy.sparse import csc_matrix
@@ -230,7 +248,7 @@ def _create(client: MilvusClient, uri: str, collection: str, schema: Schema, par
         quiet.setLevel(level)
 
 
-def _load_documents(client: MilvusClient, collection: str, records: str, side: Any, batch: int) -> None:
+def _load_documents(client: MilvusClient, collection: str, records: str, side: LexicalIndex, batch: int) -> None:
     """One row per document with its whole-document BM25 weights, inserted in batches after the last one recorded
     (``document_progress``), as the windows are."""
     count = int(side.settings["documents"])
@@ -243,7 +261,7 @@ def _load_documents(client: MilvusClient, collection: str, records: str, side: A
         write_records(client, records, {"document_progress": stop})
 
 
-def _terms(weights: Any, row: int) -> dict[int, float]:
+def _terms(weights: csr_matrix | None, row: int) -> dict[int, float]:
     """Row `row`'s nonzero BM25 term weights as a sparse vector (`NO_TERM` alone when it has none)."""
     if weights is None:
         terms: dict[int, float] = {}
@@ -253,8 +271,8 @@ def _terms(weights: Any, row: int) -> dict[int, float]:
     return {key: value for key, value in terms.items() if value} or {NO_TERM: 1.0}  # Milvus refuses an empty one
 
 
-def _window_row(vectors: np.ndarray, owners: np.ndarray, weights: Any, row: int, sparse: bool) -> dict[str, Any]:
-    out = {"id": row, "doc": int(owners[row]), "dense": np.asarray(vectors[row], dtype=np.float32).tolist()}
+def _window_row(vectors: np.ndarray, owners: np.ndarray, weights: csr_matrix | None, row: int, sparse: bool) -> Record:
+    out: Record = {"id": row, "doc": int(owners[row]), "dense": np.asarray(vectors[row], dtype=np.float32).tolist()}
     return {**out, "bm25": _terms(weights, row)} if sparse else out
 
 
@@ -268,7 +286,7 @@ def _index_records(index: LongIndex, lexical: LexicalIndex | BothGranularities |
     return records
 
 
-def _vocabulary(tokenizer: Any) -> dict[str, Any]:
+def _vocabulary(tokenizer: Bm25Tokenizer) -> Vocabulary:
     """What bm25s's tokenizer needs to give a query the term ids of one BM25 side (`_recorded_tokenizer`)."""
     return {"word_to_stem": tokenizer.word_to_stem, "stem_to_sid": tokenizer.stem_to_sid,
             "word_to_id": tokenizer.word_to_id}  # fmt: skip

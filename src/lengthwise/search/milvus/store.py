@@ -163,7 +163,7 @@ def load_collection(client: MilvusClient, collection: str) -> None:
             time.sleep(0.5 * (attempt + 1))
 
 
-def _loaded_state() -> Any:
+def _loaded_state() -> object:
     from pymilvus.client.types import LoadState
 
     return LoadState.Loaded
