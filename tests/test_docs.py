@@ -1,5 +1,6 @@
-"""The docs hold together: every "METHODS §N" cited in the repository resolves to docs/methods.md, and the
-site's link rewriting (scripts/mkdocs_hooks.py) keeps links valid. `mkdocs build --strict` runs in CI."""
+"""The docs hold together: every "METHODS §N" cited in the repository resolves to docs/methods.md, every benchmark
+named (a file or a ``python -m`` module) exists, and the site's link rewriting (scripts/mkdocs_hooks.py) keeps links
+valid. `mkdocs build --strict` runs in CI."""
 
 from __future__ import annotations
 
@@ -13,6 +14,26 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CITATION = re.compile(r"METHODS(?:\.md)? ?§ ?(\d+)")
+BENCHMARK_FILE = re.compile(r"benchmarks/[A-Za-z_0-9/]+\.py")
+BENCHMARK_MODULE = re.compile(r"python3? -m (benchmarks(?:\.[A-Za-z_0-9]+)+)")
+
+
+def test_every_benchmark_named_in_the_code_and_docs_exists() -> None:
+    """A benchmark moved or removed leaves no pointer behind (history keeps its names: CHANGELOG.md, the results
+    files' commands, and a line that says the script was removed)."""
+    texts = [*ROOT.glob("*.md"), *ROOT.glob("docs/*.md"), *ROOT.glob("benchmarks/**/*.md"), *ROOT.glob("src/**/*.py"),
+             *ROOT.glob("benchmarks/**/*.py"), *ROOT.glob("scripts/*"), *ROOT.glob("experiments/*.py")]  # fmt: skip
+    stale = []
+    for path in texts:
+        if not path.is_file() or path.name == "CHANGELOG.md":
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if "removed" in line:
+                continue
+            named = [name for name in BENCHMARK_FILE.findall(line) if not (ROOT / name).is_file()]
+            named += [m for m in BENCHMARK_MODULE.findall(line) if importlib.util.find_spec(m) is None]
+            stale += [f"{path.relative_to(ROOT)}:{number}: {name}" for name in named]
+    assert not stale, "\n".join(stale)
 
 
 def test_every_methods_citation_resolves_to_a_section_of_docs_methods() -> None:

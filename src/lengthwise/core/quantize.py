@@ -13,7 +13,7 @@ LayerNorm, attention softmax, pooling — stays fp32, so elongated and windowed 
 attention, not the Linear layers), the long-document encoder and mteb keep working unchanged.
 
 Which Linear layers stay fp32 (`keep_fp32`, shell-style patterns on module names inside the transformer) was
-chosen by measurement (`benchmarks/bench_precision.py`, docs/benchmarks.md "int8 on the CPU"). torchao's
+chosen by measurement (`benchmarks/encode/precision.py`, docs/benchmarks.md "int8 on the CPU"). torchao's
 int8 dynamic-activation path was measured too and was slower than fp32 on this CPU, so torch's own path is used;
 its deprecation warnings are filtered here by message, not wholesale.
 

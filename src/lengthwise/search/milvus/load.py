@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 __all__ = ["load_into_milvus"]
 
 # windows per insert: Milvus Lite 2.5's insert costs more a row the larger its batch (0.13 ms at 500, 0.35 at 2,000,
-# 2.6 at 5,000), an upsert more the larger the collection (`benchmarks/bench_milvus_lite25.py`)
+# 2.6 at 5,000), an upsert more the larger the collection (`benchmarks/search/milvus_lite25.py`)
 BATCH = 500
 NO_TERM = 2**32 - 2  # the one term of a window without any (Milvus's largest sparse index; no query holds it)
 MUTABLE = ("generation", "mode", "fusion", "tuned")  # lexical settings that change no window row (the records say them)
@@ -314,7 +314,7 @@ def _publish(client: MilvusClient, name: str, windows: str) -> None:
 def _settled(client: MilvusClient, *collections: str) -> None:
     """Flush `collections` and load them again, so the engine serves them from sealed segments with their indexes
     (HNSW, the sparse inverted index), not from the growing segments a load leaves, which it scans: several times
-    faster a query, for seconds more at the load (docs/benchmarks.md, `benchmarks/bench_milvus_read.py`)."""
+    faster a query, for seconds more at the load (docs/benchmarks.md, `benchmarks/search/milvus_read.py`)."""
     for collection in collections:
         client.flush(collection)
         client.release_collection(collection)

@@ -79,9 +79,9 @@ def engine_kind(uri: str) -> str:
 def dense_index(kind: str) -> dict[str, Any]:
     """The window vectors' index on an engine of `kind` (`engine_kind`): HNSW where the engine builds it, IVF_FLAT on
     Milvus Lite 2.x, which builds no graph ("local mode only support FLAT IVF_FLAT AUTOINDEX"; FLAT, an exact scan,
-    took 150 ms a query at 1M windows, IVF_FLAT 16 ms: `benchmarks/bench_milvus_lite25.py`). A search asks for ``ef``
+    took 150 ms a query at 1M windows, IVF_FLAT 16 ms: `benchmarks/search/milvus_lite25.py`). A search asks for ``ef``
     (HNSW) and ``nprobe`` (IVF) alike; each index reads its own, except that Milvus Lite 2.5.1 searches its interim
-    index at probes of its own (`benchmarks/bench_milvus_exactness.py`: the same recall at every ``nprobe``)."""
+    index at probes of its own (`benchmarks/search/milvus_exactness.py`: the same recall at every ``nprobe``)."""
     if kind == "lite":
         return {"index_type": "IVF_FLAT", "metric_type": "IP", "params": {"nlist": LISTS}}
     return {"index_type": "HNSW", "metric_type": "IP", "params": {"M": 16, "efConstruction": 200}}

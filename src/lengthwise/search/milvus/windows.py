@@ -84,7 +84,7 @@ class MilvusWindows:
         unseen. Milvus Lite 2.5.1 searches a filter that keeps many rows through its own IVF index (whatever
         ``nprobe`` is asked for): grouped by document at 100,000 real windows, 250 of 5,000 documents (ten queries)
         came back below their best window where the filter kept a tenth of the rows, none where it kept a
-        hundredth; asked for every window, all came back (`benchmarks/bench_milvus_exactness.py`)."""
+        hundredth; asked for every window, all came back (`benchmarks/search/milvus_exactness.py`)."""
         if scoring.fuse_mean or self.kind == "lite-python":
             return None
         counts = self.offsets[docs + 1] - self.offsets[docs]
