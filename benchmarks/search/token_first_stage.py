@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks._measure import recall
 from benchmarks.search.hybrid._common import _load, corpus_options
 from benchmarks.search.tokens import RESULTS, _results, _splits
 
@@ -109,7 +110,7 @@ def _split_arms(hybrid: np.ndarray, tokens: np.ndarray, fdes: dict[str, np.ndarr
 
 def _recall(best: list[set[int]], tops: list[np.ndarray]) -> float:
     """Mean share (%) of each query's `best` documents inside its `tops`."""
-    return round(100 * float(np.mean([len(b & set(t.tolist())) / len(b) for b, t in zip(best, tops, strict=True)])), 2)
+    return round(100 * recall([t.tolist() for t in tops], [sorted(b) for b in best]), 2)
 
 
 def _union(hybrid: np.ndarray, fde: np.ndarray, depth: int) -> np.ndarray:
