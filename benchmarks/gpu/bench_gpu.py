@@ -170,11 +170,13 @@ def in_process(model_dir: Path, docs: list[str], device: str, precision: str) ->
     return result | {"windows": encoder.stats["windows"] // 3, "stats": dict(encoder.stats)}
 
 
-def cli_encode(run: Run, model_dir: Path, corpus: Path, device: str, precision: str, *extra: str) -> dict:
-    """`lengthwise encode` as a user runs it: one whole process, timed from start to exit."""
-    out = run.out / f"encoded-{precision}"
+def cli_encode(run: Run, model_dir: Path, corpus: Path, device: str, precision: str, *extra: str,
+               command_name: str = "encode") -> dict:  # fmt: skip
+    """`lengthwise encode` (or `command_name`, e.g. ``encode-tokens``) as a user runs it: one whole process, timed
+    from start to exit."""
+    out = run.out / f"{'encoded' if command_name == 'encode' else 'tokens'}-{precision}"
     shutil.rmtree(out, ignore_errors=True)
-    command = [sys.executable, "-m", "lengthwise.cli", "encode", "-d", str(corpus), "-o", str(out),
+    command = [sys.executable, "-m", "lengthwise.cli", command_name, "-d", str(corpus), "-o", str(out),
                "-m", str(model_dir), "--devices", device, "--precision", precision, *extra]  # fmt: skip
     began = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, timeout=max(run.left() - 5, 10))
@@ -197,9 +199,11 @@ def sentence_transformers(model_dir: Path, texts: list[str], device: str, half: 
     }
 
 
-def serve(run: Run, encoded: Path, clients: str, requests: int, precision: str | None = None) -> dict:
+def serve(run: Run, encoded: Path, clients: str, requests: int, precision: str | None = None,
+          tokens: Path | None = None) -> dict:  # fmt: skip
     """An index built from the CLI's vectors (once), then bench_serve at each concurrency (its own JSON read back);
-    `precision`: the queries' (`serve --precision`; None: the index's, fp32)."""
+    `precision`: the queries' (`serve --precision`; None: the index's, fp32); `tokens`: a token folder of the same
+    corpus, served with the token stage beside the default server (`--tokens`)."""
     index = run.out / "index"
     built = None
     if not (index / "index.json").is_file():
@@ -210,12 +214,13 @@ def serve(run: Run, encoded: Path, clients: str, requests: int, precision: str |
         if done.returncode:
             raise RuntimeError(f"index build exit {done.returncode}: {done.stderr[-1500:]}")
         built = round(time.perf_counter() - began, 2)
-    figures = run.out / f"serve-{precision or 'index'}.json"
+    figures = run.out / f"serve-{precision or 'index'}{'-tokens' if tokens else ''}.json"
     queries = str(ROOT / "data/qmsum/queries.jsonl.gz")
     bench = [sys.executable, "-m", "benchmarks.serve.serve", str(index), "--queries", queries,
              "--mode", "hybrid", "--clients", clients, "--requests", str(requests),
              "--local-requests", str(max(requests // 5, 10)), "--out", str(figures),
-             *(["--precision", precision] if precision else [])]  # fmt: skip
+             *(["--precision", precision] if precision else []),
+             *(["--tokens", str(tokens), "--rounds", "1"] if tokens else [])]  # fmt: skip
     done = subprocess.run(bench, capture_output=True, text=True, timeout=max(run.left() - 5, 10), cwd=ROOT)
     if done.returncode:
         raise RuntimeError(f"bench_serve exit {done.returncode}: {done.stderr[-1500:]}")
@@ -278,6 +283,15 @@ def main() -> None:
     run.arm("serve", lambda: serve(run, encoded, args.clients, args.serve_requests), need_s=60)
     # the same index served with its queries embedded in bf16 on the GPU (`serve --precision bf16`)
     run.arm("serve_bf16_queries", lambda: serve(run, encoded, args.clients, args.serve_requests, "bf16"), need_s=60)
+    # late interaction (issue 64): every token coded by `encode-tokens` against the window encode above, then served
+    run.arm("cli_encode_tokens_bf16", lambda: cli_encode(run, model_dir, corpus, device, "bf16",
+                                                         command_name="encode-tokens"), need_s=40)  # fmt: skip
+    arms = run.results["arms"]
+    if "s" in arms.get("cli_encode_tokens_bf16", {}) and "s" in arms.get("cli_encode_bf16", {}):
+        run.results["tokens_to_windows_encode_bf16"] = round(arms["cli_encode_tokens_bf16"]["s"]
+                                                             / arms["cli_encode_bf16"]["s"], 3)  # fmt: skip
+    folder = Path(arms.get("cli_encode_tokens_bf16", {}).get("out", args.out / "tokens-bf16"))
+    run.arm("serve_tokens", lambda: serve(run, encoded, args.clients, args.serve_requests, tokens=folder), need_s=90)
     print(json.dumps(run.results["table"], indent=1))
 
 
