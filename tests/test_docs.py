@@ -36,6 +36,70 @@ def test_every_benchmark_named_in_the_code_and_docs_exists() -> None:
     assert not stale, "\n".join(stale)
 
 
+INLINE_COMMAND = re.compile(r"`(python3? -m benchmarks[^`]*)`")
+PLACEHOLDERS = {"STAGE"}  # benchmarks/README.md: `python -m benchmarks.search.hybrid STAGE`, any stage
+
+
+class _Parsed(Exception):
+    """Raised once a benchmark's arguments are parsed: the command is checked, nothing is run."""
+
+
+def _documented_commands() -> dict[str, str]:
+    """Each ``python -m benchmarks…`` command the docs show (inline in backticks, or a line of a fenced block, its
+    continuations joined) → the page showing it first."""
+    pages = [*sorted(ROOT.glob("docs/*.md")), ROOT / "README.md", ROOT / "ARCHITECTURE.md",
+             *sorted(ROOT.glob("benchmarks/**/*.md"))]  # fmt: skip
+    found: dict[str, str] = {}
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        commands = INLINE_COMMAND.findall(text)
+        for block in re.findall(r"```[a-z]*\n(.*?)```", text, flags=re.S):
+            lines = re.sub(r"\\\n\s*", " ", block).splitlines()
+            commands += [line.strip() for line in lines if re.match(r"\s*(nice -n \d+ )?python3? -m benchmarks", line)]
+        for command in commands:
+            found.setdefault(command, str(page.relative_to(ROOT)))
+    return found
+
+
+def test_every_documented_benchmark_command_parses(monkeypatch) -> None:
+    """The docs' benchmark commands still run as written: each module is there and takes the arguments shown (the
+    parser is stopped once it has read them; nothing is run). Patterns (``benchmarks.<subject>.<name>``) and
+    `PLACEHOLDERS` are not commands."""
+    import argparse
+    import contextlib
+    import io
+    import shlex
+
+    parse = argparse.ArgumentParser.parse_args
+
+    def parse_then_stop(self, args=None, namespace=None):
+        parse(self, args, namespace)
+        raise _Parsed
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_then_stop)
+    monkeypatch.syspath_prepend(str(ROOT))
+    failed = []
+    commands = _documented_commands()
+    for command, page in sorted(commands.items()):
+        line = re.split(r"\s+(?:#|>|&&|2>|\|)\s", re.sub(r"^nice -n \d+ ", "", command))[0]
+        argv = shlex.split(line)[2:]
+        if "<" in argv[0] or PLACEHOLDERS & set(argv):
+            continue
+        module = importlib.import_module(argv[0])
+        main = getattr(module, "main", None) or importlib.import_module(f"{argv[0]}.__main__").main
+        errors = io.StringIO()
+        monkeypatch.setattr(sys, "argv", argv)
+        try:
+            with contextlib.redirect_stderr(errors), contextlib.redirect_stdout(io.StringIO()):
+                main(argv[1:]) if "argv" in main.__code__.co_varnames else main()
+        except _Parsed:
+            continue
+        except SystemExit as stop:
+            if stop.code not in (0, None):
+                failed.append(f"{page}: {command} — {errors.getvalue().strip().splitlines()[-1:]}")
+    assert len(commands) > 50 and not failed, "\n".join(failed)
+
+
 def test_every_methods_citation_resolves_to_a_section_of_docs_methods() -> None:
     methods = (ROOT / "docs" / "methods.md").read_text(encoding="utf-8")
     sections = {int(a) for a, b in re.findall(r'<a id="s(\d+)"></a>\n## §(\d+) ', methods) if a == b}
