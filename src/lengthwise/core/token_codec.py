@@ -20,10 +20,14 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from lengthwise.core.errors import SettingError
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["CODEC_BITS", "CODEC_FILE", "TokenCodec", "parse_codec", "read_codec"]
 
@@ -131,16 +135,25 @@ class TokenCodec:
         out[:, 0::2], out[:, 1::2] = high, low
         return out * self.scale
 
-    def products(self, queries: np.ndarray, codes: np.ndarray) -> np.ndarray:
-        """(q, n) float32: each projected query row (`project`) · each coded token's decoded vector, without writing
-        the decoded vectors where a code allows: one bit a dimension as ``2 · (query · bits) − Σ query`` (the 0/1 bits
-        as they unpack; the same dot products up to float rounding), int8 as ``(query ⊙ scale) · codes``."""
+    def prepare(self, queries: np.ndarray) -> PreparedQueries:
+        """The query side of `products`, computed once for several blocks of codes: the projected rows and, for one
+        bit a dimension, their fixed-point digits (`_sign_digits`)."""
+        return PreparedQueries(queries, _sign_digits(queries) if self.bits == 1 else None)
+
+    def products(self, queries: np.ndarray | PreparedQueries, codes: np.ndarray) -> np.ndarray:
+        """(q, n) float32: each projected query row (`project`; or `prepare`d once for many calls) · each coded
+        token's decoded vector, without writing the decoded vectors where a code allows: one bit a dimension as
+        ``2 · (query · bits) − Σ query`` (the 0/1 bits as they unpack; the same dot products up to float rounding),
+        int8 as ``(query ⊙ scale) · codes``."""
         import torch
 
+        prepared = queries if isinstance(queries, PreparedQueries) else self.prepare(queries)
+        queries = prepared.rows
         query = torch.from_numpy(np.ascontiguousarray(queries, dtype=np.float32))
         if self.bits == 1:
             bits = np.unpackbits(codes, axis=1, count=self.dims)  # (n, d) 0/1
-            found = _sign_products(queries, bits)
+            assert prepared.digits is not None
+            found = _sign_products(prepared.digits, bits)
             if found is None:  # no integer product here: the bits as float32 (numpy's cast: 5× torch's)
                 ones = query @ torch.from_numpy(bits.astype(np.float32)).T
                 found = ones.mul_(2).sub_(query.sum(dim=1, keepdim=True)).numpy()
@@ -186,12 +199,26 @@ def _signed(basis: np.ndarray) -> np.ndarray:
 _INT_DIGITS = 1 << 22  # a query row's largest value in fixed point: three signed bytes hold ±2²² (23 bits)
 
 
-def _sign_products(queries: np.ndarray, bits: np.ndarray) -> np.ndarray | None:
-    """(q, n) float32 ``queries · (2 · bits − 1)ᵀ`` for 0/1 `bits` (n, d), as ``2 · queries · bitsᵀ − Σ queries``
-    with ``queries · bitsᵀ`` in integers: each query row in fixed point (23 bits of its largest value, as float32's
-    mantissa), cut into three signed bytes, each byte's rows times the bits by ``torch._int_mm`` (int8 in, int32 out:
-    exact; VNNI or AMX where the CPU has them: 1.6× float32 on this project's hosts), joined in float32. None where
-    torch has no integer matrix product for these."""
+@dataclass(frozen=True)
+class SignDigits:
+    """Query rows in fixed point for `_sign_products`: 23 bits of each row's largest value (as float32's mantissa),
+    cut into three signed bytes (``digits``: the high bytes of every row, then the middle, then the low), with what
+    joins the products again (``twice``: 2 · each row's scale; ``sums``: each row's sum)."""
+
+    digits: torch.Tensor  # (3q, d) int8
+    twice: torch.Tensor  # (q, 1) float32
+    sums: torch.Tensor  # (q, 1) float32
+
+
+@dataclass(frozen=True)
+class PreparedQueries:
+    """`TokenCodec.prepare`: projected query rows and, for one-bit codes, their digits."""
+
+    rows: np.ndarray
+    digits: SignDigits | None
+
+
+def _sign_digits(queries: np.ndarray) -> SignDigits:
     import torch
 
     rows = np.asarray(queries, dtype=np.float64)
@@ -201,13 +228,23 @@ def _sign_products(queries: np.ndarray, bits: np.ndarray) -> np.ndarray | None:
     low = (fixed + 128) % 256 - 128
     middle = ((fixed - low) // 256 + 128) % 256 - 128
     high = (fixed - low - 256 * middle) // 65536  # within ±64
-    digits = torch.from_numpy(np.concatenate([high, middle, low]).astype(np.int8))
+    return SignDigits(torch.from_numpy(np.concatenate([high, middle, low]).astype(np.int8)),
+                      torch.from_numpy((2 * scale).astype(np.float32)),
+                      torch.from_numpy(rows.sum(axis=1, keepdims=True).astype(np.float32)))  # fmt: skip
+
+
+def _sign_products(query: SignDigits, bits: np.ndarray) -> np.ndarray | None:
+    """(q, n) float32 ``queries · (2 · bits − 1)ᵀ`` for 0/1 `bits` (n, d), as ``2 · queries · bitsᵀ − Σ queries``
+    with ``queries · bitsᵀ`` in integers: each byte's rows of the fixed-point queries (`SignDigits`) times the bits by
+    ``torch._int_mm`` (int8 in, int32 out: exact; VNNI or AMX where the CPU has them: 1.6× float32 on this project's
+    hosts), joined in float32. None where torch has no integer matrix product for these."""
+    import torch
+
     try:
-        parts = torch._int_mm(digits, torch.from_numpy(bits.view(np.int8)).T).to(torch.float32)  # each exact
+        parts = torch._int_mm(query.digits, torch.from_numpy(bits.view(np.int8)).T).to(torch.float32)  # each exact
     except (AttributeError, RuntimeError, NotImplementedError):
         return None
-    count = len(rows)
-    twice = torch.from_numpy((2 * scale).astype(np.float32))
+    count, twice = len(query.twice), query.twice
     out = parts[:count].mul_(twice * 65536).add_(parts[count : 2 * count].mul_(twice * 256))
-    out.add_(parts[2 * count :].mul_(twice)).sub_(torch.from_numpy(rows.sum(axis=1, keepdims=True).astype(np.float32)))
+    out.add_(parts[2 * count :].mul_(twice)).sub_(query.sums)
     return out.numpy()

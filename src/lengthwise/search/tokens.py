@@ -148,11 +148,12 @@ class TokenSide:
             return np.empty((0, count), dtype=np.float64)
         sizes = np.cumsum([0] + [len(p) for p in projected])
         together = np.concatenate(projected)
+        prepared = self.codec.prepare(together)  # the query side once for every block
         best = np.full((len(together), count), -np.inf, dtype=np.float32)
         flat, owners = flat_rows(np.asarray(ranges, dtype=np.int64).reshape(-1, 2), np.asarray(places, np.int64))
         for first in range(0, len(flat), TOKEN_BLOCK):
             owner = owners[first : first + TOKEN_BLOCK]
-            products = self.codec.products(together, self.codes[flat[first : first + TOKEN_BLOCK]])  # every query's
+            products = self.codec.products(prepared, self.codes[flat[first : first + TOKEN_BLOCK]])  # every query's
             runs = np.concatenate([[0], np.flatnonzero(owner[1:] != owner[:-1]) + 1])  # each owner's rows here
             pieces = np.maximum.reduceat(products, runs, axis=1)  # (tokens, runs): each run's best token
             np.maximum.at(best.T, owner[runs], pieces.T)  # a view: an owner's rows may go on in the next block
