@@ -45,6 +45,22 @@ def test_the_server_starts_with_a_home_of_its_own_and_ours_is_unchanged(tmp_path
         client.close()
 
 
+def test_the_engine_leaves_no_log_file_in_the_temporary_folder(tmp_path: Path, monkeypatch) -> None:
+    """Milvus Lite's glog wrote ``milvus.<host>.<user>.log.INFO.<time>.<pid>`` (and a ``milvus.INFO`` link) into the
+    system's temporary folder at every start and left them there (2,355 of them in this machine's /tmp)."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temporary))  # where glog writes when no log folder is given
+    monkeypatch.delenv("GLOG_log_dir", raising=False)
+    client = store.connect(str(tmp_path / "quiet.db"))
+    try:
+        client.create_collection("t", dimension=8)
+    finally:
+        client.close()
+    assert not [path.name for path in temporary.iterdir() if path.name.startswith("milvus")]
+    assert "GLOG_log_dir" not in os.environ
+
+
 @pytest.mark.slow
 def test_two_processes_started_together_each_make_their_collection(tmp_path: Path) -> None:
     env = dict(os.environ, HOME=str(tmp_path / "shared-home"))  # both under one HOME, as two jobs of one user

@@ -35,6 +35,7 @@ from lengthwise.search.milvus.client import MilvusClient
 
 __all__ = ["LITE_ATTEMPTS", "open_client"]
 
+GLOG_DIR = "GLOG_log_dir"  # glog's log folder (its flags are read from GLOG_<flag>, the flag's own case)
 LITE_ATTEMPTS = 3  # starts of the engine before its error is reported (`_milvus_store.connect`)
 LOCK_SUFFIX = ".lengthwise.lock"  # lengthwise's lock file beside a database: NAME.db.lengthwise.lock
 SQLITE = b"SQLite format 3\x00"  # the first bytes of a SQLite database, which Milvus Lite 2.x keeps its data in
@@ -259,7 +260,8 @@ def quiet_start() -> Iterator[Start]:
 
     HOME: Milvus Lite 2.5.1 makes ``~/.cache/milvus`` when it starts and removes it when it stops, so two engines
     started about together under one HOME broke each other (one then refused every collection: "Mmap manager has not
-    been init"). The folder stays empty but for the engine's log, and is removed when this process exits. Another
+    been init"). The folder stays empty but for the engine's logs (its stderr and glog's files, `_home`), and is
+    removed when this process exits. Another
     thread reading HOME, or writing to the process's stderr, in that half second would see the folder or write to the
     log: `connect` runs where an index opens, not while searching.
 
@@ -285,15 +287,19 @@ def quiet_start() -> Iterator[Start]:
 
 @contextlib.contextmanager
 def _home(home: str) -> Iterator[None]:
-    before = os.environ.get("HOME")
-    os.environ["HOME"] = home
+    """HOME, and the engine's log folder (glog's ``GLOG_log_dir``, unless the user set one), on `home` for the
+    block: without it Milvus Lite wrote a log file into the system's temporary folder at every start, and left it."""
+    names = ["HOME"] + ([] if os.environ.get(GLOG_DIR) else [GLOG_DIR])
+    before = {name: os.environ.get(name) for name in names}
+    os.environ.update(dict.fromkeys(names, home))
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop("HOME", None)
-        else:
-            os.environ["HOME"] = before
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 @contextlib.contextmanager
