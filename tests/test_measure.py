@@ -83,3 +83,16 @@ def test_a_command_line_is_the_module_and_its_arguments_as_a_shell_reads_them() 
     import shlex
 
     assert shlex.split(line)[3:] == ["INDEX", "--queries", "my queries.jsonl", "--clients", "32"]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc/PID/status")
+def test_a_commands_peak_is_its_own_not_its_parents_at_the_fork() -> None:
+    """`os.wait4`'s ``ru_maxrss`` starts a child at its parent's resident size; `run_measured` reads the child's own
+    high-water mark. Under a parent holding 300 MB, a child that touches 50 MB peaks well under 300 MB."""
+    held = bytearray(300 * 2**20)
+    held[::4096] = b"\x01" * len(held[::4096])  # every page of the parent touched
+    child = "import time\nb = bytearray(50 * 2**20)\nb[::4096] = b'\\x01' * len(b[::4096])\ntime.sleep(0.3)"
+    run = _measure.run_measured([sys.executable, "-c", child])
+    assert run["returncode"] == 0 and run["wall_s"] > 0.3
+    assert 50 * 2**20 <= run["peak_rss_bytes"] <= 150 * 2**20
+    assert len(held) == 300 * 2**20

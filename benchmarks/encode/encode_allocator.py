@@ -19,9 +19,9 @@ import shutil
 import statistics
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
+from benchmarks._measure import run_measured
 from benchmarks.encode.longdoc_throughput import _documents
 from lengthwise.core.allocator import OPT_OUT
 from lengthwise.core.results import environment, write_json_atomic
@@ -31,22 +31,18 @@ CLEARED = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES",
 
 
 def _run(corpus: Path, out: Path, extra: dict[str, str]) -> dict[str, float]:
-    """One `lengthwise encode` process: wall and CPU seconds, peak RSS (MB) and minor faults from its rusage."""
+    """One `lengthwise encode` process: wall and CPU seconds, its peak RSS (MiB) and minor faults (`run_measured`)."""
     env = {name: value for name, value in os.environ.items() if name not in CLEARED}
     env.update(extra, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", HF_HUB_OFFLINE="1")
     command = [shutil.which("lengthwise") or "lengthwise", "encode", "--data", str(corpus), "--out", str(out)]
-    start = time.perf_counter()
-    process = subprocess.Popen([*command, "--threads", "1"], env=env, stdout=subprocess.DEVNULL)
-    _, status, usage = os.wait4(process.pid, 0)
-    wall = time.perf_counter() - start
-    process.returncode = os.waitstatus_to_exitcode(status)
-    if process.returncode != 0:
-        raise SystemExit(f"lengthwise encode failed ({process.returncode})")
+    run = run_measured([*command, "--threads", "1"], env=env, stdout=subprocess.DEVNULL)
+    if run["returncode"] != 0:
+        raise SystemExit(f"lengthwise encode failed ({run['returncode']})")
     return {
-        "wall_s": wall,
-        "cpu_s": usage.ru_utime + usage.ru_stime,
-        "peak_rss_mb": usage.ru_maxrss / 1024,  # KiB on Linux
-        "minor_faults": float(usage.ru_minflt),
+        "wall_s": run["wall_s"],
+        "cpu_s": run["cpu_s"],
+        "peak_rss_mb": run["peak_rss_bytes"] / 2**20,  # its own peak (VmHWM), not its parent's at the fork
+        "minor_faults": run["minor_faults"],
     }
 
 

@@ -1,10 +1,10 @@
 """Peak memory of `lengthwise encode` (streaming) at 1k vs 10k documents of ~4k tokens each.
 
 Each size runs `lengthwise encode` in its own process on a generated corpus.jsonl (sentences of the wiki1m head in
-a seeded order, ~4k tokens per document) and reads the child's peak RSS (``ru_maxrss``). A tiny random BERT
-(2 layers, 32 wide, 512 positions, MiniLM's tokenizer) is used: 10k × 4k tokens = 40M tokens would take hours
-with MiniLM on the shared CPU, and what is measured (memory held by the streaming reader, the windows of a block,
-the shards) does not depend on the model's width beyond its fixed weights.
+a seeded order, ~4k tokens per document) and reads that process's own peak RSS (``VmHWM``, `run_measured`). A tiny
+random BERT (2 layers, 32 wide, 512 positions, MiniLM's tokenizer) is used: 10k × 4k tokens = 40M tokens would
+take hours with MiniLM on the shared CPU, and what is measured (memory held by the streaming reader, the windows of
+a block, the shards) does not depend on the model's width beyond its fixed weights.
 
     nice -n 5 python -m benchmarks.encode.longdoc_memory
 """
@@ -16,12 +16,12 @@ import gzip
 import json
 import os
 import random
-import resource
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks._measure import peak_rss_bytes, run_measured
 from lengthwise.core.results import environment, write_json_atomic
 from lengthwise.testing import tiny_bert
 
@@ -61,22 +61,16 @@ def main() -> None:
             command = [sys.executable, "-m", "lengthwise.cli", "encode", "--data", str(corpus), "--out"]
             command += [str(root / f"emb-{size}"), "--model", str(model), "--long", args.long]
             command += ["--threads", str(args.threads)]
-            script = (
-                "import resource, subprocess, sys, time; t = time.perf_counter(); "
-                f"rc = subprocess.run({command!r}).returncode; "
-                "print(rc, time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
-            )
             load = os.getloadavg()
-            result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
-            code, seconds, peak_kib = result.stdout.split()[-3:]
-            if code != "0":
-                raise SystemExit(f"encode failed for {size} documents: {result.stderr[-2000:]}")
+            run = run_measured(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            if run["returncode"] != 0:
+                raise SystemExit(f"encode failed for {size} documents (exit {run['returncode']})")
             rows.append(
                 {
                     "documents": size,
                     "corpus_mb": round(corpus.stat().st_size / 2**20, 1),
-                    "peak_rss_mb": round(int(peak_kib) / 1024, 1),
-                    "seconds": round(float(seconds), 1),
+                    "peak_rss_mb": round(run["peak_rss_bytes"] / 2**20, 1),
+                    "seconds": round(run["wall_s"], 1),
                     "load_average": load,
                 }
             )
@@ -90,7 +84,7 @@ def main() -> None:
             "ratio_peak_rss_largest_vs_smallest": round(ratio, 4),
             "model": "tiny random BERT (2 layers, 32 wide, 512 positions; MiniLM tokenizer), window 256",
             "settings": vars(args) | {"out": str(args.out)},
-            "self_maxrss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            "self_maxrss_mb": round(peak_rss_bytes() / 2**20, 1),
             "environment": environment(),
         },
     )
