@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Benchmark: retrieval evaluation (`evaluate_retrieval`) against encoding alone, wall time and peak memory.
 
-Each measurement runs in its own fresh subprocess, so its peak resident memory (``ru_maxrss``) is its own:
+Each measurement runs in its own fresh subprocess, so its peak resident memory (`peak_rss_bytes`) is its own:
 
 - ``evaluate``: load the model and the BEIR data; encode the corpus and the judged queries (timed: *encode
   alone*, peak memory after it); then run `evaluate_retrieval` with length bins on those same embeddings (served
