@@ -212,6 +212,7 @@ def _splits(args: argparse.Namespace) -> Iterator[tuple[str, Any, Any, dict[str,
         index = _indexed(name, entry["ids"], entry["texts"], args, entry.get("corpus"))
         folder, _ = _tokens_folder(name, _corpus_file(name, entry, args), args)
         side = _recoded(TokenSide.open(folder), args.default_codec)
+        assert side.doc_ids == list(index.doc_ids), "the token folder's documents in the index's order"
         for split, queries in entry["splits"].items():
             hybrid = _hybrid(_score_matrices(index, queries["texts"], args))
             tokens = [t.vectors for t in encode_token_vectors(model, queries["texts"], role="query")]
