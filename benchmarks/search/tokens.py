@@ -64,14 +64,18 @@ def _token_matrix(side: Any, queries: list[np.ndarray]) -> np.ndarray:
     return side.scores_many(queries)
 
 
-def _recoded(reference: Any, spec: str) -> Any:
-    """The fp16 token side coded by `spec`, the codec fitted on its first shard's tokens (as `encode_tokens` does)."""
+def _recoded(reference: Any, spec: str, rows: int | None = None) -> Any:
+    """The fp16 token side coded by `spec`, the codec fitted on its first shard's tokens (as `encode_tokens` does),
+    or on its first `rows` tokens."""
     from dataclasses import replace
 
     from lengthwise.core.shards import shards
     from lengthwise.core.token_codec import TokenCodec
 
-    first = np.load(f"{shards(reference.folder)[0].stem}.npy", allow_pickle=False).astype(np.float32)
+    if rows is None:
+        first = np.load(f"{shards(reference.folder)[0].stem}.npy", allow_pickle=False).astype(np.float32)
+    else:
+        first = reference.codes[:rows].astype(np.float32)
     codec = TokenCodec.fit(spec, first)
     return replace(reference, codes=codec.encode(reference.codes.astype(np.float32)), codec=codec)
 
@@ -261,6 +265,34 @@ def around(args: argparse.Namespace) -> dict[str, Any]:
             for weight in (0.3, 0.4, 0.5):
                 arms[f"around{count}:{weight}"] = _rescored(hybrid, near, weight, args.rescore)
         table[key] = _scored(index, queries, arms, key)
+    return table
+
+
+def codec_sample(args: argparse.Namespace) -> dict[str, Any]:
+    """Token MaxSim alone (nDCG@10 per corpus and split) with each codec of `--codecs` fitted on the first N documents'
+    tokens for each N of ``--codec-sample`` (`encode-tokens` fits on its first shard: 32 documents by default, 8 in
+    this study), to see what a projection's fitting sample costs (section ``codec_sample``; ``{spec}@{N}``)."""
+    from benchmarks.search.hybrid.quality import _ndcg
+    from lengthwise.core.models import load_plain_model
+    from lengthwise.longdoc.token_vectors import encode_token_vectors
+    from lengthwise.search.tokens import TokenSide
+
+    model = load_plain_model(args.model)
+    table: dict[str, Any] = {}
+    for name, entry in _retrieval_sets(args).items():
+        if name not in args.sets:
+            continue
+        folder, _ = _tokens_folder(name, _corpus_file(name, entry, args), args)
+        reference = TokenSide.open(folder)
+        counts = sorted({min(n, len(reference.doc_ids)) for n in args.codec_sample})
+        table[f"{name}:sample_tokens"] = {str(n): int(reference.offsets[n]) for n in counts}
+        sides = {f"{spec}@{n}": _recoded(reference, spec, int(reference.offsets[n]))
+                 for spec in args.codecs for n in counts}  # fmt: skip
+        for split, queries in entry["splits"].items():
+            vectors = [t.vectors for t in encode_token_vectors(model, queries["texts"], role="query")]
+            table[f"{name}-{split}"] = {arm: _ndcg(side.scores_many(vectors), list(reference.doc_ids), queries)
+                                        for arm, side in sides.items()}  # fmt: skip
+            print(f"{name}-{split}: {table[f'{name}-{split}']}", flush=True)
     return table
 
 
@@ -502,6 +534,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dev-per-length", type=int, default=20, help="--synthetic: dev documents a length")
     parser.add_argument("--synthetic-splits", default=("test",), type=lambda v: tuple(v.split(",")),
                         help="--synthetic: the splits scored, e.g. dev,test")  # fmt: skip
+    parser.add_argument(
+        "--codec-sample",
+        default=(),
+        type=lambda v: tuple(int(n) for n in v.split(",")),
+        help="fit --codecs on the first N documents' tokens for each N, e.g. 8,32,450 (codec_sample)",
+    )
     parser.add_argument("--queries", type=int, default=40, help="--latency: queries timed")
     parser.add_argument("--rounds", type=int, default=3, help="--latency: alternated rounds (medians)")
     args = parser.parse_args(argv)
@@ -554,6 +592,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.around:
         _merged(args, {"around": around(args)}, "around_runs", run())
+        return
+    if args.codec_sample:
+        _merged(args, {"codec_sample": codec_sample(args)}, "codec_sample_runs", run())
         return
     result = study(args)
     _merged(args, {"table": result["table"], "sizes": result["sizes"]}, "runs", run())
