@@ -13,6 +13,7 @@ PY=${PYTHON:-python3}
 "$PY" scripts/check_imports.py
 "$PY" scripts/function_sizes.py src/lengthwise/cli --most 1 --max 40  # a command: parse, one call, print
 "$PY" scripts/function_sizes.py src/lengthwise --most 1 --max 80
-NO_MKDOCS_2_WARNING=1 "$PY" -m mkdocs build --strict --quiet --site-dir "$(mktemp -d)"
+site=$(mktemp -d); trap 'rm -rf "$site"' EXIT  # the built site is checked, not kept
+NO_MKDOCS_2_WARNING=1 "$PY" -m mkdocs build --strict --quiet --site-dir "$site"
 bash scripts/check_wheel.sh 2> >(grep -v "^WARNING: Location" >&2)
 HF_HUB_OFFLINE=1 "$PY" -m pytest --durations=15 "$@"

@@ -122,7 +122,8 @@ def test_the_engines_own_error_is_named_and_its_log_lines_kept_out(
 
 
 def _holder(uri: Path, who: str) -> subprocess.Popen[str]:
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(uri), who], env=ENV, stdin=subprocess.PIPE,
+    env = {**ENV, "GLOG_log_dir": str(uri.parent)}  # pymilvus alone would leave its engine's log in /tmp
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(uri), who], env=env, stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held", holder.communicate()
     return holder
