@@ -16,7 +16,7 @@ from lengthwise.longdoc.storage.tokens import encode_tokens
 from lengthwise.longdoc.token_vectors import encode_token_vectors
 from lengthwise.search.fusion import top_set
 from lengthwise.search.rows import best_rows
-from lengthwise.search.tokens import TokenSide, TokenStage, flat_rows, maxsim_exact
+from lengthwise.search.tokens import TOKEN_WEIGHT, TokenSide, TokenStage, flat_rows, maxsim_exact
 from lengthwise.search.types import TokenChoice
 
 PROSE = (Path(__file__).resolve().parents[1] / "longdoc" / "prose.txt").read_text()
@@ -913,7 +913,7 @@ def test_index_tune_with_tokens_tries_the_stage_and_records_its_weight(indexed_w
     reopened = lw.LongIndex.open(folder)
     assert reopened.lexical.settings.get("tokens") is None
     reopened.use_tokens(tokens)
-    assert reopened.token_stage is not None and reopened.token_stage["weight"] == 0.4  # the default again
+    assert reopened.token_stage is not None and reopened.token_stage["weight"] == TOKEN_WEIGHT  # the default again
 
 
 def test_cli_index_tune_with_tokens(indexed_with_tokens, tmp_path: Path) -> None:

@@ -132,7 +132,7 @@ TokenWeightOption = Annotated[
     float | None,
     typer.Option(
         "--token-weight",
-        help="With --tokens: the token side's share of the rescored score, 0–1 (default 0.4).",
+        help="With --tokens: the token side's share of the rescored score, 0–1 (default 0.5).",
         min=0.0,
         max=1.0,
     ),

@@ -105,7 +105,7 @@ class ServeConfig:
         metadata={"help": "A folder of `lengthwise encode-tokens`: hybrid searches rescored by their tokens."},
     )
     token_weight: float | None = field(
-        default=None, metadata={"help": "With tokens: the token side's share of the rescored score (default 0.4)."}
+        default=None, metadata={"help": "With tokens: the token side's share of the rescored score (default 0.5)."}
     )
     token_around: int | None = field(
         default=None, metadata={"help": "With tokens: read the tokens of a document's N best windows (8; 0: all)."}
