@@ -518,6 +518,14 @@ def _merged(args: argparse.Namespace, sections: dict[str, dict[str, Any]], runs:
     write_json_atomic(RESULTS, out)
 
 
+def _ints(value: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in value.split(","))
+
+
+def _names(value: str) -> tuple[str, ...]:
+    return tuple(value.split(","))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     corpus_options(parser, "qmsum")
@@ -535,28 +543,17 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--choose-around", action="store_true",
                         help="leave one corpus out over the recorded around section (around_choice)")  # fmt: skip
-    parser.add_argument(
-        "--around-counts",
-        default=(),
-        type=lambda v: tuple(int(n) for n in v.split(",")),
-        help="--latency: also time the stage around these counts of best windows, e.g. 4,8",
-    )
-    parser.add_argument(
-        "--synthetic",
-        default=(),
-        type=lambda v: tuple(v.split(",")),
-        help="passkey,needle: the realistic synthetic tasks' test sets instead (section synthetic)",
-    )
     parser.add_argument("--per-length", type=int, default=20, help="--synthetic: test documents a length")
     parser.add_argument("--dev-per-length", type=int, default=20, help="--synthetic: dev documents a length")
-    parser.add_argument("--synthetic-splits", default=("test",), type=lambda v: tuple(v.split(",")),
+    parser.add_argument("--synthetic-splits", default=("test",), type=_names,
                         help="--synthetic: the splits scored, e.g. dev,test")  # fmt: skip
-    parser.add_argument(
-        "--codec-sample",
-        default=(),
-        type=lambda v: tuple(int(n) for n in v.split(",")),
-        help="fit --codecs on the first N documents' tokens for each N, e.g. 8,32,450 (codec_sample)",
+    lists = (
+        ("--around-counts", _ints, "--latency: also time the stage around these counts of best windows, e.g. 4,8"),
+        ("--synthetic", _names, "passkey,needle: the realistic synthetic tasks' test sets instead (synthetic)"),
+        ("--codec-sample", _ints, "fit --codecs on the first N documents' tokens for each N, e.g. 8,32,450"),
     )
+    for flag, kind, text in lists:  # comma-separated lists, empty by default
+        parser.add_argument(flag, default=(), type=kind, help=text)
     parser.add_argument("--queries", type=int, default=40, help="--latency: queries timed")
     parser.add_argument("--rounds", type=int, default=3, help="--latency: alternated rounds (medians)")
     args = parser.parse_args(argv)
