@@ -5,8 +5,10 @@ benchmarks used before they shared it; a benchmark imports it as ``from benchmar
 
 from __future__ import annotations
 
+import os
 import shlex
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -74,9 +76,6 @@ def run_measured(command: list[str], **popen: Any) -> dict[str, float]:
     which exec starts afresh) — not ``ru_maxrss`` from `os.wait4`, which starts a child at its parent's resident
     size at the fork (a child touching 60 MB under a parent of 400 MB read 414 MB). On a system without ``/proc`` the
     peak is that ``ru_maxrss``."""
-    import os
-    import subprocess
-
     start = time.perf_counter()
     process = subprocess.Popen(command, **popen)
     status_file, peak = f"/proc/{process.pid}/status", 0

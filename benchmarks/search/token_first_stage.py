@@ -32,7 +32,7 @@ import numpy as np
 
 from benchmarks._measure import recall
 from benchmarks.search.hybrid._common import _load, corpus_options
-from benchmarks.search.tokens import RESULTS, _results, _splits
+from benchmarks.search.tokens import RESULTS, _results, _splits, _top
 
 DEPTHS = (10, 20, 50, 100)
 SETTINGS = ((5, 16, 20), (4, 32, 20), (3, 64, 10))  # (k: 2^k buckets, p: projected dims, r: repetitions)
@@ -75,11 +75,6 @@ class Fde:
         return out.reshape(-1)
 
 
-def _top(scores: np.ndarray, n: int) -> np.ndarray:
-    order = np.argsort(-scores, kind="stable")
-    return order[np.isfinite(scores[order])][:n]
-
-
 def _ranked(candidates: list[np.ndarray], tokens: np.ndarray) -> np.ndarray:
     """(Q, n): each query's candidates ordered by token MaxSim, placed above every other document (−inf)."""
     out = np.full(tokens.shape, -np.inf)
@@ -115,7 +110,8 @@ def _recall(best: list[set[int]], tops: list[np.ndarray]) -> float:
 
 def _union(hybrid: np.ndarray, fde: np.ndarray, depth: int) -> np.ndarray:
     """The hybrid's best depth/2, filled to `depth` by the FDE's best not among them."""
-    return np.concatenate([hybrid, [d for d in fde.tolist() if d not in set(hybrid.tolist())]])[:depth].astype(int)
+    taken = set(hybrid.tolist())
+    return np.concatenate([hybrid, [d for d in fde.tolist() if d not in taken]])[:depth].astype(int)
 
 
 def study(args: argparse.Namespace) -> dict[str, Any]:

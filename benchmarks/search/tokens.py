@@ -60,6 +60,12 @@ def _hybrid(matrices: dict[str, np.ndarray]) -> np.ndarray:
     return _both(matrices, 0.3)
 
 
+def _top(scores: np.ndarray, n: int) -> np.ndarray:
+    """The `n` best documents of one query's scores, best first (ties: the earlier), those scored (finite) only."""
+    order = np.argsort(-scores, kind="stable")
+    return order[np.isfinite(scores[order])][:n]
+
+
 QUERY_CHUNK = 64  # queries scored together over every token: their products, a block at a time, stay small
 
 
@@ -75,8 +81,7 @@ def _top_token_matrix(side: Any, queries: list[np.ndarray], hybrid: np.ndarray, 
     read: `_rescored` reads the top alone); what `_token_matrix` gives there, without scoring every document."""
     out = np.zeros(hybrid.shape)
     for q in range(len(hybrid)):
-        order = np.argsort(-hybrid[q], kind="stable")
-        top = order[np.isfinite(hybrid[q, order])][:depth]
+        top = _top(hybrid[q], depth)
         out[q, top] = side.scores_many([queries[q]], top)[0]
     return out
 
@@ -103,8 +108,7 @@ def _rescored(hybrid: np.ndarray, tokens: np.ndarray, weight: float, depth: int)
 
     out = hybrid.copy()
     for q in range(len(hybrid)):
-        order = np.argsort(-hybrid[q], kind="stable")
-        top = order[np.isfinite(hybrid[q, order])][:depth]
+        top = _top(hybrid[q], depth)
         fused = fuse_normalised([hybrid[q, top], tokens[q, top]], [1.0 - weight, weight], "zscore")
         out[q, top] = fused - fused.min() + 1.0 + np.nanmax(np.where(np.isfinite(hybrid[q]), np.abs(hybrid[q]), 0))
     return out
@@ -208,8 +212,7 @@ def _around_matrix(index: Any, side: Any, hybrid: np.ndarray, dense_queries: np.
     best windows by dense cosine (`TokenSide.rows_within`); 0 elsewhere (never read: `_rescored` reads the top)."""
     out = np.zeros(hybrid.shape)
     for q in range(len(hybrid)):
-        order = np.argsort(-hybrid[q], kind="stable")
-        top = order[np.isfinite(hybrid[q, order])][:depth]
+        top = _top(hybrid[q], depth)
         rows = []
         for doc in top.tolist():
             first, last = int(index.offsets[doc]), int(index.offsets[doc + 1])

@@ -148,16 +148,15 @@ class TokenCodec:
         import torch
 
         prepared = queries if isinstance(queries, PreparedQueries) else self.prepare(queries)
-        queries = prepared.rows
-        query = torch.from_numpy(np.ascontiguousarray(queries, dtype=np.float32))
-        if self.bits == 1:
-            bits = np.unpackbits(codes, axis=1, count=self.dims)  # (n, d) 0/1
-            assert prepared.digits is not None
+        bits = np.unpackbits(codes, axis=1, count=self.dims) if self.bits == 1 else None  # (n, d) 0/1
+        if bits is not None and prepared.digits is not None:
             found = _sign_products(prepared.digits, bits)
-            if found is None:  # no integer product here: the bits as float32 (numpy's cast: 5× torch's)
-                ones = query @ torch.from_numpy(bits.astype(np.float32)).T
-                found = ones.mul_(2).sub_(query.sum(dim=1, keepdim=True)).numpy()
-            return found
+            if found is not None:
+                return found
+        query = torch.from_numpy(np.ascontiguousarray(prepared.rows, dtype=np.float32))
+        if bits is not None:  # no integer product here: the bits as float32 (numpy's cast: 5× torch's)
+            ones = query @ torch.from_numpy(bits.astype(np.float32)).T
+            return ones.mul_(2).sub_(query.sum(dim=1, keepdim=True)).numpy()
         if self.bits == 8:
             assert self.scale is not None
             query = query * torch.from_numpy(self.scale)
