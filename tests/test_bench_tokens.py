@@ -84,3 +84,35 @@ def test_the_default_is_rechosen_over_corpora_and_models_and_left_out_one_corpus
     # qmsum held out: scifact's dev row alone picks around8:0.5 (91), scored on each model's qmsum test split
     assert chosen["held_out"]["qmsum/other"]["chosen"] == "around8:0.5"
     assert chosen["held_out"]["qmsum/all-MiniLM-L6-v2"]["loss"] == 0
+
+
+def test_a_shallower_stage_rescores_only_the_best_n_and_its_depth_is_chosen_by_the_same_rule() -> None:
+    tokens = importlib.import_module("benchmarks.search.tokens")
+    rng = np.random.default_rng(3)
+    hybrid, near = rng.normal(size=(4, 60)), rng.normal(size=(4, 60))
+    arms = tokens._shallower(hybrid, near)
+    assert set(arms) == {f"around8:{w}@{n}" for w in (0.4, 0.5) for n in tokens.STAGE_DEPTHS}
+    for name, scores in arms.items():
+        depth = int(name.rsplit("@", 1)[1])
+        for q in range(len(hybrid)):
+            top = np.argsort(-hybrid[q], kind="stable")[:depth]
+            rest = np.setdiff1d(np.arange(60), top)
+            np.testing.assert_array_equal(scores[q, rest], hybrid[q, rest])  # below the depth: the hybrid's own
+            assert scores[q, top].min() > scores[q, rest].max()  # the rescored stay above the rest
+        np.testing.assert_array_equal(scores, tokens._rescored(hybrid, near, float(name[8:11]), depth))
+    arms = tokens.DEPTH_ARMS
+    row = {arm: 80.0 for arm in arms}
+    results = {
+        "model": tokens.DEFAULT_MODEL,
+        "around": {
+            "qmsum-dev": {**row, "around8:0.5@30": 81.0},
+            "qmsum-test": {**row, "hybrid": 82.0},
+            "scifact-dev": {**row, "around8:0.5@30": 80.5, "around8:0.5": 78.5},
+            "scifact-test": row,
+        },
+    }
+    chosen = tokens.choose_default(results, arms)  # fmt: skip
+    assert chosen["arms"] == list(arms) and chosen["chosen"] == "around8:0.5@30"
+    assert "around8:0.5" not in chosen["admissible"]  # 2 points below the best on scifact's dev split
+    assert chosen["held_out"]["qmsum/all-MiniLM-L6-v2"] == {"chosen": "around8:0.5@30", "test": 80.0,
+                                                            "best": "hybrid", "loss": 2.0}  # fmt: skip

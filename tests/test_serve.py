@@ -586,11 +586,10 @@ def test_served_with_tokens_answers_as_the_library_with_them(index_dir: Path, ti
     tokens = tmp_path / "tokens"
     encode_tokens(index_dir.parent / "corpus.jsonl", tokens, tiny_model_dir, window=32, overlap=8)
     library = lw.LongIndex.open(index_dir)
-    library.use_tokens(tokens, weight=0.5, around=2)
+    library.use_tokens(tokens, weight=0.5, around=2, depth=4)
     expected = library.search(QUERIES, k=5, mode="hybrid")
-    running = Server(
-        index_dir, "--tokens", str(tokens), "--token-weight", "0.5", "--token-around", "2", log=tmp_path / "server.log"
-    )
+    running = Server(index_dir, "--tokens", str(tokens), "--token-weight", "0.5", "--token-around", "2",
+                     "--token-depth", "4", log=tmp_path / "server.log")  # fmt: skip
     try:
         with httpx.Client(base_url=running.url, timeout=60) as session:
             answer = session.post("/search", json={"queries": QUERIES, "top_k": 5, "mode": "hybrid"})
@@ -607,6 +606,6 @@ def test_served_with_tokens_answers_as_the_library_with_them(index_dir: Path, ti
                 assert got["matched"]["before"] == text[max(0, hit.matched.start - 5) : hit.matched.start]
             info = session.get("/info").json()["tokens"]
             assert info["codec"] == "bin" and info["weight"] == 0.5 and info["folder"] == "tokens"
-            assert info["around"] == 2
+            assert info["around"] == 2 and info["depth"] == 4
     finally:
         assert running.stop() == 0, running.log.read_text()

@@ -52,6 +52,7 @@ CODECS = ("fp16", "int8", "bin", "pca256-bin", "pca192-bin", "pca128-bin", "pca1
 WEIGHTS = (0.2, 0.3, 0.4, 0.5, 0.6)
 DEPTHS = (10, 20, 30, 50)  # the hybrid's documents rescored, beside --rescore
 AROUND = (1, 2, 4, 8, 16)  # best windows whose tokens are read (`--around`)
+STAGE_DEPTHS = (20, 30, 50)  # the stage (best 8 windows) rescoring fewer documents: ``around8:{t}@{n}``
 
 
 def _hybrid(matrices: dict[str, np.ndarray]) -> np.ndarray:
@@ -284,8 +285,17 @@ def around(args: argparse.Namespace) -> dict[str, Any]:
             near = _around_matrix(index, side, hybrid, dense, tokens, count, args.rescore)
             for weight in (0.3, 0.4, 0.5):
                 arms[f"around{count}:{weight}"] = _rescored(hybrid, near, weight, args.rescore)
+            if count == 8:
+                arms.update(_shallower(hybrid, near))
         table[key] = _scored(index, queries, arms, key)
     return table
+
+
+def _shallower(hybrid: np.ndarray, near: np.ndarray) -> dict[str, np.ndarray]:
+    """The stage (the tokens of the best 8 windows: `near`) rescoring only the hybrid's best n documents for each n
+    of `STAGE_DEPTHS`, at w = 0.4 and 0.5: a cheaper stage (``around8:{t}@{n}``). A document's token score does not
+    depend on how many are rescored, so `near` (made for the best ``--rescore``) serves every n below it."""
+    return {f"around8:{w}@{n}": _rescored(hybrid, near, w, n) for w in (0.4, 0.5) for n in STAGE_DEPTHS}
 
 
 def codec_sample(args: argparse.Namespace) -> dict[str, Any]:
@@ -351,7 +361,8 @@ def synthetic(args: argparse.Namespace) -> dict[str, Any]:
         near = _around_matrix(index, side, grouped, dense, queries, 8, args.rescore)
         arms = {"hybrid": grouped, f"tokens:{args.default_codec}": tokens,
                 "hybrid+tokens:0.4": _rescored(grouped, tokens, 0.4, args.rescore),
-                **{f"around8:{w}": _rescored(grouped, near, w, args.rescore) for w in (0.3, 0.4, 0.5)}}  # fmt: skip
+                **{f"around8:{w}": _rescored(grouped, near, w, args.rescore) for w in (0.3, 0.4, 0.5)},
+                **_shallower(grouped, near)}  # fmt: skip
         found = {arm: _acc1(scores, entry["data"]) for arm, scores in arms.items()}
         table[name] = {arm: result["mean"] for arm, result in found.items()}
         table[f"{name}:by_length"] = {arm: result["by_length"] for arm, result in found.items()}
@@ -440,6 +451,7 @@ def choose_around(around: dict[str, dict[str, float]]) -> dict[str, Any]:
 
 
 DEFAULT_ARMS = ("hybrid", "hybrid+tokens:0.4", "around8:0.3", "around8:0.4", "around8:0.5")  # the search's default?
+DEPTH_ARMS = ("hybrid", "around8:0.5", *(f"around8:{w}@{n}" for w in (0.4, 0.5) for n in STAGE_DEPTHS))  # how deep?
 
 
 def _default_rows(results: dict[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
@@ -450,41 +462,42 @@ def _default_rows(results: dict[str, Any]) -> dict[str, dict[str, dict[str, floa
                     if ":" not in key} for model, found in sources.items()}  # fmt: skip
 
 
-def _pick_arm(dev: list[dict[str, float]]) -> dict[str, Any]:
+def _pick_arm(dev: list[dict[str, float]], arms: tuple[str, ...] = DEFAULT_ARMS) -> dict[str, Any]:
     """The hybrid's rule over these dev rows: each arm's worst regret and mean, the admissible arms (worst regret ≤
     1 point) and the chosen one (the highest mean among them; none admissible: the smallest worst regret)."""
     from benchmarks.search.hybrid._rule import TOLERANCE
 
-    worst = {a: max(max(row[b] for b in DEFAULT_ARMS) - row[a] for row in dev) for a in DEFAULT_ARMS}
-    means = {a: float(np.mean([row[a] for row in dev])) for a in DEFAULT_ARMS}
-    admissible = [a for a in DEFAULT_ARMS if worst[a] <= TOLERANCE + 1e-9]
+    worst = {a: max(max(row[b] for b in arms) - row[a] for row in dev) for a in arms}
+    means = {a: float(np.mean([row[a] for row in dev])) for a in arms}
+    admissible = [a for a in arms if worst[a] <= TOLERANCE + 1e-9]
     key = (lambda a: -round(means[a], 6)) if admissible else (lambda a: (round(worst[a], 6), -round(means[a], 6)))
     return {"worst_regret": {a: round(w, 2) for a, w in worst.items()},
             "means": {a: round(m, 2) for a, m in means.items()}, "admissible": admissible,
-            "chosen": sorted(admissible or DEFAULT_ARMS, key=key)[0]}  # fmt: skip
+            "chosen": sorted(admissible or arms, key=key)[0]}  # fmt: skip
 
 
-def choose_default(results: dict[str, Any]) -> dict[str, Any]:
-    """The default re-chosen with the token stage among the arms (`DEFAULT_ARMS`) by the hybrid's rule (`_pick_arm`;
-    `benchmarks.search.hybrid._rule.RULE`) over every (corpus, model) whose dev and test rows hold all the arms.
+def choose_default(results: dict[str, Any], arms: tuple[str, ...] = DEFAULT_ARMS) -> dict[str, Any]:
+    """The default re-chosen with the token stage among `arms` (`DEFAULT_ARMS`; `DEPTH_ARMS`: how deep it rescores)
+    by the hybrid's rule (`_pick_arm`; `benchmarks.search.hybrid._rule.RULE`) over every (corpus, model) whose dev
+    and test rows hold all the arms.
     Leave one corpus out: the rule on the other corpora's dev splits (every model), scored on the held-out corpus's
     test split of each model. The rule's corpora (`SETS`) without rows for a model are named under ``missing``."""
     from benchmarks.search.hybrid._rule import SETS
 
     rows = _default_rows(results)
     pairs = sorted((c, m) for m, table in rows.items() for c in SETS
-                   if all(set(DEFAULT_ARMS) <= set(table.get(f"{c}-{s}", {})) for s in ("dev", "test")))  # fmt: skip
-    out: dict[str, Any] = {"arms": list(DEFAULT_ARMS), "pairs": [list(p) for p in pairs],
+                   if all(set(arms) <= set(table.get(f"{c}-{s}", {})) for s in ("dev", "test")))  # fmt: skip
+    out: dict[str, Any] = {"arms": list(arms), "pairs": [list(p) for p in pairs],
                            "missing": [[c, m] for m in sorted(rows) for c in SETS if (c, m) not in pairs]}  # fmt: skip
     if pairs:
-        out.update(_pick_arm([rows[m][f"{c}-dev"] for c, m in pairs]))
+        out.update(_pick_arm([rows[m][f"{c}-dev"] for c, m in pairs], arms))
     out["held_out"] = {}
     for held in sorted({c for c, _ in pairs}):
         rest = [rows[m][f"{c}-dev"] for c, m in pairs if c != held]
-        chosen = _pick_arm(rest)["chosen"] if rest else None
+        chosen = _pick_arm(rest, arms)["chosen"] if rest else None
         for model in (m for c, m in pairs if c == held and chosen is not None):
             test = rows[model][f"{held}-test"]
-            best = max(DEFAULT_ARMS, key=lambda a: test[a])
+            best = max(arms, key=lambda a: test[a])
             out["held_out"][f"{held}/{model}"] = {"chosen": chosen, "test": test[chosen], "best": best,
                                                   "loss": round(test[best] - test[chosen], 2)}  # fmt: skip
     return out
@@ -544,6 +557,8 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="the default re-chosen over the recorded corpora and models, the stage among the arms",
     )
+    parser.add_argument("--choose-depth", action="store_true",
+                        help="the same rule over the stage's depths (STAGE_DEPTHS): section depth_choice")  # fmt: skip
     parser.add_argument("--choose-around", action="store_true",
                         help="leave one corpus out over the recorded around section (around_choice)")  # fmt: skip
     parser.add_argument("--per-length", type=int, default=20, help="--synthetic: test documents a length")
@@ -577,9 +592,10 @@ def main(argv: list[str] | None = None) -> None:
                 "load": [load, _load()], "seconds": round(time.perf_counter() - started), "environment": environment(),
                 **fields}  # fmt: skip
 
-    if args.choose:
+    if args.choose or args.choose_depth:
         earlier = _results()
-        write_json_atomic(RESULTS, {**earlier, "default_choice": {**choose_default(earlier), "command": command_line(
+        section, arms = ("depth_choice", DEPTH_ARMS) if args.choose_depth else ("default_choice", DEFAULT_ARMS)
+        write_json_atomic(RESULTS, {**earlier, section: {**choose_default(earlier, arms), "command": command_line(
             "benchmarks.search.tokens", argv)}})  # fmt: skip
         return
     if args.choose_around:

@@ -295,6 +295,8 @@ def main() -> None:
         help="a token folder: also serve with --tokens it (at each --search-threads), arms beside the default "
         "server's, alternated over --rounds",
     )
+    parser.add_argument("--token-depths", default=None, help="with --tokens: a token server at each --token-depth "
+                        "too, comma-separated (`default`: the flag left out), e.g. default,30")  # fmt: skip
     parser.add_argument("--out", type=Path, default=None, help="write the figures here as JSON")
     args = parser.parse_args()
     if (args.index is None) == (not args.tiny):
@@ -350,8 +352,10 @@ def run(folder: Path, args: argparse.Namespace, settings: dict[str, Any], scratc
         chosen = [p if p == "default" else f"precision={p}" for p in args.precision.split(",")]
         arms = chosen if args.search_threads is None else [f"{t}+{p}" for t in arms for p in chosen]
     if args.tokens is not None:  # the default server against one rescoring by these tokens (issue 64), at each
-        threads = (args.search_threads or "default").split(",")  # --search-threads asked
-        arms = [*arms, *(f"tokens={args.tokens}" if t == "default" else f"{t}+tokens={args.tokens}" for t in threads)]
+        threads = (args.search_threads or "default").split(",")  # --search-threads asked, and --token-depths
+        depths = ["" if d == "default" else f"depth={d}+" for d in (args.token_depths or "default").split(",")]
+        arms = [*arms, *(f"{d}tokens={args.tokens}" if t == "default" else f"{t}+{d}tokens={args.tokens}"
+                         for t in threads for d in depths)]  # fmt: skip
     if args.reference is not None:
         serve["reference"] = {"source": args.reference, "index": args.reference_index or folder}
         arms.append(REFERENCE)
@@ -385,8 +389,9 @@ def _commit(source: Path) -> str | None:
 
 
 def _arm_flags(arm: str) -> list[str]:
-    """`serve`'s flags for one arm: ``default`` (none), ``precision=P`` (an arm of --precision), a number of
-    search threads (an arm of --search-threads), or one of each joined by ``+`` (both given)."""
+    """`serve`'s flags for one arm: ``default`` (none), ``precision=P`` (an arm of --precision), ``tokens=FOLDER``
+    and ``depth=N`` (--tokens, --token-depths), a number of search threads (an arm of --search-threads), or several
+    joined by ``+``."""
     if "+" in arm:
         return [flag for part in arm.split("+") for flag in _arm_flags(part)]
     if arm == "default":
@@ -395,6 +400,8 @@ def _arm_flags(arm: str) -> list[str]:
         return ["--precision", arm.removeprefix("precision=")]
     if arm.startswith("tokens="):
         return ["--tokens", arm.removeprefix("tokens=")]
+    if arm.startswith("depth="):
+        return ["--token-depth", str(int(arm.removeprefix("depth=")))]
     return ["--search-threads", str(int(arm))]
 
 

@@ -533,6 +533,18 @@ def test_cli_encode_tokens_then_search_with_them(indexed_with_tokens, tiny_model
     assert bad.exit_code != 0 and "--tokens" in bad.output and "encode" in bad.output
     alone = CliRunner().invoke(app, ["search", str(index.folder), "-q", "x", "--token-weight", "0.5"])
     assert alone.exit_code != 0 and "--token-weight" in alone.output and "--tokens" in alone.output
+    index.use_tokens(out, depth=3)
+    try:
+        library = index.search(QUERIES[0], k=2, mode="hybrid")[0]
+    finally:
+        index.use_tokens(None)
+    hybrid = index.search(QUERIES[0], k=3, mode="hybrid")[0]
+    run = CliRunner().invoke(app, ["search", str(index.folder), "-q", QUERIES[0], "--json", "--tokens", str(out),
+                                   "--token-depth", "3", "--top-k", "2"])  # fmt: skip
+    assert run.exit_code == 0, run.output
+    shallow = json.loads(run.output.strip().splitlines()[-1])["hits"]
+    assert [(h["id"], h["tokens"]) for h in shallow] == [(h.id, pytest.approx(h.tokens, abs=1e-6)) for h in library]
+    assert {h["id"] for h in shallow} <= {h.id for h in hybrid}  # from the hybrid's best 3 only
 
 
 def _beir_of(corpus: Path, folder: Path) -> Path:
@@ -793,6 +805,14 @@ def test_a_token_choice_applies_what_was_asked_and_nothing_else(indexed_with_tok
         index.use_tokens(None)
     with pytest.raises(SettingError, match=r"token_weight=0\.3.*give the token folder"):
         TokenChoice(weight=0.3).apply(index)
+    assert TokenChoice(tokens, depth=3).given() == {"tokens": tokens, "token_depth": 3}
+    TokenChoice(tokens, depth=3).apply(index)
+    try:
+        assert index.token_stage is not None and index.token_stage["depth"] == 3
+    finally:
+        index.use_tokens(None)
+    with pytest.raises(SettingError, match=r"token_depth=3.*give the token folder"):
+        TokenChoice(depth=3).apply(index)
 
 
 def test_a_long_query_beside_short_ones_costs_the_token_pass_its_own_forward_only(indexed_with_tokens) -> None:

@@ -19,6 +19,7 @@ from lengthwise.cli.options import (
     DeviceOption,
     NameOption,
     TokenAroundOption,
+    TokenDepthOption,
     TokensOption,
     TokenWeightOption,
     TrustOption,
@@ -164,6 +165,7 @@ def evaluate(
     tokens: TokensOption = None,
     token_weight: TokenWeightOption = None,
     token_around: TokenAroundOption = None,
+    token_depth: TokenDepthOption = None,
 ) -> None:
     """Evaluate a model overall and per token-length bin; writes OUT/results.json and PNG plots.
 
@@ -198,7 +200,7 @@ def evaluate(
     except LengthwiseError as err:
         _fail(setting_message(err))
     _run(config, model, out, device, max_length, trust_remote_code, tempscale, (long, window, stride), precision,
-         (index, mode, (backend, uri, name), TokenChoice(tokens, token_weight, token_around)))  # fmt: skip
+         (index, mode, (backend, uri, name), TokenChoice(tokens, token_weight, token_around, token_depth)))  # fmt: skip
 
 
 def _run(

@@ -20,6 +20,7 @@ from lengthwise.cli.options import (
     NameOption,
     QueryPrecisionOption,
     TokenAroundOption,
+    TokenDepthOption,
     TokensOption,
     TokenWeightOption,
     UriOption,
@@ -204,6 +205,7 @@ def search(
     tokens: TokensOption = None,
     token_weight: TokenWeightOption = None,
     token_around: TokenAroundOption = None,
+    token_depth: TokenDepthOption = None,
 ) -> None:
     """Search INDEX (or the index served in Milvus: --backend milvus --uri U): queries embedded with the settings
     recorded in the index, documents best first."""
@@ -217,7 +219,7 @@ def search(
         opened = open_index(served(backend, uri, name), index, model=model, load_model=load_model)
         if precision is not None:  # the queries at another precision than the documents'
             opened.set_query_precision(precision)
-        TokenChoice(tokens, token_weight, token_around).apply(opened)  # the token stage, when asked for
+        TokenChoice(tokens, token_weight, token_around, token_depth).apply(opened)  # the token stage, when asked for
         results = opened.search([text for _, text in asked], k, mode=mode, passages=passages, candidates=candidates,
                                 probes=probes, depth=depth)  # fmt: skip
     except LengthwiseError as err:

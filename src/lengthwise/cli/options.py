@@ -128,6 +128,15 @@ TokenAroundOption = Annotated[
         min=0,
     ),
 ]
+TokenDepthOption = Annotated[
+    int | None,
+    typer.Option(
+        "--token-depth",
+        help="With --tokens: how many of the hybrid's best documents the tokens rescore, at least --top-k "
+        "(default 100).",
+        min=1,
+    ),
+]
 TokenWeightOption = Annotated[
     float | None,
     typer.Option(

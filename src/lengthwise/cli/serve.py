@@ -14,6 +14,7 @@ from lengthwise.cli.options import (
     NameOption,
     QueryPrecisionOption,
     TokenAroundOption,
+    TokenDepthOption,
     TokensOption,
     TokenWeightOption,
     UriOption,
@@ -70,6 +71,7 @@ def serve(
     tokens: TokensOption = None,
     token_weight: TokenWeightOption = None,
     token_around: TokenAroundOption = None,
+    token_depth: TokenDepthOption = None,
 ) -> None:
     """Serve INDEX (or the index in Milvus: --backend milvus --uri U) over HTTP: POST /search and /embed, GET
     /health, /info and / (a search page); the model and the index are loaded once, and concurrent queries are
@@ -90,7 +92,7 @@ def serve(
     try:
         config = ServeConfig(host, port, workers, api_key_file, max_batch, batch_wait_ms, threads=threads,
                              search_threads=search_threads, precision=precision, tokens=tokens,
-                             token_weight=token_weight, token_around=token_around)  # fmt: skip
+                             token_weight=token_weight, token_around=token_around, token_depth=token_depth)  # fmt: skip
         run_service(index, config, on_ready=ready, backend=served(backend, uri, name))
     except LengthwiseError as err:  # SettingError, LongDocError, ModelLoadError
         _fail(_message(err, shown))

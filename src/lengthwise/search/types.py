@@ -275,18 +275,25 @@ class _TakesTokens(Protocol):
     """What `TokenChoice.apply` needs of an index (`SearchIndex.use_tokens`)."""
 
     def use_tokens(
-        self, folder: str | os.PathLike[str] | None, *, weight: float | None = None, around: int | None = None
+        self,
+        folder: str | os.PathLike[str] | None,
+        *,
+        weight: float | None = None,
+        depth: int | None = None,
+        around: int | None = None,
     ) -> None: ...
 
 
 @dataclass(frozen=True)
 class TokenChoice:
-    """A token stage as asked for (``--tokens``, ``--token-weight``, ``--token-around``; `SearchIndex.use_tokens`):
-    the folder of `lengthwise encode-tokens` and the stage's weight and windows read (None: the defaults)."""
+    """A token stage as asked for (``--tokens``, ``--token-weight``, ``--token-around``, ``--token-depth``;
+    `SearchIndex.use_tokens`): the folder of `lengthwise encode-tokens` and the stage's weight, windows read and
+    documents rescored (None: the defaults)."""
 
     folder: str | os.PathLike[str] | None = None
     weight: float | None = None
     around: int | None = None
+    depth: int | None = None
 
     @classmethod
     def of(cls, tokens: TokenChoice | str | os.PathLike[str] | None) -> TokenChoice:
@@ -295,16 +302,17 @@ class TokenChoice:
 
     @property
     def asked(self) -> bool:
-        """Whether any of the three was given."""
-        return any(value is not None for value in (self.folder, self.weight, self.around))
+        """Whether any of the four was given."""
+        return any(value is not None for value in (self.folder, self.weight, self.around, self.depth))
 
     def given(self) -> dict[str, object]:
         """The settings given, by their names in a `SettingError` (``tokens``, ``token_weight``, ...)."""
-        named = {"tokens": self.folder, "token_weight": self.weight, "token_around": self.around}
+        named = {"tokens": self.folder, "token_weight": self.weight, "token_around": self.around,
+                 "token_depth": self.depth}  # fmt: skip
         return {name: value for name, value in named.items() if value is not None}
 
     def apply(self, index: _TakesTokens) -> None:
         """Put the stage on `index` (`use_tokens`, which refuses a folder that does not fit) when anything was asked;
         else leave the index as it is."""
         if self.asked:
-            index.use_tokens(self.folder, weight=self.weight, around=self.around)
+            index.use_tokens(self.folder, weight=self.weight, depth=self.depth, around=self.around)

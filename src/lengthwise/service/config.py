@@ -73,8 +73,9 @@ class ServeConfig:
             thread (`search_threads_used`; one on two cores).
         precision: What the queries are embedded at (``auto``, ``fp32``, ``bf16``, ``fp16``, ``int8``); None: the
             precision the index's documents were embedded at (`QueryModel.set_query_precision`).
-        tokens, token_weight, token_around: A token folder whose tokens rescore each hybrid search's best documents,
-            their share, and the best windows whose tokens are read (`Searchable.use_tokens`); None: no token side.
+        tokens, token_weight, token_around, token_depth: A token folder whose tokens rescore each hybrid search's best
+            documents, their share, the best windows whose tokens are read and how many documents are rescored
+            (`Searchable.use_tokens`); None: no token side.
         shutdown_grace_s: After SIGTERM or Ctrl-C, how long the requests in flight are waited for; a client still
             sending or reading after that has its connection closed (one line in the log).
     """
@@ -110,6 +111,9 @@ class ServeConfig:
     token_around: int | None = field(
         default=None, metadata={"help": "With tokens: read the tokens of a document's N best windows (8; 0: all)."}
     )
+    token_depth: int | None = field(
+        default=None, metadata={"help": "With tokens: the hybrid's best documents rescored by their tokens (100)."}
+    )
     shutdown_grace_s: int = field(
         default=30, metadata={"help": "Seconds the requests in flight are waited for after SIGTERM or Ctrl-C."}
     )
@@ -138,8 +142,8 @@ class ServeConfig:
 
     @property
     def token_choice(self) -> TokenChoice:
-        """The token stage asked for (`tokens`, `token_weight`, `token_around`)."""
-        return TokenChoice(self.tokens, self.token_weight, self.token_around)
+        """The token stage asked for (`tokens`, `token_weight`, `token_around`, `token_depth`)."""
+        return TokenChoice(self.tokens, self.token_weight, self.token_around, self.token_depth)
 
     @property
     def search_threads_used(self) -> int:
