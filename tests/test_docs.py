@@ -36,6 +36,16 @@ def test_every_benchmark_named_in_the_code_and_docs_exists() -> None:
     assert not stale, "\n".join(stale)
 
 
+def test_every_results_file_is_named_in_the_docs() -> None:
+    """A results file nobody reads is a figure nobody checks: each file under docs/results/ is named by a page (the
+    docs, the READMEs of the repository, benchmarks and experiments), where its command and figures are given."""
+    pages = [*ROOT.glob("docs/**/*.md"), *ROOT.glob("*.md"), *ROOT.glob("benchmarks/**/*.md"),
+             *ROOT.glob("experiments/**/*.md")]  # fmt: skip
+    text = "\n".join(page.read_text(encoding="utf-8") for page in pages if page.name != "CHANGELOG.md")
+    unnamed = sorted(path.name for path in ROOT.glob("docs/results/*.json") if path.name not in text)
+    assert not unnamed, f"results files no page names: {unnamed}"
+
+
 INLINE_COMMAND = re.compile(r"`(python3? -m benchmarks[^`]*)`")
 PLACEHOLDERS = {"STAGE"}  # benchmarks/README.md: `python -m benchmarks.search.hybrid STAGE`, any stage
 

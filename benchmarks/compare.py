@@ -1,0 +1,120 @@
+"""Does a benchmark's results file still come out of its documented command? Compare the file recorded under
+docs/results/ with one written now (the same command, ``--out`` elsewhere): every number at the same place in both,
+the measured-quality figures (scores, counts, hits) apart from the timings and machine readings (seconds, ms, load,
+memory, throughput: they move with the host and its load, and are compared as ratios inside one run, never across
+runs).
+
+    python -m benchmarks.compare docs/results/longdoc_scifact.json /tmp/longdoc_scifact.json
+    python -m benchmarks.compare docs/results/bench_index.json /tmp/bench_index.json --section quality
+
+Exit status 0 when every quality figure the two share is equal (within ``--tolerance``), 1 otherwise; figures only
+one file holds are listed, not failed (a newer run may add arms)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# a path part naming a timing or a machine reading, never a quality figure
+MACHINE = re.compile(
+    r"(^|_)(s|ms|seconds|secs|time|times|wall|cpu|load|rss|mb|gb|qps|throughput|busy|elapsed|faults|hwm|speed|"
+    r"speedup|p50|p99|latency|per_s|ratio|over_first|loads|medians?|minimums?|paired)(_|$)|_per_s$|^load_|"
+    r"environment|^command|^started",
+    re.IGNORECASE,
+)
+
+
+def numbers(found: object, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], float]]:
+    """Every number (bools too, as 0/1) in a JSON value, with its path of keys and list indexes."""
+    if isinstance(found, dict):
+        for key, value in found.items():
+            yield from numbers(value, (*path, str(key)))
+    elif isinstance(found, list):
+        for place, value in enumerate(found):
+            yield from numbers(value, (*path, f"[{place}]"))
+    elif isinstance(found, bool | int | float):
+        yield path, float(found)
+
+
+def is_machine(path: tuple[str, ...], extra: re.Pattern[str] | None = None) -> bool:
+    """Whether a number's path names a timing or machine reading (`MACHINE`, or `extra`)."""
+    return any(MACHINE.search(part) or (extra is not None and extra.search(part)) for part in path)
+
+
+@dataclass
+class Compared:
+    """What two results files share: quality figures equal and differing, timings seen, and figures only one holds."""
+
+    equal: int = 0
+    differing: list[tuple[str, float, float]] = field(default_factory=list)
+    machine: int = 0
+    only_recorded: list[str] = field(default_factory=list)
+    only_new: list[str] = field(default_factory=list)
+
+    @property
+    def reproduced(self) -> bool:
+        return not self.differing and self.equal > 0
+
+
+def compare(
+    recorded: object, new: object, *, tolerance: float = 0.0, ignore: str | None = None, at: tuple[str, ...] = ()
+) -> Compared:
+    """Compare the numbers of two parsed results files (or of the section found at the keys `at`) place by place
+    (`numbers`); quality figures (not `is_machine`) count as equal within `tolerance`, absolute (NaN equals NaN)."""
+    extra = re.compile(ignore) if ignore else None
+    old, now = dict(numbers(recorded, at)), dict(numbers(new, at))
+    out = Compared()
+    for path in sorted(old.keys() | now.keys()):
+        shown = ".".join(path)
+        if path not in now:
+            out.only_recorded.append(shown)
+        elif path not in old:
+            out.only_new.append(shown)
+        elif is_machine(path, extra):
+            out.machine += 1
+        elif abs(old[path] - now[path]) <= tolerance or (math.isnan(old[path]) and math.isnan(now[path])):
+            out.equal += 1
+        else:
+            out.differing.append((shown, old[path], now[path]))
+    return out
+
+
+def _section(found: object, section: str | None) -> object:
+    for key in section.split(".") if section else ():
+        if not isinstance(found, dict) or key not in found:
+            raise SystemExit(f"--section {section}: no key {key!r} there; name a section both files hold")
+        found = found[key]
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("recorded", type=Path, help="the results file as recorded (docs/results/…)")
+    parser.add_argument("new", type=Path, help="the same benchmark's file written now")
+    parser.add_argument("--section", default=None, help="compare only this key's value (dots for nesting)")
+    parser.add_argument("--tolerance", type=float, default=0.0, help="absolute difference still counted equal")
+    parser.add_argument("--ignore", default=None, help="a regular expression of more key names to leave out")
+    parser.add_argument("--show", type=int, default=20, help="differing figures listed at most")
+    args = parser.parse_args(argv)
+    read = [_section(json.loads(path.read_text(encoding="utf-8")), args.section) for path in (args.recorded, args.new)]
+    at = tuple(args.section.split(".")) if args.section else ()
+    found = compare(*read, tolerance=args.tolerance, ignore=args.ignore, at=at)
+    print(f"{args.recorded} against {args.new}: {found.equal} quality figures equal, {len(found.differing)} differ "
+          f"(tolerance {args.tolerance:g}); {found.machine} timings and machine readings not compared; "
+          f"{len(found.only_recorded)} only recorded, {len(found.only_new)} only new")  # fmt: skip
+    for shown, old, now in found.differing[: args.show]:
+        print(f"  differs: {shown}: {old!r} → {now!r}")
+    for label, paths in (("only recorded", found.only_recorded), ("only new", found.only_new)):
+        if paths:
+            print(f"  {label}: " + ", ".join(paths[:8]) + (" …" if len(paths) > 8 else ""))
+    return 0 if found.reproduced else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

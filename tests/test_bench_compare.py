@@ -1,0 +1,51 @@
+"""benchmarks/compare.py: a results file written again is compared with the recorded one, quality figures apart from
+timings and machine readings."""
+
+from __future__ import annotations
+
+import importlib
+import json
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def compare():
+    return importlib.import_module("benchmarks.compare")  # run from the repository root
+
+
+RECORDED = {
+    "scifact": {"ndcg@10": 64.5082, "recall@100": 92.5, "wall_time_s": 31.2, "p50_ms": 4.1, "hits": [3, 1]},
+    "load_average": {"before": [0.5, 0.4]},
+    "environment": {"torch_threads": 2},
+    "exact": True,
+}
+
+
+def test_equal_scores_reproduce_whatever_the_timings_say(compare) -> None:
+    new = json.loads(json.dumps(RECORDED))
+    new["scifact"] |= {"wall_time_s": 99.0, "p50_ms": 8.0}
+    new["load_average"]["before"] = [3.0, 2.0]
+    new["environment"]["torch_threads"] = 1
+    found = compare.compare(RECORDED, new)
+    assert found.reproduced and found.equal == 5 and not found.differing  # ndcg, recall, two hits, exact
+    assert found.machine == 5
+
+
+def test_a_score_that_moved_is_named_and_fails(compare, tmp_path, capsys) -> None:
+    new = json.loads(json.dumps(RECORDED))
+    new["scifact"]["ndcg@10"] = 64.5083
+    new["scifact"]["mrr@10"] = 60.0  # a new arm: listed, not failed
+    found = compare.compare(RECORDED, new)
+    assert found.differing == [("scifact.ndcg@10", 64.5082, 64.5083)] and not found.reproduced
+    assert found.only_new == ["scifact.mrr@10"]
+    assert compare.compare(RECORDED, new, tolerance=1e-3).reproduced
+    assert compare.compare(RECORDED, new, ignore="ndcg").reproduced
+    old, now = tmp_path / "old.json", tmp_path / "new.json"
+    old.write_text(json.dumps(RECORDED))
+    now.write_text(json.dumps(new))
+    assert compare.main([str(old), str(now)]) == 1
+    assert "differs: scifact.ndcg@10: 64.5082 → 64.5083" in capsys.readouterr().out
+    assert compare.main([str(old), str(now), "--section", "load_average"]) == 1  # nothing but timings: no figure
+    with pytest.raises(SystemExit, match="--section nope"):
+        compare.main([str(old), str(now), "--section", "nope"])
