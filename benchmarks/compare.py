@@ -101,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tolerance", type=float, default=0.0, help="absolute difference still counted equal")
     parser.add_argument("--ignore", default=None, help="a regular expression of more key names to leave out")
     parser.add_argument("--show", type=int, default=20, help="differing figures listed at most")
+    parser.add_argument("--record", type=Path, default=None, help="add this comparison to a JSON file of them (keyed "
+                        "by the recorded file and section), e.g. docs/results/reproduced.json")  # fmt: skip
+    parser.add_argument("--command", default=None, help="with --record: the command that wrote NEW")
     args = parser.parse_args(argv)
     read = [_section(json.loads(path.read_text(encoding="utf-8")), args.section) for path in (args.recorded, args.new)]
     at = tuple(args.section.split(".")) if args.section else ()
@@ -113,7 +116,43 @@ def main(argv: list[str] | None = None) -> int:
     for label, paths in (("only recorded", found.only_recorded), ("only new", found.only_new)):
         if paths:
             print(f"  {label}: " + ", ".join(paths[:8]) + (" …" if len(paths) > 8 else ""))
+    if args.record is not None:
+        _record(args, found)
     return 0 if found.reproduced else 1
+
+
+def _record(args: argparse.Namespace, found: Compared) -> None:
+    """Add one comparison to the JSON file `args.record` (read again first; the entry for the same recorded file and
+    section replaced): its counts, the largest difference, the command, this host and its load."""
+    import os
+    import time
+
+    from lengthwise.core.results import environment, write_json_atomic
+
+    earlier = json.loads(args.record.read_text(encoding="utf-8")) if args.record.is_file() else {}
+    key = str(args.recorded) + (f"#{args.section}" if args.section else "")
+    largest = max((abs(old - now) for _, old, now in found.differing), default=0.0)
+    entry = {"command": args.command, "equal": found.equal, "differing": len(found.differing),
+             "largest_difference": largest, "tolerance": args.tolerance, "reproduced": found.reproduced,
+             "first_differing": [list(row) for row in found.differing[:5]], "machine_readings": found.machine,
+             "only_recorded": len(found.only_recorded), "only_new": len(found.only_new),
+             "date": time.strftime("%Y-%m-%d"), "load": round(os.getloadavg()[0], 2), "host": _host(),
+             "environment": environment()}  # fmt: skip
+    write_json_atomic(args.record, {**earlier, "files": {**earlier.get("files", {}), key: entry}})
+
+
+def _host() -> str:
+    """The CPU's model name (/proc/cpuinfo), or the platform's processor elsewhere."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 if __name__ == "__main__":

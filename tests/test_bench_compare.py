@@ -49,3 +49,17 @@ def test_a_score_that_moved_is_named_and_fails(compare, tmp_path, capsys) -> Non
     assert compare.main([str(old), str(now), "--section", "load_average"]) == 1  # nothing but timings: no figure
     with pytest.raises(SystemExit, match="--section nope"):
         compare.main([str(old), str(now), "--section", "nope"])
+
+
+def test_a_comparison_is_recorded_once_per_file_and_section(compare, tmp_path) -> None:
+    old, now, record = tmp_path / "old.json", tmp_path / "new.json", tmp_path / "reproduced.json"
+    old.write_text(json.dumps(RECORDED))
+    now.write_text(json.dumps({**RECORDED, "scifact": {**RECORDED["scifact"], "recall@100": 92.4}}))
+    assert compare.main([str(old), str(now), "--record", str(record), "--command", "run it"]) == 1
+    assert compare.main([str(old), str(old), "--record", str(record), "--section", "scifact"]) == 0
+    assert compare.main([str(old), str(now), "--record", str(record), "--tolerance", "0.2"]) == 0
+    files = json.loads(record.read_text())["files"]
+    assert set(files) == {str(old), f"{old}#scifact"}
+    whole = files[str(old)]
+    assert (whole["equal"], whole["differing"], whole["reproduced"], whole["tolerance"]) == (5, 0, True, 0.2)
+    assert whole["command"] is None and whole["host"] and "python" in whole["environment"]
