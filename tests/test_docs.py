@@ -46,12 +46,16 @@ def test_every_results_file_is_named_in_the_docs() -> None:
     assert not unnamed, f"results files no page names: {unnamed}"
 
 
-INLINE_COMMAND = re.compile(r"`(python3? -m benchmarks[^`]*)`")
+INLINE_COMMAND = re.compile(r"`((?:nice -n \d+ )?python3? -m benchmarks[^`]*)`")
 PLACEHOLDERS = {"STAGE"}  # benchmarks/README.md: `python -m benchmarks.search.hybrid STAGE`, any stage
 
 
 class _Parsed(Exception):
     """Raised once a benchmark's arguments are parsed: the command is checked, nothing is run."""
+
+    def __init__(self, namespace: object) -> None:
+        super().__init__()
+        self.namespace = namespace
 
 
 def _documented_commands() -> dict[str, str]:
@@ -62,7 +66,7 @@ def _documented_commands() -> dict[str, str]:
     found: dict[str, str] = {}
     for page in pages:
         text = page.read_text(encoding="utf-8")
-        commands = INLINE_COMMAND.findall(text)
+        commands = [" ".join(command.split()) for command in INLINE_COMMAND.findall(text)]  # one line, as typed
         for block in re.findall(r"```[a-z]*\n(.*?)```", text, flags=re.S):
             lines = re.sub(r"\\\n\s*", " ", block).splitlines()
             commands += [line.strip() for line in lines if re.match(r"\s*(nice -n \d+ )?python3? -m benchmarks", line)]
@@ -71,10 +75,10 @@ def _documented_commands() -> dict[str, str]:
     return found
 
 
-def test_every_documented_benchmark_command_parses(monkeypatch) -> None:
-    """The docs' benchmark commands still run as written: each module is there and takes the arguments shown (the
-    parser is stopped once it has read them; nothing is run). Patterns (``benchmarks.<subject>.<name>``) and
-    `PLACEHOLDERS` are not commands."""
+def _parse_documented(monkeypatch) -> tuple[dict[str, tuple[str, object]], list[str]]:
+    """Each documented benchmark command parsed by its module's own parser, nothing run: command → (page, the
+    namespace parsed); and the commands whose arguments the parser refused. Patterns
+    (``benchmarks.<subject>.<name>``) and `PLACEHOLDERS` are not commands."""
     import argparse
     import contextlib
     import io
@@ -83,14 +87,12 @@ def test_every_documented_benchmark_command_parses(monkeypatch) -> None:
     parse = argparse.ArgumentParser.parse_args
 
     def parse_then_stop(self, args=None, namespace=None):
-        parse(self, args, namespace)
-        raise _Parsed
+        raise _Parsed(parse(self, args, namespace))
 
     monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_then_stop)
     monkeypatch.syspath_prepend(str(ROOT))
-    failed = []
-    commands = _documented_commands()
-    for command, page in sorted(commands.items()):
+    parsed, failed = {}, []
+    for command, page in sorted(_documented_commands().items()):
         line = re.split(r"\s+(?:#|>|&&|2>|\|)\s", re.sub(r"^nice -n \d+ ", "", command))[0]
         argv = shlex.split(line)[2:]
         if "<" in argv[0] or PLACEHOLDERS & set(argv):
@@ -102,12 +104,53 @@ def test_every_documented_benchmark_command_parses(monkeypatch) -> None:
         try:
             with contextlib.redirect_stderr(errors), contextlib.redirect_stdout(io.StringIO()):
                 main(argv[1:]) if "argv" in main.__code__.co_varnames else main()
-        except _Parsed:
-            continue
+        except _Parsed as done:
+            parsed[command] = (page, done.namespace)
         except SystemExit as stop:
             if stop.code not in (0, None):
                 failed.append(f"{page}: {command} — {errors.getvalue().strip().splitlines()[-1:]}")
-    assert len(commands) > 50 and not failed, "\n".join(failed)
+    return parsed, failed
+
+
+def test_every_documented_benchmark_command_parses(monkeypatch) -> None:
+    """The docs' benchmark commands still run as written: each module is there and takes the arguments shown (the
+    parser is stopped once it has read them; nothing is run)."""
+    parsed, failed = _parse_documented(monkeypatch)
+    assert len(parsed) > 50 and not failed, "\n".join(failed)
+
+
+SETTINGS_APART = {"out", "threads", "model", "data", "cache", "img", "batch_size", "device", "haystack", "qmsum",
+                  "scifact"}  # where and how fast it ran, not what it measured  # fmt: skip
+
+
+def _same_settings(recorded: dict[str, object], parsed: dict[str, object]) -> bool:
+    """Whether a parsed command gives the recorded settings: each both know, apart from `SETTINGS_APART`, equal as
+    JSON or as the string the results file wrote."""
+    import json
+
+    keys = (set(recorded) & set(parsed)) - SETTINGS_APART
+    return all(recorded[key] in (json.loads(json.dumps(parsed[key], default=str)), str(parsed[key])) for key in keys)
+
+
+def test_a_results_file_that_records_its_settings_has_a_documented_command_giving_them(monkeypatch) -> None:
+    """A results file whose ``settings`` are its benchmark's arguments (``out`` among them) is written again by a
+    documented command only if one parses to the same settings: every recorded one the parser knows, apart from
+    `SETTINGS_APART` (paths, threads, batch sizes), equal. Catches a documented command that drops the flags the
+    recorded run was given, or a default changed since."""
+    import json
+
+    parsed, _ = _parse_documented(monkeypatch)
+    mismatched = []
+    for path in sorted(ROOT.glob("docs/results/*.json")):
+        settings = json.loads(path.read_text(encoding="utf-8")).get("settings")
+        if not isinstance(settings, dict) or Path(str(settings.get("out", ""))).name != path.name:
+            continue
+        writers = [(command, vars(namespace)) for command, (_, namespace) in parsed.items()
+                   if Path(str(vars(namespace).get("out", ""))).name == path.name]  # fmt: skip
+
+        if not any(_same_settings(settings, found) for _, found in writers):
+            mismatched.append(f"{path.name}: {[command for command, _ in writers] or 'no documented command'}")
+    assert not mismatched, "\n".join(mismatched)
 
 
 def test_every_methods_citation_resolves_to_a_section_of_docs_methods() -> None:
