@@ -127,3 +127,47 @@ def test_ray_encode_writes_progress_lines_off_a_terminal(tiny_model_dir: Path, c
     assert re.search(r"^encode: 5/12 documents \(42%\), .* documents/s$", log, flags=re.MULTILINE), log
     assert re.search(r"^encode done: 12/12 documents \(100%\)", log, flags=re.MULTILINE), log
     assert "embedded 12 new documents" in log, log  # the count the actors sent back
+
+
+def _beir(folder: Path, texts: list[str]) -> Path:
+    """A small BEIR folder: query i (the first words of document i) judged relevant to document i."""
+    folder.mkdir()
+    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "text": t}) + "\n"
+                                                 for i, t in enumerate(texts)))  # fmt: skip
+    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": " ".join(t.split()[:6])}) + "\n"
+                                                  for i, t in enumerate(texts)))  # fmt: skip
+    (folder / "qrels").mkdir()
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n"
+                                               + "".join(f"q{i}\td{i}\t1\n" for i in range(len(texts))))  # fmt: skip
+    return folder
+
+
+def test_eval_writes_progress_lines_off_a_terminal(tiny_model_dir: Path, corpus: Path, tmp_path: Path) -> None:
+    """`lengthwise eval` into a log said nothing until its table (minutes on SciFact): now a line per interval for
+    the documents and for the queries, plain (the model's encode at the whole batch list: the same vectors), and
+    `--long` reads whole documents with the same lines."""
+    texts = [json.loads(line)["text"] for line in corpus.read_text().splitlines()]
+    data = _beir(tmp_path / "beir", texts)
+    log = _logged(tmp_path, "eval", "--task-type", "retrieval", "-d", data, "-m", tiny_model_dir, "-o",
+                  tmp_path / "out", "--batch-size", "4")  # fmt: skip
+    assert re.search(r"^encode documents: 4/12 texts \(33%\), ", log, flags=re.MULTILINE), log
+    assert re.search(r"^encode documents done: 12/12 texts \(100%\), ", log, flags=re.MULTILINE), log
+    assert re.search(r"^encode queries done: 12/12 texts \(100%\), ", log, flags=re.MULTILINE), log
+    log = _logged(tmp_path, "eval", "--task-type", "retrieval", "-d", data, "-m", tiny_model_dir, "-o",
+                  tmp_path / "long", "--long", "multi-vector", "--window", "24")  # fmt: skip
+    assert re.search(r" done: 12/12 documents \(100%\), ", log, flags=re.MULTILINE), log
+
+
+def test_progress_lines_leave_the_vectors_and_the_model_as_they_were(tiny_model, capsys) -> None:
+    import numpy as np
+    import sentence_transformers.sentence_transformer.model as st_model
+
+    from lengthwise.core.encoder import SentenceTransformerEncoder
+
+    texts = [f"text {i} " + "word " * (i % 7) for i in range(21)]
+    plain = SentenceTransformerEncoder(tiny_model).encode_documents(texts, batch_size=4)
+    before = st_model.trange
+    lined = SentenceTransformerEncoder(tiny_model).encode_documents(texts, batch_size=4, show_progress=True)  # lines
+    assert st_model.trange is before
+    np.testing.assert_array_equal(lined, plain)
+    assert "encode documents done: 21/21 texts (100%)" in capsys.readouterr().err

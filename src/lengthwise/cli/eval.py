@@ -233,12 +233,11 @@ def _run(
         backend = served(kind, uri, name or DEFAULT_NAME)
         check_device(device)
         check_out_dir(out)
-        with console.status(Text(f"evaluating {uri or index or model or DEFAULT_MODEL}")):
+        with console.status(Text(f"evaluating {uri or index or model or DEFAULT_MODEL}")):  # progress: a bar or lines
             record = evaluate(config, model, out=out, device=device, max_length=max_length,
                               trust_remote_code=trust_remote_code, precision=precision, tempscale=tempscale,
                               long=strategy, window=window, stride=stride, index=index, mode=mode, backend=backend,
-                              tokens=tokens,
-                              show_progress=console.is_terminal)  # fmt: skip
+                              tokens=tokens, show_progress=True)  # fmt: skip
     except LengthwiseError as err:  # a setting (or the data) refused, a model that does not load
         _fail(setting_message(err))
     except OSError as err:

@@ -167,17 +167,29 @@ class SentenceTransformerEncoder:
     model: SentenceTransformer
 
     def encode(self, texts: Sequence[str], *, batch_size: int = 32, show_progress: bool = False) -> np.ndarray:
-        return _as_array(self.model.encode(list(texts), batch_size=batch_size, show_progress_bar=show_progress))
+        return self._run(self.model.encode, "encode", texts, batch_size, show_progress)
 
     def encode_queries(self, texts: Sequence[str], *, batch_size: int = 32, show_progress: bool = False) -> np.ndarray:
-        return _as_array(self.model.encode_query(list(texts), batch_size=batch_size, show_progress_bar=show_progress))
+        return self._run(self.model.encode_query, "encode queries", texts, batch_size, show_progress)
 
     def encode_documents(
         self, texts: Sequence[str], *, batch_size: int = 32, show_progress: bool = False
     ) -> np.ndarray:
-        return _as_array(
-            self.model.encode_document(list(texts), batch_size=batch_size, show_progress_bar=show_progress)
-        )
+        return self._run(self.model.encode_document, "encode documents", texts, batch_size, show_progress)
+
+    @staticmethod
+    def _run(
+        method: Callable[..., object], name: str, texts: Sequence[str], batch_size: int, show_progress: bool
+    ) -> np.ndarray:
+        """`method` (the model's encode) on every text at once, its progress shown as `show_progress` asks: the
+        model's own bar on a terminal, progress lines elsewhere (`st_progress_lines`)."""
+        from lengthwise.core.progress import progress_mode, st_progress_lines
+
+        texts = list(texts)
+        if progress_mode(show_progress) != "lines":
+            return _as_array(method(texts, batch_size=batch_size, show_progress_bar=show_progress))
+        with st_progress_lines(name, len(texts), batch_size):
+            return _as_array(method(texts, batch_size=batch_size, show_progress_bar=True))
 
 
 def _as_array(embeddings: object) -> np.ndarray:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Literal
 
 from tqdm.std import tqdm
@@ -33,6 +35,7 @@ __all__ = [
     "progress_bar",
     "progress_interval",
     "progress_mode",
+    "st_progress_lines",
 ]
 
 INTERVAL = 30.0  # seconds between two lines off a terminal, at most
@@ -190,3 +193,32 @@ def begin_stage(on_progress: object, name: str, unit: str) -> None:
     plain callback just goes on being called."""
     if isinstance(on_progress, ProgressStages):
         on_progress.begin(name, unit)
+
+
+@contextmanager
+def st_progress_lines(desc: str, total: int, batch_size: int) -> Iterator[None]:
+    """While inside, a sentence-transformers model's ``encode`` (called with ``show_progress_bar=True``) counts its
+    texts as `ProgressLines` instead of drawing its bar (which, off a terminal, fills a log with carriage returns).
+
+    ``SentenceTransformer.encode`` has no progress callback, and cutting the texts into calls of our own would
+    change which texts share a batch (the model sorts all of them by length), so a text's vector could move in its
+    last bits. Its loop over batches runs on the ``trange`` its module imported; that name is swapped for one that
+    advances these lines by each batch's texts, and put back on leaving. Where the module or name is missing (another
+    sentence-transformers), the encode runs with no progress rather than fail."""
+    module = sys.modules.get("sentence_transformers.sentence_transformer.model")
+    original = getattr(module, "trange", None)
+    if module is None or original is None:
+        yield
+        return
+    with ProgressLines(desc, total, unit="texts") as lines:
+
+        def counted(start: int, stop: int, step: int, **_: Any) -> Iterator[int]:
+            for first in range(start, stop, step):
+                yield first
+                lines.update(min(step, stop - first))
+
+        module.trange = counted  # type: ignore[attr-defined]
+        try:
+            yield
+        finally:
+            module.trange = original  # type: ignore[attr-defined]

@@ -196,7 +196,7 @@ class LongEncoder:
         Reading and tokenizing run in a thread a few pieces ahead of the forward (`lengthwise.longdoc._pipeline`).
         On a GPU a batch holds at least `tokens_per_batch` tokens of windows (`batch_size` is then a floor).
         """
-        from tqdm.auto import tqdm
+        from lengthwise.core.progress import progress_bar, progress_mode
 
         if batch_size < 1:
             raise LongDocError("batch_size", batch_size, "must be ≥ 1")
@@ -211,7 +211,7 @@ class LongEncoder:
                           bucket=None if bucket is None else (bucket, full))  # fmt: skip
         with (
             closing(pieces),
-            tqdm(total=total, unit="doc", disable=not show_progress, desc=self.config.describe()) as bar,
+            progress_bar(self.config.describe(), total, progress_mode(show_progress)) as bar,
         ):
             while True:
                 block = BlockWindows(head=self._head(role, late), cache=self.cache, full=full, tokens=late,
