@@ -52,6 +52,7 @@ class Compared:
     """What two results files share: quality figures equal and differing, timings seen, and figures only one holds."""
 
     equal: int = 0
+    largest: float = 0.0  # the largest absolute difference between two quality figures (NaN pairs aside)
     differing: list[tuple[str, float, float]] = field(default_factory=list)
     machine: int = 0
     only_recorded: list[str] = field(default_factory=list)
@@ -74,14 +75,23 @@ def compare(
         shown = ".".join(path)
         if path not in now:
             out.only_recorded.append(shown)
-        elif path not in old:
+            continue
+        if path not in old:
             out.only_new.append(shown)
-        elif is_machine(path, extra):
+            continue
+        if is_machine(path, extra):
             out.machine += 1
-        elif abs(old[path] - now[path]) <= tolerance or (math.isnan(old[path]) and math.isnan(now[path])):
+            continue
+        a, b = old[path], now[path]
+        if math.isnan(a) or math.isnan(b):
+            equal = math.isnan(a) and math.isnan(b)
+        else:
+            out.largest = max(out.largest, abs(a - b))
+            equal = abs(a - b) <= tolerance
+        if equal:
             out.equal += 1
         else:
-            out.differing.append((shown, old[path], now[path]))
+            out.differing.append((shown, a, b))
     return out
 
 
@@ -108,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     read = [_section(json.loads(path.read_text(encoding="utf-8")), args.section) for path in (args.recorded, args.new)]
     at = tuple(args.section.split(".")) if args.section else ()
     found = compare(*read, tolerance=args.tolerance, ignore=args.ignore, at=at)
+    if args.record is not None:  # before printing: a closed pipe does not lose it
+        _record(args, found)
     print(f"{args.recorded} against {args.new}: {found.equal} quality figures equal, {len(found.differing)} differ "
           f"(tolerance {args.tolerance:g}); {found.machine} timings and machine readings not compared; "
           f"{len(found.only_recorded)} only recorded, {len(found.only_new)} only new")  # fmt: skip
@@ -116,8 +128,6 @@ def main(argv: list[str] | None = None) -> int:
     for label, paths in (("only recorded", found.only_recorded), ("only new", found.only_new)):
         if paths:
             print(f"  {label}: " + ", ".join(paths[:8]) + (" …" if len(paths) > 8 else ""))
-    if args.record is not None:
-        _record(args, found)
     return 0 if found.reproduced else 1
 
 
@@ -131,9 +141,8 @@ def _record(args: argparse.Namespace, found: Compared) -> None:
 
     earlier = json.loads(args.record.read_text(encoding="utf-8")) if args.record.is_file() else {}
     key = str(args.recorded) + (f"#{args.section}" if args.section else "")
-    largest = max((abs(old - now) for _, old, now in found.differing), default=0.0)
     entry = {"command": args.command, "equal": found.equal, "differing": len(found.differing),
-             "largest_difference": largest, "tolerance": args.tolerance, "reproduced": found.reproduced,
+             "largest_difference": found.largest, "tolerance": args.tolerance, "reproduced": found.reproduced,
              "first_differing": [list(row) for row in found.differing[:5]], "machine_readings": found.machine,
              "only_recorded": len(found.only_recorded), "only_new": len(found.only_new),
              "date": time.strftime("%Y-%m-%d"), "load": round(os.getloadavg()[0], 2), "host": _host(),

@@ -62,4 +62,5 @@ def test_a_comparison_is_recorded_once_per_file_and_section(compare, tmp_path) -
     assert set(files) == {str(old), f"{old}#scifact"}
     whole = files[str(old)]
     assert (whole["equal"], whole["differing"], whole["reproduced"], whole["tolerance"]) == (5, 0, True, 0.2)
+    assert whole["largest_difference"] == pytest.approx(0.1)
     assert whole["command"] is None and whole["host"] and "python" in whole["environment"]
