@@ -16,7 +16,7 @@ from lengthwise.longdoc.storage.tokens import encode_tokens
 from lengthwise.longdoc.token_vectors import encode_token_vectors
 from lengthwise.search.fusion import top_set
 from lengthwise.search.rows import best_rows
-from lengthwise.search.tokens import TOKEN_WEIGHT, TokenSide, TokenStage, flat_rows, maxsim_exact
+from lengthwise.search.tokens import TOKEN_DEPTH, TOKEN_WEIGHT, TokenSide, TokenStage, flat_rows, maxsim_exact
 from lengthwise.search.types import TokenChoice
 
 PROSE = (Path(__file__).resolve().parents[1] / "longdoc" / "prose.txt").read_text()
@@ -593,9 +593,10 @@ def test_eval_through_the_index_with_tokens_matches_its_exact_reference(
         "codec": "bin",
         "model": side.settings["model"],
         "weight": 0.5,
-        "depth": 100,
+        "depth": TOKEN_DEPTH,
         "around": 8,
-    }  # fmt: skip  (the default: 8)
+        "rescored": 100,
+    }  # fmt: skip  (the default: 8; every one of the 100 documents kept is rescored, whatever the depth)
     assert record["scores"] == record["exact_scores"] and record["index"]["overlap"] == 1.0
     plain = evaluate_through_index(config, index.folder, mode="hybrid")
     assert "tokens" not in plain["index"]

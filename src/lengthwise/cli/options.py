@@ -133,7 +133,7 @@ TokenDepthOption = Annotated[
     typer.Option(
         "--token-depth",
         help="With --tokens: how many of the hybrid's best documents the tokens rescore, at least --top-k "
-        "(default 100).",
+        "(default 30).",
         min=1,
     ),
 ]

@@ -210,7 +210,8 @@ def maxsim_exact(query: np.ndarray, documents: Sequence[np.ndarray]) -> np.ndarr
 
 TOKEN_WEIGHT = 0.5  # the token side's share of a rescored hybrid score: the hybrid's rule over seven corpus-model pairs
 # (docs/longdoc.md, "Is the stage the default?"; 0.4 before, from QMSum's dev split alone)
-TOKEN_DEPTH = 100  # the hybrid's best documents the token side rescores
+TOKEN_DEPTH = 30  # the hybrid's best documents the token side rescores: the rule's best arm that serves ≥ 0.7× the
+# default's throughput (docs/longdoc.md, "How many documents the stage rescores"; 100 before)
 TOKEN_AROUND: int | None = 8  # a rescored document's best windows whose tokens are read (None: every token)
 TOKEN_PASSAGE = 128  # the tokens of a hit's `matched` passage (`TokenSide.passage`)
 

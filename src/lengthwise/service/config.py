@@ -112,7 +112,7 @@ class ServeConfig:
         default=None, metadata={"help": "With tokens: read the tokens of a document's N best windows (8; 0: all)."}
     )
     token_depth: int | None = field(
-        default=None, metadata={"help": "With tokens: the hybrid's best documents rescored by their tokens (100)."}
+        default=None, metadata={"help": "With tokens: the hybrid's best documents rescored by their tokens (30)."}
     )
     shutdown_grace_s: int = field(
         default=30, metadata={"help": "Seconds the requests in flight are waited for after SIGTERM or Ctrl-C."}
