@@ -64,3 +64,34 @@ def test_a_comparison_is_recorded_once_per_file_and_section(compare, tmp_path) -
     assert (whole["equal"], whole["differing"], whole["reproduced"], whole["tolerance"]) == (5, 0, True, 0.2)
     assert whole["largest_difference"] == pytest.approx(0.1)
     assert whole["command"] is None and whole["host"] and "python" in whole["environment"]
+
+
+def _written_commands(tree) -> list:
+    """Every value a benchmark stores under a ``"command"`` key (dict literals) or passes as ``command=``."""
+    import ast
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            found += [v for k, v in zip(node.keys, node.values, strict=True)
+                      if isinstance(k, ast.Constant) and k.value == "command"]  # fmt: skip
+        elif isinstance(node, ast.Call):
+            found += [kw.value for kw in node.keywords if kw.arg == "command"]
+    return found
+
+
+def test_every_benchmark_records_the_command_it_was_started_with() -> None:
+    """A results file's ``command`` is what `compare` reruns: written from the process's own arguments
+    (`benchmarks._measure.command_line`), never a string the script spells itself, which drops the flags a run was
+    given (the ColBERT training recorded ``python -m benchmarks.train.colbert`` for a run at half an epoch)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "benchmarks"
+    spelled = []
+    for path in sorted(root.rglob("*.py")):
+        for value in _written_commands(ast.parse(path.read_text(encoding="utf-8"))):
+            text = ast.unparse(value)
+            if "python" in text and "command_line" not in text:
+                spelled.append(f"{path.relative_to(root)}:{value.lineno}: {text[:80]}")
+    assert not spelled, "\n".join(spelled)

@@ -25,7 +25,6 @@ import os
 import platform
 import random
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -45,6 +44,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 from sentence_transformers import SentenceTransformer  # noqa: E402
 
+from benchmarks._measure import command_line  # noqa: E402
 from lengthwise.audit.config import AuditConfig  # noqa: E402
 from lengthwise.audit.pairs.attack import AuditResult, run_audit  # noqa: E402
 from lengthwise.core.data import PairSet, default_probe_pairs, read_pairs  # noqa: E402
@@ -496,7 +496,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     payload = {
         "benchmark": "audit_vs_encode",
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join(["python", "-m", "benchmarks.audit.audit", *(argv if argv is not None else sys.argv[1:])]),
+        "command": command_line("benchmarks.audit.audit", None if argv is None else list(argv)),
         "target_ratio": TARGET_RATIO,
         "machine": {**machine(), "load_average": {"start": load_at_start, "end": os.getloadavg()}},
         "settings": {

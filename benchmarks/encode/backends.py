@@ -58,6 +58,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from sentence_transformers import SentenceTransformer  # noqa: E402
 
+from benchmarks._measure import command_line  # noqa: E402
 from lengthwise.core.embed import TokenView, embed_ids  # noqa: E402
 from lengthwise.core.models import load_plain_model, resolve_model_path  # noqa: E402
 from lengthwise.core.results import environment, write_json_atomic  # noqa: E402
@@ -276,13 +277,7 @@ def main() -> None:
         "quality": quality(arms, args.stsb, args.batch_size) if args.quality else None,
         "environment": environment(),
         "backend_versions": backend_versions(),
-        "command": "python -m benchmarks.encode.backends "
-        + " ".join(
-            f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
-            for k, v in vars(args).items()
-            if k not in {"out", "quality"}
-        )
-        + (" --quality" if args.quality else ""),
+        "command": command_line("benchmarks.encode.backends"),
     }
     write_json_atomic(args.out, payload)
     shutil.rmtree(workdir, ignore_errors=True)

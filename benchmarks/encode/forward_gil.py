@@ -39,6 +39,7 @@ from typing import Any
 import torch
 import torch._inductor.config
 
+from benchmarks._measure import command_line
 from benchmarks.encode.longdoc_throughput import _median_s
 from lengthwise.core.results import environment, write_json_atomic
 
@@ -59,7 +60,7 @@ def main() -> None:
     cores = sorted(os.sched_getaffinity(0))[:2]
     os.sched_setaffinity(0, cores)
     payload: dict[str, Any] = {
-        "command": "python -m benchmarks.encode.forward_gil " + " ".join(f"--{k} {v}" for k, v in vars(args).items()),
+        "command": command_line("benchmarks.encode.forward_gil"),
         "cores": len(cores),
         "torch_threads": 1,
         "batch": {"windows": 32, "tokens": 34, "padded": "every third window after 20 tokens"},

@@ -47,6 +47,7 @@ from sentence_transformers import SentenceTransformer  # noqa: E402
 from transformers import AttentionInterface  # noqa: E402
 from transformers.masking_utils import AttentionMaskInterface, eager_mask  # noqa: E402
 
+from benchmarks._measure import command_line  # noqa: E402
 from lengthwise.core.data import default_probe_pairs  # noqa: E402
 from lengthwise.core.models import load_plain_model  # noqa: E402
 from lengthwise.core.results import environment, write_json_atomic  # noqa: E402
@@ -207,8 +208,7 @@ def main() -> None:
         "machine": started | {"load_average_end": os.getloadavg()},
         "results": results,
         "environment": environment(),
-        "command": "python -m benchmarks.encode.tempscale "
-        + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k != "out"),
+        "command": command_line("benchmarks.encode.tempscale"),
     }
     write_json_atomic(args.out, payload)
     print(f"wrote {args.out}")

@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks._measure import command_line
+
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results" / "token_encode.json"
 
@@ -63,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     write_json_atomic(RESULTS, {"documents": len(lines), "seconds": spent, "median_seconds": medians,
                                 "ratio_tokens_to_windows": ratio, "threads": args.threads, "load": load,
                                 "model": args.model, "environment": environment(),
-                                "command": "python -m benchmarks.encode.tokens"})  # fmt: skip
+                                "command": command_line("benchmarks.encode.tokens", argv)})  # fmt: skip
     shutil.rmtree(work)
 
 

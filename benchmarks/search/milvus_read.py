@@ -23,12 +23,13 @@ import json
 import os
 import shutil
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from benchmarks._measure import command_line
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results" / "bench_milvus.json"
@@ -131,12 +132,12 @@ def main() -> None:
     if args.settle:
         section = settle(args.settle, args.out, args.queries)
         made["settle"] = {"set": args.settle, **section, "date": time.strftime("%Y-%m-%d"),
-                          "command": "python -m benchmarks.search.milvus_read " + " ".join(sys.argv[1:])}  # fmt: skip
+                          "command": command_line("benchmarks.search.milvus_read")}  # fmt: skip
         print(json.dumps(made["settle"]), flush=True)
         write_json_atomic(RESULTS, made)
         return
     section = {"what": "reading 100 documents' windows back from Milvus Lite: the path before and after, alternating",
-               "command": "python -m benchmarks.search.milvus_read " + " ".join(sys.argv[1:]),
+               "command": command_line("benchmarks.search.milvus_read"),
                "machine": "2 CPU cores shared with other jobs (a CPU lock held for this run)",
                "date": time.strftime("%Y-%m-%d")}  # fmt: skip
     for name in args.sets:

@@ -24,12 +24,13 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from benchmarks._measure import command_line
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results" / "bench_milvus.json"
@@ -124,7 +125,7 @@ def main() -> None:
     local = lw.LongIndex.open(args.index)
     section: dict[str, Any] = {
         "index": str(args.index), "windows": int(local.offsets[-1]), "documents": len(local.doc_ids),
-        "uri": args.uri, "command": "python -m benchmarks.search.milvus_server " + " ".join(sys.argv[1:]),
+        "uri": args.uri, "command": command_line("benchmarks.search.milvus_server"),
         "versions": {p: version(p) for p in ("pymilvus", "usearch")},
         "what": "dense side only; one query at a time on one search thread; the server on this machine",
     }  # fmt: skip

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks._measure import p50_ms, p99_ms
+from benchmarks._measure import command_line, p50_ms, p99_ms
 
 MODES = ("dense", "lexical", "hybrid")
 WORDS = ["meeting", "budget", "report", "project", "team", "design", "market", "plan", "review", "data", "user",
@@ -85,7 +85,7 @@ def main() -> None:
         arms["this"].append(_child(None, args))
         arms["other"].append(_child(args.compare, args))
     result: dict[str, Any] = {
-        "command": " ".join(["python -m benchmarks.search.search_path", *sys.argv[1:]]),
+        "command": command_line("benchmarks.search.search_path"),
         "index": str(args.index), "queries": args.queries, "repeats": args.repeats, "rounds": args.rounds,
         "load_average": os.getloadavg(),
         "arms": {name: runs[0]["lengthwise"] for name, runs in arms.items()},

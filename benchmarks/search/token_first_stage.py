@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks._measure import recall
+from benchmarks._measure import command_line, recall
 from benchmarks.search.hybrid._common import _load, corpus_options
 from benchmarks.search.tokens import RESULTS, _results, _splits, _top
 
@@ -155,8 +155,8 @@ def main(argv: list[str] | None = None) -> None:
     found = study(args)
     earlier = _results()
     mine = earlier.get("first_stage", {})
-    run = {"sets": list(args.sets), "command": f"python -m benchmarks.search.token_first_stage --sets "
-           f"{','.join(args.sets)}", "load": [load, _load()], "seconds": round(time.perf_counter() - started),
+    run = {"sets": list(args.sets), "command": command_line("benchmarks.search.token_first_stage", argv),
+           "load": [load, _load()], "seconds": round(time.perf_counter() - started),
            "environment": environment()}  # fmt: skip
     write_json_atomic(RESULTS, {**earlier, "first_stage": {
         "settings": [list(s) for s in SETTINGS], "depths": list(DEPTHS), "codec": args.default_codec,

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks._measure import command_line
 from benchmarks.search.hybrid._common import _load, _scale_texts, _timed
 from benchmarks.search.hybrid.scale import PER_DOC, _scale_builds, _scale_key, _scale_queries, scale_fusion
 
@@ -175,8 +176,7 @@ def main(argv: list[str] | None = None) -> None:
     import lengthwise
 
     section = {**latency(args), "environment": environment(), "lengthwise": str(Path(lengthwise.__file__).parent),
-               "command": f"python -m benchmarks.search.token_scale --windows {args.windows}"
-                          + (f" --label {args.label}" if args.label else "")}  # fmt: skip
+               "command": command_line("benchmarks.search.token_scale", argv)}  # fmt: skip
     earlier = json.loads(RESULTS.read_text(encoding="utf-8")) if RESULTS.is_file() else {}
     key = f"{args.windows}-{args.label}" if args.label else str(args.windows)
     scale = {**earlier.get("scale", {}), key: section}

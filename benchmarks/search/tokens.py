@@ -446,8 +446,7 @@ def choose_around(around: dict[str, dict[str, float]]) -> dict[str, Any]:
         for arm in AROUND_ARMS:
             regrets[arm].append(round(best - test[arm], 2))
     fixed = {arm: {"worst_regret": max(r), "mean_regret": round(sum(r) / len(r), 2)} for arm, r in regrets.items()}
-    return {"corpora": corpora, "folds": folds, "fixed": fixed,
-            "command": "python -m benchmarks.search.tokens --choose-around"}  # fmt: skip
+    return {"corpora": corpora, "folds": folds, "fixed": fixed}
 
 
 DEFAULT_ARMS = ("hybrid", "hybrid+tokens:0.4", "around8:0.3", "around8:0.4", "around8:0.5")  # the search's default?
@@ -600,13 +599,20 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.choose_around:
         earlier = _results()
-        write_json_atomic(RESULTS, {**earlier, "around_choice": choose_around(earlier["around"])})
+        write_json_atomic(
+            RESULTS,
+            {
+                **earlier,
+                "around_choice": {
+                    **choose_around(earlier["around"]),
+                    "command": command_line("benchmarks.search.tokens", argv),
+                },
+            },
+        )
         return
     if args.latency:
         timing = {**latency(args), "load_before": load, "environment": environment(),
-                  "command": f"python -m benchmarks.search.tokens --latency --sets {args.sets[0]}"
-                             + (f" --around-counts {','.join(map(str, args.around_counts))}"
-                                if args.around_counts else "")}  # fmt: skip
+                  "command": command_line("benchmarks.search.tokens", argv)}  # fmt: skip
         write_json_atomic(RESULTS, {**_results(), "latency": timing})
         return
     if args.synthetic:

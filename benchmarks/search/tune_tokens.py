@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks._measure import command_line
 from benchmarks.search.hybrid._common import (
     ROOT,
     _indexed,
@@ -91,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
             "corpus": name,
             "load": [load, _load()],
             "seconds": round(time.perf_counter() - started),
-            "command": f"python -m benchmarks.search.tune_tokens --sets {name}",
+            "command": command_line("benchmarks.search.tune_tokens", argv),
         }
         write_json_atomic(RESULTS, {**earlier, "corpora": {**earlier.get("corpora", {}), name: found},
                                     "model": args.model, "environment": environment(),

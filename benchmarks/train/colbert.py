@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks._measure import command_line
+
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results" / "colbert_train.json"
 QUERY, DOCUMENT = "[unused0] ", "[unused1] "  # ColBERT's markers (as PyLate and Stanford ColBERT write them)
@@ -119,7 +121,7 @@ def main(argv: list[str] | None = None) -> None:
     load = os.getloadavg()
     record = train(args)
     write_json_atomic(RESULTS, {**record, "load": [load, os.getloadavg()], "environment": environment(),
-                                "command": "python -m benchmarks.train.colbert"})  # fmt: skip
+                                "command": command_line("benchmarks.train.colbert", argv)})  # fmt: skip
     print(f"wrote {RESULTS}: {record['steps']} steps in {record['seconds']} s", flush=True)
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 from transformers import TrainerCallback
 
+from benchmarks._measure import command_line
 from lengthwise.core.models import load_plain_model, set_max_length
 from lengthwise.core.results import environment, write_json_atomic
 from lengthwise.training.config import TrainConfig
@@ -131,8 +132,7 @@ def main() -> None:
     speedup = summary["simcse"]["median_step_s"] / summary["hicl"]["median_step_s"]
     payload = {
         "what": "HiCL vs SimCSE training step time at N=512 (same documents, same batch), and train vs encode tokens/s",
-        "command": "python -m benchmarks.train.train "
-        + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if v is not None and k != "out"),
+        "command": command_line("benchmarks.train.train"),
         "settings": {k: str(v) for k, v in vars(args).items()},
         "n_texts": len(texts),
         "methods": summary,
