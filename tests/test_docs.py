@@ -79,6 +79,11 @@ def _parse_documented(monkeypatch) -> tuple[dict[str, tuple[str, object]], list[
     """Each documented benchmark command parsed by its module's own parser, nothing run: command → (page, the
     namespace parsed); and the commands whose arguments the parser refused. Patterns
     (``benchmarks.<subject>.<name>``) and `PLACEHOLDERS` are not commands."""
+    return _parse_commands(_documented_commands(), monkeypatch)
+
+
+def _parse_commands(commands: dict[str, str], monkeypatch) -> tuple[dict[str, tuple[str, object]], list[str]]:
+    """`commands` (command → where it is written) parsed as `_parse_documented` parses the docs' commands."""
     import argparse
     import contextlib
     import io
@@ -92,7 +97,7 @@ def _parse_documented(monkeypatch) -> tuple[dict[str, tuple[str, object]], list[
     monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_then_stop)
     monkeypatch.syspath_prepend(str(ROOT))
     parsed, failed = {}, []
-    for command, page in sorted(_documented_commands().items()):
+    for command, page in sorted(commands.items()):
         line = re.split(r"\s+(?:#|>|&&|2>|\|)\s", re.sub(r"^nice -n \d+ ", "", command))[0]
         argv = shlex.split(line)[2:]
         if "<" in argv[0] or PLACEHOLDERS & set(argv):
@@ -119,8 +124,9 @@ def test_every_documented_benchmark_command_parses(monkeypatch) -> None:
     assert len(parsed) > 50 and not failed, "\n".join(failed)
 
 
+# where and how fast it ran, not what it measured
 SETTINGS_APART = {"out", "threads", "model", "data", "cache", "img", "batch_size", "device", "haystack", "qmsum",
-                  "scifact"}  # where and how fast it ran, not what it measured  # fmt: skip
+                  "scifact", "index", "compare", "reference"}  # fmt: skip
 
 
 def _same_settings(recorded: dict[str, object], parsed: dict[str, object]) -> bool:
@@ -150,6 +156,32 @@ def test_a_results_file_that_records_its_settings_has_a_documented_command_givin
 
         if not any(_same_settings(settings, found) for _, found in writers):
             mismatched.append(f"{path.name}: {[command for command, _ in writers] or 'no documented command'}")
+    assert not mismatched, "\n".join(mismatched)
+
+
+def test_a_results_file_that_records_its_command_has_a_documented_command_like_it(monkeypatch) -> None:
+    """A results file that records the ``python -m benchmarks…`` command that wrote it (`command_line`) is written
+    again by a documented command of the same benchmark that parses to the same arguments, apart from
+    `SETTINGS_APART`; and the recorded command still parses. Catches the docs showing a command without the flags a
+    recorded run was given, and a benchmark whose options moved since its file was written."""
+    import json
+    import shlex
+
+    recorded: dict[str, str] = {}
+    for path in sorted(ROOT.glob("docs/results/*.json")):
+        command = json.loads(path.read_text(encoding="utf-8")).get("command")
+        if isinstance(command, str) and re.match(r"python3? -m benchmarks\.", command):
+            recorded[command] = path.name
+    runs, failed = _parse_commands(recorded, monkeypatch)
+    documented, _ = _parse_documented(monkeypatch)
+    assert len(runs) >= 5, f"too few results files record their command: {sorted(recorded.values())}"
+    mismatched = list(failed)
+    for command, (name, namespace) in sorted(runs.items()):
+        module, given = shlex.split(command)[2], json.loads(json.dumps(vars(namespace), default=str))
+        like = [shown for shown, (_, found) in documented.items()
+                if module in shown.split() and _same_settings(given, vars(found))]  # fmt: skip
+        if not like:
+            mismatched.append(f"{name}: recorded `{command}`, documented like it: none")
     assert not mismatched, "\n".join(mismatched)
 
 

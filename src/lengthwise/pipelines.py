@@ -12,7 +12,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from lengthwise.core.defaults import DEFAULT_MODEL
 from lengthwise.core.errors import SettingError
@@ -185,8 +185,6 @@ def evaluate_through_index(
     if stage is not None and chosen.value != "hybrid":
         raise SettingError("tokens", stage["folder"], f"rescores a hybrid search, not a {chosen.value} one; rank "
                            "in hybrid mode (--mode hybrid) or leave the tokens out")  # fmt: skip
-    if stage is not None:  # the documents each query's stage read: its depth, or the k kept where that is more
-        stage = {**stage, "rescored": max(cast(int, stage["depth"]), k)}
     runs = opened.ranked_with_exact(list(data.query_texts), k, chosen)  # k: room for the self-hit that is dropped
     described = {"engine": "milvus" if milvus else opened.settings["engine"],
                  "quantize": opened.settings["quantize"], "mode": chosen.value,

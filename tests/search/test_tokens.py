@@ -430,6 +430,30 @@ def test_a_rescored_hit_with_passages_says_where_its_tokens_matched(indexed_with
             )
 
 
+def test_a_search_keeping_more_than_the_depth_ranks_the_rest_below_in_the_hybrids_order(indexed_with_tokens) -> None:
+    """k above `--token-depth`: the first `depth` hits are the ones a search of `depth` gives (the stage's ranking
+    does not depend on k, so an evaluation keeping 100 scores what a server returning 10 does); the hybrid's next
+    documents follow in its order, below every rescored one, their token score not read (None)."""
+    index, tokens = indexed_with_tokens
+    depth, k = 3, 7
+    plain = index.search(QUERIES, k=k, mode="hybrid")
+    index.use_tokens(tokens, weight=0.5, depth=depth)
+    try:
+        short = index.search(QUERIES, k=depth, mode="hybrid")
+        long = index.search(QUERIES, k=k, mode="hybrid")
+    finally:
+        index.use_tokens(None)
+    for hybrid, first, hits in zip(plain, short, long, strict=True):
+        assert len(hits) == k
+        assert [(h.id, h.score, h.tokens) for h in hits[:depth]] == [(h.id, h.score, h.tokens) for h in first]
+        assert {h.id for h in first} == {h.id for h in hybrid[:depth]}  # the hybrid's best `depth`, reordered
+        assert [h.id for h in hits[depth:]] == [h.id for h in hybrid[depth:]]
+        assert all(h.tokens is not None for h in first) and all(h.tokens is None for h in hits[depth:])
+        scores = [h.score for h in hits]
+        assert scores == sorted(scores, reverse=True)
+        assert [(h.dense, h.lexical) for h in hits[depth:]] == [(h.dense, h.lexical) for h in hybrid[depth:]]
+
+
 def test_hybrid_with_no_weight_on_tokens_keeps_the_hybrid_ranking(indexed_with_tokens) -> None:
     index, tokens = indexed_with_tokens
     plain = index.search(QUERIES, k=5, mode="hybrid")
@@ -595,8 +619,7 @@ def test_eval_through_the_index_with_tokens_matches_its_exact_reference(
         "weight": 0.5,
         "depth": TOKEN_DEPTH,
         "around": 8,
-        "rescored": 100,
-    }  # fmt: skip  (the default: 8; every one of the 100 documents kept is rescored, whatever the depth)
+    }  # fmt: skip  (the default: 8)
     assert record["scores"] == record["exact_scores"] and record["index"]["overlap"] == 1.0
     plain = evaluate_through_index(config, index.folder, mode="hybrid")
     assert "tokens" not in plain["index"]

@@ -132,8 +132,8 @@ TokenDepthOption = Annotated[
     int | None,
     typer.Option(
         "--token-depth",
-        help="With --tokens: how many of the hybrid's best documents the tokens rescore, at least --top-k "
-        "(default 30).",
+        help="With --tokens: how many of the hybrid's best documents the tokens rescore (default 30); with a "
+        "larger --top-k the rest follow in the hybrid's order.",
         min=1,
     ),
 ]

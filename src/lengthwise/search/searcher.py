@@ -291,8 +291,8 @@ class Searcher:
         found, scores, tokens = self.tokens.rescore(docs, fused, query, k, near)
         where = {int(d): n for n, d in enumerate(docs)}
         places = [where[int(d)] for d in found]
-        return (found, scores, [dense[n] for n in places], [lexical[n] for n in places],
-                [float(t) for t in tokens])  # fmt: skip
+        read = [None if np.isnan(t) else float(t) for t in tokens]  # NaN: a document below the depth, not rescored
+        return found, scores, [dense[n] for n in places], [lexical[n] for n in places], read
 
     def _matched(self, doc: int, query: np.ndarray) -> Passage | None:
         """The token stage's passage of document `doc` for a query's token vectors `query`: the span of

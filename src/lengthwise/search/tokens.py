@@ -226,7 +226,7 @@ class TokenStage:
         rows: Each of the index's documents' row in `side` (the index numbers its documents in its own order).
         encode: Queries → each one's token vectors, as the folder's model reads them.
         weight: The token side's share, in [0, 1].
-        depth: The hybrid's best documents rescored (at least the k asked for).
+        depth: The hybrid's best documents rescored (where more are asked for, the rest follow in its order).
         around: Score a document by the tokens inside its `around` best windows (by the dense side's cosine with
             the query) only, not by all its tokens (None: every token).
     """
@@ -295,14 +295,17 @@ class TokenStage:
         k: int,
         windows: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]] | None = None,
     ) -> tuple[np.ndarray, ...]:
-        """(documents, scores, token scores) of the `k` best after rescoring; `docs` and `fused`: the hybrid's
-        documents (the index's numbers) and fused scores, in any order; `query`: the query's token vectors;
-        `windows(docs, n)`: the token rows of each of `docs`' `n` best windows for this query, as (ranges (R, 2),
-        each range's place in `docs`) (`window_tokens`; read when the stage scores `around` them; without it, every
-        token is scored)."""
-        from lengthwise.core.fusion import fuse_normalised
+        """(documents, scores, token scores) of the `k` best after rescoring the hybrid's `depth` best; `docs` and
+        `fused`: the hybrid's documents (the index's numbers) and fused scores, in any order; `query`: the query's
+        token vectors; `windows(docs, n)`: the token rows of each of `docs`' `n` best windows for this query, as
+        (ranges (R, 2), each range's place in `docs`) (`window_tokens`; read when the stage scores `around` them;
+        without it, every token is scored). Where `k` exceeds the depth, the hybrid's next documents follow the
+        rescored ones in its order, scored as if their tokens matched as little as the least of those read (their
+        token score NaN: not read), so a search's first `depth` hits do not depend on `k`."""
+        from lengthwise.core.fusion import fuse_normalised, normalised
 
         order = np.argsort(-fused, kind="stable")[: max(self.depth, k)]
+        order, rest = order[: self.depth], order[self.depth :]
         chosen = docs[order]
         if self.around is not None and windows is not None:
             ranges, places = windows(chosen, self.around)
@@ -311,7 +314,15 @@ class TokenStage:
             tokens = self.side.scores_many([query], self.rows[chosen])[0]
         scores = fuse_normalised([fused[order], tokens], [1.0 - self.weight, self.weight], "zscore")
         best = np.argsort(-scores, kind="stable")[:k]
-        return docs[order[best]], scores[best], tokens[best]
+        found, kept, read = docs[order[best]], scores[best], tokens[best]
+        if len(rest):  # below every rescored document: hybrid z-scores on the rescored ones' scale, tokens at least
+            spread = float(fused[order].std()) if len(order) > 1 else 0.0
+            hybrid = (fused[rest] - fused[order].mean()) / spread if spread > 0 else np.zeros(len(rest))
+            floor = float(normalised(tokens, "zscore").min())
+            below = (1.0 - self.weight) * hybrid + self.weight * floor
+            found, kept = np.concatenate([found, docs[rest]]), np.concatenate([kept, below])
+            read = np.concatenate([read, np.full(len(rest), np.nan)])
+        return found, kept, read
 
 
 def flat_rows(ranges: np.ndarray, places: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
