@@ -599,16 +599,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.choose_around:
         earlier = _results()
-        write_json_atomic(
-            RESULTS,
-            {
-                **earlier,
-                "around_choice": {
-                    **choose_around(earlier["around"]),
-                    "command": command_line("benchmarks.search.tokens", argv),
-                },
-            },
-        )
+        choice = {**choose_around(earlier["around"]), "command": command_line("benchmarks.search.tokens", argv)}
+        write_json_atomic(RESULTS, {**earlier, "around_choice": choice})
         return
     if args.latency:
         timing = {**latency(args), "load_before": load, "environment": environment(),
