@@ -2,13 +2,15 @@
 docs/results/ with one written now (the same command, ``--out`` elsewhere): every number at the same place in both,
 the measured-quality figures (scores, counts, hits) apart from the timings and machine readings (seconds, ms, load,
 memory, throughput: they move with the host and its load, and are compared as ratios inside one run, never across
-runs).
+runs). The ratios a file records inside one run (speedups, ``*_over_*``, ``vs_*``) are listed beside their recorded
+values, not failed: a timing file (no quality figure) counts as written again when it holds every figure recorded.
 
     python -m benchmarks.compare docs/results/longdoc_scifact.json /tmp/longdoc_scifact.json
     python -m benchmarks.compare docs/results/bench_index.json /tmp/bench_index.json --section quality
 
-Exit status 0 when every quality figure the two share is equal (within ``--tolerance``), 1 otherwise; figures only
-one file holds are listed, not failed (a newer run may add arms)."""
+Exit status 0 when every quality figure the two share is equal (within ``--tolerance``), or, for a timing file,
+when the new file holds every recorded figure; 1 otherwise. Figures only the new file holds are listed, not failed
+(a newer run may add arms)."""
 
 from __future__ import annotations
 
@@ -28,6 +30,8 @@ MACHINE = re.compile(
     r"environment|^command|^started",
     re.IGNORECASE,
 )
+# a timing's path part naming a ratio measured inside one run: comparable across runs, as the timings are not
+RATIO = re.compile(r"(^|_)(speedup|ratios?|vs)(_|$)|_over_|^over_|_within_|_at_least_", re.IGNORECASE)
 
 
 def numbers(found: object, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], float]]:
@@ -55,12 +59,20 @@ class Compared:
     largest: float = 0.0  # the largest absolute difference between two quality figures (NaN pairs aside)
     differing: list[tuple[str, float, float]] = field(default_factory=list)
     machine: int = 0
+    ratios: list[tuple[str, float, float]] = field(default_factory=list)  # machine figures that are in-run ratios
     only_recorded: list[str] = field(default_factory=list)
     only_new: list[str] = field(default_factory=list)
 
     @property
     def reproduced(self) -> bool:
-        return not self.differing and self.equal > 0
+        """Every shared quality figure equal; a timing file (no quality figure): every recorded figure written."""
+        if self.equal == 0 and not self.differing:
+            return self.machine > 0 and not self.only_recorded
+        return not self.differing
+
+    @property
+    def timings_only(self) -> bool:
+        return self.equal == 0 and not self.differing
 
 
 def compare(
@@ -81,6 +93,8 @@ def compare(
             continue
         if is_machine(path, extra):
             out.machine += 1
+            if any(RATIO.search(part) for part in path):
+                out.ratios.append((shown, old[path], now[path]))
             continue
         a, b = old[path], now[path]
         if math.isnan(a) or math.isnan(b):
@@ -125,6 +139,12 @@ def main(argv: list[str] | None = None) -> int:
           f"{len(found.only_recorded)} only recorded, {len(found.only_new)} only new")  # fmt: skip
     for shown, old, now in found.differing[: args.show]:
         print(f"  differs: {shown}: {old!r} → {now!r}")
+    if found.ratios:
+        print(f"  {len(found.ratios)} ratios measured inside one run, recorded → now (not failed):")
+        for shown, old, now in found.ratios[: args.show]:
+            print(f"    {shown}: {old:.4g} → {now:.4g}")
+    if found.timings_only:
+        print("  a timing file: written again" if found.reproduced else "  a timing file: figures missing now")
     for label, paths in (("only recorded", found.only_recorded), ("only new", found.only_new)):
         if paths:
             print(f"  {label}: " + ", ".join(paths[:8]) + (" …" if len(paths) > 8 else ""))
@@ -144,6 +164,8 @@ def _record(args: argparse.Namespace, found: Compared) -> None:
     entry = {"command": args.command, "equal": found.equal, "differing": len(found.differing),
              "largest_difference": found.largest, "tolerance": args.tolerance, "reproduced": found.reproduced,
              "first_differing": [list(row) for row in found.differing[:5]], "machine_readings": found.machine,
+             "timings_only": found.timings_only, "ratios": len(found.ratios),
+             "ratio_pairs": [list(row) for row in found.ratios[:40]],
              "only_recorded": len(found.only_recorded), "only_new": len(found.only_new),
              "date": time.strftime("%Y-%m-%d"), "load": round(os.getloadavg()[0], 2), "host": _host(),
              "environment": environment()}  # fmt: skip

@@ -46,9 +46,30 @@ def test_a_score_that_moved_is_named_and_fails(compare, tmp_path, capsys) -> Non
     now.write_text(json.dumps(new))
     assert compare.main([str(old), str(now)]) == 1
     assert "differs: scifact.ndcg@10: 64.5082 → 64.5083" in capsys.readouterr().out
-    assert compare.main([str(old), str(now), "--section", "load_average"]) == 1  # nothing but timings: no figure
+    assert compare.main([str(old), str(now), "--section", "load_average"]) == 0  # timings only, every one written
     with pytest.raises(SystemExit, match="--section nope"):
         compare.main([str(old), str(now), "--section", "nope"])
+
+
+def test_a_timing_file_is_written_again_when_every_figure_is_and_its_ratios_are_listed(compare, tmp_path, capsys):
+    recorded = {"arms": {"fp32": {"wall_s": 2.0}, "int8": {"wall_s": 1.0, "speedup": 2.0, "rss_mb": 90}},
+                "dense_over_hybrid_p50": 0.5, "load": [0.3]}  # fmt: skip
+    new = {"arms": {"fp32": {"wall_s": 3.0}, "int8": {"wall_s": 2.0, "speedup": 1.5, "rss_mb": 95}},
+           "dense_over_hybrid_p50": 0.6, "load": [1.9]}  # fmt: skip
+    found = compare.compare(recorded, new)
+    assert found.timings_only and found.reproduced and found.machine == 6
+    assert found.ratios == [("arms.int8.speedup", 2.0, 1.5), ("dense_over_hybrid_p50", 0.5, 0.6)]
+    old, now = tmp_path / "old.json", tmp_path / "new.json"
+    old.write_text(json.dumps(recorded))
+    now.write_text(json.dumps(new))
+    assert compare.main([str(old), str(now)]) == 0
+    out = capsys.readouterr().out
+    assert "arms.int8.speedup: 2 → 1.5" in out and "a timing file: written again" in out
+    del new["arms"]["fp32"]  # the command no longer writes an arm it wrote: not written again
+    now.write_text(json.dumps(new))
+    assert not compare.compare(recorded, new).reproduced
+    assert compare.main([str(old), str(now)]) == 1
+    assert "figures missing now" in capsys.readouterr().out
 
 
 def test_a_comparison_is_recorded_once_per_file_and_section(compare, tmp_path) -> None:

@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--model", default="sentence-transformers/all-MiniLM-L6-v2")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="the results file (default: %(default)s)")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
         load.append(round(os.getloadavg()[0], 2))
     medians = {name: statistics.median(values) for name, values in spent.items()}
     ratio = round(medians["tokens"] / medians["windows"], 3)
-    write_json_atomic(RESULTS, {"documents": len(lines), "seconds": spent, "median_seconds": medians,
+    write_json_atomic(args.out, {"documents": len(lines), "seconds": spent, "median_seconds": medians,
                                 "ratio_tokens_to_windows": ratio, "threads": args.threads, "load": load,
                                 "model": args.model, "environment": environment(),
                                 "command": command_line("benchmarks.encode.tokens", argv)})  # fmt: skip

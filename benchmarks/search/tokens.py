@@ -17,7 +17,8 @@ token. Arms (nDCG@10 per split):
 - instead, with ``--around`` (section ``around``): the stage reading only the tokens inside each rescored document's
   best 1–16 windows by the dense side's cosine (``around{n}:{t}``);
 - instead, with ``--synthetic passkey,needle`` (section ``synthetic``): Acc@1 by length on the realistic synthetic
-  tasks' test sets of the hybrid, token MaxSim and the stage (`synthetic`).
+  tasks' test sets of the hybrid, token MaxSim and the stage (`synthetic`); with ``--colbert`` too, the ColBERT's
+  arms beside them.
 
     python -m benchmarks.search.tokens --sets qmsum            # writes docs/results/token_side.json
     python -m benchmarks.search.tokens --sets qmsum,newsgroups,replies,scifact --colbert /tmp/lengthwise-colbert/model
@@ -141,7 +142,9 @@ def _tokens_folder(name: str, corpus: Path, args: argparse.Namespace, model: str
 
 
 def _colbert_arms(name: str, corpus: Path, args: argparse.Namespace, doc_ids: list[str]) -> Any:
-    """Queries → {arm: (Q, n) scores} of the ColBERT's tokens (fp16 and one bit), or None without ``--colbert``."""
+    """(Queries, groups) → {arm: (Q, n) scores} of the ColBERT's tokens (fp16 and one bit), or None without
+    ``--colbert``. `groups` (the synthetic sets: each query's length group, one a document too) scores each query
+    against its own group's documents only, −inf elsewhere."""
     from lengthwise.core.models import load_token_model
     from lengthwise.longdoc.method import LONG_DOCUMENTS
     from lengthwise.search.tokens import TokenSide
@@ -154,9 +157,17 @@ def _colbert_arms(name: str, corpus: Path, args: argparse.Namespace, doc_ids: li
     sides = {"fp16": reference, "bin": _recoded(reference, "bin")}
     model = load_token_model(str(args.colbert))
 
-    def arms(texts: list[str]) -> dict[str, np.ndarray]:
+    def arms(texts: list[str], groups: np.ndarray | None = None) -> dict[str, np.ndarray]:
         vectors = LONG_DOCUMENTS.query_tokens(model, texts, reference.settings)
-        return {f"colbert:{spec}": _token_matrix(side, vectors) for spec, side in sides.items()}
+        if groups is None:
+            return {f"colbert:{spec}": _token_matrix(side, vectors) for spec, side in sides.items()}
+        out = {f"colbert:{spec}": np.full((len(texts), len(doc_ids)), -np.inf) for spec in sides}
+        for group in np.unique(groups):
+            members = np.flatnonzero(groups == group)
+            for spec, side in sides.items():
+                out[f"colbert:{spec}"][np.ix_(members, members)] = side.scores_many([vectors[q] for q in members],
+                                                                                    members)  # fmt: skip
+        return out
 
     return arms
 
@@ -330,7 +341,8 @@ def synthetic(args: argparse.Namespace) -> dict[str, Any]:
     """Realistic passkey and needle, test (``--per-length`` documents a length, seed 0) and with ``--synthetic-splits
     dev,test`` dev (``--dev-per-length``, seed 1), as the hybrid quality stage makes them: Acc@1 within each length
     of the hybrid, token MaxSim alone, and the hybrid rescored by every token (w = 0.4) and by the tokens of its best
-    8 windows (w = 0.3, 0.4, 0.5; the default codec), each query ranking its own length's documents."""
+    8 windows (w = 0.3, 0.4, 0.5; the default codec), each query ranking its own length's documents; with
+    ``--colbert``, the ColBERT's arms (`colbert_study`'s) too."""
     from benchmarks.search.hybrid._common import _synthetic_sets
     from benchmarks.search.hybrid.quality import _acc1
     from lengthwise.core.models import load_plain_model
@@ -363,6 +375,11 @@ def synthetic(args: argparse.Namespace) -> dict[str, Any]:
                 "hybrid+tokens:0.4": _rescored(grouped, tokens, 0.4, args.rescore),
                 **{f"around8:{w}": _rescored(grouped, near, w, args.rescore) for w in (0.3, 0.4, 0.5)},
                 **_shallower(grouped, near)}  # fmt: skip
+        colbert = _colbert_arms(name, args.work / name / "corpus.jsonl", args, list(index.doc_ids))
+        if colbert is not None:  # --colbert: its tokens alone and rescoring the hybrid (every token, per length)
+            arms.update(colbert(texts, groups))
+            arms.update({f"hybrid+colbert:{w}": _rescored(grouped, arms["colbert:bin"], w, args.rescore)
+                         for w in WEIGHTS})  # fmt: skip
         found = {arm: _acc1(scores, entry["data"]) for arm, scores in arms.items()}
         table[name] = {arm: result["mean"] for arm, result in found.items()}
         table[f"{name}:by_length"] = {arm: result["by_length"] for arm, result in found.items()}
