@@ -116,3 +116,22 @@ def test_a_shallower_stage_rescores_only_the_best_n_and_its_depth_is_chosen_by_t
     assert "around8:0.5" not in chosen["admissible"]  # 2 points below the best on scifact's dev split
     assert chosen["held_out"]["qmsum/all-MiniLM-L6-v2"] == {"chosen": "around8:0.5@30", "test": 80.0,
                                                             "best": "hybrid", "loss": 2.0}  # fmt: skip
+
+
+def test_two_token_sides_rescore_the_hybrid_as_one_z_fusion_of_all_three() -> None:
+    from lengthwise.core.fusion import fuse_normalised
+
+    tokens = importlib.import_module("benchmarks.search.tokens")
+    rng = np.random.default_rng(5)
+    hybrid, plain, colbert = (rng.normal(size=(3, 40)) for _ in range(3))
+    one = tokens._rescored(hybrid, plain, 0.4, 10)
+    np.testing.assert_array_equal(one, tokens._rescored(hybrid, [plain], [0.4], 10))  # one side: as before
+    both = tokens._rescored(hybrid, [plain, colbert], [0.2, 0.3], 10)
+    for q in range(3):
+        top = np.argsort(-hybrid[q], kind="stable")[:10]
+        fused = fuse_normalised([hybrid[q, top], plain[q, top], colbert[q, top]], [0.5, 0.2, 0.3], "zscore")
+        assert list(np.argsort(-both[q, top], kind="stable")) == list(np.argsort(-fused, kind="stable"))
+        rest = np.setdiff1d(np.arange(40), top)
+        np.testing.assert_array_equal(both[q, rest], hybrid[q, rest])
+    with pytest.raises(AssertionError, match="a weight for each"):
+        tokens._rescored(hybrid, [plain, colbert], [0.2], 10)

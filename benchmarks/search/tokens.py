@@ -13,7 +13,8 @@ token. Arms (nDCG@10 per split):
 - ``four-way:{t}``: z-scores of dense, both BM25s and tokens over the hybrid's candidates, tokens at t and the rest
   sharing 1 − t as the hybrid shares 1;
 - instead, with ``--colbert MODEL`` (a ColBERT folder, e.g. the one `benchmarks.train.colbert` trains; section
-  ``colbert``): ``colbert:{codec}``, its token MaxSim alone (``fp16`` and one bit), and ``hybrid+colbert:{t}``;
+  ``colbert``): ``colbert:{codec}``, its token MaxSim alone (``fp16`` and one bit), ``hybrid+colbert:{t}``, and
+  ``hybrid+tokens+colbert:{t}`` (both token sides, one bit, each at t);
 - instead, with ``--around`` (section ``around``): the stage reading only the tokens inside each rescored document's
   best 1–16 windows by the dense side's cosine (``around{n}:{t}``);
 - instead, with ``--synthetic passkey,needle`` (section ``synthetic``): Acc@1 by length on the realistic synthetic
@@ -51,6 +52,7 @@ RESULTS = ROOT / "docs" / "results" / "token_side.json"
 CODECS = ("fp16", "int8", "bin", "pca256-bin", "pca192-bin", "pca128-bin", "pca128-int8", "pca64-int8",
           "pca128-int4")  # fmt: skip
 WEIGHTS = (0.2, 0.3, 0.4, 0.5, 0.6)
+BOTH_WEIGHTS = (0.15, 0.2, 0.25, 0.3)  # --colbert: the training-free tokens and the ColBERT's, each at this weight
 DEPTHS = (10, 20, 30, 50)  # the hybrid's documents rescored, beside --rescore
 AROUND = (1, 2, 4, 8, 16)  # best windows whose tokens are read (`--around`)
 STAGE_DEPTHS = (20, 30, 50)  # the stage (best 8 windows) rescoring fewer documents: ``around8:{t}@{n}``
@@ -104,14 +106,19 @@ def _recoded(reference: Any, spec: str, rows: int | None = None) -> Any:
     return replace(reference, codes=codec.encode(reference.codes.astype(np.float32)), codec=codec)
 
 
-def _rescored(hybrid: np.ndarray, tokens: np.ndarray, weight: float, depth: int) -> np.ndarray:
-    """The hybrid's top `depth` per query rescored by (1 − w) z(hybrid) + w z(tokens), placed above the rest."""
+def _rescored(hybrid: np.ndarray, tokens: np.ndarray | list[np.ndarray], weight: float | list[float],
+              depth: int) -> np.ndarray:  # fmt: skip
+    """The hybrid's top `depth` per query rescored by (1 − w) z(hybrid) + w z(tokens), placed above the rest; with
+    several token sides and a weight each, (1 − Σw) z(hybrid) + Σ w_i z(tokens_i)."""
     from lengthwise.core.fusion import fuse_normalised
 
+    sides, weights = (tokens, weight) if isinstance(tokens, list) else ([tokens], [weight])
+    assert isinstance(weights, list) and len(weights) == len(sides), "a weight for each token side"
     out = hybrid.copy()
     for q in range(len(hybrid)):
         top = _top(hybrid[q], depth)
-        fused = fuse_normalised([hybrid[q, top], tokens[q, top]], [1.0 - weight, weight], "zscore")
+        fused = fuse_normalised([hybrid[q, top], *(side[q, top] for side in sides)], [1.0 - sum(weights), *weights],
+                                "zscore")  # fmt: skip
         out[q, top] = fused - fused.min() + 1.0 + np.nanmax(np.where(np.isfinite(hybrid[q]), np.abs(hybrid[q]), 0))
     return out
 
@@ -279,6 +286,9 @@ def colbert_study(args: argparse.Namespace) -> dict[str, Any]:
         arms.update(colberts[name](queries["texts"]))
         for weight in WEIGHTS:
             arms[f"hybrid+colbert:{weight}"] = _rescored(hybrid, arms["colbert:bin"], weight, args.rescore)
+        for each in BOTH_WEIGHTS:  # both token sides at once, each at `each`
+            arms[f"hybrid+tokens+colbert:{each}"] = _rescored(hybrid, [plain, arms["colbert:bin"]], [each, each],
+                                                              args.rescore)  # fmt: skip
         table[key] = _scored(index, queries, arms, key)
     return table
 
@@ -380,6 +390,8 @@ def synthetic(args: argparse.Namespace) -> dict[str, Any]:
             arms.update(colbert(texts, groups))
             arms.update({f"hybrid+colbert:{w}": _rescored(grouped, arms["colbert:bin"], w, args.rescore)
                          for w in WEIGHTS})  # fmt: skip
+            arms.update({f"hybrid+tokens+colbert:{w}": _rescored(grouped, [tokens, arms["colbert:bin"]], [w, w],
+                                                                 args.rescore) for w in BOTH_WEIGHTS})  # fmt: skip
         found = {arm: _acc1(scores, entry["data"]) for arm, scores in arms.items()}
         table[name] = {arm: result["mean"] for arm, result in found.items()}
         table[f"{name}:by_length"] = {arm: result["by_length"] for arm, result in found.items()}
