@@ -10,7 +10,7 @@ the distinct-vector keys and the folder's files.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -179,7 +179,7 @@ class LongIndex(Searchable):
         *,
         quantize: Quantize | str = Quantize.INT8,
         engine: Engine | str = Engine.USEARCH,
-        extra: dict[str, Any] | None = None,
+        extra: Mapping[str, object] | None = None,
         on_progress: Progress = None,
         method: WindowMethod | None = None,
     ) -> LongIndex:
@@ -246,7 +246,7 @@ class LongIndex(Searchable):
         *,
         weights: Sequence[float] = TUNED_WEIGHTS,
         on_eval: Callable[[str, float], None] | None = None,
-        record: dict[str, Any] | None = None,
+        record: Mapping[str, object] | None = None,
         tokens: TokenChoice | None = None,
     ) -> dict[str, Any]:
         """Choose the search mode and fusion that `score` rates best on the queries `texts`, and record it in the

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     import numpy as np
@@ -163,15 +163,15 @@ class WindowMethod(Protocol):
     """How an index's windows were made, read from the long-document settings its encode recorded (``long`` in the
     manifest). The long-document room implements it; the junction hands it to the search room."""
 
-    def scoring(self, long: Mapping[str, Any]) -> WindowScoring:
+    def scoring(self, long: Mapping[str, object]) -> WindowScoring:
         """How a document scores from its windows."""
         ...
 
-    def query_encoder(self, model: SentenceTransformer, long: Mapping[str, Any]) -> QueryEncoder:
+    def query_encoder(self, model: SentenceTransformer, long: Mapping[str, object]) -> QueryEncoder:
         """The query encoder around a loaded model."""
         ...
 
-    def window_cut(self, model: SentenceTransformer, long: Mapping[str, Any]) -> WindowCut:
+    def window_cut(self, model: SentenceTransformer, long: Mapping[str, object]) -> WindowCut:
         """How a document's text is cut into its window rows (the lexical side's passages)."""
         ...
 

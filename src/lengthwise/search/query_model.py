@@ -5,9 +5,9 @@ recorded weights and TempScale, at the precision asked for, around the long-docu
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -183,7 +183,9 @@ def given_name(model: SentenceTransformer) -> str:
     return str(getattr(config, "_name_or_path", "") or "the model given")
 
 
-def _other_tempscale(recorded: ModelRecord, fingerprint: dict[str, Any], given: str | None, as_saved: bool) -> str:
+def _other_tempscale(
+    recorded: ModelRecord, fingerprint: Mapping[str, object], given: str | None, as_saved: bool
+) -> str:
     """Why another TempScale is refused, with the advice that fits how the model came: given in place of the
     recorded one, the recorded one loaded as saved, or loaded plain."""
     built, found = _tempscale(recorded["tempscale"]), _tempscale(fingerprint["tempscale"])
@@ -198,7 +200,7 @@ def _other_tempscale(recorded: ModelRecord, fingerprint: dict[str, Any], given: 
             "with load_model=lengthwise.load_model), or build the index again")  # fmt: skip
 
 
-def _other_weights(recorded: ModelRecord, fingerprint: dict[str, Any], precision: str) -> str:
+def _other_weights(recorded: ModelRecord, fingerprint: Mapping[str, object], precision: str) -> str:
     """Why other weights are refused: the same model at another precision (say so, and how to query at the index's),
     or other weights."""
     hashes = f"weights {fingerprint['weights_sha256_16']}, the index's {recorded['weights_sha256_16']}"

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +32,7 @@ def tune_fusion(
     *,
     weights: Sequence[float] = TUNED_WEIGHTS,
     on_eval: Callable[[str, float], None] | None = None,
-    record: dict[str, Any] | None = None,
+    record: Mapping[str, object] | None = None,
     token_weights: Sequence[float] = TUNED_TOKEN_WEIGHTS,
 ) -> dict[str, Any]:
     """`LongIndex.tune_fusion` (see it): every arm ranked by `searcher`, the best chosen, recorded in `lexical` (the

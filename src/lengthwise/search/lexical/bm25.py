@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 
@@ -215,7 +215,7 @@ class LexicalIndex:
                                f"not of the index's {generation}; build the index again")  # fmt: skip
         return cls(folder, settings, retriever, tokenizer, text_offsets, texts, spans, window_offsets)
 
-    def record(self, **settings: Any) -> None:
+    def record(self, **settings: object) -> None:
         """Record further settings in ``lexical.json`` (atomically): the tuned search mode and fusion. Inside an
         index, only while its generation is the one served: a `LongDocError` says the index was rebuilt since it
         was opened (what is recorded would be lost with the old generation)."""
@@ -356,7 +356,7 @@ class BothGranularities:
     def granularity(self) -> Granularity:
         return Granularity.BOTH
 
-    def record(self, **settings: Any) -> None:
+    def record(self, **settings: object) -> None:
         """Record further settings (the tuned mode and fusion) in the window side's ``lexical.json``."""
         self.window.record(**settings)
 

@@ -13,7 +13,6 @@ bm25s on the corpus's own documents.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -45,7 +44,7 @@ class BM25Scorer:
         self.mean_length = float(np.mean([len(doc) for doc in ids])) if ids else 1.0
         self.k1, self.b, self.language, self.documents = k1, b, language, n
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         """What ranks, for the record."""
         return {"engine": "bm25s", "method": "lucene", "granularity": "document", "language": self.language,
                 "stop_words": LANGUAGES[self.language], "k1": self.k1, "b": self.b}  # fmt: skip

@@ -10,10 +10,9 @@ import json
 import logging
 import shutil
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from enum import Enum
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -31,7 +30,7 @@ DATA, INDICES, INDPTR = "data.csc.index.npy", "indices.csc.index.npy", "indptr.c
 logger = logging.getLogger("lengthwise.search.lexical.bm25")  # the build's messages are the lexical side's
 
 
-def _plan(source: TextSource, per_document: np.ndarray, **settings: Any) -> dict[str, Any]:
+def _plan(source: TextSource, per_document: np.ndarray, **settings: object) -> dict[str, object]:
     """What the build is of: its settings and shard sizes, and the source's digests of the texts and of their
     layout (sizes, window counts, spans). A rerun with the same plan resumes; any other build starts afresh."""
     import bm25s
@@ -56,7 +55,7 @@ def _shard_bounds(lengths: np.ndarray, per_document: np.ndarray) -> list[int]:
     return bounds
 
 
-def _resumed(staging: Path, plan: dict[str, Any], shards: int) -> int | None:
+def _resumed(staging: Path, plan: Mapping[str, object], shards: int) -> int | None:
     """How many shards an earlier run of the same build left tokenized in `staging`, or None when there is none to
     resume: whatever is there (another build's, or one stopped before its first record) is removed, and the log
     says why."""
@@ -79,7 +78,7 @@ def _resumed(staging: Path, plan: dict[str, Any], shards: int) -> int | None:
     return None
 
 
-def _record(staging: Path, plan: dict[str, Any], tokenized: int) -> None:
+def _record(staging: Path, plan: Mapping[str, object], tokenized: int) -> None:
     """Record in `staging` that its first `tokenized` shards are done (atomically)."""
     from lengthwise.core.results import write_json_atomic
 
@@ -113,7 +112,7 @@ def _tokenize_shards(
     whole: bool,
     bounds: list[int],
     done: int,
-    plan: dict[str, Any],
+    plan: Mapping[str, object],
     on_progress: Callable[[int, int], None] | None,
 ) -> None:
     """Pass 1, from shard `done` on: read each shard's texts back, cut them into their windows and write the spans

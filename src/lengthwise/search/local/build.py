@@ -16,9 +16,9 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -125,7 +125,7 @@ def build_windows(
     *,
     quantize: Quantize | str,
     engine: Engine | str,
-    extra: dict[str, Any] | None = None,
+    extra: Mapping[str, object] | None = None,
     on_progress: Progress = None,
 ) -> None:
     """The dense side only of `LongIndex.build_windows` (see it), served from `out` as a new generation."""
@@ -154,7 +154,7 @@ def stage_windows(
     *,
     quantize: Quantize | str,
     engine: Engine | str,
-    extra: dict[str, Any] | None,
+    extra: Mapping[str, object] | None,
     on_progress: Progress,
 ) -> Path:
     """The dense side of a build of `out`, complete in its staging folder (returned): its vectors, ids, offsets

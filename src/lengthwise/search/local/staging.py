@@ -20,8 +20,8 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -139,7 +139,7 @@ def _split_collisions(vectors: np.ndarray, distinct: np.ndarray, firsts: np.ndar
     return distinct
 
 
-def staging_folder(out: Path, plan: dict[str, Any]) -> tuple[Path, bool]:
+def staging_folder(out: Path, plan: Mapping[str, object]) -> tuple[Path, bool]:
     """The staging folder of a build of `out` and whether it resumes: True when an earlier build with the same
     `plan` left its vectors complete there. Otherwise whatever is there (another build's, or a half-written copy)
     is removed, and the build starts afresh; a folder of that name that lengthwise did not make is refused
@@ -155,7 +155,7 @@ def staging_folder(out: Path, plan: dict[str, Any]) -> tuple[Path, bool]:
     return staging, False
 
 
-def record_plan(staging: Path, plan: dict[str, Any]) -> None:
+def record_plan(staging: Path, plan: Mapping[str, object]) -> None:
     """Mark the staging folder's vectors, offsets and ids complete for `plan`: from here on a rerun resumes."""
     write_json_atomic(staging / BUILD_STATE, plan)
 

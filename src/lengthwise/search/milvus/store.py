@@ -98,8 +98,8 @@ def write_records(client: MilvusClient, collection: str, records: dict[str, Any]
     """Each record as JSON in rows of at most `CHUNK` characters (``key:000000``, …), then ``key`` with its count,
     upserted in batches of about `BATCH_CHARS` characters: a batch's parts before their counts, so a key whose count
     row is there is whole."""
-    parts: list[dict[str, Any]] = []
-    counts: list[dict[str, Any]] = []
+    parts: list[dict[str, object]] = []
+    counts: list[dict[str, object]] = []
     size = 0
     for key, value in records.items() if isinstance(records, dict) else records:
         text = json.dumps(value)
@@ -114,7 +114,7 @@ def write_records(client: MilvusClient, collection: str, records: dict[str, Any]
 
 
 def _upsert_records(
-    client: MilvusClient, collection: str, parts: list[dict[str, Any]], counts: list[dict[str, Any]]
+    client: MilvusClient, collection: str, parts: list[dict[str, object]], counts: list[dict[str, object]]
 ) -> None:
     for rows in (parts, counts):
         if rows:
