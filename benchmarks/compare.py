@@ -7,6 +7,7 @@ values, not failed: a timing file (no quality figure) counts as written again wh
 
     python -m benchmarks.compare docs/results/longdoc_scifact.json /tmp/longdoc_scifact.json
     python -m benchmarks.compare docs/results/bench_index.json /tmp/bench_index.json --section quality
+    python -m benchmarks.compare --status docs/results/reproduced.json    # which files were written again
 
 Exit status 0 when every quality figure the two share is equal (within ``--tolerance``), or, for a timing file,
 when the new file holds every recorded figure; 1 otherwise. Figures only the new file holds are listed, not failed
@@ -119,8 +120,11 @@ def _section(found: object, section: str | None) -> object:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("recorded", type=Path, help="the results file as recorded (docs/results/…)")
-    parser.add_argument("new", type=Path, help="the same benchmark's file written now")
+    parser.add_argument("recorded", type=Path, nargs="?", help="the results file as recorded (docs/results/…)")
+    parser.add_argument("new", type=Path, nargs="?", help="the same benchmark's file written now")
+    parser.add_argument("--status", type=Path, default=None, metavar="RECORD",
+                        help="instead: each results file beside RECORD (e.g. docs/results/reproduced.json) and "
+                        "whether its comparisons there hold")  # fmt: skip
     parser.add_argument("--section", default=None, help="compare only this key's value (dots for nesting)")
     parser.add_argument("--tolerance", type=float, default=0.0, help="absolute difference still counted equal")
     parser.add_argument("--ignore", default=None, help="a regular expression of more key names to leave out")
@@ -129,6 +133,11 @@ def main(argv: list[str] | None = None) -> int:
                         "by the recorded file and section), e.g. docs/results/reproduced.json")  # fmt: skip
     parser.add_argument("--command", default=None, help="with --record: the command that wrote NEW")
     args = parser.parse_args(argv)
+    if args.status is not None:
+        print(status(args.status))
+        return 0
+    if args.recorded is None or args.new is None:
+        parser.error("give RECORDED and NEW (or --status RECORD)")
     read = [_section(json.loads(path.read_text(encoding="utf-8")), args.section) for path in (args.recorded, args.new)]
     at = tuple(args.section.split(".")) if args.section else ()
     found = compare(*read, tolerance=args.tolerance, ignore=args.ignore, at=at)
@@ -149,6 +158,34 @@ def main(argv: list[str] | None = None) -> int:
         if paths:
             print(f"  {label}: " + ", ".join(paths[:8]) + (" …" if len(paths) > 8 else ""))
     return 0 if found.reproduced else 1
+
+
+def status(record: Path) -> str:
+    """Each results file in `record`'s folder and what `record` says of it: written again (every quality figure
+    equal, or a timing file whole), differing (how many figures, in which sections), or not compared yet."""
+    compared = json.loads(record.read_text(encoding="utf-8")).get("files", {}) if record.is_file() else {}
+    by_file: dict[str, list[tuple[str, dict]]] = {}
+    for key, entry in compared.items():
+        name, _, section = key.partition("#")
+        by_file.setdefault(Path(name).name, []).append((section, entry))
+    lines, counts = [], {"written again": 0, "differing": 0, "not compared": 0}
+    for path in sorted(record.parent.glob("*.json")):
+        if path == record:
+            continue
+        entries = by_file.get(path.name, [])
+        if not entries:
+            state = "not compared"
+        elif all(entry["reproduced"] for _, entry in entries):
+            state = "written again"
+        else:
+            state = "differing"
+        counts[state] += 1
+        parts = [(section or "whole") + ("" if entry["reproduced"] else f": {entry['differing']} differ")
+                 for section, entry in entries]  # fmt: skip
+        shown = "" if parts in ([], ["whole"]) else f"  ({'; '.join(parts)})"  # sections only: which
+        lines.append(f"{state:14s} {path.name}{shown}")
+    summary = ", ".join(f"{n} {state}" for state, n in counts.items())
+    return "\n".join([*lines, summary])
 
 
 def _record(args: argparse.Namespace, found: Compared) -> None:

@@ -116,3 +116,21 @@ def test_every_benchmark_records_the_command_it_was_started_with() -> None:
             if "python" in text and "command_line" not in text:
                 spelled.append(f"{path.relative_to(root)}:{value.lineno}: {text[:80]}")
     assert not spelled, "\n".join(spelled)
+
+
+def test_the_status_lists_every_results_file_and_what_its_comparisons_say(compare, tmp_path, capsys) -> None:
+    for name in ("a.json", "b.json", "c.json", "d.json"):
+        (tmp_path / name).write_text("{}")
+    record = tmp_path / "reproduced.json"
+    entry = {"reproduced": True, "differing": 0, "equal": 3}
+    record.write_text(json.dumps({"files": {
+        f"{tmp_path}/a.json": entry,
+        f"{tmp_path}/b.json#one": entry, f"{tmp_path}/b.json#two": {**entry, "reproduced": False, "differing": 2},
+        f"{tmp_path}/c.json#one": entry}}))  # fmt: skip
+    assert compare.main(["--status", str(record)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["written again  a.json", "differing      b.json  (one; two: 2 differ)",
+                     "written again  c.json  (one)", "not compared   d.json",
+                     "2 written again, 1 differing, 1 not compared"]  # fmt: skip
+    with pytest.raises(SystemExit):
+        compare.main([str(record)])  # one file and no --status: told to give both
