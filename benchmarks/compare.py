@@ -24,11 +24,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# a path part naming a timing or a machine reading, never a quality figure
+# a path part naming a timing or a machine reading, never a quality figure (``a_over_b``: one timing over another;
+# a quality figure against a reference is ``_vs_``, e.g. recall_at_10_vs_exact)
 MACHINE = re.compile(
     r"(^|_)(s|ms|seconds|secs|time|times|wall|cpu|load|rss|mb|gb|qps|throughput|busy|elapsed|faults|hwm|speed|"
     r"speedup|p50|p99|latency|per_s|ratio|over_first|loads|medians?|minimums?|paired)(_|$)|_per_s$|^load_|"
-    r"environment|^command|^started",
+    r"environment|^command|^started|_over_",
     re.IGNORECASE,
 )
 # a timing's path part naming a ratio measured inside one run: comparable across runs, as the timings are not

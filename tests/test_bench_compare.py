@@ -59,6 +59,9 @@ def test_a_timing_file_is_written_again_when_every_figure_is_and_its_ratios_are_
     found = compare.compare(recorded, new)
     assert found.timings_only and found.reproduced and found.machine == 6
     assert found.ratios == [("arms.int8.speedup", 2.0, 1.5), ("dense_over_hybrid_p50", 0.5, 0.6)]
+    timed = compare.compare({"bucketed_over_runs": 1.07, "recall_at_10_vs_exact": 0.99},
+                            {"bucketed_over_runs": 1.09, "recall_at_10_vs_exact": 0.99})  # fmt: skip
+    assert timed.ratios == [("bucketed_over_runs", 1.07, 1.09)] and timed.equal == 1 and timed.reproduced
     old, now = tmp_path / "old.json", tmp_path / "new.json"
     old.write_text(json.dumps(recorded))
     now.write_text(json.dumps(new))
