@@ -28,8 +28,8 @@ from pathlib import Path
 # a quality figure against a reference is ``_vs_``, e.g. recall_at_10_vs_exact)
 MACHINE = re.compile(
     r"(^|_)(s|ms|seconds|secs|time|times|wall|cpu|load|rss|mb|gb|qps|throughput|busy|elapsed|faults|hwm|speed|"
-    r"speedup|p50|p99|latency|per_s|ratio|over_first|loads|medians?|minimums?|paired)(_|$)|_per_s$|^load_|"
-    r"environment|^command|^started|_over_",
+    r"speedup|p50|p99|latency|per_s|per_second|stall|ratio|over_first|loads|medians?|minimums?|paired)(_|$)|"
+    r"_per_s$|^load_|environment|^command|^started|_over_",
     re.IGNORECASE,
 )
 # a timing's path part naming a ratio measured inside one run: comparable across runs, as the timings are not
