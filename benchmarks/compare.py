@@ -66,15 +66,16 @@ class Compared:
     only_new: list[str] = field(default_factory=list)
 
     @property
-    def reproduced(self) -> bool:
-        """Every shared quality figure equal; a timing file (no quality figure): every recorded figure written."""
-        if self.equal == 0 and not self.differing:
-            return self.machine > 0 and not self.only_recorded
-        return not self.differing
+    def timings_only(self) -> bool:
+        """No quality figure shared: a file of timings and machine readings (or of nothing comparable)."""
+        return self.equal == 0 and not self.differing
 
     @property
-    def timings_only(self) -> bool:
-        return self.equal == 0 and not self.differing
+    def reproduced(self) -> bool:
+        """Every shared quality figure equal; a timing file: every recorded figure written again."""
+        if self.timings_only:
+            return self.machine > 0 and not self.only_recorded
+        return not self.differing
 
 
 def compare(
