@@ -181,16 +181,8 @@ def evaluate_through_index(
     config, data = index_task(config, where)
     opened.check_corpus(config.data)
     chosen, k = opened.search_mode(mode), config.retrieval.top_k + (1 if config.retrieval.drop_self_hits else 0)
-    stage = opened.token_stage  # described once: the check below and the record
-    if stage is not None and chosen.value != "hybrid":
-        raise SettingError("tokens", stage["folder"], f"rescores a hybrid search, not a {chosen.value} one; rank "
-                           "in hybrid mode (--mode hybrid) or leave the tokens out")  # fmt: skip
+    described = {"engine": "milvus" if milvus else opened.settings["engine"], **opened.searched_with(chosen)}
     runs = opened.ranked_with_exact(list(data.query_texts), k, chosen)  # k: room for the self-hit that is dropped
-    described = {"engine": "milvus" if milvus else opened.settings["engine"],
-                 "quantize": opened.settings["quantize"], "mode": chosen.value,
-                 "query_precision": opened.queries_embedded_at,
-                 **({"fusion": opened.fusion.to_dict()} if chosen.value == "hybrid" else {}),
-                 **({"tokens": stage} if stage is not None else {})}  # fmt: skip
     return index_record(config, data, runs, index=where, described=described, model=dict(opened.settings["model"]),
                         out=out, started=started)  # fmt: skip
 

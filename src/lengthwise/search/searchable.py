@@ -182,6 +182,18 @@ class Searchable:
         """The token stage a hybrid search runs (`use_tokens`; its folder, codec, model, weight, depth), or None."""
         return None if self.searcher.tokens is None else self.searcher.tokens.describe()
 
+    def searched_with(self, mode: Mode) -> dict[str, object]:
+        """What a search in `mode` runs with, as a record says it: the quantization, the mode, the queries'
+        precision, the fusion (hybrid) and the token stage (`token_stage`). A token stage rescores a hybrid search
+        only: with another mode it is refused, not left out unsaid."""
+        stage = self.token_stage
+        if stage is not None and mode.value != "hybrid":
+            raise SettingError("tokens", stage["folder"], f"rescores a hybrid search, not a {mode.value} one; rank "
+                               "in hybrid mode (--mode hybrid) or leave the tokens out")  # fmt: skip
+        return {"quantize": self.settings["quantize"], "mode": mode.value, "query_precision": self.queries_embedded_at,
+                **({"fusion": self.fusion.to_dict()} if mode.value == "hybrid" else {}),
+                **({"tokens": stage} if stage is not None else {})}  # fmt: skip
+
     def search_vectors(
         self,
         queries: np.ndarray,
