@@ -179,6 +179,14 @@ def _colbert_arms(name: str, corpus: Path, args: argparse.Namespace, doc_ids: li
     return arms
 
 
+def _colbert_rescored(hybrid: np.ndarray, plain: np.ndarray, colbert: np.ndarray, depth: int) -> dict[str, np.ndarray]:
+    """The hybrid's best `depth` rescored by the ColBERT's tokens at each of `WEIGHTS` (``hybrid+colbert:{t}``) and
+    by both token sides at once, each at t of `BOTH_WEIGHTS` (``hybrid+tokens+colbert:{t}``)."""
+    return {**{f"hybrid+colbert:{w}": _rescored(hybrid, colbert, w, depth) for w in WEIGHTS},
+            **{f"hybrid+tokens+colbert:{w}": _rescored(hybrid, [plain, colbert], [w, w], depth)
+               for w in BOTH_WEIGHTS}}  # fmt: skip
+
+
 def _corpus_file(name: str, entry: dict[str, Any], args: argparse.Namespace) -> Path:
     if entry.get("corpus") is not None:
         return Path(entry["corpus"])
@@ -284,11 +292,7 @@ def colbert_study(args: argparse.Namespace) -> dict[str, Any]:
         arms = {"hybrid": hybrid, f"tokens:{args.default_codec}": plain,
                 "hybrid+tokens:0.4": _rescored(hybrid, plain, 0.4, args.rescore)}  # fmt: skip
         arms.update(colberts[name](queries["texts"]))
-        for weight in WEIGHTS:
-            arms[f"hybrid+colbert:{weight}"] = _rescored(hybrid, arms["colbert:bin"], weight, args.rescore)
-        for each in BOTH_WEIGHTS:  # both token sides at once, each at `each`
-            arms[f"hybrid+tokens+colbert:{each}"] = _rescored(hybrid, [plain, arms["colbert:bin"]], [each, each],
-                                                              args.rescore)  # fmt: skip
+        arms.update(_colbert_rescored(hybrid, plain, arms["colbert:bin"], args.rescore))
         table[key] = _scored(index, queries, arms, key)
     return table
 
@@ -388,10 +392,7 @@ def synthetic(args: argparse.Namespace) -> dict[str, Any]:
         colbert = _colbert_arms(name, args.work / name / "corpus.jsonl", args, list(index.doc_ids))
         if colbert is not None:  # --colbert: its tokens alone and rescoring the hybrid (every token, per length)
             arms.update(colbert(texts, groups))
-            arms.update({f"hybrid+colbert:{w}": _rescored(grouped, arms["colbert:bin"], w, args.rescore)
-                         for w in WEIGHTS})  # fmt: skip
-            arms.update({f"hybrid+tokens+colbert:{w}": _rescored(grouped, [tokens, arms["colbert:bin"]], [w, w],
-                                                                 args.rescore) for w in BOTH_WEIGHTS})  # fmt: skip
+            arms.update(_colbert_rescored(grouped, tokens, arms["colbert:bin"], args.rescore))
         found = {arm: _acc1(scores, entry["data"]) for arm, scores in arms.items()}
         table[name] = {arm: result["mean"] for arm, result in found.items()}
         table[f"{name}:by_length"] = {arm: result["by_length"] for arm, result in found.items()}
