@@ -59,6 +59,17 @@ def test_a_second_models_rows_go_under_models_and_keep_the_defaults(tmp_path, mo
     assert (mpnet["model"], mpnet["default_codec"], len(mpnet["runs"])) == (other.model, "pca512-bin", 2)
 
 
+def test_a_synthetic_run_records_its_tasks_and_no_corpus(tmp_path, monkeypatch) -> None:
+    import json
+
+    tokens = importlib.import_module("benchmarks.search.tokens")
+    monkeypatch.setattr(tokens, "RESULTS", tmp_path / "token_side.json")
+    monkeypatch.setattr(tokens, "synthetic", lambda args: {"passkey-test": {"hybrid": 100.0}})
+    tokens.main(["--synthetic", "passkey", "--per-length", "4", "--threads", "1"])
+    run = json.loads((tmp_path / "token_side.json").read_text())["synthetic_runs"][0]
+    assert (run["sets"], run["tasks"], run["per_length"]) == ([], ["passkey"], 4)  # not --sets' default corpus
+
+
 def test_the_default_is_rechosen_over_corpora_and_models_and_left_out_one_corpus_at_a_time() -> None:
     tokens = importlib.import_module("benchmarks.search.tokens")
     arms = tokens.DEFAULT_ARMS  # hybrid, every token at 0.4, around8 at 0.3 / 0.4 / 0.5

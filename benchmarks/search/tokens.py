@@ -640,7 +640,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.synthetic:
         scored = synthetic(args)
         _merged(args, {"synthetic": scored}, "synthetic_runs", run(
-            tasks=list(args.synthetic), splits=list(args.synthetic_splits), per_length=args.per_length,
+            sets=[], tasks=list(args.synthetic), splits=list(args.synthetic_splits), per_length=args.per_length,
             dev_per_length=args.dev_per_length))  # fmt: skip
         return
     if args.colbert is not None:
